@@ -1,0 +1,647 @@
+/* common.c -- the shared harness; see common.h for what each piece is for. */
+#define _POSIX_C_SOURCE 200809L
+#include "common.h"
+#include "npy.h"
+
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef DATA_DIR
+#define DATA_DIR "data"
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Errors and allocation                                                      */
+/* ------------------------------------------------------------------------- */
+
+const char *g_prog = "fa";
+
+void set_prog_name(const char *argv0)
+{
+    const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+    g_prog = slash ? slash + 1 : (argv0 ? argv0 : "fa");
+}
+
+void fatal(int status, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s: error: ", g_prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(status);
+}
+
+void *xmalloc(size_t count, size_t size, const char *what)
+{
+    if (size && count > SIZE_MAX / size)
+        fatal(EXIT_BAD_INPUT, "%s: %zu x %zu bytes overflows", what, count, size);
+    size_t bytes = count * size;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        fatal(EXIT_BAD_INPUT, "%s: cannot allocate %zu bytes", what, count * size);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size, const char *what)
+{
+    if (size && count > SIZE_MAX / size)
+        fatal(EXIT_BAD_INPUT, "%s: %zu x %zu bytes overflows", what, count, size);
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p)
+        fatal(EXIT_BAD_INPUT, "%s: cannot allocate %zu bytes", what, count * size);
+    return p;
+}
+
+void poison(double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+size_t count_nonfinite(const double *x, size_t n, bool allow_neg_inf)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) && !(allow_neg_inf && x[i] == -INFINITY)) bad++;
+    return bad;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Random numbers                                                             */
+/* ------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void rng_seed(rng_t *rng, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t rng_next(rng_t *rng)
+{
+    uint64_t *s = rng->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double rng_uniform(rng_t *rng) { return (double)(rng_next(rng) >> 11) * 0x1.0p-53; }
+
+double rng_normal(rng_t *rng)
+{
+    /* Box-Muller; 1 - u keeps the logarithm's argument in (0, 1]. */
+    double u1 = 1.0 - rng_uniform(rng), u2 = rng_uniform(rng);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+int rng_int(rng_t *rng, int lo, int hi)
+{
+    return lo + (int)(rng_uniform(rng) * (double)(hi - lo + 1));
+}
+
+void fill_normal(double *x, size_t n, double mean, double std, rng_t *rng)
+{
+    for (size_t i = 0; i < n; i++) x[i] = mean + std * rng_normal(rng);
+}
+
+uint64_t fresh_seed(void)
+{
+    uint64_t seed = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&seed, sizeof seed, 1, f) != 1) seed = 0;
+        fclose(f);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    seed ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
+    return seed % 1000000007ull;  /* short enough to retype after --seed */
+}
+
+/* ------------------------------------------------------------------------- */
+/* Shapes, validation, timing                                                 */
+/* ------------------------------------------------------------------------- */
+
+size_t shape_rows(attn_shape s) { return (size_t)s.B * (size_t)s.H * (size_t)s.N; }
+size_t shape_numel(attn_shape s) { return shape_rows(s) * (size_t)s.d; }
+
+err_stats compare(const char *name, const double *got, const double *ref, size_t n,
+                  double atol, double rtol, int max_print)
+{
+    err_stats e = {0};
+    e.n = n;
+    double diff2 = 0, ref2 = 0;
+    int printed = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i];
+        bool ok;
+        double ad = 0;
+        if (isnan(g) || isnan(r)) {
+            ok = false;
+            ad = INFINITY;
+        } else if (isinf(r) || isinf(g)) {
+            ok = g == r;  /* a masked row's L = -inf must come out as -inf */
+            ad = ok ? 0 : INFINITY;
+        } else {
+            ad = fabs(g - r);
+            ok = ad <= atol + rtol * fabs(r);
+            diff2 += ad * ad;
+            ref2 += r * r;
+            double rel = ad / fmax(fabs(r), DBL_MIN);
+            if (rel > e.max_rel) e.max_rel = rel;
+        }
+        if (ad > e.max_abs) e.max_abs = ad;
+        if (!ok) {
+            e.mismatches++;
+            if (printed < max_print) {
+                fprintf(stderr, "  mismatch %s[%zu]: got %.17g, ref %.17g\n", name, i, g, r);
+                printed++;
+            }
+        }
+    }
+    e.rel_norm = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+    return e;
+}
+
+void err_merge(err_stats *a, err_stats b)
+{
+    a->max_abs = fmax(a->max_abs, b.max_abs);
+    a->max_rel = fmax(a->max_rel, b.max_rel);
+    a->rel_norm = fmax(a->rel_norm, b.rel_norm);
+    a->mismatches += b.mismatches;
+    a->n += b.n;
+}
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------- */
+/* IO counters and the SRAM arena                                             */
+/* ------------------------------------------------------------------------- */
+
+const char *const tensor_name[T_COUNT] = {
+    "Q", "K", "V", "O", "L", "S", "P", "dO", "dQ", "dK", "dV", "dP", "dS", "D",
+};
+
+void io_reset(io_counter *io) { memset(io, 0, sizeof *io); }
+
+uint64_t io_total(const io_counter *io)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < T_COUNT; i++) t += io->reads[i] + io->writes[i];
+    return t;
+}
+
+void io_print(const io_counter *io, const char *indent)
+{
+    printf("%s", indent);
+    for (int i = 0; i < T_COUNT; i++) {
+        if (io->reads[i]) printf("%s r %llu  ", tensor_name[i], (unsigned long long)io->reads[i]);
+        if (io->writes[i]) printf("%s w %llu  ", tensor_name[i], (unsigned long long)io->writes[i]);
+    }
+    printf("\n");
+}
+
+void sram_init(sram_arena *s, size_t M)
+{
+    s->base = xmalloc(M, sizeof(double), "SRAM scratch");
+    s->M = M;
+    s->used = 0;
+    s->high_water = 0;
+}
+
+void sram_free(sram_arena *s)
+{
+    free(s->base);
+    s->base = NULL;
+}
+
+double *sram_alloc(sram_arena *s, size_t n, const char *what)
+{
+    if (n > s->M - s->used)
+        fatal(EXIT_CHECK_FAILED, "SRAM overflow: %s needs %zu elements, %zu of %zu in use",
+              what, n, s->used, s->M);
+    double *p = s->base + s->used;
+    s->used += n;
+    if (s->used > s->high_water) s->high_water = s->used;
+    poison(p, n);  /* a tile read before it is written shows up as NaN */
+    return p;
+}
+
+void sram_reset(sram_arena *s) { s->used = 0; }
+
+void hbm_load(double *tile, const double *src, int rows, int cols, int ld,
+              io_counter *io, tensor_id t)
+{
+    for (int r = 0; r < rows; r++)
+        memcpy(tile + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof(double));
+    io_read(io, t, (uint64_t)rows * (uint64_t)cols);
+}
+
+void hbm_store(double *dst, const double *tile, int rows, int cols, int ld,
+               io_counter *io, tensor_id t)
+{
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * ld, tile + (size_t)r * cols, (size_t)cols * sizeof(double));
+    io_write(io, t, (uint64_t)rows * (uint64_t)cols);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Command-line options                                                       */
+/* ------------------------------------------------------------------------- */
+
+typedef enum { ARG_NONE, ARG_INT, ARG_LONG, ARG_U64, ARG_DOUBLE, ARG_STR, ARG_LIST, ARG_PAIR } arg_kind;
+
+typedef struct {
+    const char *name;
+    unsigned flag;
+    arg_kind kind;
+    const char *meta;
+    const char *help;
+} opt_spec;
+
+static const opt_spec SPECS[] = {
+    {"--n", OPT_N, ARG_INT, "N", "sequence length of random input"},
+    {"--d", OPT_D, ARG_INT, "D", "head dimension of random input"},
+    {"--batch", OPT_BATCH, ARG_INT, "B", "batch size of random input"},
+    {"--heads", OPT_HEADS, ARG_INT, "H", "number of heads of random input"},
+    {"--random", OPT_RANDOM, ARG_NONE, NULL, "random N(0,1) input instead of the real model input"},
+    {"--seed", OPT_SEED, ARG_U64, "S", "seed of the random generator (default 1234)"},
+    {"--causal", OPT_CAUSAL, ARG_NONE, NULL, "causal mask: query i sees keys j <= i"},
+    {"--window", OPT_WINDOW, ARG_PAIR, "L,R", "sliding window: query i sees i-L <= j <= i+R (-1: unbounded)"},
+    {"--scale", OPT_SCALE, ARG_DOUBLE, "X", "softmax_scale (default 1/sqrt(d))"},
+    {"--q", OPT_INPUTS, ARG_STR, "FILE", "Q from a .npy file, (N,d), (H,N,d) or (B,H,N,d)"},
+    {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, same shape as Q"},
+    {"--v", OPT_INPUTS, ARG_STR, "FILE", "V from a .npy file, same shape as Q"},
+    {"--do", OPT_INPUTS, ARG_STR, "FILE", "dO (upstream gradient) from a .npy file, same shape as Q"},
+    {"--out", OPT_OUTPUTS, ARG_STR, "FILE", "write O as .npy (float64, (B,H,N,d))"},
+    {"--lse", OPT_OUTPUTS, ARG_STR, "FILE", "write L = logsumexp per row as .npy (B,H,N)"},
+    {"--dq", OPT_OUTPUTS, ARG_STR, "FILE", "write dQ as .npy"},
+    {"--dk", OPT_OUTPUTS, ARG_STR, "FILE", "write dK as .npy"},
+    {"--dv", OPT_OUTPUTS, ARG_STR, "FILE", "write dV as .npy"},
+    {"--dtype", OPT_DTYPE, ARG_STR, "T", "arithmetic: fp64 (default) or fp32"},
+    {"--br", OPT_BR, ARG_INT, "BR", "query block rows Br"},
+    {"--bc", OPT_BC, ARG_INT, "BC", "key/value block rows Bc"},
+    {"--sram", OPT_SRAM, ARG_LONG, "M", "SRAM size M in elements; Br, Bc derived from it"},
+    {"--block", OPT_BLOCK, ARG_INT, "B", "block size of the streaming softmax"},
+    {"--trace", OPT_TRACE, ARG_NONE, NULL, "print m, l, alpha block by block"},
+    {"--logits", OPT_LOGITS, ARG_LIST, "X,Y,...", "the logits to stream (with --trace)"},
+    {"--sweep", OPT_SWEEP, ARG_STR, "NAME", "run a sweep and write --csv"},
+    {"--csv", OPT_CSV, ARG_STR, "FILE", "write measured rows as CSV"},
+    {"--kernel", OPT_KERNEL, ARG_INT, "K", "kernel version"},
+    {"--repeats", OPT_REPEATS, ARG_INT, "R", "timed repetitions"},
+    {"--quiet", OPT_QUIET, ARG_NONE, NULL, "print only the verdict line"},
+};
+#define N_SPECS (sizeof SPECS / sizeof SPECS[0])
+
+static void print_usage(const char *usage, unsigned accepted)
+{
+    printf("%s\n\nOptions:\n", usage);
+    for (size_t i = 0; i < N_SPECS; i++) {
+        if (!(SPECS[i].flag & accepted)) continue;
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", SPECS[i].name, SPECS[i].meta ? " " : "",
+                 SPECS[i].meta ? SPECS[i].meta : "");
+        printf("  %-20s %s\n", left, SPECS[i].help);
+    }
+    printf("  %-20s %s\n", "--help", "this text");
+}
+
+static long long parse_integer(const char *flag, const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno)
+        fatal(EXIT_BAD_INPUT, "%s: expected an integer, got '%s'", flag, s);
+    if (v < lo || v > hi)
+        fatal(EXIT_BAD_INPUT, "%s: %lld is out of range [%lld, %lld]", flag, v, lo, hi);
+    return v;
+}
+
+static double parse_real(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || errno || !isfinite(v))
+        fatal(EXIT_BAD_INPUT, "%s: expected a finite number, got '%s'", flag, s);
+    return v;
+}
+
+static void parse_value(const opt_spec *sp, const char *val, options *o)
+{
+    const char *f = sp->name;
+    switch (sp->flag) {
+    case OPT_N: o->N = (int)parse_integer(f, val, 1, 1 << 20); break;
+    case OPT_D: o->d = (int)parse_integer(f, val, 1, 4096); break;
+    case OPT_BATCH: o->batch = (int)parse_integer(f, val, 1, 1 << 16); break;
+    case OPT_HEADS: o->heads = (int)parse_integer(f, val, 1, 1 << 16); break;
+    case OPT_SEED: o->seed = (uint64_t)parse_integer(f, val, 0, LLONG_MAX); break;
+    case OPT_BR: o->Br = (int)parse_integer(f, val, 1, 1 << 20); break;
+    case OPT_BC: o->Bc = (int)parse_integer(f, val, 1, 1 << 20); break;
+    case OPT_SRAM: o->M = (long)parse_integer(f, val, 1, 1L << 30); break;
+    case OPT_BLOCK: o->block = (int)parse_integer(f, val, 1, 1 << 20); break;
+    case OPT_KERNEL: o->kernel = (int)parse_integer(f, val, 0, 99); break;
+    case OPT_REPEATS: o->repeats = (int)parse_integer(f, val, 1, 100000); break;
+    case OPT_SCALE:
+        o->softmax_scale = parse_real(f, val);
+        if (o->softmax_scale <= 0) fatal(EXIT_BAD_INPUT, "%s: must be positive, got '%s'", f, val);
+        break;
+    case OPT_CSV: o->csv = val; break;
+    case OPT_SWEEP: o->sweep = val; break;
+    case OPT_DTYPE:
+        if (strcmp(val, "fp64") && strcmp(val, "fp32") && strcmp(val, "fp16") && strcmp(val, "bf16"))
+            fatal(EXIT_BAD_INPUT, "--dtype: expected fp64, fp32, fp16 or bf16, got '%s'", val);
+        o->dtype = val;
+        break;
+    case OPT_LOGITS: {
+        char buf[65536];
+        if (strlen(val) >= sizeof buf) fatal(EXIT_BAD_INPUT, "--logits: list too long");
+        strcpy(buf, val);
+        o->n_logits = 0;
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (o->n_logits == MAX_LOGITS) fatal(EXIT_BAD_INPUT, "--logits: more than %d values", MAX_LOGITS);
+            o->logits[o->n_logits++] = parse_real("--logits", tok);
+        }
+        if (o->n_logits == 0) fatal(EXIT_BAD_INPUT, "--logits: expected a comma-separated list of numbers");
+        break;
+    }
+    case OPT_WINDOW: {
+        char *comma = strchr(val, ',');
+        if (!comma) fatal(EXIT_BAD_INPUT, "--window: expected L,R (e.g. 128,0), got '%s'", val);
+        char left[64];
+        size_t n = (size_t)(comma - val);
+        if (n >= sizeof left) fatal(EXIT_BAD_INPUT, "--window: expected L,R, got '%s'", val);
+        memcpy(left, val, n);
+        left[n] = '\0';
+        o->window_left = (int)parse_integer("--window (left)", left, -1, INT_MAX);
+        o->window_right = (int)parse_integer("--window (right)", comma + 1, -1, INT_MAX);
+        break;
+    }
+    case OPT_INPUTS:
+        if (!strcmp(f, "--q")) o->q = val;
+        else if (!strcmp(f, "--k")) o->k = val;
+        else if (!strcmp(f, "--v")) o->v = val;
+        else o->dO = val;
+        break;
+    case OPT_OUTPUTS:
+        if (!strcmp(f, "--out")) o->out = val;
+        else if (!strcmp(f, "--lse")) o->lse = val;
+        else if (!strcmp(f, "--dq")) o->dq = val;
+        else if (!strcmp(f, "--dk")) o->dk = val;
+        else o->dv = val;
+        break;
+    default: break;
+    }
+}
+
+void parse_options(int argc, char **argv, unsigned accepted, const char *usage, options *o)
+{
+    memset(o, 0, sizeof *o);
+    set_prog_name(argv[0]);
+    o->N = 256;
+    o->d = 64;
+    o->batch = 1;
+    o->heads = 1;
+    o->seed = 1234;
+    o->window_left = o->window_right = -1;
+    o->kernel = -1;
+    o->repeats = 0;
+    o->dtype = "fp64";
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            print_usage(usage, accepted);
+            exit(0);
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            fatal(EXIT_BAD_INPUT, "unexpected argument '%s' (flags start with --; see --help)", arg);
+        char name[64];
+        const char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (nlen >= sizeof name)
+            fatal(EXIT_BAD_INPUT, "unknown flag '%.40s...' (see --help)", arg);
+        memcpy(name, arg, nlen);
+        name[nlen] = '\0';
+
+        const opt_spec *sp = NULL;
+        for (size_t s = 0; s < N_SPECS; s++)
+            if (!strcmp(SPECS[s].name, name) && (SPECS[s].flag & accepted)) sp = &SPECS[s];
+        if (!sp) fatal(EXIT_BAD_INPUT, "unknown flag '%s' (see --help)", name);
+
+        o->given |= sp->flag;
+        if (sp->kind == ARG_NONE) {
+            if (eq) fatal(EXIT_BAD_INPUT, "%s takes no value", name);
+            if (sp->flag == OPT_CAUSAL) o->causal = true;
+            else if (sp->flag == OPT_TRACE) o->trace = true;
+            else if (sp->flag == OPT_QUIET) o->quiet = true;
+            else if (sp->flag == OPT_RANDOM) o->random = true;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!val) fatal(EXIT_BAD_INPUT, "%s: missing value (%s %s)", name, name, sp->meta);
+        if (!eq && strncmp(val, "--", 2) == 0)
+            fatal(EXIT_BAD_INPUT, "%s: missing value before '%s'", name, val);
+        parse_value(sp, val, o);
+    }
+}
+
+double effective_scale(const options *opt, int d)
+{
+    return opt->softmax_scale > 0 ? opt->softmax_scale : 1.0 / sqrt((double)d);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Problems: real input, files, or random                                     */
+/* ------------------------------------------------------------------------- */
+
+/* Read one tensor file and bring it to (B, H, N, d). */
+static double *load_tensor(const char *flag, const char *path, attn_shape *s)
+{
+    npy_array a;
+    char err[256];
+    if (npy_read(path, &a, err, sizeof err) != 0)
+        fatal(EXIT_BAD_INPUT, "%s %s: %s", flag, path, err);
+    int64_t B = 1, H = 1, N, d;
+    switch (a.ndim) {
+    case 2: N = a.shape[0]; d = a.shape[1]; break;
+    case 3: H = a.shape[0]; N = a.shape[1]; d = a.shape[2]; break;
+    case 4: B = a.shape[0]; H = a.shape[1]; N = a.shape[2]; d = a.shape[3]; break;
+    default:
+        npy_free(&a);
+        fatal(EXIT_BAD_INPUT, "%s %s: rank %d array; expected (N,d), (H,N,d) or (B,H,N,d)",
+              flag, path, a.ndim);
+    }
+    if (B < 1 || H < 1 || N < 1 || d < 1 || B > INT_MAX || H > INT_MAX || N > (1 << 20) || d > 4096) {
+        npy_free(&a);
+        fatal(EXIT_BAD_INPUT, "%s %s: shape has an empty or too large dimension", flag, path);
+    }
+    if (count_nonfinite(a.data, a.numel, false)) {
+        npy_free(&a);
+        fatal(EXIT_BAD_INPUT, "%s %s: contains NaN or infinity", flag, path);
+    }
+    *s = (attn_shape){(int)B, (int)H, (int)N, (int)d};
+    return a.data;
+}
+
+static bool same_shape(attn_shape a, attn_shape b)
+{
+    return a.B == b.B && a.H == b.H && a.N == b.N && a.d == b.d;
+}
+
+static void shape_str(attn_shape s, char *buf, size_t n)
+{
+    snprintf(buf, n, "(%d, %d, %d, %d)", s.B, s.H, s.N, s.d);
+}
+
+void load_problem(const options *opt, attn_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    rng_t rng;
+    rng_seed(&rng, opt->seed);
+    bool files = opt->q || opt->k || opt->v;
+    bool random = opt->random || (opt->given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS));
+    if (files && random)
+        fatal(EXIT_BAD_INPUT, "--q/--k/--v cannot be combined with --random, --n, --d, --batch or --heads");
+
+    if (!files && random) {
+        p->shape = (attn_shape){opt->batch, opt->heads, opt->N, opt->d};
+        size_t n = shape_numel(p->shape);
+        p->Q = xmalloc(n, sizeof(double), "Q");
+        p->K = xmalloc(n, sizeof(double), "K");
+        p->V = xmalloc(n, sizeof(double), "V");
+        p->dO = xmalloc(n, sizeof(double), "dO");
+        fill_normal(p->Q, n, 0, 1, &rng);
+        fill_normal(p->K, n, 0, 1, &rng);
+        fill_normal(p->V, n, 0, 1, &rng);
+        fill_normal(p->dO, n, 0, 1, &rng);
+        snprintf(p->source, sizeof p->source, "random N(0,1), seed %llu", (unsigned long long)opt->seed);
+        return;
+    }
+
+    const char *qp, *kp, *vp, *dp;
+    char qb[512], kb[512], vb[512], db[512];
+    if (files) {
+        if (!opt->q || !opt->k || !opt->v)
+            fatal(EXIT_BAD_INPUT, "--q, --k and --v must be given together (missing %s)",
+                  !opt->q ? "--q" : !opt->k ? "--k" : "--v");
+        qp = opt->q; kp = opt->k; vp = opt->v; dp = opt->dO;
+        snprintf(p->source, sizeof p->source, "files %s, %s, %s", qp, kp, vp);
+    } else {
+        snprintf(qb, sizeof qb, "%s/q.npy", DEFAULT_INPUT_DIR);
+        snprintf(kb, sizeof kb, "%s/k.npy", DEFAULT_INPUT_DIR);
+        snprintf(vb, sizeof vb, "%s/v.npy", DEFAULT_INPUT_DIR);
+        snprintf(db, sizeof db, "%s/do.npy", DEFAULT_INPUT_DIR);
+        qp = qb; kp = kb; vp = vb; dp = opt->dO ? opt->dO : db;
+        snprintf(p->source, sizeof p->source, "all-MiniLM-L6-v2 on a real passage (%s)",
+                 DEFAULT_INPUT_DIR);
+    }
+    attn_shape sq, sk, sv, sd;
+    p->Q = load_tensor("--q", qp, &sq);
+    p->K = load_tensor("--k", kp, &sk);
+    p->V = load_tensor("--v", vp, &sv);
+    char a[80], b[80];
+    if (!same_shape(sq, sk) || !same_shape(sq, sv)) {
+        attn_shape other = same_shape(sq, sk) ? sv : sk;
+        shape_str(sq, a, sizeof a);
+        shape_str(other, b, sizeof b);
+        fatal(EXIT_BAD_INPUT, "shape mismatch: Q is %s but %s is %s", a,
+              same_shape(sq, sk) ? "V" : "K", b);
+    }
+    p->shape = sq;
+    if (dp) {
+        p->dO = load_tensor("--do", dp, &sd);
+        if (!same_shape(sq, sd)) {
+            shape_str(sq, a, sizeof a);
+            shape_str(sd, b, sizeof b);
+            fatal(EXIT_BAD_INPUT, "shape mismatch: Q is %s but dO is %s", a, b);
+        }
+    } else {
+        size_t n = shape_numel(p->shape);
+        p->dO = xmalloc(n, sizeof(double), "dO");
+        fill_normal(p->dO, n, 0, 1, &rng);
+    }
+}
+
+void free_problem(attn_problem *p)
+{
+    free(p->Q);
+    free(p->K);
+    free(p->V);
+    free(p->dO);
+    memset(p, 0, sizeof *p);
+}
+
+void save_tensor(const char *path, const double *x, attn_shape s, bool rows_only)
+{
+    int64_t shape[4] = {s.B, s.H, s.N, s.d};
+    char err[256];
+    if (npy_write(path, x, rows_only ? 3 : 4, shape, false, err, sizeof err) != 0)
+        fatal(EXIT_BAD_INPUT, "%s: %s", path, err);
+}
+
+/* ------------------------------------------------------------------------- */
+/* CSV with provenance                                                        */
+/* ------------------------------------------------------------------------- */
+
+static void read_command(const char *cmd, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    if (fgets(buf, (int)n, p)) buf[strcspn(buf, "\n")] = '\0';
+    pclose(p);
+}
+
+FILE *csv_open(const char *path, int argc, char **argv, const char *header)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) fatal(EXIT_BAD_INPUT, "--csv %s: cannot create: %s", path, strerror(errno));
+    char commit[64], changes[8], host[256], cpu[256];
+    read_command("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    read_command("git status --porcelain --untracked-files=no 2>/dev/null | head -c1", changes,
+                 sizeof changes);
+    bool dirty = changes[0] != '\0';
+    read_command("uname -srm", host, sizeof host);
+    read_command("grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'",
+                 cpu, sizeof cpu);
+    time_t t = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    fprintf(f, "# commit: %s%s\n# date: %s\n# machine: %s; %s\n# command:",
+            commit[0] ? commit : "unknown", dirty ? " (with uncommitted changes)" : "",
+            date, host, cpu[0] ? cpu : "unknown cpu");
+    for (int i = 0; i < argc; i++) fprintf(f, " %s", argv[i]);
+    fprintf(f, "\n%s\n", header);
+    return f;
+}

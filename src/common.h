@@ -1,0 +1,247 @@
+/*
+ * common.h -- the shared harness of every stage.
+ *
+ * A stage file should hold only what is new in it; everything else lives here:
+ *   - fatal errors and checked allocation          (one-line message, exit status)
+ *   - a fixed-seed random number generator         (xoshiro256**, Box-Muller normals)
+ *   - tensor shapes (B, H, N, d)                   (row-major, C order)
+ *   - validation                                   (max abs / max rel error, mismatches)
+ *   - wall-clock timing
+ *   - IO counters and the bounded "SRAM" scratch  (what the IO accounting counts)
+ *   - command-line options shared by the stages    (one convention for every program)
+ *   - input loading (real model input or random) and writing results as .npy
+ *
+ * Units: sizes are in elements unless a name says bytes; times in seconds.
+ */
+#ifndef FA_COMMON_H
+#define FA_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------
+ * Errors and allocation
+ * ------------------------------------------------------------------------- */
+
+/* Exit statuses used by every program. */
+enum { EXIT_CHECK_FAILED = 1, EXIT_BAD_INPUT = 2 };
+
+/* Set once by main (argv[0] without its directory); prefixes every message. */
+extern const char *g_prog;
+void set_prog_name(const char *argv0);
+
+/* Print "prog: error: <message>" on one line to stderr and exit(status). */
+_Noreturn void fatal(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* malloc/calloc of count*size bytes, with overflow and failure checked; `what`
+ * names the buffer in the error message. Never returns NULL. */
+void *xmalloc(size_t count, size_t size, const char *what);
+void *xcalloc(size_t count, size_t size, const char *what);
+
+/* Fill n doubles with NaN: outputs are poisoned before an algorithm writes
+ * them, so an element it forgot to write cannot pass a check by accident. */
+void poison(double *x, size_t n);
+/* Number of non-finite entries, ignoring entries equal to -inf when
+ * allow_neg_inf is set (a logsumexp of a fully masked row is -inf). */
+size_t count_nonfinite(const double *x, size_t n, bool allow_neg_inf);
+
+/* ---------------------------------------------------------------------------
+ * Random numbers: xoshiro256** seeded through splitmix64. A fixed seed gives
+ * the same stream on every machine; property tests draw a fresh seed and
+ * print it so that any failure can be replayed with --seed.
+ * ------------------------------------------------------------------------- */
+typedef struct { uint64_t s[4]; } rng_t;
+
+void rng_seed(rng_t *rng, uint64_t seed);
+uint64_t rng_next(rng_t *rng);
+double rng_uniform(rng_t *rng);               /* in [0, 1) */
+double rng_normal(rng_t *rng);                /* N(0, 1) */
+int rng_int(rng_t *rng, int lo, int hi);      /* uniform in [lo, hi] */
+/* x[i] ~ N(mean, std^2), i < n */
+void fill_normal(double *x, size_t n, double mean, double std, rng_t *rng);
+/* A seed that differs from run to run (time and /dev/urandom). */
+uint64_t fresh_seed(void);
+
+/* ---------------------------------------------------------------------------
+ * Shapes. Every tensor is row-major (B, H, N, d); one head is a contiguous
+ * (N, d) block at offset ((b * H) + h) * N * d.
+ * ------------------------------------------------------------------------- */
+typedef struct {
+    int B, H;   /* batch, heads */
+    int N;      /* sequence length (queries = keys) */
+    int d;      /* head dimension */
+} attn_shape;
+
+size_t shape_numel(attn_shape s);          /* B*H*N*d */
+size_t shape_rows(attn_shape s);           /* B*H*N: one L or D entry per row */
+
+/* ---------------------------------------------------------------------------
+ * Validation
+ * ------------------------------------------------------------------------- */
+typedef struct {
+    double max_abs;      /* max |got - ref| */
+    double max_rel;      /* max |got - ref| / max(|ref|, tiny) over entries */
+    double rel_norm;     /* ||got - ref||_2 / ||ref||_2 */
+    size_t mismatches;   /* entries with |got-ref| > atol + rtol*|ref|, or non-finite */
+    size_t n;
+} err_stats;
+
+/* Compare got against ref (n entries). An entry passes when
+ * |got - ref| <= atol + rtol * |ref|; a NaN anywhere fails; an infinite ref
+ * passes only when got is the same infinity (masked rows have L = -inf).
+ * Prints the first `max_print` failing entries as "name[i]: got x, ref y". */
+err_stats compare(const char *name, const double *got, const double *ref, size_t n,
+                  double atol, double rtol, int max_print);
+/* Fold b into a (maxima, sums of counts). */
+void err_merge(err_stats *a, err_stats b);
+
+/* ---------------------------------------------------------------------------
+ * Timing
+ * ------------------------------------------------------------------------- */
+double now_seconds(void);   /* monotonic clock */
+
+/* ---------------------------------------------------------------------------
+ * IO counters. The IO model counts element reads and writes of the tensors
+ * that live in slow memory (HBM on a GPU) and nothing else. Algorithms call
+ * io_read/io_write where they move data between slow memory and the
+ * registers/SRAM; hbm_load/hbm_store below do the copy and the count at once.
+ * ------------------------------------------------------------------------- */
+typedef enum {
+    T_Q, T_K, T_V, T_O, T_L, T_S, T_P,
+    T_dO, T_dQ, T_dK, T_dV, T_dP, T_dS, T_D,
+    T_COUNT
+} tensor_id;
+
+extern const char *const tensor_name[T_COUNT];
+
+typedef struct {
+    uint64_t reads[T_COUNT];   /* elements read from slow memory */
+    uint64_t writes[T_COUNT];  /* elements written to slow memory */
+} io_counter;
+
+void io_reset(io_counter *io);
+static inline void io_read(io_counter *io, tensor_id t, uint64_t n)  { if (io) io->reads[t] += n; }
+static inline void io_write(io_counter *io, tensor_id t, uint64_t n) { if (io) io->writes[t] += n; }
+uint64_t io_total(const io_counter *io);            /* reads + writes, elements */
+/* "Q r 4096  K r 8192 ..." on one line, for learners and test failures. */
+void io_print(const io_counter *io, const char *indent);
+
+/* ---------------------------------------------------------------------------
+ * The bounded scratch buffer that stands for on-chip SRAM. A tiled algorithm
+ * takes all its working tiles from one arena of M elements; the high-water
+ * mark is what the tests hold against M.
+ * ------------------------------------------------------------------------- */
+typedef struct {
+    double *base;
+    size_t M;           /* capacity, elements */
+    size_t used;        /* elements handed out since the last sram_reset */
+    size_t high_water;  /* max of used over the arena's life */
+} sram_arena;
+
+void sram_init(sram_arena *s, size_t M);
+void sram_free(sram_arena *s);
+/* n elements from the arena; exceeding M is a bug in the caller's block-size
+ * arithmetic, so it is fatal (status 1) rather than silently growing. */
+double *sram_alloc(sram_arena *s, size_t n, const char *what);
+void sram_reset(sram_arena *s);
+
+/* Copy a rows x cols tile between slow memory (leading dimension ld) and a
+ * dense SRAM tile (leading dimension cols), counting rows*cols elements of
+ * tensor t as read (load) or written (store). */
+void hbm_load(double *tile, const double *src, int rows, int cols, int ld,
+              io_counter *io, tensor_id t);
+void hbm_store(double *dst, const double *tile, int rows, int cols, int ld,
+               io_counter *io, tensor_id t);
+
+/* ---------------------------------------------------------------------------
+ * Command-line options. One convention for every stage: `--flag value` or
+ * `--flag=value`; a stage lists the flags it accepts, and any other flag, a
+ * missing value or a bad value is a one-line error with exit status 2.
+ * ------------------------------------------------------------------------- */
+enum opt_flag {
+    OPT_N = 1u << 0, OPT_D = 1u << 1, OPT_BATCH = 1u << 2, OPT_HEADS = 1u << 3,
+    OPT_SEED = 1u << 4, OPT_CAUSAL = 1u << 5, OPT_SCALE = 1u << 6,
+    OPT_INPUTS = 1u << 7,   /* --q --k --v --do */
+    OPT_OUTPUTS = 1u << 8,  /* --out --lse --dq --dk --dv */
+    OPT_CSV = 1u << 9, OPT_DTYPE = 1u << 10,
+    OPT_BR = 1u << 11, OPT_BC = 1u << 12, OPT_SRAM = 1u << 13,
+    OPT_BLOCK = 1u << 14, OPT_TRACE = 1u << 15, OPT_LOGITS = 1u << 16,
+    OPT_SWEEP = 1u << 17, OPT_QUIET = 1u << 18, OPT_RANDOM = 1u << 19,
+    OPT_WINDOW = 1u << 20, OPT_KERNEL = 1u << 21, OPT_REPEATS = 1u << 22,
+};
+
+#define MAX_LOGITS 4096
+
+typedef struct {
+    unsigned given;          /* OPT_* bits of the flags present on the command line */
+    int N, d, batch, heads;  /* --n --d --batch --heads (random input) */
+    uint64_t seed;           /* --seed */
+    bool causal;             /* --causal */
+    double softmax_scale;    /* --scale; 0 means 1/sqrt(d) */
+    const char *q, *k, *v, *dO;                 /* --q --k --v --do input files */
+    const char *out, *lse, *dq, *dk, *dv;       /* output files */
+    const char *csv;                            /* --csv */
+    const char *dtype;                          /* --dtype fp64|fp32|fp16|bf16 */
+    int Br, Bc;              /* --br --bc */
+    long M;                  /* --sram: scratch size in elements */
+    int block;               /* --block (stage2) */
+    bool trace;              /* --trace (stage2) */
+    double logits[MAX_LOGITS];  /* --logits a,b,c (stage2) */
+    int n_logits;
+    const char *sweep;       /* --sweep NAME */
+    bool quiet;              /* --quiet: only the verdict line */
+    bool random;             /* --random: random input instead of the real one */
+    int window_left, window_right;  /* --window L,R (-1 = unbounded) */
+    int kernel;              /* --kernel K (GPU stages) */
+    int repeats;             /* --repeats R */
+} options;
+
+/* One line per accepted flag, printed by --help. */
+typedef struct { unsigned flag; const char *text; } flag_help;
+
+/* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234).
+ * `accepted` is the OR of OPT_* flags this stage takes; `usage` is the
+ * stage's own summary printed above the flag list by --help (exit 0). */
+void parse_options(int argc, char **argv, unsigned accepted, const char *usage,
+                   options *opt);
+
+/* ---------------------------------------------------------------------------
+ * Inputs and outputs of an attention problem, all fp64 in memory.
+ * ------------------------------------------------------------------------- */
+typedef struct {
+    attn_shape shape;
+    double *Q, *K, *V;   /* (B, H, N, d) */
+    double *dO;          /* (B, H, N, d), upstream gradient */
+    char source[512];    /* where it came from, for the printed table */
+} attn_problem;
+
+/* The default input: Q, K, V, dO of a pretrained transformer on a real
+ * sentence (data/input/, see its README.md). */
+#define DEFAULT_INPUT_DIR DATA_DIR "/input"
+
+/* Load the problem the options describe: the files --q --k --v [--do] if
+ * given (all three of q, k, v or none), else random N(0,1) input of shape
+ * (--batch, --heads, --n, --d) if --random or any of those flags is given,
+ * else the real default input. A missing dO is drawn at random (seeded).
+ * Errors (missing file, bad .npy, mismatched shapes) exit with status 2. */
+void load_problem(const options *opt, attn_problem *p);
+void free_problem(attn_problem *p);
+
+/* softmax_scale in effect: --scale if given, else 1/sqrt(d). */
+double effective_scale(const options *opt, int d);
+
+/* Write x (shape s, or rows-only when d_or_0 == 0) to path as .npy <f8 with
+ * shape (B, H, N, d) or (B, H, N). Exits with status 2 if it cannot. */
+void save_tensor(const char *path, const double *x, attn_shape s, bool rows_only);
+
+/* ---------------------------------------------------------------------------
+ * CSV with provenance: opens path for writing, writes '# key: value' lines
+ * (commit, date, host, command) and the header line. gnuplot and the
+ * scripts skip '#' lines.
+ * ------------------------------------------------------------------------- */
+#include <stdio.h>
+FILE *csv_open(const char *path, int argc, char **argv, const char *header);
+
+#endif /* FA_COMMON_H */

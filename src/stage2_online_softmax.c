@@ -1,0 +1,277 @@
+/*
+ * stage2_online_softmax.c -- Stage 2: the online softmax.
+ *
+ * What it adds over stage 1: a softmax-weighted sum that never needs the whole
+ * row of logits at once. The running max m, the running denominator l and the
+ * correction alpha = exp(m_old - m_new) let a single pass over blocks of
+ * logits give the same answer as the two-pass softmax, with d + 2 numbers of
+ * state. Stage 3 applies exactly this update to every row of a score tile.
+ *
+ * Build and run:   make stage2 && ./stage2
+ *   ./stage2                           random rows (chapter-like: N = 37, d = 8,
+ *                                      logits with spread 5), huge logits, and
+ *                                      every query row of the real input
+ *   ./stage2 --trace                   the logits [3, 1, 6, 2] in blocks of 2
+ *   ./stage2 --trace --logits 0.5,2,-1,7,3 --block 3
+ *
+ * What it prints: max abs error of the streaming result against the two-pass
+ * softmax for every block size tried; the counted reads (each logit once);
+ * with --trace, m, l and alpha after each block, then L = m + log l.
+ *
+ * Cost: the same O(N d) arithmetic as the two-pass version, one pass over x.
+ */
+#include "stage2_online_softmax.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+//> online-update
+void online_softmax_update(double *m, double *l, double *o, const double *x,
+                           const double *V, int nb, int d, int ldv, double *alpha)
+{
+    double m_block = -INFINITY;
+    for (int j = 0; j < nb; j++) m_block = fmax(m_block, x[j]);
+    double m_new = fmax(*m, m_block);
+    if (m_new == -INFINITY) {          /* every logit so far is masked: */
+        if (alpha) *alpha = 1.0;       /* nothing to add, and exp(-inf - -inf) */
+        return;                        /* would be NaN */
+    }
+    /* Rescale what was accumulated against the old max onto the new one.
+     * Before the first unmasked block m = -inf and l = o = 0: alpha = 0. */
+    double a = exp(*m - m_new);
+    *l *= a;
+    for (int c = 0; c < d; c++) o[c] *= a;
+    for (int j = 0; j < nb; j++) {
+        double p = exp(x[j] - m_new);  /* exponent <= 0: in [0, 1], no overflow */
+        *l += p;
+        for (int c = 0; c < d; c++) o[c] += p * V[(size_t)j * ldv + c];
+    }
+    *m = m_new;
+    if (alpha) *alpha = a;
+}
+
+void online_softmax_finalize(double m, double l, double *o, int d, double *L)
+{
+    if (l == 0.0) {                    /* the row saw only -inf */
+        for (int c = 0; c < d; c++) o[c] = 0.0;
+        *L = -INFINITY;
+        return;
+    }
+    for (int c = 0; c < d; c++) o[c] /= l;   /* normalize once, at the end */
+    *L = m + log(l);
+}
+//< online-update
+
+//> online-row
+void online_softmax_weighted_sum(const double *x, const double *V, int N, int d, int block,
+                                 double *out, double *L, io_counter *io, FILE *trace)
+{
+    double m = -INFINITY, l = 0.0;     /* the whole state: m, l and out (d,) */
+    for (int c = 0; c < d; c++) out[c] = 0.0;
+    for (int j0 = 0, b = 1; j0 < N; j0 += block, b++) {
+        int nb = N - j0 < block ? N - j0 : block;
+        io_read(io, T_S, (uint64_t)nb);              /* this block's logits, once */
+        io_read(io, T_V, (uint64_t)nb * d);          /* and its value rows, once */
+        double m_old = m, alpha;
+        online_softmax_update(&m, &l, out, x + j0, V ? V + (size_t)j0 * d : NULL, nb, d, d,
+                              &alpha);
+        if (trace) {
+            fprintf(trace, "  block %d  x = [", b);
+            for (int j = 0; j < nb; j++) fprintf(trace, "%s%g", j ? ", " : "", x[j0 + j]);
+            fprintf(trace, "]\n    m: %g -> %g   alpha = exp(%g - %g) = %.6f   l = %.6f\n",
+                    m_old, m, m_old, m, alpha, l);
+        }
+    }
+    online_softmax_finalize(m, l, out, d, L);
+    io_write(io, T_O, (uint64_t)d);
+    io_write(io, T_L, 1);
+    if (trace) fprintf(trace, "  final: m = %g, l = %.6f, L = m + log l = %.7f\n", m, l, *L);
+}
+//< online-row
+
+void two_pass_softmax_weighted_sum(const double *x, const double *V, int N, int d,
+                                   double *out, double *L)
+{
+    double m = -INFINITY, l = 0.0;
+    for (int j = 0; j < N; j++) m = fmax(m, x[j]);
+    for (int c = 0; c < d; c++) out[c] = 0.0;
+    if (m == -INFINITY) {
+        *L = -INFINITY;
+        return;
+    }
+    for (int j = 0; j < N; j++) l += exp(x[j] - m);
+    for (int j = 0; j < N; j++) {
+        double p = exp(x[j] - m) / l;
+        for (int c = 0; c < d; c++) out[c] += p * V[(size_t)j * d + c];
+    }
+    *L = m + log(l);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The demonstration program                                                  */
+/* ------------------------------------------------------------------------- */
+#ifndef STAGE_NO_MAIN
+
+static const char USAGE[] =
+    "stage2: the online softmax, a softmax-weighted sum in one streaming pass\n"
+    "usage: ./stage2 [options]\n"
+    "With no options: random rows (N = 37, d = 8, logits ~ N(0, 5^2)), rows with huge\n"
+    "logits, and every query row of the real input, each against the two-pass softmax.\n"
+    "--trace streams --logits (default 3,1,6,2) in blocks of --block (default 2).";
+
+/* Streaming against two-pass, for one row of logits x (N,) over V (N, d), at
+ * every block size in `blocks`. The two differ only by rounding, and rounding
+ * scales with the numbers involved, so errors are kept in units of
+ * eps = 2^-52 of that scale: the output's error over eps * max|V|, L's over
+ * eps * max(1, max|x|). Also counts rows whose raw output error exceeds
+ * 1e-15, and streams whose IO was not N + N d reads and d + 1 writes. */
+typedef struct { double out_ulps, L_ulps, out_abs; long rows, rows_over_1e15; int io_bad; } row_errors;
+
+static void check_row(const double *x, const double *V, int N, int d, const int *blocks,
+                      int nblocks, row_errors *e)
+{
+    double *ref = xmalloc((size_t)d + 1, sizeof(double), "reference row");
+    double *got = xmalloc((size_t)d + 1, sizeof(double), "streamed row");
+    double L_ref, L_got, vmax = 0, xmax = 1;
+    for (size_t j = 0; j < (size_t)N * d; j++) vmax = fmax(vmax, fabs(V[j]));
+    for (int j = 0; j < N; j++) if (isfinite(x[j])) xmax = fmax(xmax, fabs(x[j]));
+    two_pass_softmax_weighted_sum(x, V, N, d, ref, &L_ref);
+    for (int b = 0; b < nblocks; b++) {
+        io_counter io;
+        io_reset(&io);
+        poison(got, (size_t)d);
+        online_softmax_weighted_sum(x, V, N, d, blocks[b], got, &L_got, &io, NULL);
+        double err = compare("out", got, ref, (size_t)d, 0, 0, 0).max_abs;
+        e->out_abs = fmax(e->out_abs, err);
+        e->out_ulps = fmax(e->out_ulps, err / (DBL_EPSILON * fmax(vmax, DBL_MIN)));
+        e->L_ulps = fmax(e->L_ulps, compare("L", &L_got, &L_ref, 1, 0, 0, 0).max_abs /
+                                        (DBL_EPSILON * xmax));
+        e->rows++;
+        e->rows_over_1e15 += err > 1e-15;
+        if (io.reads[T_S] != (uint64_t)N || io.reads[T_V] != (uint64_t)N * d ||
+            io_total(&io) != (uint64_t)N + (uint64_t)N * d + (uint64_t)d + 1)
+            e->io_bad++;
+    }
+    free(ref);
+    free(got);
+}
+
+static int report_rows(const char *what, row_errors e)
+{
+    int bad = !(e.out_ulps <= 8) + !(e.L_ulps <= 8);
+    printf("%s\n", what);
+    printf("    output: max abs error %.3e = %.2f eps max|V|  (<= 8: %s); %ld of %ld streams within 1e-15\n",
+           e.out_abs, e.out_ulps, e.out_ulps <= 8 ? "ok" : "FAIL", e.rows - e.rows_over_1e15, e.rows);
+    printf("    L: max error %.2f eps max(1, max|x|)  (<= 8: %s)\n", e.L_ulps,
+           e.L_ulps <= 8 ? "ok" : "FAIL");
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    options opt;
+    parse_options(argc, argv,
+                  OPT_N | OPT_D | OPT_SEED | OPT_BLOCK | OPT_TRACE | OPT_LOGITS | OPT_QUIET |
+                      OPT_INPUTS,
+                  USAGE, &opt);
+    if ((opt.given & OPT_LOGITS) && !opt.trace)
+        fatal(EXIT_BAD_INPUT, "--logits is used with --trace");
+
+    if (opt.trace) {
+        static const double example[] = {3, 1, 6, 2};
+        const double *x = opt.n_logits ? opt.logits : example;
+        int N = opt.n_logits ? opt.n_logits : 4;
+        int block = (opt.given & OPT_BLOCK) ? opt.block : 2;
+        double out, L, L_ref;
+        printf("stage2 --trace: %d logits in blocks of %d\n", N, block);
+        online_softmax_weighted_sum(x, NULL, N, 0, block, &out, &L, NULL, stdout);
+        two_pass_softmax_weighted_sum(x, NULL, N, 0, &out, &L_ref);
+        double m = -INFINITY, l = 0;
+        for (int j = 0; j < N; j++) m = fmax(m, x[j]);
+        for (int j = 0; j < N; j++) l += exp(x[j] - m);
+        printf("  two-pass: m = %g, l = sum exp(x - max) = %.6f, L = %.7f\n", m, l, L_ref);
+        return fabs(L - L_ref) <= 1e-15 * fmax(1.0, fabs(L_ref)) ? 0 : EXIT_CHECK_FAILED;
+    }
+
+    int N = (opt.given & OPT_N) ? opt.N : 37, d = (opt.given & OPT_D) ? opt.d : 8;
+    int blocks[] = {1, 2, 3, 4, 5, 8, 16, 37, 64, opt.block > 0 ? opt.block : 7};
+    int nblocks = (int)(sizeof blocks / sizeof blocks[0]);
+    rng_t rng;
+    rng_seed(&rng, opt.seed);
+    int failed = 0, io_bad = 0;
+
+    printf("stage2: online softmax vs two-pass softmax (max abs error over out and L)\n");
+    printf("  block sizes 1, 2, 3, 4, 5, 8, 16, 37, 64, %d; seed %llu\n\n", blocks[nblocks - 1],
+           (unsigned long long)opt.seed);
+
+    double *x = xmalloc((size_t)N, sizeof(double), "logits");
+    double *V = xmalloc((size_t)N * d, sizeof(double), "values");
+    row_errors err = {0};
+    for (int trial = 0; trial < 100; trial++) {
+        fill_normal(x, (size_t)N, 0, 5, &rng);    /* spread 5: the chapter's case */
+        fill_normal(V, (size_t)N * d, 0, 1, &rng);
+        check_row(x, V, N, d, blocks, nblocks, &err);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "100 random rows, N = %d, d = %d, logits ~ N(0, 5^2)", N, d);
+    failed += report_rows(what, err);
+    io_bad += err.io_bad;
+
+    /* Logits in the thousands: exp(x) alone overflows past x = 709 in fp64,
+     * the max-subtracted forms never exponentiate anything positive. */
+    err = (row_errors){0};
+    for (int trial = 0; trial < 100; trial++) {
+        fill_normal(x, (size_t)N, 0, 3000, &rng);
+        fill_normal(V, (size_t)N * d, 0, 1, &rng);
+        check_row(x, V, N, d, blocks, nblocks, &err);
+    }
+    failed += report_rows("100 rows with logits ~ N(0, 3000^2), where exp(x) alone overflows", err);
+    io_bad += err.io_bad;
+
+    /* A row that is masked in part: -inf logits contribute nothing. */
+    for (int j = 0; j < N; j += 2) x[j] = -INFINITY;
+    err = (row_errors){0};
+    check_row(x, V, N, d, blocks, nblocks, &err);
+    failed += report_rows("a row with every other logit masked (-inf)", err);
+    io_bad += err.io_bad;
+    free(x);
+    free(V);
+
+    /* The real input: every query row i of every head streams the logits
+     * softmax_scale * q_i . k_j over the keys, in blocks. */
+    attn_problem p;
+    load_problem(&opt, &p);
+    attn_shape s = p.shape;
+    double scale = 1.0 / sqrt((double)s.d);
+    double *row = xmalloc((size_t)s.N, sizeof(double), "logit row");
+    row_errors real = {0};
+    int real_blocks[] = {1, 16, 32, 64};
+    for (int bh = 0; bh < s.B * s.H; bh++) {
+        const double *Q = p.Q + (size_t)bh * s.N * s.d, *K = p.K + (size_t)bh * s.N * s.d;
+        const double *Vh = p.V + (size_t)bh * s.N * s.d;
+        for (int i = 0; i < s.N; i++) {
+            for (int j = 0; j < s.N; j++) {
+                double acc = 0;
+                for (int c = 0; c < s.d; c++) acc += Q[(size_t)i * s.d + c] * K[(size_t)j * s.d + c];
+                row[j] = acc * scale;
+            }
+            check_row(row, Vh, s.N, s.d, real_blocks, 4, &real);
+        }
+    }
+    snprintf(what, sizeof what, "real input: %d query rows of %d logits, d = %d, blocks 1, 16, 32, 64",
+             s.B * s.H * s.N, s.N, s.d);
+    failed += report_rows(what, real);
+    io_bad += real.io_bad;
+    free(row);
+    free_problem(&p);
+
+    printf("streams whose counted IO was not N + N d reads and d + 1 writes: %d (%s)\n", io_bad,
+           io_bad ? "FAIL" : "ok");
+    failed += io_bad != 0;
+    printf("\n  state held while streaming: m, l and o (d values) = d + 2 numbers, for any N\n");
+    printf("\nstage2: %s\n", failed ? "FAILED" : "all checks passed");
+    return failed ? EXIT_CHECK_FAILED : 0;
+}
+#endif /* STAGE_NO_MAIN */
