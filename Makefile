@@ -13,12 +13,18 @@ BUILD   := build
 
 HARNESS := $(BUILD)/common.o $(BUILD)/npy.o
 
-.PHONY: all cpu help clean test bench sweep
-all: cpu                                  ## build every stage
+# Test suites: commands that print PASS/FAIL/SKIP lines (see tests/run.sh).
+# The GPU, paper and exercise makefiles below add theirs.
+TEST_SUITES :=
+TEST_DEPS   :=
+GPU_TARGETS :=
+
+.PHONY: all cpu gpu help clean test bench sweep setup
+all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
 cpu: stage1 stage2 stage3                 ## build the CPU stages
 
 help:                                     ## list the targets
-	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
+	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -35,6 +41,18 @@ stage2: $(BUILD)/stage2_online_softmax.o $(BUILD)/stage1_naive.lib.o $(HARNESS) 
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 stage3: $(BUILD)/stage3_tiled.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## tiled FlashAttention, CPU
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot
+	sh scripts/setup.sh
+
+-include kernels/gpu.mk
+-include paper/paper.mk
+-include exercises/exercises.mk
+
+gpu: $(GPU_TARGETS)
+
+test: cpu $(TEST_DEPS)                    ## every test suite; ends with "N passed, N failed, N skipped"
+	@sh tests/run.sh $(TEST_SUITES)
 
 clean:                                    ## remove build outputs
 	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6
