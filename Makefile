@@ -19,7 +19,7 @@ TEST_SUITES :=
 TEST_DEPS   :=
 GPU_TARGETS :=
 
-.PHONY: all cpu gpu help clean test bench sweep setup
+.PHONY: all cpu gpu help clean test bench sweep setup sanitize
 all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
 cpu: stage1 stage2 stage3                 ## build the CPU stages
 
@@ -41,6 +41,46 @@ stage2: $(BUILD)/stage2_online_softmax.o $(BUILD)/stage1_naive.lib.o $(HARNESS) 
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 stage3: $(BUILD)/stage3_tiled.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## tiled FlashAttention, CPU
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# ---- tests of the CPU stages -------------------------------------------------
+CPU_LIBS := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
+            $(BUILD)/stage1_naive.lib.o $(HARNESS)
+
+$(BUILD)/test_cpu: tests/test_cpu.c $(CPU_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The same programs under AddressSanitizer and UndefinedBehaviorSanitizer,
+# built apart in build/asan so that the normal build stays optimized.
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+ASAN      := $(BUILD)/asan
+SAN_SRCS  := src/common.c src/npy.c
+$(ASAN):
+	@mkdir -p $(ASAN)
+$(ASAN)/%.lib.o: src/%.c | $(ASAN)
+	$(CC) $(CPPFLAGS) -DSTAGE_NO_MAIN -std=c11 -Wall -Wextra $(SAN_FLAGS) -c $< -o $@
+$(ASAN)/stage1: src/stage1_naive.c $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(ASAN)/stage2: src/stage2_online_softmax.c $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(ASAN)/stage3: src/stage3_tiled.c $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(ASAN)/test_cpu: tests/test_cpu.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/test_cpu
+
+sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan
+	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "sh tests/stages.sh $(ASAN)"
+
+TEST_DEPS   += $(BUILD)/test_cpu $(SANITIZED)
+TEST_SUITES += $(BUILD)/test_cpu "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/test_reference.py" \
+               "$(ASAN)/test_cpu --quick" "sh tests/stages.sh $(ASAN)"
+
+# ---- measured data of the CPU stages (read by the figures and the claims) ----
+sweep: stage3 $(BUILD)/test_cpu           ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
+	./stage3 --sweep io --csv data/cpu/io_sweep.csv
+	./stage3 --sweep blocks --csv data/cpu/block_sweep.csv
+	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
+bench: sweep                              ## the CPU benchmark: same as sweep
 
 setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot
 	sh scripts/setup.sh

@@ -160,7 +160,7 @@ int main(int argc, char **argv)
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE | OPT_QUIET,
+                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE,
                   USAGE, &opt);
     bool fp32 = !strcmp(opt.dtype, "fp32");
     if (!fp32 && strcmp(opt.dtype, "fp64"))

@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 {
     options opt;
     parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_SEED | OPT_BLOCK | OPT_TRACE | OPT_LOGITS | OPT_QUIET |
+                  OPT_N | OPT_D | OPT_SEED | OPT_BLOCK | OPT_TRACE | OPT_LOGITS |
                       OPT_INPUTS,
                   USAGE, &opt);
     if ((opt.given & OPT_LOGITS) && !opt.trace)

@@ -442,7 +442,7 @@ int main(int argc, char **argv)
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                      OPT_SWEEP | OPT_CSV | OPT_QUIET,
+                      OPT_SWEEP | OPT_CSV,
                   USAGE, &opt);
     if (opt.sweep) return run_sweep(&opt, argc, argv);
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");

@@ -1,0 +1,82 @@
+#!/bin/sh
+# tests/cli.sh -- bad input gets one clear line on stderr and exit status 2,
+# never a crash. Run from the repository root after `make cpu`.
+# Each case: expect_error NAME KEYWORD COMMAND...; the error line must start
+# with "<program>: error:" and contain KEYWORD.
+tmp=$(mktemp -d) || exit 2
+trap 'rm -rf "$tmp"' EXIT
+python3 tests/make_bad_npy.py "$tmp" || { echo "FAIL make_bad_npy: could not write test files"; exit 1; }
+
+expect_error() {
+    name=$1 keyword=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    lines=$(wc -l <"$tmp/err")
+    prog=$(basename "$1")
+    if [ "$rc" -ne 2 ]; then
+        echo "FAIL $name: exit status $rc, expected 2 ($(head -c 200 "$tmp/err"))"
+    elif [ "$lines" -ne 1 ]; then
+        echo "FAIL $name: $lines lines on stderr, expected 1"
+    elif ! grep -q "^$prog: error: .*$keyword" "$tmp/err"; then
+        echo "FAIL $name: message lacks '$keyword': $(cat "$tmp/err")"
+    else
+        echo "PASS $name ($(cat "$tmp/err"))"
+    fi
+}
+
+B=$tmp
+for s in ./stage1 ./stage2 ./stage3; do
+    expect_error "$s unknown flag" "unknown flag '--bogus'" $s --bogus
+    expect_error "$s missing value" "missing value" $s --seed
+    expect_error "$s non-numeric value" "expected an integer, got 'abc'" $s --seed abc
+done
+for s in ./stage1 ./stage3; do
+    expect_error "$s N = 0" "out of range" $s --n 0
+    expect_error "$s negative d" "out of range" $s --d -4
+    expect_error "$s fractional N" "expected an integer" $s --n 12.5
+    expect_error "$s value glued to flag" "expected an integer" $s --n=12x
+    expect_error "$s missing value before next flag" "missing value before '--d'" $s --n --d 8
+    expect_error "$s missing file" "No such file" $s --q $B/absent.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s only --q given" "must be given together" $s --q $B/good_16x8.npy
+    expect_error "$s int64 dtype" "dtype '<i8' is not supported" $s --q $B/int64.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s big-endian dtype" "dtype '>f8' is not supported" $s --q $B/bigendian.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s rank 1" "rank 1 array" $s --q $B/rank1.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s rank 5" "rank 5 array" $s --q $B/rank5.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s empty dimension" "empty" $s --q $B/empty_dim.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s Fortran order" "Fortran-order" $s --q $B/fortran.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s NaN in input" "NaN" $s --q $B/nan.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s data too short" "shorter than the shape" $s --q $B/short_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s data too long" "beyond what the shape" $s --q $B/long_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s truncated header" "truncated header" $s --q $B/truncated_header.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s corrupt header" "not a dict literal" $s --q $B/not_a_dict.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s header without shape" "no 'shape'" $s --q $B/no_shape.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s bad magic" "not a .npy file" $s --q $B/bad_magic.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s implausible header length" "truncated header" $s --q $B/huge_header_len.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s unknown format version" "version 9" $s --q $B/version9.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s K has other N" "shape mismatch: Q is (1, 1, 16, 8) but K is (1, 1, 20, 8)" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_16x8.npy
+    expect_error "$s V has other d" "shape mismatch: Q is (1, 1, 16, 8) but V is (1, 1, 16, 4)" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x4.npy
+    expect_error "$s dO has other shape" "but dO is" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy --do $B/good_20x8.npy
+    expect_error "$s files and --random" "cannot be combined" $s --random --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s zero softmax scale" "must be positive" $s --scale 0
+    expect_error "$s output to a missing directory" "cannot create" $s --random --n 8 --d 4 --out $B/no/such/dir/o.npy
+done
+expect_error "stage1 bad dtype" "expected fp64, fp32" ./stage1 --dtype fp8
+expect_error "stage1 fp16 refused on the CPU" "runs fp64 or fp32" ./stage1 --dtype bf16
+expect_error "stage1 N too large for naive" "N x N" ./stage1 --random --n 40000 --d 1
+expect_error "stage3 M too small for one tile" "M is too small for one tile at d = 64" ./stage3 --random --n 16 --d 64 --sram 300
+expect_error "stage3 tiles larger than M" "need" ./stage3 --random --n 16 --d 8 --br 8 --bc 8 --sram 100
+expect_error "stage3 --br without --bc" "go together" ./stage3 --random --n 16 --br 8
+expect_error "stage3 bad sweep name" "expected 'io' or 'blocks'" ./stage3 --sweep nope --csv $B/x.csv
+expect_error "stage3 sweep without csv" "needs --csv" ./stage3 --sweep io
+expect_error "stage2 logits not numbers" "expected a finite number" ./stage2 --trace --logits 1,x,3
+expect_error "stage2 --logits without --trace" "used with --trace" ./stage2 --logits 1,2
+expect_error "stage2 empty logits" "comma-separated" ./stage2 --trace --logits ,
+
+# Good files in every accepted rank work, and --help exits 0.
+./stage3 --q $B/good_1x2x16x8_v2.npy --k $B/good_1x2x16x8_v2.npy --v $B/good_1x2x16x8_v2.npy >/dev/null 2>&1 \
+    && echo "PASS stage3 reads a format 2.0 (B,H,N,d) file" || echo "FAIL stage3 reads a format 2.0 (B,H,N,d) file"
+for s in ./stage1 ./stage2 ./stage3; do
+    $s --help >"$tmp/out" 2>&1 && grep -q -- "--seed" "$tmp/out" \
+        && echo "PASS $s --help lists the flags" || echo "FAIL $s --help lists the flags"
+done

@@ -1,0 +1,68 @@
+"""tests/make_bad_npy.py DIR -- write good and malformed .npy files for tests/cli.sh.
+
+Standard library only (struct), so the bad-input tests need no NumPy. Each
+file is named for what is wrong with it.
+"""
+import struct
+import sys
+from pathlib import Path
+
+
+def npy(descr, shape, payload=None, fortran=False, version=1, header=None):
+    """Bytes of a .npy file; payload defaults to zeros of the right size."""
+    if header is None:
+        shp = "(" + "".join(f"{s}, " for s in shape).rstrip(", ") + ("," if len(shape) == 1 else "") + ")"
+        header = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, fortran, shp)
+    pre_len = 10 if version == 1 else 12
+    header += " " * ((64 - (pre_len + len(header) + 1) % 64) % 64) + "\n"
+    hb = header.encode("latin1")
+    pre = b"\x93NUMPY" + bytes([version, 0])
+    pre += struct.pack("<H", len(hb)) if version == 1 else struct.pack("<I", len(hb))
+    if payload is None:
+        n = 1
+        for s in shape:
+            n *= s
+        size = {"<f8": 8, "<f4": 4, "<i8": 8, ">f8": 8}.get(descr, 8)
+        payload = bytes(n * size)
+    return pre + hb + payload
+
+
+def f64(shape, value=0.5):
+    n = 1
+    for s in shape:
+        n *= s
+    return struct.pack("<%dd" % n, *([value] * n))
+
+
+def main(out):
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    files = {
+        "good_16x8.npy": npy("<f8", (16, 8), f64((16, 8))),
+        "good_1x2x16x8_v2.npy": npy("<f8", (1, 2, 16, 8), f64((1, 2, 16, 8)), version=2),
+        "good_20x8.npy": npy("<f8", (20, 8), f64((20, 8))),
+        "good_16x4.npy": npy("<f8", (16, 4), f64((16, 4))),
+        "int64.npy": npy("<i8", (16, 8)),
+        "bigendian.npy": npy(">f8", (16, 8)),
+        "rank1.npy": npy("<f8", (16,), f64((16,))),
+        "rank5.npy": npy("<f8", (1, 1, 1, 16, 8), f64((1, 1, 1, 16, 8))),
+        "empty_dim.npy": npy("<f8", (0, 8), b""),
+        "fortran.npy": npy("<f8", (16, 8), f64((16, 8)), fortran=True),
+        "nan.npy": npy("<f8", (16, 8), f64((16, 8), float("nan"))),
+        "short_data.npy": npy("<f8", (16, 8), f64((16, 8))[:-8]),
+        "long_data.npy": npy("<f8", (16, 8), f64((16, 8)) + b"\0" * 8),
+        "not_a_dict.npy": npy("<f8", (16, 8), f64((16, 8)), header="['descr', '<f8']"),
+        "no_shape.npy": npy("<f8", (16, 8), f64((16, 8)),
+                            header="{'descr': '<f8', 'fortran_order': False, }"),
+    }
+    good = files["good_16x8.npy"]
+    files["truncated_header.npy"] = good[:30]
+    files["bad_magic.npy"] = b"\x93NUMPZ" + good[6:]
+    files["huge_header_len.npy"] = good[:8] + struct.pack("<H", 65000) + good[10:]
+    files["version9.npy"] = good[:6] + bytes([9, 0]) + good[8:]
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,35 @@
+#!/bin/sh
+# tests/stages.sh [BINDIR] -- run each stage's demonstration the way a learner
+# does; each must exit 0 (its own checks passed) and print what it promises.
+# BINDIR (default .) lets the sanitizer build run the same list.
+bin=${1:-.}
+seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+run() {  # run NAME COMMAND... : PASS when the command exits 0
+    name=$1
+    shift
+    if out=$("$@" 2>&1); then
+        echo "PASS $name"
+    else
+        echo "FAIL $name: exit $? [seed $seed]"
+        echo "$out" | tail -15
+    fi
+}
+run "stage1 on the real input" $bin/stage1
+run "stage1 fp32 arithmetic vs fp64" $bin/stage1 --dtype fp32
+run "stage1 random causal" $bin/stage1 --random --n 77 --d 24 --causal --seed $seed
+run "stage2 random rows and real input" $bin/stage2 --seed $seed
+run "stage3 on the real input" $bin/stage3
+run "stage3 real input, causal, small M" $bin/stage3 --causal --sram 3000
+run "stage3 N = 1" $bin/stage3 --random --n 1 --d 5 --seed $seed
+run "stage3 N below one tile" $bin/stage3 --random --n 7 --d 16 --br 32 --bc 32 --seed $seed
+run "stage3 tails, B x H" $bin/stage3 --random --batch 2 --heads 3 --n 113 --d 40 --br 17 --bc 23 --causal --seed $seed
+run "stage3 other softmax_scale" $bin/stage3 --random --n 50 --d 8 --scale 0.9 --seed $seed
+
+trace=$($bin/stage2 --trace 2>&1)
+if echo "$trace" | grep -q "alpha = exp(3 - 6) = 0.049787   l = 1.074841" &&
+   echo "$trace" | grep -q "L = m + log l = 6.0721724"; then
+    echo "PASS stage2 --trace shows alpha = 0.049787, l = 1.074841, L = 6.0721724"
+else
+    echo "FAIL stage2 --trace: expected l = 1.074841 and L = 6.0721724"
+    echo "$trace"
+fi

@@ -1,0 +1,342 @@
+/*
+ * tests/test_cpu.c -- property tests of the CPU stages (1, 2, 3) and the harness.
+ *
+ * Every run draws a fresh seed (printed; replay with --seed S) so that the
+ * algorithms are checked on new inputs each time, not on one lucky draw.
+ * Output follows tests/run.sh: one PASS/FAIL line per test.
+ *
+ *   build/test_cpu [--seed S] [--quick] [--csv data/cpu/exactness.csv]
+ *
+ * --quick shrinks the shapes (for the sanitizer build); --csv writes the
+ * errors measured per shape, which the paper's exactness figure reads.
+ */
+#include <float.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "npy.h"
+#include "stage1_naive.h"
+#include "stage2_online_softmax.h"
+#include "stage3_tiled.h"
+
+static int n_pass, n_fail;
+static FILE *csv;
+static uint64_t seed;
+
+static void result(bool ok, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void result(bool ok, const char *name, const char *fmt, ...)
+{
+    char why[512] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (ok) {
+        printf("PASS %s (%s)\n", name, why);
+        n_pass++;
+    } else {
+        printf("FAIL %s: %s [seed %llu]\n", name, why, (unsigned long long)seed);
+        n_fail++;
+    }
+}
+
+static void csv_row(const char *stage, const char *check, int N, int d, bool causal, int Br,
+                    int Bc, double err, double tol)
+{
+    if (csv)
+        fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.6e,%.1e,%llu\n", stage, check, N, d, causal, Br, Bc,
+                err, tol, (unsigned long long)seed);
+}
+
+/* A random (N, d) problem: Q, K, V, dO ~ N(0, 1). */
+typedef struct { double *Q, *K, *V, *dO; } qkv;
+static qkv random_qkv(int N, int d, rng_t *rng)
+{
+    size_t n = (size_t)N * d;
+    qkv x;
+    x.Q = xmalloc(4 * n, sizeof(double), "qkv");
+    x.K = x.Q + n;
+    x.V = x.K + n;
+    x.dO = x.V + n;
+    fill_normal(x.Q, 4 * n, 0, 1, rng);
+    return x;
+}
+
+/* Naive forward + backward into freshly allocated buffers. */
+typedef struct { double *O, *L, *dQ, *dK, *dV; } grads;
+static grads naive_all(qkv x, int N, int d, double scale, bool causal, io_counter *f, io_counter *b)
+{
+    size_t n = (size_t)N * d, NN = (size_t)N * N;
+    grads g;
+    g.O = xmalloc(4 * n + (size_t)N, sizeof(double), "naive out");
+    g.dQ = g.O + n;
+    g.dK = g.dQ + n;
+    g.dV = g.dK + n;
+    g.L = g.dV + n;
+    double *tmp = xmalloc(4 * NN, sizeof(double), "naive N x N");
+    naive_forward(x.Q, x.K, x.V, N, d, scale, causal, tmp, tmp + NN, g.O, g.L, f);
+    naive_backward(x.Q, x.K, x.V, g.O, tmp + NN, x.dO, N, d, scale, tmp + 2 * NN, tmp + 3 * NN,
+                   g.dQ, g.dK, g.dV, b);
+    free(tmp);
+    return g;
+}
+
+static grads tiled_all(qkv x, int N, int d, double scale, bool causal, int Br, int Bc,
+                       sram_arena *sram, io_counter *f, io_counter *b, tile_stats *sf,
+                       tile_stats *sb)
+{
+    size_t n = (size_t)N * d;
+    grads g;
+    g.O = xmalloc(4 * n + 2 * (size_t)N, sizeof(double), "tiled out");
+    poison(g.O, 4 * n + 2 * (size_t)N);
+    g.dQ = g.O + n;
+    g.dK = g.dQ + n;
+    g.dV = g.dK + n;
+    g.L = g.dV + n;
+    flash_forward(x.Q, x.K, x.V, N, d, scale, causal, Br, Bc, g.O, g.L, sram, f, sf);
+    flash_backward(x.Q, x.K, x.V, g.O, g.L, x.dO, N, d, scale, causal, Br, Bc, g.dQ, g.dK, g.dV,
+                   g.L + N, sram, b, sb);
+    return g;
+}
+
+/* ---- stage 2 ------------------------------------------------------------ */
+static void test_online_softmax(rng_t *rng, int trials)
+{
+    double worst = 0, worst_L = 0;
+    for (int t = 0; t < trials; t++) {
+        int N = rng_int(rng, 1, 200), d = rng_int(rng, 1, 16), block = rng_int(rng, 1, N + 3);
+        double spread = rng_int(rng, 0, 1) ? 5.0 : 50.0;
+        double *x = xmalloc((size_t)N * (d + 1) + 2 * (size_t)d, sizeof(double), "row");
+        double *V = x + N, *o = V + (size_t)N * d, *r = o + d, L, Lr, vmax = 0, xmax = 1;
+        fill_normal(x, (size_t)N, 0, spread, rng);
+        fill_normal(V, (size_t)N * d, 0, 1, rng);
+        for (size_t j = 0; j < (size_t)N * d; j++) vmax = fmax(vmax, fabs(V[j]));
+        for (int j = 0; j < N; j++) xmax = fmax(xmax, fabs(x[j]));
+        online_softmax_weighted_sum(x, V, N, d, block, o, &L, NULL, NULL);
+        two_pass_softmax_weighted_sum(x, V, N, d, r, &Lr);
+        worst = fmax(worst, compare("o", o, r, (size_t)d, 0, 0, 0).max_abs / (DBL_EPSILON * vmax));
+        worst_L = fmax(worst_L, fabs(L - Lr) / (DBL_EPSILON * xmax));
+        free(x);
+    }
+    result(worst <= 8 && worst_L <= 8, "online softmax vs two-pass, random rows",
+           "%d rows: output %.2f eps max|V|, L %.2f eps max|x| (<= 8)", trials, worst, worst_L);
+
+    /* The chapter's case: N = 37, d = 8, spread 5, 1000 fresh rows. */
+    double max_abs = 0;
+    int within = 0;
+    for (int t = 0; t < 1000; t++) {
+        double x[37], V[37 * 8], o[8], r[8], L, Lr;
+        fill_normal(x, 37, 0, 5, rng);
+        fill_normal(V, 37 * 8, 0, 1, rng);
+        online_softmax_weighted_sum(x, V, 37, 8, 4, o, &L, NULL, NULL);
+        two_pass_softmax_weighted_sum(x, V, 37, 8, r, &Lr);
+        double e = compare("o", o, r, 8, 0, 0, 0).max_abs;
+        max_abs = fmax(max_abs, e);
+        within += e <= 1e-15;
+    }
+    csv_row("stage2", "online_vs_two_pass_max_abs", 37, 8, false, 4, 4, max_abs, 1e-15);
+    result(max_abs <= 4e-15, "online softmax, chapter case N=37 d=8 spread 5 block 4",
+           "max abs %.2e over 1000 rows (<= 4e-15); %d of 1000 rows within 1e-15", max_abs, within);
+
+    /* Fully masked rows: O = 0 and L = -inf, never NaN. */
+    double x[5] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, V[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    double o[2], L;
+    online_softmax_weighted_sum(x, V, 5, 2, 2, o, &L, NULL, NULL);
+    result(o[0] == 0 && o[1] == 0 && L == -INFINITY, "online softmax, fully masked row",
+           "O = (%g, %g), L = %g", o[0], o[1], L);
+
+    /* The exercise's trace: [3, 1, 6, 2] in blocks of 2. */
+    double xs[4] = {3, 1, 6, 2}, out;
+    online_softmax_weighted_sum(xs, NULL, 4, 0, 2, &out, &L, NULL, NULL);
+    double l = exp(L - 6);
+    result(fabs(l - 1.074841) < 5e-7 && fabs(L - 6.0721724) < 5e-8, "online softmax trace [3,1,6,2]",
+           "l = %.6f, L = %.7f", l, L);
+}
+
+/* ---- stage 3 against stage 1 ------------------------------------------- */
+static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
+{
+    double wf = 0, wl = 0, wb = 0;
+    int cases = 0, nonfinite = 0, io_bad = 0, hw_bad = 0;
+    for (int N = 1; N <= Nmax; N += (N < 40 ? 1 : Nstep)) {
+        int d = rng_int(rng, 1, 48);
+        bool causal = rng_int(rng, 0, 1);
+        int Br, Bc;
+        long M;
+        if (rng_int(rng, 0, 1)) {   /* explicit blocks, often not dividing N */
+            Br = rng_int(rng, 1, 70);
+            Bc = rng_int(rng, 1, 70);
+            M = (long)flash_backward_sram_elements(Br, Bc, d);
+        } else {                    /* derived from a random M */
+            M = (long)flash_backward_sram_elements(1, 1, d) + rng_int(rng, 0, 20000);
+            int fb, fc;
+            derive_blocks(M, d, true, &Br, &Bc);
+            derive_blocks(M, d, false, &fb, &fc);
+            if (flash_forward_sram_elements(fb, fc, d) > (size_t)M) hw_bad++;
+        }
+        double scale = 1.0 / sqrt((double)d);
+        qkv x = random_qkv(N, d, rng);
+        io_counter nf, nb, tf, tb;
+        io_reset(&nf); io_reset(&nb); io_reset(&tf); io_reset(&tb);
+        sram_arena sram;
+        sram_init(&sram, (size_t)M);
+        grads r = naive_all(x, N, d, scale, causal, &nf, &nb);
+        grads g = tiled_all(x, N, d, scale, causal, Br, Bc, &sram, &tf, &tb, NULL, NULL);
+        size_t n = (size_t)N * d;
+        double ef = compare("O", g.O, r.O, n, 1e-14, 0, 2).max_abs;
+        double el = compare("L", g.L, r.L, (size_t)N, 1e-14, 0, 2).max_abs;
+        double eb = fmax(compare("dQ", g.dQ, r.dQ, n, 1e-12, 0, 2).max_abs,
+                         fmax(compare("dK", g.dK, r.dK, n, 1e-12, 0, 2).max_abs,
+                              compare("dV", g.dV, r.dV, n, 1e-12, 0, 2).max_abs));
+        nonfinite += count_nonfinite(g.O, 4 * n + (size_t)N, false) != 0;
+        io_bad += io_total(&tf) != flash_forward_io_formula(N, d, Br, Bc, causal);
+        io_bad += io_total(&tb) != flash_backward_io_formula(N, d, Br, Bc, causal);
+        io_bad += io_total(&nf) != naive_forward_io_formula(N, d);
+        io_bad += io_total(&nb) != naive_backward_io_formula(N, d);
+        hw_bad += sram.high_water > (size_t)M;
+        if (N % 25 == 0 || N < 4) {
+            csv_row("stage3", "forward_O_max_abs", N, d, causal, Br, Bc, ef, 1e-14);
+            csv_row("stage3", "forward_L_max_abs", N, d, causal, Br, Bc, el, 1e-14);
+            csv_row("stage3", "backward_max_abs", N, d, causal, Br, Bc, eb, 1e-12);
+        }
+        wf = fmax(wf, ef);
+        wl = fmax(wl, el);
+        wb = fmax(wb, eb);
+        cases++;
+        sram_free(&sram);
+        free(x.Q); free(r.O); free(g.O);
+    }
+    result(wf <= 1e-14 && wl <= 1e-14, "tiled forward vs naive, N = 1..", "%d shapes up to N = %d, "
+           "causal and not, tails: O %.2e, L %.2e (<= 1e-14)", cases, Nmax, wf, wl);
+    result(wb <= 1e-12, "tiled backward vs naive", "%d shapes: max abs %.2e over dQ, dK, dV (<= 1e-12)",
+           cases, wb);
+    result(nonfinite == 0, "tiled outputs fully written", "%d shapes with a non-finite output", nonfinite);
+    result(io_bad == 0, "counted IO == closed form (naive and tiled, fwd and bwd)",
+           "%d mismatches over %d shapes x 4 counts", io_bad, cases);
+    result(hw_bad == 0, "SRAM high-water <= M", "%d shapes over M", hw_bad);
+}
+
+static void test_gradcheck(rng_t *rng, int trials)
+{
+    double worst = 0;
+    for (int t = 0; t < trials; t++) {
+        int N = rng_int(rng, 1, 20), d = rng_int(rng, 1, 8), Br = rng_int(rng, 1, 7),
+            Bc = rng_int(rng, 1, 7);
+        bool causal = t % 2;
+        qkv x = random_qkv(N, d, rng);
+        sram_arena sram;
+        sram_init(&sram, flash_backward_sram_elements(Br, Bc, d));
+        grads g = tiled_all(x, N, d, 1.0 / sqrt((double)d), causal, Br, Bc, &sram, NULL, NULL,
+                            NULL, NULL);
+        double e = gradcheck_central(x.Q, x.K, x.V, x.dO, N, d, 1.0 / sqrt((double)d), causal,
+                                     g.dQ, g.dK, g.dV, 1e-5);
+        csv_row("stage3", "gradcheck_rel", N, d, causal, Br, Bc, e, 1e-6);
+        worst = fmax(worst, e);
+        sram_free(&sram);
+        free(x.Q); free(g.O);
+    }
+    result(worst <= 1e-6, "tiled backward vs central differences",
+           "%d random shapes: max relative error %.2e (<= 1e-6)", trials, worst);
+}
+
+/* Causal skipping: visited tiles are exactly the blocks that touch the lower
+ * triangle, and for N >> B about half of all tiles. */
+static void test_causal_tiles(void)
+{
+    int N = 1024, d = 8, B = 64, T = N / B;
+    rng_t rng;
+    rng_seed(&rng, 5);
+    qkv x = random_qkv(N, d, &rng);
+    sram_arena sram;
+    sram_init(&sram, flash_backward_sram_elements(B, B, d));
+    tile_stats sf = {0}, sb = {0};
+    grads g = tiled_all(x, N, d, 0.3, true, B, B, &sram, NULL, NULL, &sf, &sb);
+    uint64_t want = (uint64_t)T * (T + 1) / 2;
+    result(sf.tiles_visited == want && sf.tiles_skipped == (uint64_t)T * T - want &&
+               sb.tiles_visited == want && sb.tiles_skipped == (uint64_t)T * T - want,
+           "causal visits T(T+1)/2 of T^2 tiles", "N = %d, Br = Bc = %d: forward %llu/%llu, "
+           "backward %llu/%llu visited/skipped, want %llu", N, B,
+           (unsigned long long)sf.tiles_visited, (unsigned long long)sf.tiles_skipped,
+           (unsigned long long)sb.tiles_visited, (unsigned long long)sb.tiles_skipped,
+           (unsigned long long)want);
+    sram_free(&sram);
+    free(x.Q); free(g.O);
+}
+
+static void test_derive_blocks(void)
+{
+    int bad = 0, checked = 0;
+    for (int d = 1; d <= 256; d += 7)
+        for (long M = 1; M <= 300000; M = M * 3 / 2 + 1)
+            for (int bwd = 0; bwd < 2; bwd++) {
+                int Br, Bc;
+                size_t (*fp)(int, int, int) = bwd ? flash_backward_sram_elements
+                                                  : flash_forward_sram_elements;
+                int rc = derive_blocks(M, d, bwd, &Br, &Bc);
+                bool fits1 = fp(1, 1, d) <= (size_t)M;
+                if (rc != 0) bad += fits1;   /* refused although one tile fits */
+                else bad += !fits1 || fp(Br, Bc, d) > (size_t)M || Br < 1 || Bc < 1 || Br > d;
+                checked++;
+            }
+    result(bad == 0, "derive_blocks fits M, refuses only impossible M", "%d of %d (d, M) wrong",
+           bad, checked);
+}
+
+/* ---- .npy ---------------------------------------------------------------- */
+static void test_npy(rng_t *rng)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/fa_test_%d.npy", (int)getpid());
+    double x[3 * 5 * 7];
+    fill_normal(x, 105, 0, 1, rng);
+    int64_t shape[3] = {3, 5, 7};
+    char err[256];
+    npy_array a;
+    int ok = npy_write(path, x, 3, shape, false, err, sizeof err) == 0 &&
+             npy_read(path, &a, err, sizeof err) == 0;
+    ok = ok && a.ndim == 3 && a.shape[2] == 7 && a.elem_bytes == 8 && !memcmp(a.data, x, sizeof x);
+    if (ok) npy_free(&a);
+    result(ok, "npy float64 round trip is bit exact", "%s", ok ? "(3,5,7)" : err);
+
+    ok = npy_write(path, x, 3, shape, true, err, sizeof err) == 0 &&
+         npy_read(path, &a, err, sizeof err) == 0;
+    double worst = 0;
+    for (int i = 0; ok && i < 105; i++) worst = fmax(worst, fabs(a.data[i] - (double)(float)x[i]));
+    if (ok) npy_free(&a);
+    result(ok && worst == 0, "npy float32 round trip widens exactly", "%s", ok ? "(3,5,7)" : err);
+    remove(path);
+}
+
+int main(int argc, char **argv)
+{
+    set_prog_name(argv[0]);
+    bool quick = false;
+    const char *csv_path = NULL;
+    seed = fresh_seed();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else fatal(EXIT_BAD_INPUT, "usage: test_cpu [--seed S] [--quick] [--csv FILE]");
+    }
+    printf("test_cpu: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    if (csv_path) csv = csv_open(csv_path, argc, argv, "stage,check,N,d,causal,Br,Bc,error,tolerance,seed");
+    rng_t rng;
+    rng_seed(&rng, seed);
+    test_online_softmax(&rng, quick ? 50 : 500);
+    test_tiled_vs_naive(&rng, quick ? 64 : 300, quick ? 13 : 1);
+    test_gradcheck(&rng, quick ? 3 : 12);
+    test_causal_tiles();
+    test_derive_blocks();
+    test_npy(&rng);
+    if (csv) fclose(csv);
+    printf("test_cpu: %d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
