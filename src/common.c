@@ -602,6 +602,24 @@ void free_problem(attn_problem *p)
     memset(p, 0, sizeof *p);
 }
 
+attn_problem problem_slice(const attn_problem *p, int n, int dn)
+{
+    attn_problem sl;
+    memset(&sl, 0, sizeof sl);
+    n = n < p->shape.N ? n : p->shape.N;
+    dn = dn < p->shape.d ? dn : p->shape.d;
+    sl.shape = (attn_shape){1, 1, n, dn};
+    const double *src[4] = {p->Q, p->K, p->V, p->dO};
+    double **dst[4] = {&sl.Q, &sl.K, &sl.V, &sl.dO};
+    for (int t = 0; t < 4; t++) {
+        *dst[t] = xmalloc((size_t)n * dn, sizeof(double), "problem slice");
+        for (int i = 0; i < n; i++)
+            memcpy(*dst[t] + (size_t)i * dn, src[t] + (size_t)i * p->shape.d, (size_t)dn * sizeof(double));
+    }
+    snprintf(sl.source, sizeof sl.source, "slice %dx%d of head 0", n, dn);
+    return sl;
+}
+
 void save_tensor(const char *path, const double *x, attn_shape s, bool rows_only)
 {
     int64_t shape[4] = {s.B, s.H, s.N, s.d};

@@ -229,6 +229,11 @@ typedef struct {
 void load_problem(const options *opt, attn_problem *p);
 void free_problem(attn_problem *p);
 
+/* A small problem of its own, (1, 1, n, dn), cut from head 0 of p: the first
+ * n rows and dn columns of Q, K, V and dO (clamped to p's N and d). Used for
+ * gradient checks, whose cost grows as (n dn)^2. Free with free_problem. */
+attn_problem problem_slice(const attn_problem *p, int n, int dn);
+
 /* softmax_scale in effect: --scale if given, else 1/sqrt(d). */
 double effective_scale(const options *opt, int d);
 

@@ -219,27 +219,21 @@ int main(int argc, char **argv)
     /* Gradient check by central differences on a small slice of head 0: the
      * first n_gc queries and keys form a problem of their own. */
     {
-        int n_gc = s.N < 12 ? s.N : 12, d_gc = s.d < 8 ? s.d : 8;
-        size_t m = (size_t)n_gc * d_gc;
-        double *buf = xmalloc(10 * m, sizeof(double), "gradcheck slice");
-        double *q = buf, *k = buf + m, *v = buf + 2 * m, *g = buf + 3 * m, *o = buf + 4 * m;
-        double *gq = buf + 5 * m, *gk = buf + 6 * m, *gv = buf + 7 * m, *l = buf + 8 * m;
-        for (int i = 0; i < n_gc; i++)
-            for (int c = 0; c < d_gc; c++) {
-                size_t src = (size_t)i * s.d + c, dst = (size_t)i * d_gc + c;
-                q[dst] = p.Q[src]; k[dst] = p.K[src]; v[dst] = p.V[src]; g[dst] = p.dO[src];
-            }
-        double *s2 = xmalloc((size_t)n_gc * n_gc * 4, sizeof(double), "gradcheck S");
-        size_t nn = (size_t)n_gc * n_gc;
-        naive_forward(q, k, v, n_gc, d_gc, scale, opt.causal, s2, s2 + nn, o, l, NULL);
-        naive_backward(q, k, v, o, s2 + nn, g, n_gc, d_gc, scale, s2 + 2 * nn, s2 + 3 * nn, gq,
+        attn_problem g = problem_slice(&p, 12, 8);
+        int ng = g.shape.N, dg = g.shape.d;
+        size_t m = (size_t)ng * dg, nn = (size_t)ng * ng;
+        double *buf = xmalloc(4 * m + (size_t)ng + 4 * nn, sizeof(double), "gradcheck buffers");
+        double *o = buf, *gq = buf + m, *gk = buf + 2 * m, *gv = buf + 3 * m, *l = buf + 4 * m;
+        double *t = l + ng;   /* S, P, dP, dS of the slice */
+        naive_forward(g.Q, g.K, g.V, ng, dg, scale, opt.causal, t, t + nn, o, l, NULL);
+        naive_backward(g.Q, g.K, g.V, o, t + nn, g.dO, ng, dg, scale, t + 2 * nn, t + 3 * nn, gq,
                        gk, gv, NULL);
-        double gc = gradcheck_central(q, k, v, g, n_gc, d_gc, scale, opt.causal, gq, gk, gv, 1e-5);
         char what[80];
-        snprintf(what, sizeof what, "backward vs central differences (%dx%d)", n_gc, d_gc);
-        failed += report(what, gc, 1e-6);
-        free(s2);
+        snprintf(what, sizeof what, "backward vs central differences (%dx%d)", ng, dg);
+        failed += report(what, gradcheck_central(g.Q, g.K, g.V, g.dO, ng, dg, scale, opt.causal,
+                                                 gq, gk, gv, 1e-5), 1e-6);
         free(buf);
+        free_problem(&g);
     }
 
     /* The real input carries the model's own attention output: our fp64

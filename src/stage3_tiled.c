@@ -508,27 +508,23 @@ int main(int argc, char **argv)
     /* Gradient check of the tiled backward on a slice of head 0, in small
      * tiles (Br = 4, Bc = 3) so that it crosses many tile edges. */
     {
-        int ng = s.N < 13 ? s.N : 13, dg = s.d < 8 ? s.d : 8;
+        attn_problem g = problem_slice(&p, 13, 8);
+        int ng = g.shape.N, dg = g.shape.d;
         size_t m = (size_t)ng * dg;
-        double *g = xmalloc(9 * m + 3 * (size_t)ng, sizeof(double), "gradcheck slice");
-        double *q = g, *k = g + m, *v = g + 2 * m, *go = g + 3 * m, *o = g + 4 * m;
-        double *gq = g + 5 * m, *gk = g + 6 * m, *gv = g + 7 * m, *l = g + 9 * m;
-        for (int i = 0; i < ng; i++)
-            for (int c = 0; c < dg; c++) {
-                size_t src = (size_t)i * s.d + c, dst = (size_t)i * dg + c;
-                q[dst] = p.Q[src]; k[dst] = p.K[src]; v[dst] = p.V[src]; go[dst] = p.dO[src];
-            }
+        double *buf = xmalloc(4 * m + 2 * (size_t)ng, sizeof(double), "gradcheck buffers");
+        double *o = buf, *gq = buf + m, *gk = buf + 2 * m, *gv = buf + 3 * m, *l = buf + 4 * m;
         sram_arena small;
         sram_init(&small, flash_backward_sram_elements(4, 3, dg));
-        flash_forward(q, k, v, ng, dg, scale, opt.causal, 4, 3, o, l, &small, NULL, NULL);
-        flash_backward(q, k, v, o, l, go, ng, dg, scale, opt.causal, 4, 3, gq, gk, gv, l + ng,
-                       &small, NULL, NULL);
+        flash_forward(g.Q, g.K, g.V, ng, dg, scale, opt.causal, 4, 3, o, l, &small, NULL, NULL);
+        flash_backward(g.Q, g.K, g.V, o, l, g.dO, ng, dg, scale, opt.causal, 4, 3, gq, gk, gv,
+                       l + ng, &small, NULL, NULL);
         char what[96];
         snprintf(what, sizeof what, "tiled backward vs central differences (%dx%d)", ng, dg);
-        failed += report(what, gradcheck_central(q, k, v, go, ng, dg, scale, opt.causal, gq, gk,
-                                                 gv, 1e-5), 1e-6);
+        failed += report(what, gradcheck_central(g.Q, g.K, g.V, g.dO, ng, dg, scale, opt.causal,
+                                                 gq, gk, gv, 1e-5), 1e-6);
         sram_free(&small);
-        free(g);
+        free(buf);
+        free_problem(&g);
     }
     printf("  %-48s %10zu   <= %ld   %s\n", "SRAM high-water mark (elements)", sram.high_water,
            b.M, sram.high_water <= (size_t)b.M ? "ok" : "FAIL");
