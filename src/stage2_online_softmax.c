@@ -241,8 +241,11 @@ int main(int argc, char **argv)
 
     /* The real input: every query row i of every head streams the logits
      * softmax_scale * q_i . k_j over the keys, in blocks. */
+    /* Here --n and --d shape the random rows above, not this input. */
+    options real_opt = opt;
+    real_opt.given &= ~(unsigned)(OPT_N | OPT_D);
     attn_problem p;
-    load_problem(&opt, &p);
+    load_problem(&real_opt, &p);
     attn_shape s = p.shape;
     double scale = 1.0 / sqrt((double)s.d);
     double *row = xmalloc((size_t)s.N, sizeof(double), "logit row");
@@ -260,8 +263,8 @@ int main(int argc, char **argv)
             check_row(row, Vh, s.N, s.d, real_blocks, 4, &real);
         }
     }
-    snprintf(what, sizeof what, "real input: %d query rows of %d logits, d = %d, blocks 1, 16, 32, 64",
-             s.B * s.H * s.N, s.N, s.d);
+    snprintf(what, sizeof what, "%s: %d query rows of %d logits, d = %d, blocks 1, 16, 32, 64",
+             (opt.given & OPT_INPUTS) ? "input files" : "real input", s.B * s.H * s.N, s.N, s.d);
     failed += report_rows(what, real);
     io_bad += real.io_bad;
     free(row);
