@@ -1,0 +1,119 @@
+/*
+ * ex1/check.c -- checker of exercise 1: arithmetic intensity of naive and
+ * tiled attention, and what a simple roofline model predicts for their
+ * speed-up on today's memory system and on one where slow memory is as fast
+ * as SRAM. The answers come from the project's own formulas
+ * (naive_forward_io_formula, derive_blocks, flash_forward_io_formula); the
+ * written part is shown beside the model answer.
+ *
+ * Usage: check [DIR]   (DIR holds answers.txt and written.md; default exercises/ex1)
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "checklib.h"
+#include "stage1_naive.h"
+#include "stage3_tiled.h"
+
+/* The problem of statement.md. */
+enum { N = 4096, D = 64 };
+static const long M = 131072;          /* SRAM, elements */
+static const double BYTES = 2.0;       /* fp16, every tensor (L included) */
+static const double PEAK = 300e12;     /* FLOP/s */
+static const double BW_TODAY = 2e12;   /* slow memory, bytes/s */
+static const double BW_EQUAL = 20e12;  /* slow memory as fast as SRAM */
+
+static double roofline_time(double flops, double bytes, double bw)
+{
+    return fmax(flops / PEAK, bytes / bw);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = check_begin(argc, argv, 1, "FLOPs, bytes and the roofline");
+    tally t = {0};
+    answers *a = answers_load(dir, "answers.txt");
+    if (!a) return check_end(&(tally){.todo = 1}, 1);
+
+    int Br, Bc;
+    if (derive_blocks(M, D, false, &Br, &Bc) != 0) {
+        printf("  internal error: derive_blocks refused M = %ld, d = %d\n", M, D);
+        return 2;
+    }
+    int Tr = (N + Br - 1) / Br;
+    double flops = 4.0 * N * (double)N * D;
+    double naive_bytes = BYTES * (double)naive_forward_io_formula(N, D);
+    double tiled_bytes = BYTES * (double)flash_forward_io_formula(N, D, Br, Bc, false);
+    double naive_int = flops / naive_bytes, tiled_int = flops / tiled_bytes;
+    double speedup_today = roofline_time(flops, naive_bytes, BW_TODAY) /
+                           roofline_time(flops, tiled_bytes, BW_TODAY);
+    double speedup_equal = roofline_time(flops, naive_bytes, BW_EQUAL) /
+                           roofline_time(flops, tiled_bytes, BW_EQUAL);
+    const double rtol = 2e-3;   /* three significant figures */
+    double x;
+
+    if (take_answer(&t, a, "Br", &x)) {
+        bool swapped = x == Bc;
+        mark(&t, "Br", x == Br, "%s", swapped
+             ? "that is Bc, the key block; Br is the query block"
+             : "read it from ./stage3's third line (see statement.md) or follow "
+               "derive_blocks in src/stage3_tiled.c with M = 131072, d = 64");
+    }
+    if (take_answer(&t, a, "Bc", &x))
+        mark(&t, "Bc", x == Bc, "%s", x == Br
+             ? "that is Br, the query block; Bc is the key block"
+             : "derive_blocks starts from Bc = floor(M / 4d) and only shrinks it "
+               "if the forward footprint does not fit in M");
+    if (take_answer(&t, a, "Tr", &x))
+        mark(&t, "Tr", x == Tr, "Tr counts query blocks: N / Br, rounded up");
+
+    if (take_answer(&t, a, "flops", &x)) {
+        const char *hint = "count both matrix products, Q K^T and P V, at 2 FLOPs "
+                           "(multiply, add) per term; leave the softmax out";
+        if (close_to(x, flops / 2, 0, 1e-9)) hint = "that is one matrix product; there are two";
+        if (close_to(x, flops / 4, 0, 1e-9)) hint = "a multiply-add is two FLOPs, and there are two products";
+        mark(&t, "flops", close_to(x, flops, 0.5, 0), "%s", hint);
+    }
+    if (take_answer(&t, a, "naive_bytes", &x)) {
+        const char *hint = "take the naive forward count of src/stage1_naive.h "
+                           "(elements) at 2 bytes each";
+        if (close_to(x, naive_bytes / BYTES, 0.5, 0)) hint = "that is elements; bytes are 2 per element";
+        if (close_to(x, naive_bytes - BYTES * N, 0.5, 0)) hint = "the N entries of L are traffic too";
+        mark(&t, "naive_bytes", close_to(x, naive_bytes, 0.5, 0), "%s", hint);
+    }
+    if (take_answer(&t, a, "tiled_bytes", &x)) {
+        const char *hint = "take the non-causal tiled forward count of "
+                           "src/stage3_tiled.h (elements) with your Tr, at 2 bytes each";
+        if (close_to(x, tiled_bytes / BYTES, 0.5, 0)) hint = "that is elements; bytes are 2 per element";
+        mark(&t, "tiled_bytes", close_to(x, tiled_bytes, 0.5, 0), "%s", hint);
+    }
+    if (take_answer(&t, a, "naive_intensity", &x)) {
+        const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
+        if (close_to(x, 1 / naive_int, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
+        if (close_to(x, naive_int * BYTES, 0, rtol)) hint = "per byte, not per element";
+        mark(&t, "naive_intensity", close_to(x, naive_int, 0, rtol), "%s", hint);
+    }
+    if (take_answer(&t, a, "tiled_intensity", &x)) {
+        const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
+        if (close_to(x, 1 / tiled_int, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
+        if (close_to(x, tiled_int * BYTES, 0, rtol)) hint = "per byte, not per element";
+        mark(&t, "tiled_intensity", close_to(x, tiled_int, 0, rtol), "%s", hint);
+    }
+    if (take_answer(&t, a, "speedup_today", &x)) {
+        const char *hint = "time = max(FLOPs / peak, bytes / bandwidth) for each algorithm "
+                           "at 2 TB/s; the speed-up is naive time over tiled time";
+        if (close_to(x, 1 / speedup_today, 0, rtol)) hint = "upside down: naive time over tiled time";
+        mark(&t, "speedup_today", close_to(x, speedup_today, 0, rtol), "%s", hint);
+    }
+    if (take_answer(&t, a, "speedup_equal", &x)) {
+        const char *hint = "at 20 TB/s, compare each intensity with peak / bandwidth: "
+                           "which of the two terms of the max wins now?";
+        if (close_to(x, BW_EQUAL / BW_TODAY, 0, rtol) || close_to(x, speedup_today, 0, rtol))
+            hint = "a faster memory shortens the memory term only; check whether "
+                   "it still sets either time";
+        mark(&t, "speedup_equal", close_to(x, speedup_equal, 0, rtol), "%s", hint);
+    }
+    answers_free(a);
+    show_written(dir, "written.md", 1);
+    return check_end(&t, 1);
+}

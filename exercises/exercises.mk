@@ -1,0 +1,76 @@
+# exercises/exercises.mk -- the exercises' part of the build, included by the
+# top-level Makefile. It builds one checker per (exercise, folder) under
+# build/exercises/ and marks one exercise:
+#
+#   make exercise EX=2                      mark your files in exercises/ex2/
+#   make exercise EX=4 DIR=some/folder      mark the files of another folder
+#
+# A checker is exercises/exN/check.c linked with exercises/lib/checklib.c,
+# the project's stages (as library objects) and the C files of the folder it
+# marks (exercises 4 and 5 have C to write); it reads the folder's
+# answers.txt / written.md. It lives at build/exercises/<folder>/check, with
+# <folder> the marked folder less its leading "exercises/".
+#
+# `make test` runs exercises/test_exercises.sh: every checker must accept the
+# reference solutions (exercises/solutions/exN/), reject the untouched stubs
+# and reject each deliberately wrong answer in exercises/tests/exN-*/.
+
+# Exercise n is the folder exercises/exn/ with a checker exercises/exn/check.c.
+EX_NUMBERS  := $(sort $(patsubst exercises/ex%/check.c,%,$(wildcard exercises/ex*/check.c)))
+EX_BUILD    := $(BUILD)/exercises
+EX_CPPFLAGS  = $(CPPFLAGS) -Iexercises/lib -DEX_ROOT='"$(CURDIR)/exercises"'
+EX_LIBS     := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
+               $(BUILD)/stage1_naive.lib.o $(HARNESS)
+
+# The folders each checker is built for: yours, the solution, the test fixtures.
+ex_dirs = exercises/ex$(1) exercises/solutions/ex$(1) \
+          $(patsubst %/,%,$(wildcard exercises/tests/ex$(1)-*/))
+ex_tag  = $(if $(filter exercises/%,$(1)),$(patsubst exercises/%,%,$(1)),custom/$(subst /,_,$(subst .,_,$(1))))
+ex_bin  = $(EX_BUILD)/$(call ex_tag,$(1))/check
+ex_csrc = $(filter-out check.c,$(notdir $(wildcard $(1)/*.c)))
+
+$(EX_BUILD)/lib/checklib.o: exercises/lib/checklib.c | $(BUILD)
+	@mkdir -p $(@D)
+	$(CC) $(EX_CPPFLAGS) $(CFLAGS) -MMD -c $< -o $@
+$(EX_BUILD)/obj/ex%/check.o: exercises/ex%/check.c | $(BUILD)
+	@mkdir -p $(@D)
+	$(CC) $(EX_CPPFLAGS) -Iexercises/ex$* $(CFLAGS) -MMD -c $< -o $@
+
+# ex_checker(n, folder): the checker of exercise n, linked with folder's C files.
+define ex_checker
+$(call ex_bin,$(2)): $(EX_BUILD)/obj/ex$(1)/check.o $(EX_BUILD)/lib/checklib.o \
+        $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/%.o,$(call ex_csrc,$(2))) $(EX_LIBS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS) $$^ -o $$@ $$(LDLIBS)
+$(EX_BUILD)/$(call ex_tag,$(2))/%.o: $(2)/%.c | $(BUILD)
+	@mkdir -p $$(@D)
+	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -c $$< -o $$@
+endef
+$(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(eval $(call ex_checker,$(n),$(d)))))
+
+EX_CHECKERS := $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(call ex_bin,$(d))))
+
+# `make exercise`: check EX (and DIR) before anything is built.
+EX_DIR = $(if $(DIR),$(patsubst %/,%,$(DIR)),exercises/ex$(EX))
+ifneq ($(filter exercise,$(MAKECMDGOALS)),)
+  ifneq ($(words $(EX)) $(filter $(EX),$(EX_NUMBERS)),1 $(strip $(EX)))
+    $(error make exercise: EX must be one of $(EX_NUMBERS) (got '$(EX)'); e.g. make exercise EX=2)
+  endif
+  ifeq ($(wildcard $(EX_DIR)/.),)
+    $(error make exercise: no folder '$(EX_DIR)' to mark)
+  endif
+  ifeq ($(filter $(EX_DIR),$(call ex_dirs,$(EX))),)
+    $(eval $(call ex_checker,$(EX),$(EX_DIR)))
+  endif
+endif
+
+.PHONY: exercise exercise-checkers
+exercise: $(call ex_bin,$(EX_DIR))        ## mark an exercise: make exercise EX=n [DIR=folder]
+	@$< $(EX_DIR)
+
+exercise-checkers: $(EX_CHECKERS)         ## build every exercise checker
+
+TEST_SUITES += "sh exercises/test_exercises.sh"
+TEST_DEPS   += $(EX_CHECKERS)
+
+-include $(wildcard $(EX_BUILD)/*/*.d $(EX_BUILD)/*/*/*.d $(EX_BUILD)/*/*/*/*.d)

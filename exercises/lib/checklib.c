@@ -1,0 +1,218 @@
+/*
+ * checklib.c -- the shared part of the exercise checkers: answers files,
+ * marking, written answers. See checklib.h for the conventions.
+ */
+#include "checklib.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ENTRIES 64
+#define KEY_LEN 64
+#define VAL_LEN 128
+
+struct answers {
+    int n;
+    char key[MAX_ENTRIES][KEY_LEN];
+    char val[MAX_ENTRIES][VAL_LEN];
+    int line[MAX_ENTRIES];
+};
+
+const char *check_begin(int argc, char **argv, int ex, const char *title)
+{
+    static char dir[4096];
+    if (argc > 1 && argv[1][0] != '-') {
+        snprintf(dir, sizeof dir, "%s", argv[1]);
+    } else {
+        snprintf(dir, sizeof dir, "%s/ex%d", EX_ROOT, ex);
+    }
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
+    printf("exercise %d: %s\n  marking %s\n", ex, title, dir);
+    return dir;
+}
+
+int check_end(const tally *t, int ex)
+{
+    int total = t->right + t->wrong + t->todo;
+    if (t->wrong == 0 && t->todo == 0) {
+        printf("exercise %d: all %d parts right\n", ex, total);
+        return 0;
+    }
+    printf("exercise %d: %d of %d parts right (%d wrong, %d not answered yet)\n", ex,
+           t->right, total, t->wrong, t->todo);
+    return 1;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+    return s;
+}
+
+answers *answers_load(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        printf("  cannot read %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    answers *a = calloc(1, sizeof *a);
+    if (!a) {
+        fclose(f);
+        printf("  out of memory reading %s\n", path);
+        return NULL;
+    }
+    char buf[512];
+    int lineno = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        lineno++;
+        char *hash = strchr(buf, '#');
+        if (hash) *hash = '\0';
+        char *eq = strchr(buf, '=');
+        char *line = trim(buf);
+        if (!*line) continue;
+        if (!eq) {
+            printf("  %s:%d: no '=' on this line (expected key = value)\n", path, lineno);
+            continue;
+        }
+        *eq = '\0';
+        char *k = trim(buf), *v = trim(eq + 1);
+        if (a->n == MAX_ENTRIES) break;
+        snprintf(a->key[a->n], KEY_LEN, "%s", k);
+        snprintf(a->val[a->n], VAL_LEN, "%s", v);
+        a->line[a->n] = lineno;
+        a->n++;
+    }
+    fclose(f);
+    return a;
+}
+
+void answers_free(answers *a) { free(a); }
+
+enum ans_state answer_number(const answers *a, const char *key, double *x)
+{
+    const char *v = NULL;
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->key[i], key) == 0) v = a->val[i];   /* the last one wins */
+    if (!v) return ANS_MISSING;
+    if (strcmp(v, "?") == 0 || *v == '\0') return ANS_TODO;
+    char num[VAL_LEN];
+    size_t n = 0;
+    for (const char *p = v; *p && n + 1 < sizeof num; p++)
+        if (*p != '_') num[n++] = *p;
+    num[n] = '\0';
+    char *end;
+    errno = 0;
+    double d = strtod(num, &end);
+    if (end == num || *trim(end) != '\0' || isnan(d)) return ANS_BAD;
+    *x = d;
+    return ANS_GIVEN;
+}
+
+bool close_to(double x, double ref, double atol, double rtol)
+{
+    if (isinf(ref) || isinf(x)) return x == ref;
+    return fabs(x - ref) <= atol + rtol * fabs(ref);
+}
+
+bool take_answer(tally *t, const answers *a, const char *key, double *x)
+{
+    switch (answer_number(a, key, x)) {
+    case ANS_GIVEN:
+        return true;
+    case ANS_MISSING:
+        mark_todo(t, key, "no line '%s = ...' in the answers file", key);
+        return false;
+    case ANS_TODO:
+        mark_todo(t, key, "still '?'");
+        return false;
+    case ANS_BAD:
+    default:
+        mark_todo(t, key, "not a number (write a plain number such as 1.5e-3)");
+        return false;
+    }
+}
+
+void mark(tally *t, const char *key, bool ok, const char *hint_fmt, ...)
+{
+    if (ok) {
+        t->right++;
+        printf("  right  %s\n", key);
+        return;
+    }
+    t->wrong++;
+    printf("  wrong  %s: ", key);
+    va_list ap;
+    va_start(ap, hint_fmt);
+    vprintf(hint_fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+void mark_todo(tally *t, const char *key, const char *why_fmt, ...)
+{
+    t->todo++;
+    printf("  todo   %s: ", key);
+    va_list ap;
+    va_start(ap, why_fmt);
+    vprintf(why_fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+/* Print a file indented by "    | "; returns false when it cannot be read.
+ * *answered is set unless the file still holds the placeholder. */
+static bool print_file(const char *path, bool *answered)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char buf[1024];
+    bool placeholder = false, any = false, in_comment = false;
+    while (fgets(buf, sizeof buf, f)) {
+        /* HTML comments (the file's header) are for editors, not readers. */
+        if (in_comment || strncmp(buf, "<!--", 4) == 0) {
+            in_comment = strstr(buf, "-->") == NULL;
+            continue;
+        }
+        if (strstr(buf, WRITTEN_PLACEHOLDER)) placeholder = true;
+        size_t len = strlen(buf);
+        if (len && buf[len - 1] == '\n') buf[--len] = '\0';
+        printf(len ? "    | %s\n" : "    |%s\n", buf);
+        any = true;
+    }
+    fclose(f);
+    if (answered) *answered = any && !placeholder;
+    return true;
+}
+
+void show_written(const char *dir, const char *name, int ex)
+{
+    char path[4096], model[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(model, sizeof model, "%s/solutions/ex%d/%s", EX_ROOT, ex, name);
+    printf("\n  written part (not marked): compare your answer with the model answer\n");
+    printf("  your answer, %s:\n", path);
+    bool answered = false;
+    if (!print_file(path, &answered)) {
+        printf("    (cannot read %s)\n", path);
+        return;
+    }
+    if (!answered) {
+        printf("  the model answer appears here once you have replaced the line\n"
+               "  \"%s\" with your own answer.\n\n", WRITTEN_PLACEHOLDER);
+        return;
+    }
+    printf("  model answer, %s:\n", model);
+    if (!print_file(model, NULL)) printf("    (cannot read %s)\n", model);
+    printf("\n");
+}

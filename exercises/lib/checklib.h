@@ -1,0 +1,77 @@
+/*
+ * checklib.h -- what every exercise checker shares: reading a learner's
+ * answers file, marking one part at a time with a hint (never the answer),
+ * and showing a written answer beside the model answer.
+ *
+ * Answers files (exercises/exN/answers.txt) hold one `key = value` per line;
+ * `#` starts a comment; a value of `?` means "not answered yet". Values are
+ * plain numbers (123, 1.5e-3, -inf, inf); `_` may group digits (16_384).
+ *
+ * A checker prints one line per part:
+ *     right  key
+ *     wrong  key: <hint>
+ *     todo   key: <what is missing>
+ * then a closing line, and exits 0 only when every marked part is right.
+ * Written parts are shown, never marked.
+ */
+#ifndef EX_CHECKLIB_H
+#define EX_CHECKLIB_H
+
+#include <stdbool.h>
+
+/* The exercises folder of this checkout, set by the build
+ * (-DEX_ROOT='"<repo>/exercises"'). */
+#ifndef EX_ROOT
+#define EX_ROOT "exercises"
+#endif
+
+typedef struct {
+    int right, wrong, todo;
+} tally;
+
+/* Start a checker: prints the title line and returns the folder to mark:
+ * argv[1] when it is given and is not an option, else EX_ROOT "/exN". */
+const char *check_begin(int argc, char **argv, int ex, const char *title);
+
+/* Print the closing line and return the exit status: 0 when every part is
+ * right, 1 otherwise. */
+int check_end(const tally *t, int ex);
+
+typedef struct answers answers;
+
+/* Read dir/name. A missing or unreadable file is reported (one line) and
+ * gives NULL. */
+answers *answers_load(const char *dir, const char *name);
+void answers_free(answers *a);
+
+enum ans_state { ANS_MISSING, ANS_TODO, ANS_BAD, ANS_GIVEN };
+
+/* The number given for key; the state says whether there is one. */
+enum ans_state answer_number(const answers *a, const char *key, double *x);
+
+/* |x - ref| <= atol + rtol * |ref|; equal infinities are close. */
+bool close_to(double x, double ref, double atol, double rtol);
+
+/* Look key up and mark it. When the value is missing, still '?', or not a
+ * number, the part is "todo" and the function returns false with *x
+ * untouched; otherwise it returns true and sets *x, and the caller decides
+ * right or wrong with mark(). */
+bool take_answer(tally *t, const answers *a, const char *key, double *x);
+
+/* Mark a part right (ok) or wrong, printing the hint when wrong. */
+void mark(tally *t, const char *key, bool ok, const char *hint_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Print a part as todo with a reason (e.g. the C function did nothing). */
+void mark_todo(tally *t, const char *key, const char *why_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Show the learner's written answer (dir/name) and, once the learner has
+ * written something (the file no longer holds the stub's placeholder line),
+ * the model answer EX_ROOT/solutions/exN/name beside it. Never marked. */
+void show_written(const char *dir, const char *name, int ex);
+
+/* The placeholder a stub's written answer carries until it is replaced. */
+#define WRITTEN_PLACEHOLDER "(write your answer here)"
+
+#endif /* EX_CHECKLIB_H */

@@ -1,0 +1,65 @@
+#!/bin/sh
+# exercises/test_exercises.sh -- the exercises' test suite (run by `make test`,
+# see tests/run.sh for the PASS/FAIL/SKIP protocol). For each exercise N:
+#   exN-solution      the checker accepts exercises/solutions/exN/ (exit 0)
+#   exN-stub          the checker rejects the untouched exercises/exN/ (exit 1)
+#   exN-<fixture>     the checker rejects exercises/tests/exN-<fixture>/, a
+#                     deliberately wrong answer (exit 1), and its report
+#                     contains the line fragment in that folder's `expect` file
+# plus one test that `make exercise` with a bad EX is a one-line error.
+# Run from the repository root; builds the checkers first if they are missing.
+cd "$(dirname "$0")/.." || exit 2
+out=$(mktemp) || exit 2
+trap 'rm -f "$out"' EXIT
+
+# The checkers (make test builds them as TEST_DEPS; standalone, build here).
+if ! make -s --no-print-directory exercise-checkers >"$out" 2>&1; then
+    echo "FAIL exercises-build: make exercise-checkers failed:"
+    sed 's/^/    /' "$out" | tail -20
+    exit 1
+fi
+
+bin_of() {   # the checker of a folder, as exercises.mk names it
+    echo "build/exercises/${1#exercises/}/check"
+}
+
+# expect_status NAME DIR STATUS [FRAGMENT]
+expect_status() {
+    name=$1 dir=$2 want=$3 fragment=$4
+    bin=$(bin_of "$dir")
+    "$bin" "$dir" >"$out" 2>&1
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL $name: checker exited $got on $dir, expected $want; its report:"
+        sed 's/^/    /' "$out" | grep -v '^    *|' | tail -25
+    elif [ -n "$fragment" ] && ! grep -qF -- "$fragment" "$out"; then
+        echo "FAIL $name: checker rejected $dir but its report lacks '$fragment':"
+        sed 's/^/    /' "$out" | grep -v '^    *|' | tail -25
+    else
+        echo "PASS $name"
+    fi
+}
+
+for n in 1 2 3 4 5; do
+    [ -f "exercises/ex$n/check.c" ] || { echo "SKIP ex$n: not written yet"; continue; }
+    expect_status "ex$n-solution" "exercises/solutions/ex$n" 0
+    expect_status "ex$n-stub" "exercises/ex$n" 1
+    for dir in exercises/tests/ex$n-*/; do
+        [ -d "$dir" ] || continue
+        dir=${dir%/}
+        fragment=
+        [ -f "$dir/expect" ] && fragment=$(head -n 1 "$dir/expect")
+        expect_status "${dir#exercises/tests/}" "$dir" 1 "$fragment"
+    done
+done
+
+# A bad EX: one line on stderr, non-zero status, nothing built.
+make -s --no-print-directory exercise EX=9 >"$out" 2>&1
+rc=$?
+lines=$(wc -l <"$out")
+if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ]; then
+    echo "PASS exercise-bad-EX"
+else
+    echo "FAIL exercise-bad-EX: status $rc, $lines lines of output (want non-zero, 1 line)"
+fi
+exit 0
