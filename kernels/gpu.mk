@@ -1,0 +1,58 @@
+# kernels/gpu.mk -- the CUDA stages (included by the top-level Makefile).
+#
+# Where nvcc is found: builds stage4 (host program src/stage4_main.c, plain C,
+# linked with kernels/stage4_forward.cu and cuBLAS) and build/libfa_gpu.so
+# (the same launchers for scripts/bench_gpu.py through ctypes). Code is
+# emitted for sm_90 always (the H200/H100 the project targets) and for the
+# compute capability nvidia-smi reports, when there is a GPU here.
+# Where nvcc is missing, nothing CUDA is built and the GPU test suite prints
+# SKIP lines.
+#
+#   make stage4 && ./stage4     make gpu-test     make bench-gpu     make io-gpu
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null)
+GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
+TEST_SUITES += "$(GPU_TESTS)"
+
+.PHONY: gpu-test bench-gpu io-gpu
+
+ifneq ($(strip $(NVCC)),)
+# compute capability of GPU 0 as "90", empty without a GPU
+GPU_CC := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+GENCODE := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+ifneq ($(filter-out 90,$(GPU_CC)),)
+GENCODE += -gencode arch=compute_$(GPU_CC),code=sm_$(GPU_CC)
+endif
+NVCCFLAGS ?= -O3 -lineinfo
+NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+GPU_LIBS := -lcublas
+
+GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
+TEST_DEPS += stage4
+
+$(BUILD)/stage4_forward.o: kernels/stage4_forward.cu kernels/stage4_forward.h | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/stage4_main.o: CPPFLAGS += -Ikernels
+$(BUILD)/stage4_main.o: kernels/stage4_forward.h
+
+stage4: $(BUILD)/stage4_main.o $(BUILD)/stage4_forward.o $(BUILD)/stage3_tiled.lib.o \
+        $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## CUDA forward: materialized and tiled kernels
+	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
+
+$(BUILD)/libfa_gpu.so: kernels/stage4_forward.cu kernels/stage4_forward.h | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -shared -Xcompiler -fPIC $< -o $@ $(GPU_LIBS)
+
+gpu-test: stage4                          ## GPU tests (on a GPU machine; SKIP lines elsewhere)
+	@sh tests/run.sh "$(GPU_TESTS)"
+
+bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
+	python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
+
+io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv
+	sh scripts/ncu_io.sh data/gpu/io_fwd.csv
+else
+gpu-test:
+	@sh tests/run.sh "$(GPU_TESTS)"
+bench-gpu io-gpu:
+	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
+endif
