@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""bench_gpu.py -- stage 4's forward kernels beside PyTorch's attention, on the GPU.
+
+What it does: loads build/libfa_gpu.so (the extern "C" launchers of
+kernels/stage4_forward.cu) through ctypes, and times our versions (0:
+materialized, 1: tiled) beside torch.nn.functional.scaled_dot_product_attention
+with its FLASH_ATTENTION and CUDNN_ATTENTION backends and the plain
+materialized torch expression softmax(Q K^T scale) V, all on the same torch
+tensors in the same run (our launchers get the tensors' data_ptr()).
+
+Protocol of the FlashAttention papers: batch x N = 16384 tokens, hidden 2048
+so H = 2048 / d; d = 64 and 128; N = 512 .. 16384; non-causal; bf16 and fp32.
+FLOPs = 4 B H N^2 d. Each timing: CUDA events around one launch, 3 warm-ups,
+then the median of --repeats launches (fewer when one launch is long: at
+least 5, stopping after about 1 s). SDPA's flash and cuDNN backends do not
+take fp32: such rows carry a note, not a number.
+
+Usage (on a GPU machine; make bench-gpu builds the library first):
+    python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
+    python3 scripts/bench_gpu.py --quick          # N = 1024 only, no CSV
+    python3 scripts/bench_gpu.py --profile-io MAP.json   # used by scripts/ncu_io.sh
+Every CSV row carries GPU name, driver, CUDA version, torch version, commit,
+date and the command (FA_COMMIT in the environment overrides git, for copies
+of the tree without .git).
+Cost: about a minute on an H200; version 0 needs 2 B H N^2 elements of
+workspace (69 GB at N = 16384 in fp32).
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DTYPES = {"fp32": (torch.float32, 0), "fp16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    vp, i, f, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_size_t
+    lib.fa_forward.argtypes = [i, i, vp, vp, vp, vp, vp, i, i, i, i, f, vp, sz, vp]
+    lib.fa_forward.restype = i
+    lib.fa_workspace_bytes.argtypes = [i, i, i, i, i, i]
+    lib.fa_workspace_bytes.restype = sz
+    lib.fa_model_bytes.argtypes = [i, i, i, i, i, i]
+    lib.fa_model_bytes.restype = ctypes.c_double
+    lib.fa_compulsory_bytes.argtypes = [i, i, i, i, i]
+    lib.fa_compulsory_bytes.restype = ctypes.c_double
+    lib.fa_check_supported.argtypes = [i, i, i, i]
+    lib.fa_check_supported.restype = i
+    lib.fa_error_string.restype = ctypes.c_char_p
+    lib.fa_marker.argtypes = [i]
+    lib.fa_marker.restype = i
+    return lib
+
+
+def provenance(argv):
+    commit = os.environ.get("FA_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True).stdout.strip()
+        except OSError:
+            commit = ""
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True).stdout.strip().splitlines()[0]
+    except (OSError, IndexError):
+        driver = "unknown"
+    return {
+        "gpu": torch.cuda.get_device_name(0),
+        "driver": driver,
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "cudnn": str(torch.backends.cudnn.version()),
+        "commit": commit or "unknown",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": " ".join(["python3"] + argv),
+    }
+
+
+class Ours:
+    """One of our versions as a callable on torch tensors (B, H, N, d)."""
+
+    def __init__(self, lib, kernel, q, k, v):
+        self.lib, self.kernel, self.q, self.k, self.v = lib, kernel, q, k, v
+        B, H, N, d = q.shape
+        self.dcode = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}[q.dtype]
+        self.shape = (B, H, N, d)
+        self.o = torch.empty_like(q)
+        self.L = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+        wsb = lib.fa_workspace_bytes(kernel, self.dcode, B, H, N, d)
+        self.ws = torch.empty(wsb, dtype=torch.uint8, device=q.device) if wsb else None
+        self.wsb = wsb
+        self.scale = 1.0 / math.sqrt(d)
+
+    def __call__(self):
+        B, H, N, d = self.shape
+        rc = self.lib.fa_forward(self.kernel, self.dcode, self.q.data_ptr(), self.k.data_ptr(),
+                                 self.v.data_ptr(), self.o.data_ptr(), self.L.data_ptr(), B, H, N, d,
+                                 self.scale, self.ws.data_ptr() if self.ws is not None else None,
+                                 self.wsb, torch.cuda.current_stream().cuda_stream)
+        if rc:
+            raise RuntimeError(self.lib.fa_error_string().decode())
+        return self.o
+
+
+def sdpa(backend, q, k, v):
+    def run():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v)
+    return run
+
+
+def materialized_torch(q, k, v):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    return lambda: torch.softmax((q @ k.transpose(-1, -2)) * scale, dim=-1) @ v
+
+
+def time_ms(fn, repeats):
+    """Median of per-launch CUDA-event times, after 3 warm-ups."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    spent = 0.0
+    for r in range(repeats):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        t = e0.elapsed_time(e1)
+        times.append(t)
+        spent += t
+        if r >= 4 and spent > 1000.0:
+            break
+    times.sort()
+    n = len(times)
+    return (times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])), n
+
+
+def make_inputs(B, H, N, d, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn((B, H, N, d), device="cuda", dtype=dtype, generator=g) for _ in range(3)]
+
+
+def impls(lib, q, k, v):
+    out = [("ours_v0_materialized", lambda: Ours(lib, 0, q, k, v)),
+           ("ours_v1_tiled", lambda: Ours(lib, 1, q, k, v))]
+    out.append(("sdpa_flash", lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)))
+    out.append(("sdpa_cudnn", lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)))
+    out.append(("torch_materialized", lambda: materialized_torch(q, k, v)))
+    return out
+
+
+def bench(args, lib, prov):
+    header = ("gpu,driver,cuda,torch,cudnn,commit,date,command,impl,dtype,causal,B,H,N,d,"
+              "median_ms,tflops,repeats,max_abs_diff_vs_sdpa_or_v0,note")
+    rows = []
+    csv = open(args.csv, "w") if args.csv else None
+    if csv:
+        csv.write(header + "\n")
+
+    def emit(impl, dt, B, H, N, d, ms, tflops, reps, diff, note):
+        cells = [prov[k] for k in ("gpu", "driver", "cuda", "torch", "cudnn", "commit", "date", "command")]
+        cells += [impl, dt, "0", str(B), str(H), str(N), str(d),
+                  "" if ms is None else f"{ms:.4f}", "" if tflops is None else f"{tflops:.2f}",
+                  "" if reps is None else str(reps), "" if diff is None else f"{diff:.3e}", note]
+        line = ",".join('"' + c.replace('"', "'") + '"' if ("," in c or '"' in c) else c for c in cells)
+        rows.append((impl, dt, N, d, tflops, note))
+        if csv:
+            csv.write(line + "\n")
+            csv.flush()
+        print(f"{impl:22s} {dt:5s} N={N:6d} d={d:4d} B={B:3d} H={H:3d} "
+              f"{'' if ms is None else f'{ms:9.3f} ms':>12s} "
+              f"{'' if tflops is None else f'{tflops:7.2f} TFLOP/s':>16s} {note}", flush=True)
+
+    for dt in args.dtypes:
+        tdtype, _ = DTYPES[dt]
+        for d in args.dims:
+            H = 2048 // d
+            for N in args.ns:
+                B = max(1, 16384 // N)
+                flops = 4.0 * B * H * N * N * d
+                q, k, v = make_inputs(B, H, N, d, tdtype, seed=1000 + N + d)
+                measured = []   # (name, ms, reps, note, O as fp32)
+                for name, make in impls(lib, q, k, v):
+                    try:
+                        fn = make()
+                        out = fn()
+                        torch.cuda.synchronize()
+                    except Exception as e:  # unsupported backend/dtype, out of memory
+                        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                        if name.startswith("sdpa") and dt == "fp32":
+                            note = "not supported: SDPA flash/cuDNN backends take fp16/bf16 only"
+                        else:
+                            note = "failed: " + msg[:160]
+                        measured.append((name, None, None, note, None))
+                        torch.cuda.empty_cache()
+                        continue
+                    ms, reps = time_ms(fn, args.repeats)
+                    measured.append((name, ms, reps, "", out.float()))
+                    del fn
+                    torch.cuda.empty_cache()
+                # accuracy on the same tensors: max |O - O_base|, base = SDPA flash
+                # where it runs (bf16), else our version 0 (fp32)
+                base = dict((m[0], m[4]) for m in measured if m[4] is not None)
+                bname = "sdpa_flash" if "sdpa_flash" in base else "ours_v0_materialized"
+                for name, ms, reps, note, o in measured:
+                    diff = None
+                    if o is not None and bname in base:
+                        diff = (o - base[bname]).abs().max().item()
+                        note = note or f"diff vs {bname}"
+                    emit(name, dt, B, H, N, d, ms, None if ms is None else flops / (ms * 1e-3) / 1e12,
+                         reps, diff, note)
+                del q, k, v, measured, base
+                torch.cuda.empty_cache()
+    if csv:
+        csv.close()
+    # the summary table the reply and README quote
+    print("\nTFLOP/s (forward, non-causal):")
+    names = ["ours_v0_materialized", "ours_v1_tiled", "sdpa_flash", "sdpa_cudnn", "torch_materialized"]
+    print(f"{'dtype':5s} {'d':>4s} {'N':>6s} " + " ".join(f"{n[:18]:>18s}" for n in names))
+    keys = sorted({(r[1], r[3], r[2]) for r in rows})
+    for dt, d, N in keys:
+        cells = []
+        for n in names:
+            m = [r for r in rows if r[0] == n and r[1] == dt and r[2] == N and r[3] == d]
+            cells.append(f"{m[0][4]:18.2f}" if m and m[0][4] is not None else f"{'n/a':>18s}")
+        print(f"{dt:5s} {d:4d} {N:6d} " + " ".join(cells))
+
+
+def profile_io(args, lib):
+    """Each (config, impl) once between profiler start/stop, after a marker
+    kernel whose grid size is the tag; MAP.json maps tags to configs. Run
+    under ncu --profile-from-start off (scripts/ncu_io.sh)."""
+    configs = []
+    for N in (256, 512, 1024, 2048, 4096, 8192):
+        configs.append(("fp16", 16384 // N, 32, N, 64, "sweep"))
+    configs.append(("fp16", 64, 16, 1024, 64, "FlashAttention Figure 2 (B 64, H 16, N 1024, d 64)"))
+    configs.append(("bf16", 4, 16, 4096, 128, "d 128"))
+    configs.append(("fp32", 4, 32, 4096, 64, "fp32"))
+    tagmap = {}
+    tag = 1
+    for dt, B, H, N, d, label in configs:
+        tdtype, dcode = DTYPES[dt]
+        q, k, v = make_inputs(B, H, N, d, tdtype, seed=N)
+        for name, make in impls(lib, q, k, v):
+            if name == "torch_materialized":
+                continue
+            try:
+                fn = make()
+                fn()
+                torch.cuda.synchronize()   # warm: handles, module loads, autotuning
+            except Exception as e:
+                print(f"skip {name} {dt}: {str(e).splitlines()[0][:120]}", flush=True)
+                continue
+            kernel = {"ours_v0_materialized": 0, "ours_v1_tiled": 1}.get(name, 1)
+            model = lib.fa_model_bytes(kernel, dcode, B, H, N, d) if name.startswith("ours") else None
+            tagmap[tag] = dict(impl=name, dtype=dt, B=B, H=H, N=N, d=d, label=label,
+                               model_bytes=model,
+                               model_v0_bytes=lib.fa_model_bytes(0, dcode, B, H, N, d),
+                               model_v1_bytes=lib.fa_model_bytes(1, dcode, B, H, N, d),
+                               compulsory_bytes=lib.fa_compulsory_bytes(dcode, B, H, N, d))
+            torch.cuda.profiler.start()
+            lib.fa_marker(tag)
+            fn()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            print(f"profiled tag {tag}: {name} {dt} B={B} H={H} N={N} d={d}", flush=True)
+            tag += 1
+            del fn
+            torch.cuda.empty_cache()
+        del q, k, v
+        torch.cuda.empty_cache()
+    with open(args.profile_io, "w") as f:
+        json.dump(tagmap, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--csv", help="write the rows here (with provenance columns)")
+    ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libfa_gpu.so"))
+    ap.add_argument("--dtypes", default="bf16,fp32")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="N = 1024 only")
+    ap.add_argument("--profile-io", metavar="MAP.json", help="ncu mode (scripts/ncu_io.sh)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_gpu.py: no CUDA GPU here; nothing to run")
+        return 0
+    args.dtypes = args.dtypes.split(",")
+    for dt in args.dtypes:
+        if dt not in DTYPES:
+            print(f"bench_gpu.py: error: --dtypes: unknown dtype {dt}", file=sys.stderr)
+            return 2
+    args.dims = [int(x) for x in args.dims.split(",")]
+    args.ns = [1024] if args.quick else [int(x) for x in args.ns.split(",")]
+    lib = load_lib(args.lib)
+    if args.profile_io:
+        profile_io(args, lib)
+        return 0
+    prov = provenance(sys.argv)
+    print(f"# {prov}")
+    bench(args, lib, prov)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
