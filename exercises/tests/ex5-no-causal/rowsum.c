@@ -1,0 +1,25 @@
+/*
+ * exercises/tests/ex5-no-causal/rowsum.c -- test fixture for exercise 5,
+ * wrong on purpose: sums over every key even when the problem is causal.
+ * The checker must reject it (see expect).
+ */
+#include "rowsum.h"
+
+#include <math.h>
+
+void rebuilt_row_sums(const double *Q, const double *K, const double *L, int N, int d,
+                      double softmax_scale, bool causal, double *rowsum)
+{
+    for (int i = 0; i < N; i++) {
+        double sum = 0.0;
+        int last = N - 1;
+        (void)causal;
+        if (L[i] != -INFINITY)                    /* a row that sees nothing sums to 0 */
+            for (int j = 0; j <= last; j++) {
+                double s = 0.0;
+                for (int k = 0; k < d; k++) s += Q[(size_t)i * d + k] * K[(size_t)j * d + k];
+                sum += exp(s * softmax_scale - L[i]);
+            }
+        rowsum[i] = sum;
+    }
+}
