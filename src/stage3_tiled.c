@@ -65,6 +65,25 @@ int derive_blocks(long M, int d, bool backward, int *Br, int *Bc)
 }
 //< derive-blocks
 
+//> derive-blocks-io
+int derive_blocks_io(long M, int d, bool backward, int *Br, int *Bc)
+{
+    size_t (*footprint)(int, int, int) =
+        backward ? flash_backward_sram_elements : flash_forward_sram_elements;
+    if (M < 1 || footprint(1, 1, d) > (size_t)M) return -1;
+    int lo = 1, hi = 1 << 20;   /* largest B whose thin tile fits: bisection */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        size_t need = backward ? footprint(1, mid, d) : footprint(mid, 1, d);
+        if (need <= (size_t)M) lo = mid;
+        else hi = mid - 1;
+    }
+    *Br = backward ? 1 : lo;
+    *Bc = backward ? lo : 1;
+    return 0;
+}
+//< derive-blocks-io
+
 //> tiled-forward
 void flash_forward(const double *Q, const double *K, const double *V, int N, int d,
                    double softmax_scale, bool causal, int Br, int Bc,
@@ -329,7 +348,8 @@ static void tiled_all_heads(const attn_problem *p, double scale, bool causal, bl
 
 /* One naive and one tiled run of a random (1, 1, N, d) problem, forward and
  * backward, written as CSV rows. Returns the number of counted != formula. */
-static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, bool with_naive)
+static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, bool with_naive,
+                       const char *label)
 {
     options o = *opt;
     o.N = N;
@@ -374,11 +394,11 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, 
                     &t_b);
     uint64_t ff = flash_forward_io_formula(N, d, b.fBr, b.fBc, o.causal);
     uint64_t bf = flash_backward_io_formula(N, d, b.bBr, b.bBc, o.causal);
-    fprintf(csv, "tiled,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", o.causal, N, d,
-            b.M, b.fBr, b.fBc, (unsigned long long)io_total(&tf), (unsigned long long)ff,
+    fprintf(csv, "%s,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, o.causal, N,
+            d, b.M, b.fBr, b.fBc, (unsigned long long)io_total(&tf), (unsigned long long)ff,
             8ull * io_total(&tf), sram.high_water, t_f);
-    fprintf(csv, "tiled,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", o.causal, N, d,
-            b.M, b.bBr, b.bBc, (unsigned long long)io_total(&tb), (unsigned long long)bf,
+    fprintf(csv, "%s,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, o.causal, N,
+            d, b.M, b.bBr, b.bBc, (unsigned long long)io_total(&tb), (unsigned long long)bf,
             8ull * io_total(&tb), sram.high_water, t_b);
     fflush(csv);
     bad += (io_total(&tf) != ff) + (io_total(&tb) != bf) + (sram.high_water > (size_t)b.M);
@@ -408,7 +428,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
             o.M = DEFAULT_M;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", Ns[a], o.M);
-            bad += sweep_point(csv, &o, Ns[a], d, choose_blocks(&o, d), true);
+            bad += sweep_point(csv, &o, Ns[a], d, choose_blocks(&o, d), true, "tiled");
         }
         for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
             options o = *opt;
@@ -416,7 +436,12 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.M = Ms[a];
             if (derive_blocks(o.M, d, true, &(int){0}, &(int){0}) != 0) continue;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", N_fixed, o.M);
-            bad += sweep_point(csv, &o, N_fixed, d, choose_blocks(&o, d), a == 0);
+            bad += sweep_point(csv, &o, N_fixed, d, choose_blocks(&o, d), a == 0, "tiled");
+            /* the same M with the blocks that minimize the model's count */
+            blocks_t io = {0, 0, 0, 0, o.M};
+            derive_blocks_io(o.M, d, false, &io.fBr, &io.fBc);
+            derive_blocks_io(o.M, d, true, &io.bBr, &io.bBc);
+            bad += sweep_point(csv, &o, N_fixed, d, io, false, "tiled-io");
         }
     } else if (!strcmp(opt->sweep, "blocks")) {
         int N = (opt->given & OPT_N) ? opt->N : 2048;
@@ -425,7 +450,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.given = (o.given & ~(unsigned)OPT_SRAM) | OPT_BR | OPT_BC;
             o.Br = o.Bc = B;
             fprintf(stderr, "sweep blocks: N = %d, Br = Bc = %d\n", N, B);
-            bad += sweep_point(csv, &o, N, d, choose_blocks(&o, d), B == 4);
+            bad += sweep_point(csv, &o, N, d, choose_blocks(&o, d), B == 4, "tiled");
         }
     } else {
         fatal(EXIT_BAD_INPUT, "--sweep: expected 'io' or 'blocks', got '%s'", opt->sweep);

@@ -50,6 +50,16 @@ size_t flash_backward_sram_elements(int Br, int Bc, int d);
  * Returns 0, or -1 when M cannot hold even Br = Bc = 1 at this d. */
 int derive_blocks(long M, int d, bool backward, int *Br, int *Bc);
 
+/* Block sizes that minimize the IO model's count instead: the forward's
+ * traffic depends on Br alone (K and V are re-read once per query block) and
+ * the backward's on Bc alone (Q, dO, dQ, L, D once per key block), so that
+ * one block takes all the room and the other is 1. This keeps the traffic
+ * Theta(N^2 d^2 / M) at every M, where the paper's rule, whose Br stops at d,
+ * leaves the forward near 2 N^2 elements once M >= 4 d^2. (Tiles this thin
+ * would starve a GPU's matrix units; the IO model does not see that.)
+ * Returns 0, or -1 when M cannot hold Br = Bc = 1. */
+int derive_blocks_io(long M, int d, bool backward, int *Br, int *Bc);
+
 /* Counts that the tests and figures use beside the IO counter. */
 typedef struct {
     uint64_t tiles_visited;   /* (query block, key block) pairs computed */

@@ -282,9 +282,14 @@ static void test_derive_blocks(void)
                 bool fits1 = fp(1, 1, d) <= (size_t)M;
                 if (rc != 0) bad += fits1;   /* refused although one tile fits */
                 else bad += !fits1 || fp(Br, Bc, d) > (size_t)M || Br < 1 || Bc < 1 || Br > d;
+                /* the IO rule: one block is 1, the other the largest that fits */
+                rc = derive_blocks_io(M, d, bwd, &Br, &Bc);
+                if (rc != 0) bad += fits1;
+                else if (bwd) bad += Br != 1 || fp(1, Bc, d) > (size_t)M || fp(1, Bc + 1, d) <= (size_t)M;
+                else bad += Bc != 1 || fp(Br, 1, d) > (size_t)M || fp(Br + 1, 1, d) <= (size_t)M;
                 checked++;
             }
-    result(bad == 0, "derive_blocks fits M, refuses only impossible M", "%d of %d (d, M) wrong",
+    result(bad == 0, "derive_blocks and derive_blocks_io fit M, refuse only impossible M", "%d of %d (d, M) wrong",
            bad, checked);
 }
 
