@@ -64,11 +64,11 @@ ifneq ($(filter exercise,$(MAKECMDGOALS)),)
   endif
 endif
 
-.PHONY: exercise exercise-checkers
+.PHONY: exercise ex-checkers
 exercise: $(call ex_bin,$(EX_DIR))        ## mark an exercise: make exercise EX=n [DIR=folder]
 	@$< $(EX_DIR)
 
-exercise-checkers: $(EX_CHECKERS)         ## build every exercise checker
+ex-checkers: $(EX_CHECKERS)         ## build every exercise checker
 
 TEST_SUITES += "sh exercises/test_exercises.sh"
 TEST_DEPS   += $(EX_CHECKERS)

@@ -14,8 +14,8 @@ out=$(mktemp) || exit 2
 trap 'rm -f "$out"' EXIT
 
 # The checkers (make test builds them as TEST_DEPS; standalone, build here).
-if ! make -s --no-print-directory exercise-checkers >"$out" 2>&1; then
-    echo "FAIL exercises-build: make exercise-checkers failed:"
+if ! make -s --no-print-directory ex-checkers >"$out" 2>&1; then
+    echo "FAIL exercises-build: make ex-checkers failed:"
     sed 's/^/    /' "$out" | tail -20
     exit 1
 fi
