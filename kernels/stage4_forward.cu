@@ -1,7 +1,7 @@
 /*
  * stage4_forward.cu -- Stage 4: the attention forward pass on the GPU.
  *
- * What it adds: the first CUDA code of the project. Two versions of the same
+ * What it adds: the first CUDA code of the project. Three versions of the same
  * function O = softmax(softmax_scale Q K^T) V (and L = logsumexp per row),
  * selected by a number (--kernel K), each kernel beside its launcher:
  *
@@ -15,8 +15,13 @@
  *           | order): Br = 64 query rows per block,  | block, O and L once), Tr = ceil(N/64)
  *           | K/V tiles in shared memory, online     |
  *           | softmax in registers, fp32 CUDA cores  |
- *   2, 3    | reserved: tensor cores (mma.sync, then | (a later issue)
- *           | wgmma), added to the switch in fa_forward |
+ *   2       | the same tiled algorithm on the tensor | as version 1
+ *           | cores (FlashAttention-2 style): mma.sync|
+ *           | m16n8k16 for Q K^T and P V, P stays in  |
+ *           | registers, cp.async double-buffered K/V |
+ *           | tiles; fp16/bf16, d = 16, 32, ..., 128  |
+ *   3       | reserved: Hopper's wgmma and the tensor | (a later issue)
+ *           | copy engine, a new case in fa_forward   |
  *
  * es is the element size of the dtype (fp32 4, fp16 and bf16 2); L is fp32.
  * Inputs fp32, fp16 or bf16; every product and sum is accumulated in fp32.
@@ -40,6 +45,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 /* ------------------------------------------------------------------------- */
@@ -108,6 +114,7 @@ extern "C" const char *fa_kernel_name(int kernel)
     switch (kernel) {
     case 0: return "v0 materialized (cuBLAS + softmax)";
     case 1: return "v1 tiled (smem K/V, fp32 CUDA cores)";
+    case 2: return "v2 tiled, tensor cores (mma.sync m16n8k16, cp.async)";
     default: return "?";
     }
 }
@@ -479,6 +486,259 @@ static int v1_launch(const void *Q, const void *K, const void *V, void *O, float
 }
 
 /* ========================================================================= */
+/* Version 2: the same algorithm on the tensor cores (mma.sync)              */
+/* ========================================================================= */
+/* FlashAttention-2's forward with warp-level matrix instructions (sm_80 and
+ * later; Hopper's wgmma comes in a later version). fp16/bf16 only, d a
+ * multiple of 16 up to 128. A block of 4 warps owns Br = 64 query rows (16
+ * per warp); K/V tiles of Bc = 64 rows are copied into shared memory with
+ * cp.async, two stages deep, so the copy of tile j+1 overlaps the work on
+ * tile j. Per warp and tile:
+ *   S = Q K^T   mma.m16n8k16: A = Q (registers, loaded once with ldmatrix),
+ *               B = K (ldmatrix from shared memory); 16 x 64 fp32 in registers
+ *   online softmax on those registers (a row lives in 4 lanes: two shuffles)
+ *   O += P V    the S accumulators are repacked in place as the A operand
+ *               (the m16n8 accumulator layout is the m16n8k16 A layout), so P
+ *               never touches shared memory; B = V via ldmatrix.trans.
+ * P is rounded to the input dtype before P V, as in FlashAttention-2;
+ * every sum is fp32. Row stride D + 8 elements: the 8 rows one ldmatrix
+ * reads fall in 8 different 16-byte bank groups. */
+__device__ __forceinline__ unsigned smem_u32(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
+                 "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int n> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(n));
+}
+__device__ __forceinline__ void ldsm_x4(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
+                                        const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
+                                          const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_u32(p)));
+}
+/* D (16 x 8, fp32) += A (16 x 16) B (16 x 8) */
+template <typename T>
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+    if constexpr (std::is_same<T, __half>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* two fp32 -> one register of two 16-bit values, lo in the low half */
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    }
+}
+
+/* rows [row0, row0 + 64) of a (N, D) matrix into a 64 x LD shared tile;
+ * rows past N are zero-filled by cp.async itself (source size 0). */
+template <typename T, int D>
+__device__ __forceinline__ void v2_load_tile(T *dst, const T *__restrict__ src, int row0, int N)
+{
+    constexpr int LD = D + 8, CH = D / 8;
+    for (int idx = threadIdx.x; idx < 64 * CH; idx += 128) {
+        int r = idx / CH, c = (idx % CH) * 8;
+        bool ok = row0 + r < N;
+        cp_async16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
+    }
+}
+
+//> v2-kernel
+template <typename T, int D>
+__global__ void __launch_bounds__(128, 2)
+    v2_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+                      T *__restrict__ O, float *__restrict__ L, int N, float scale_log2)
+{
+    constexpr int BR = 64, BC = 64, LD = D + 8, KD = D / 16, NT = BC / 8, DT = D / 8;
+    extern __shared__ uint4 smem_v2[];
+    T *Qs = reinterpret_cast<T *>(smem_v2);   /* BR x LD */
+    T *Ks = Qs + BR * LD;                     /* 2 stages of BC x LD */
+    T *Vs = Ks + 2 * BC * LD;                 /* 2 stages of BC x LD */
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;   /* the mma fragment coordinates */
+    const int i0 = blockIdx.x * BR;
+    const size_t head = (size_t)blockIdx.y * N * D;
+    const T *Qh = Q + head, *Kh = K + head, *Vh = V + head;
+    const int Tc = (N + BC - 1) / BC;
+
+    v2_load_tile<T, D>(Qs, Qh, i0, N);
+    v2_load_tile<T, D>(Ks, Kh, 0, N);
+    v2_load_tile<T, D>(Vs, Vh, 0, N);
+    cp_async_commit();
+
+    unsigned qf[KD][4];                 /* this warp's 16 rows of Q as A fragments */
+    float o[DT][4];                     /* O accumulators: 16 rows x D */
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};   /* rows g and g + 8 */
+#pragma unroll
+    for (int c = 0; c < DT; c++) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.f;
+
+    for (int j = 0; j < Tc; j++) {
+        const int st = j & 1, j0 = j * BC;
+        if (j + 1 < Tc) {   /* prefetch the next tile into the other stage */
+            v2_load_tile<T, D>(Ks + (st ^ 1) * BC * LD, Kh, j0 + BC, N);
+            v2_load_tile<T, D>(Vs + (st ^ 1) * BC * LD, Vh, j0 + BC, N);
+            cp_async_commit();
+            cp_async_wait<1>();   /* everything but the prefetch has landed */
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j == 0) {
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++)
+                ldsm_x4(qf[kd][0], qf[kd][1], qf[kd][2], qf[kd][3],
+                        Qs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 +
+                            (lane >> 4) * 8);
+        }
+        const T *Kt = Ks + st * BC * LD, *Vt = Vs + st * BC * LD;
+
+        /* S = Q K^T for 16 rows x 64 keys */
+        float s[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++)
+#pragma unroll
+            for (int n2 = 0; n2 < NT / 2; n2++) {
+                unsigned b0, b1, b2, b3;
+                ldsm_x4(b0, b1, b2, b3,
+                        Kt + (n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 +
+                            ((lane >> 3) & 1) * 8);
+                mma16816<T>(s[2 * n2], qf[kd], b0, b1);
+                mma16816<T>(s[2 * n2 + 1], qf[kd], b2, b3);
+            }
+        if (j0 + BC > N) {   /* keys past N: only in the last tile */
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (j0 + n * 8 + 2 * t + (e & 1) >= N) s[n][e] = -INFINITY;
+        }
+
+        /* online softmax; s[n][0..1] belong to row g, s[n][2..3] to row g + 8 */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < NT; n++) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float m_new = fmaxf(m[h], mx * scale_log2);
+            float alpha = exp2f(m[h] - m_new);
+            m[h] = m_new;
+            float rs = 0.f;
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; e++) {
+                    s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -m_new));
+                    rs += s[n][e];
+                }
+            l[h] = l[h] * alpha + rs;
+#pragma unroll
+            for (int c = 0; c < DT; c++) {
+                o[c][2 * h] *= alpha;
+                o[c][2 * h + 1] *= alpha;
+            }
+        }
+
+        /* O += P V, 16 keys per step */
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) {
+            unsigned a[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                             pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int c2 = 0; c2 < DT / 2; c2++) {
+                unsigned b0, b1, b2, b3;
+                ldsm_x4_t(b0, b1, b2, b3,
+                          Vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 +
+                              (lane >> 4) * 8);
+                mma16816<T>(o[2 * c2], a, b0, b1);
+                mma16816<T>(o[2 * c2 + 1], a, b2, b3);
+            }
+        }
+        __syncthreads();   /* this stage is refilled two iterations on */
+    }
+
+    /* normalize once, write O and L */
+    T *Oh = O + head;
+    float *Lh = L + (size_t)blockIdx.y * N;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float lt = l[h];
+        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+        int row = i0 + warp * 16 + g + 8 * h;
+        if (row >= N) continue;
+        float inv = 1.f / lt;
+#pragma unroll
+        for (int c = 0; c < DT; c++)
+            *reinterpret_cast<unsigned *>(Oh + (size_t)row * D + c * 8 + 2 * t) =
+                pack2<T>(o[c][2 * h] * inv, o[c][2 * h + 1] * inv);
+        if (t == 0) Lh[row] = (m[h] + log2f(lt)) * 0.6931471805599453f;
+    }
+}
+//< v2-kernel
+
+template <typename T, int D>
+static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
+                       int N, float softmax_scale, cudaStream_t stream)
+{
+    size_t smem = sizeof(T) * (size_t)(64 + 4 * 64) * (D + 8);
+    CUDA_TRY(cudaFuncSetAttribute(v2_forward_kernel<T, D>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((N + 63) / 64, BH);
+    v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>(
+        (const T *)Q, (const T *)K, (const T *)V, (T *)O, L, N, softmax_scale * 1.4426950408889634f);
+    CUDA_TRY(cudaGetLastError());
+    return FA_OK;
+}
+
+template <typename T>
+static int v2_launch(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
+                     int N, int d, float sc, cudaStream_t st)
+{
+    switch (d) {
+    case 16: return v2_launch_d<T, 16>(Q, K, V, O, L, BH, N, sc, st);
+    case 32: return v2_launch_d<T, 32>(Q, K, V, O, L, BH, N, sc, st);
+    case 48: return v2_launch_d<T, 48>(Q, K, V, O, L, BH, N, sc, st);
+    case 64: return v2_launch_d<T, 64>(Q, K, V, O, L, BH, N, sc, st);
+    case 80: return v2_launch_d<T, 80>(Q, K, V, O, L, BH, N, sc, st);
+    case 96: return v2_launch_d<T, 96>(Q, K, V, O, L, BH, N, sc, st);
+    case 112: return v2_launch_d<T, 112>(Q, K, V, O, L, BH, N, sc, st);
+    default: return v2_launch_d<T, 128>(Q, K, V, O, L, BH, N, sc, st);
+    }
+}
+
+/* ========================================================================= */
 /* The switch on K, sizes and models                                          */
 /* ========================================================================= */
 
@@ -493,6 +753,14 @@ extern "C" int fa_check_supported(int kernel, int dtype, int N, int d)
         if (d < 16 || d > 128)
             return set_err(FA_ERR_UNSUPPORTED,
                            "--d %d: version 1 supports head dimensions 16 to 128", d);
+        return FA_OK;
+    case 2:
+        if (dtype == FA_FP32)
+            return set_err(FA_ERR_UNSUPPORTED,
+                           "--dtype fp32: version 2 (tensor cores) takes fp16 or bf16; use version 1");
+        if (d % 16 != 0 || d > 128)
+            return set_err(FA_ERR_UNSUPPORTED,
+                           "--d %d: version 2 supports d = 16, 32, ..., 128 (multiples of 16)", d);
         return FA_OK;
     default:
         return set_err(FA_ERR_UNSUPPORTED, "--kernel %d: versions 0 to %d exist", kernel,
@@ -539,7 +807,12 @@ extern "C" int fa_forward(int kernel, int dtype, const void *Q, const void *K, c
         case FA_FP16: return v1_launch<__half>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
         default: return v1_launch<__nv_bfloat16>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
         }
-    /* case 2: tensor cores (mma.sync), case 3: wgmma -- a later issue */
+    case 2:
+        if (!aligned16(Q) || !aligned16(K) || !aligned16(V) || !aligned16(O))
+            return set_err(FA_ERR_UNSUPPORTED, "version 2 needs 16-byte aligned Q, K, V, O");
+        if (dtype == FA_FP16) return v2_launch<__half>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
+        return v2_launch<__nv_bfloat16>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
+    /* case 3: wgmma (Hopper) -- a later issue */
     default:
         return set_err(FA_ERR_UNSUPPORTED, "--kernel %d: no such version", kernel);
     }

@@ -13,7 +13,11 @@
  *      the loop order of FlashAttention-2): one thread block per Br = 64
  *      query rows, K and V tiles of Bc rows staged through shared memory,
  *      online softmax in registers, fp32 arithmetic on the CUDA cores.
- *   2+ reserved for the tensor-core versions (mma.sync, wgmma): a later issue.
+ *   2  the same tiled algorithm on the tensor cores (FlashAttention-2 style):
+ *      mma.sync m16n8k16 for S = Q K^T and O += P V, P kept in registers,
+ *      K/V tiles copied with cp.async two stages deep; fp16/bf16 only,
+ *      d a multiple of 16 up to 128. Br = Bc = 64, 4 warps per block.
+ *   3+ reserved: Hopper's wgmma and the tensor copy engine (a later issue).
  *
  * Layout: Q, K, V, O are (B, H, N, d) row-major in the dtype; L is (B, H, N)
  * fp32, the natural-log logsumexp of each row of softmax_scale * Q K^T.
@@ -37,7 +41,7 @@ enum {
     FA_ERR_CUDA = 3,          /* a CUDA or cuBLAS call failed */
 };
 
-#define FA_NUM_KERNELS 2      /* versions 0 .. FA_NUM_KERNELS-1 exist */
+#define FA_NUM_KERNELS 3      /* versions 0 .. FA_NUM_KERNELS-1 exist */
 #define FA_V1_BR 64           /* query rows per thread block in version 1 */
 
 /* Bytes of one element of the dtype (4, 2, 2). */
@@ -47,7 +51,7 @@ const char *fa_kernel_name(int kernel);
 
 /* 0 when `kernel` supports (dtype, N, d), else FA_ERR_UNSUPPORTED with the
  * reason in fa_error_string(). Version 0: any N >= 1, d >= 1; version 1:
- * N >= 1, 16 <= d <= 128. */
+ * N >= 1, 16 <= d <= 128; version 2: fp16/bf16, d in {16, 32, ..., 128}. */
 int fa_check_supported(int kernel, int dtype, int N, int d);
 
 /* Device workspace the version needs, in bytes: 2 B H N^2 elements (S and
@@ -59,7 +63,7 @@ int fa_v1_block_cols(int d);
 
 /* The IO model of a version in bytes of slow memory (HBM), L in fp32:
  *   v0: es (4 N^2 + 4 N d) + 4 N per head   (stage1_naive.h's count)
- *   v1: es (2 N d + 2 N d Tr) + 4 N per head, Tr = ceil(N / Br)
+ *   v1, v2: es (2 N d + 2 N d Tr) + 4 N per head, Tr = ceil(N / Br), Br = 64
  *       (stage3_tiled.h's count: Q once, K and V once per query block, O once)
  * times B H, es = fa_dtype_bytes(dtype). compulsory: es 4 N d + 4 N per head
  * (Q, K, V read once, O and L written once), the floor of any algorithm. */

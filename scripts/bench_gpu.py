@@ -3,7 +3,7 @@
 
 What it does: loads build/libfa_gpu.so (the extern "C" launchers of
 kernels/stage4_forward.cu) through ctypes, and times our versions (0:
-materialized, 1: tiled) beside torch.nn.functional.scaled_dot_product_attention
+materialized, 1: tiled on the CUDA cores, 2: tiled on the tensor cores) beside torch.nn.functional.scaled_dot_product_attention
 with its FLASH_ATTENTION and CUDNN_ATTENTION backends and the plain
 materialized torch expression softmax(Q K^T scale) V, all on the same torch
 tensors in the same run (our launchers get the tensors' data_ptr()).
@@ -154,7 +154,8 @@ def make_inputs(B, H, N, d, dtype, seed):
 
 def impls(lib, q, k, v):
     out = [("ours_v0_materialized", lambda: Ours(lib, 0, q, k, v)),
-           ("ours_v1_tiled", lambda: Ours(lib, 1, q, k, v))]
+           ("ours_v1_tiled", lambda: Ours(lib, 1, q, k, v)),
+           ("ours_v2_mma", lambda: Ours(lib, 2, q, k, v))]
     out.append(("sdpa_flash", lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)))
     out.append(("sdpa_cudnn", lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)))
     out.append(("torch_materialized", lambda: materialized_torch(q, k, v)))
@@ -201,6 +202,8 @@ def bench(args, lib, prov):
                         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                         if name.startswith("sdpa") and dt == "fp32":
                             note = "not supported: SDPA flash/cuDNN backends take fp16/bf16 only"
+                        elif name == "ours_v2_mma" and dt == "fp32":
+                            note = "not supported: version 2 (tensor cores) takes fp16/bf16 only"
                         else:
                             note = "failed: " + msg[:160]
                         measured.append((name, None, None, note, None))
@@ -227,7 +230,8 @@ def bench(args, lib, prov):
         csv.close()
     # the summary table the reply and README quote
     print("\nTFLOP/s (forward, non-causal):")
-    names = ["ours_v0_materialized", "ours_v1_tiled", "sdpa_flash", "sdpa_cudnn", "torch_materialized"]
+    names = ["ours_v0_materialized", "ours_v1_tiled", "ours_v2_mma", "sdpa_flash", "sdpa_cudnn",
+             "torch_materialized"]
     print(f"{'dtype':5s} {'d':>4s} {'N':>6s} " + " ".join(f"{n[:18]:>18s}" for n in names))
     keys = sorted({(r[1], r[3], r[2]) for r in rows})
     for dt, d, N in keys:
@@ -263,7 +267,7 @@ def profile_io(args, lib):
             except Exception as e:
                 print(f"skip {name} {dt}: {str(e).splitlines()[0][:120]}", flush=True)
                 continue
-            kernel = {"ours_v0_materialized": 0, "ours_v1_tiled": 1}.get(name, 1)
+            kernel = {"ours_v0_materialized": 0, "ours_v1_tiled": 1, "ours_v2_mma": 2}.get(name, 1)
             model = lib.fa_model_bytes(kernel, dcode, B, H, N, d) if name.startswith("ours") else None
             tagmap[tag] = dict(impl=name, dtype=dt, B=B, H=H, N=N, d=d, label=label,
                                model_bytes=model,

@@ -5,12 +5,14 @@
 #
 # What it runs:
 #   - command-line checks that need no GPU (one-line error, exit 2): an
-#     unsupported head dimension for version 1, a bad flag, --dtype fp64,
+#     unsupported head dimension for versions 1 and 2, fp32 for version 2,
+#     a bad flag, --dtype fp64,
 #     --causal (not in stage 4);
-#   - ./stage4 --sweep tests: versions 0 and 1 in fp32, fp16 and bf16 against
+#   - ./stage4 --sweep tests: versions 0, 1, 2 in fp32, fp16 and bf16 against
 #     the CPU fp64 reference on fresh random inputs (the seed is printed):
-#     N = 1, 17 (below one tile), 113, 1023, 4097; d = 16, 20, 24, 32, 64,
-#     80, 96, 128; B H above the number of SMs;
+#     N = 1, 17 (below one tile), 113, 1023, 4097; d = 16, 20, 24, 32, 48,
+#     64, 80, 96, 112, 128; B H above the number of SMs (version 2 runs
+#     where it applies: fp16/bf16, d a multiple of 16);
 #   - compute-sanitizer memcheck and racecheck on a small shape, both
 #     versions, every dtype.
 # Without a GPU (or without stage4, where nvcc is missing) the GPU tests
@@ -46,6 +48,8 @@ expect_exit2 stage4-cli-bad-flag --bogus
 expect_exit2 stage4-cli-bad-dtype --dtype fp64
 expect_exit2 stage4-cli-causal --causal
 expect_exit2 stage4-cli-bad-kernel --kernel 7
+expect_exit2 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
+expect_exit2 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
 
 probe=$(./stage4 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
 case "$probe" in
