@@ -1,0 +1,38 @@
+# figures/blocks.gp -- the block-size sweep at N = 2048, d = 64: square tiles
+# Br = Bc = B, SRAM sized to fit them. Left: slow-memory bytes (counted);
+# right: wall time on this CPU. Naive attention as horizontal lines.
+# Input: data/cpu/block_sweep.csv (or csv=...).
+if (!exists("csv")) csv = "data/cpu/block_sweep.csv"
+W = 6.5
+Hgt = 2.8
+load "figures/style.gp"
+tiled(p) = (strcol(1) eq "tiled" && strcol(2) eq p)
+stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward") ? $9*8 : NaN) name "NFB" nooutput
+stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward") ? $9*8 : NaN) name "NBB" nooutput
+stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward") ? $13 : NaN) name "NFT" nooutput
+stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward") ? $13 : NaN) name "NBT" nooutput
+set multiplot layout 1, 2
+set logscale x 2
+set xrange [3:700]
+set xtics (4, 8, 16, 32, 64, 128, 256, 512)
+set xlabel "block size Br = Bc (rows)"
+set logscale y 10
+set format y "10^{%T}"
+set ylabel "slow-memory traffic (bytes, fp64)"
+set key top right font ",8"
+plot \
+  NFB_max with lines lc rgb c_naive_f lw 1 title "naive fwd", \
+  NBB_max with lines lc rgb c_naive_b lw 1 title "naive bwd", \
+  csv using (tiled("forward") ? $7 : NaN):($9*8) smooth unique with linespoints pt 9 ps 0.7 lc rgb c_tiled_f title "tiled fwd", \
+  csv using (tiled("backward") ? $7 : NaN):($9*8) smooth unique with linespoints pt 11 ps 0.7 lc rgb c_tiled_b title "tiled bwd"
+unset logscale y
+set format y "%g"
+set yrange [0:*]
+set ylabel "wall time on this CPU (s)"
+set key bottom right font ",8"
+plot \
+  NFT_max with lines lc rgb c_naive_f lw 1 title "naive fwd", \
+  NBT_max with lines lc rgb c_naive_b lw 1 title "naive bwd", \
+  csv using (tiled("forward") ? $7 : NaN):13 smooth unique with linespoints pt 9 ps 0.7 lc rgb c_tiled_f title "tiled fwd", \
+  csv using (tiled("backward") ? $7 : NaN):13 smooth unique with linespoints pt 11 ps 0.7 lc rgb c_tiled_b title "tiled bwd"
+unset multiplot

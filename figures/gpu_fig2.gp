@@ -1,0 +1,27 @@
+# figures/gpu_fig2.gp -- the H200 version of the FlashAttention paper's
+# Figure 2 (left): DRAM bytes, L2 bytes and time of each attention path at
+# B = 64, H = 16, N = 1024, d = 64, forward. Input: build/paper/gpu_fig2.dat,
+# which scripts/paper_gpu.py writes from data/gpu/io_fwd.csv.
+if (!exists("dat")) dat = "build/paper/gpu_fig2.dat"
+W = 6.5
+Hgt = 2.8
+load "figures/style.gp"
+set datafile separator whitespace
+set multiplot layout 1, 2
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set xtics rotate by -25 font ",8" nomirror
+set termoption noenhanced
+set logscale y 10
+set ylabel "bytes moved (GB, log scale)"
+set yrange [0.1:*]
+set key top right font ",8"
+plot dat using 2:xtic(1) lc rgb c_tiled_f title "DRAM read + write", \
+     dat using 3 lc rgb c_tiled_b title "L2 traffic", \
+     dat using 4 lc rgb c_other title "IO model"
+set ylabel "forward time (ms, log scale)"
+set yrange [0.1:*]
+plot dat using 5:xtic(1) lc rgb c_naive_f title "forward time"
+unset multiplot

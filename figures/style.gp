@@ -1,0 +1,23 @@
+# figures/style.gp -- loaded by every figure script. The caller sets
+#   term = "pdf" | "svg"   and   out = "build/figures/NAME.pdf|svg"
+# (scripts/paper_figures.sh does). Data files are CSV with '#' provenance
+# lines on top and one header line, which the 'using' filters skip.
+if (!exists("term")) term = "pdf"
+if (!exists("W")) W = 5.0
+if (!exists("Hgt")) Hgt = 3.2
+if (term eq "pdf") {
+    set terminal pdfcairo enhanced color font "Helvetica,9" linewidth 1.5 size W, Hgt
+} else {
+    set terminal svg enhanced font "Helvetica,12" linewidth 1.5 size int(W * 110), int(Hgt * 110) background rgb "white"
+}
+set output out
+set datafile separator ","
+set datafile commentschars "#"
+set datafile missing NaN   # so that rows filtered out by a ternary do not break lines
+set grid xtics ytics mxtics mytics lc rgb "#dddddd" lw 0.5
+set key top left box opaque samplen 2 spacing 1.1
+set border lw 0.8
+# one colour per algorithm/pass, the same in every figure
+c_naive_f = "#b2182b"; c_naive_b = "#ef8a62"
+c_tiled_f = "#2166ac"; c_tiled_b = "#67a9cf"
+c_other = "#4d4d4d"

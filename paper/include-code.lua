@@ -1,0 +1,227 @@
+--[[
+include-code.lua -- the Pandoc filter that weaves the paper from the tested sources.
+
+Chapters never type a listing by hand. They name a region of a source file:
+
+    ```include
+    src/stage2_online_softmax.c#online-update
+    ```
+
+and this filter replaces the block with the lines between the markers
+`//> online-update` and `//< online-update` of that file (both marker lines
+dropped, and any other marker line inside dropped too), captioned with the
+file, the region and the function(s) it sits in. Paths are relative to the
+directory pandoc runs in (the repository root).
+
+It also does three small things the chapters need:
+
+  [key]{.m}                       a value measured by scripts/claims.py, read
+                                  from the file named by the metadata field
+                                  `values` (lines "key<TAB>value"); an unknown
+                                  key fails the build.
+  ::: {.include-md file="F"} :::  the Markdown file F parsed in place (used for
+                                  the generated claims table).
+  ::: {.requires file="F"} ...    the contents only when F exists; otherwise a
+                                  one-line note that the data is absent (so the
+                                  build never fails for lack of GPU data).
+
+Errors (missing file, missing region, region marked twice, unclosed region,
+unknown value) stop the build with a message naming the file and the region.
+--]]
+
+local values = nil       -- key -> string, loaded on first use
+local values_file = nil  -- path, from the metadata
+
+local function fail(msg)
+  io.stderr:write("include-code.lua: error: " .. msg .. "\n")
+  error("include-code.lua: " .. msg, 0)
+end
+
+local function read_lines(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local lines = {}
+  for line in f:lines() do lines[#lines + 1] = line end
+  f:close()
+  return lines
+end
+
+local function file_exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() return true end
+  return false
+end
+
+-- A marker line: optional indentation, "//>" or "//<", a space, the name.
+local function marker(line)
+  local kind, name = line:match("^%s*//([<>])%s+([%w_%-%.]+)%s*$")
+  return kind, name
+end
+
+-- The name of the C function a definition line opens, or nil. A definition
+-- starts in column 0 with a type, has "name(" on the line and does not end
+-- in ";" (a prototype). FN(name) is stage 1's type-generic spelling.
+local function function_defined(line)
+  if not line:match("^[%a_]") then return nil end
+  if line:match("^#") or line:match(";%s*$") then return nil end
+  if line:match("^typedef") or line:match("^struct%s+[%w_]+%s*{") then return nil end
+  local fn = line:match("FN%(([%w_]+)%)%s*%(")
+  if fn then return fn end
+  local name
+  for candidate in line:gmatch("([%a_][%w_]*)%s*%(") do
+    name = candidate
+    break
+  end
+  if name == nil or name == "if" or name == "for" or name == "while"
+     or name == "switch" or name == "return" or name == "sizeof" then
+    return nil
+  end
+  return name
+end
+
+-- Cut region `name` out of `path`: returns the code and a caption string.
+local function cut_region(path, name)
+  local lines = read_lines(path)
+  if not lines then
+    fail(string.format("%s#%s: cannot read the file %s", path, name, path))
+  end
+  local open_at, close_at = nil, nil
+  for i, line in ipairs(lines) do
+    local kind, n = marker(line)
+    if n == name then
+      if kind == ">" then
+        if open_at then
+          fail(string.format("%s#%s: region '%s' is opened twice in %s (lines %d and %d)",
+                             path, name, name, path, open_at, i))
+        end
+        open_at = i
+      else
+        if close_at then
+          fail(string.format("%s#%s: region '%s' is closed twice in %s (lines %d and %d)",
+                             path, name, name, path, close_at, i))
+        end
+        close_at = i
+      end
+    end
+  end
+  if not open_at then
+    fail(string.format("%s#%s: no region '%s' in %s (no line '//> %s')",
+                       path, name, name, path, name))
+  end
+  if not close_at or close_at < open_at then
+    fail(string.format("%s#%s: region '%s' in %s is never closed after line %d",
+                       path, name, name, path, open_at))
+  end
+  local body, defined = {}, {}
+  for i = open_at + 1, close_at - 1 do
+    local line = lines[i]
+    if not marker(line) then
+      body[#body + 1] = line
+      local fn = function_defined(line)
+      if fn then defined[#defined + 1] = fn end
+    end
+  end
+  -- trim blank lines at both ends
+  while #body > 0 and body[1]:match("^%s*$") do table.remove(body, 1) end
+  while #body > 0 and body[#body]:match("^%s*$") do table.remove(body) end
+  if #body == 0 then
+    fail(string.format("%s#%s: region '%s' in %s is empty", path, name, name, path))
+  end
+  local where
+  if #defined > 0 then
+    local names = {}
+    for _, fn in ipairs(defined) do names[#names + 1] = fn .. "()" end
+    where = (#names == 1 and "function " or "functions ") .. table.concat(names, ", ")
+  else
+    -- a region inside a function body: the last definition above it
+    local enclosing = nil
+    for i = open_at - 1, 1, -1 do
+      enclosing = function_defined(lines[i])
+      if enclosing then break end
+    end
+    where = enclosing and ("inside " .. enclosing .. "()") or "file scope"
+  end
+  local caption = string.format("%s, lines %d-%d, %s", path, open_at + 1, close_at - 1, where)
+  return table.concat(body, "\n"), caption, open_at + 1
+end
+
+local function language_of(path)
+  if path:match("%.[ch]$") then return "c" end
+  if path:match("%.cu$") or path:match("%.cuh$") then return "cpp" end
+  if path:match("%.py$") then return "python" end
+  if path:match("%.gp$") then return "gnuplot" end
+  if path:match("%.sh$") then return "bash" end
+  return nil
+end
+
+function CodeBlock(block)
+  if not block.classes:includes("include") then return nil end
+  local ref = block.text:gsub("^%s+", ""):gsub("%s+$", "")
+  local path, name = ref:match("^([^#%s]+)#([%w_%-%.]+)$")
+  if not path then
+    fail("bad include reference '" .. ref .. "': expected FILE#REGION")
+  end
+  local code, caption, first = cut_region(path, name)
+  local classes = {}
+  local lang = language_of(path)
+  if lang then classes[1] = lang end
+  classes[#classes + 1] = "numberLines"   -- numbered as in the source file
+  local listing = pandoc.CodeBlock(code, pandoc.Attr("", classes,
+                                   {{"startFrom", tostring(first)}}))
+  local cap = pandoc.Para({pandoc.Strong({pandoc.Str("Listing.")}), pandoc.Space(),
+                           pandoc.Code(path .. "#" .. name), pandoc.Str(":"), pandoc.Space(),
+                           pandoc.Str(caption:sub(#path + 3))})
+  return pandoc.Div({cap, listing}, pandoc.Attr("", {"listing"}, {{"region", ref}}))
+end
+
+local function load_values()
+  if values then return values end
+  values = {}
+  if not values_file then fail("a [key]{.m} value is used but the metadata names no 'values' file") end
+  local lines = read_lines(values_file)
+  if not lines then fail("cannot read the values file " .. values_file .. " (run scripts/claims.py)") end
+  for _, line in ipairs(lines) do
+    local k, v = line:match("^([^\t]+)\t(.*)$")
+    if k then values[k] = v end
+  end
+  return values
+end
+
+function Span(span)
+  if not span.classes:includes("m") then return nil end
+  local key = pandoc.utils.stringify(span.content)
+  local v = load_values()[key]
+  if v == nil then fail("unknown measured value '" .. key .. "' (not in " .. values_file .. ")") end
+  return pandoc.Str(v)
+end
+
+function Div(div)
+  if div.classes:includes("include-md") then
+    local path = div.attributes["file"]
+    local f = path and io.open(path, "r")
+    if not f then fail("cannot read the Markdown file '" .. tostring(path) .. "' to include") end
+    local text = f:read("a")
+    f:close()
+    return pandoc.read(text, "markdown").blocks
+  end
+  if div.classes:includes("requires") then
+    local path = div.attributes["file"]
+    if path and file_exists(path) then return div.content end
+    local note = "*(`" .. tostring(path) .. "` is not present in this build, so what would stand here is skipped.)*"
+    return pandoc.read(note, "markdown").blocks
+  end
+  return nil
+end
+
+function Meta(meta)
+  if meta.values then values_file = pandoc.utils.stringify(meta.values) end
+  return nil
+end
+
+-- Meta first, so that the values file is known before any Span is seen;
+-- Div before CodeBlock/Span so that absent-data sections are dropped whole.
+return {
+  {Meta = Meta},
+  {Div = Div},
+  {CodeBlock = CodeBlock, Span = Span},
+}

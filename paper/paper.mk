@@ -1,0 +1,53 @@
+# paper/paper.mk -- the woven paper (included by the top-level Makefile).
+#
+#   make figures   every figure, redrawn from data/ into build/figures/
+#                  (NAME.pdf for LaTeX, NAME.svg for HTML); figures whose data
+#                  is absent (GPU data on a machine without a GPU) are skipped
+#   make paper     figures, then the claims table, then
+#                  build/paper/flashattention.pdf (pdflatex) and
+#                  build/paper/flashattention.html (standalone, one file)
+#
+# Needs pandoc, pdflatex (texlive), gnuplot and python3: `make setup`.
+# Listings come from the sources through paper/include-code.lua; measured
+# numbers in the text come from build/paper/values.tsv (scripts/claims.py).
+
+PAPER_DIR  := $(BUILD)/paper
+FIG_DIR    := $(BUILD)/figures
+CHAPTERS   := $(sort $(wildcard chapters/*.md))
+PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-code.lua \
+                 --metadata=values:$(PAPER_DIR)/values.tsv --number-sections --resource-path=.
+
+.PHONY: figures paper paper-data
+
+# Inputs the figures and the claims need beyond data/: the GPU tables (only
+# when data/gpu/ has them), the exactness errors when data/cpu/ has none yet
+# (the property tests write them), and a causal sweep to set beside
+# data/cpu/block_sweep.csv when data/cpu/ has none.
+paper-data: stage2 stage3
+	@mkdir -p $(PAPER_DIR)
+	@python3 scripts/paper_gpu.py --out $(PAPER_DIR)
+	@if [ ! -s data/cpu/exactness.csv ]; then \
+	    if [ -x $(BUILD)/test_cpu ]; then \
+	        echo "paper: no data/cpu/exactness.csv; running $(BUILD)/test_cpu --csv $(PAPER_DIR)/exactness.csv"; \
+	        $(BUILD)/test_cpu --csv $(PAPER_DIR)/exactness.csv > $(PAPER_DIR)/test_cpu.log 2>&1 || true; \
+	    else rm -f $(PAPER_DIR)/exactness.csv; echo "paper: no exactness data (no $(BUILD)/test_cpu)"; fi; \
+	fi
+	@if [ ! -s data/cpu/causal_sweep.csv ] && [ ! -s $(PAPER_DIR)/causal_sweep.csv -o stage3 -nt $(PAPER_DIR)/causal_sweep.csv ]; then \
+	    echo "paper: no data/cpu/causal_sweep.csv; ./stage3 --sweep blocks --causal --csv $(PAPER_DIR)/causal_sweep.csv"; \
+	    ./stage3 --sweep blocks --causal --csv $(PAPER_DIR)/causal_sweep.csv > /dev/null 2>&1; \
+	fi
+
+figures: paper-data                      ## every figure of the paper, from data/ (build/figures)
+	@sh scripts/paper_figures.sh $(FIG_DIR)
+
+paper: figures                           ## the woven paper: build/paper/flashattention.pdf and .html
+	@python3 scripts/claims.py --out $(PAPER_DIR)
+	pandoc $(PANDOC_COMMON) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
+	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention.pdf
+	pandoc $(PANDOC_COMMON) --toc --standalone --self-contained --mathml --css=paper/paper.css \
+	    --default-image-extension=svg $(CHAPTERS) -o $(PAPER_DIR)/flashattention.html
+	@echo "paper: wrote $(PAPER_DIR)/flashattention.pdf and $(PAPER_DIR)/flashattention.html"
+
+# The paper's own test suite: builds the paper and checks it (SKIP lines
+# when pandoc or pdflatex is missing).
+TEST_SUITES += "sh tests/paper.sh"

@@ -1,0 +1,43 @@
+#!/bin/sh
+# scripts/paper_figures.sh OUTDIR -- draw every figure of the paper from data/.
+#
+# Each figure is a gnuplot script in figures/ drawn twice: OUTDIR/NAME.pdf
+# (for pdflatex) and OUTDIR/NAME.svg (for the HTML page). A figure whose data
+# file is absent (exactness data not yet written, no GPU data on a machine
+# without a GPU) is skipped with a line saying so, never failed.
+# OUTDIR/MANIFEST lists what was drawn, one line per figure:
+#     NAME <TAB> script <TAB> data file
+# which the paper's test suite uses to check that every figure is newer than
+# the data it was drawn from.
+set -eu
+out=${1:-build/figures}
+mkdir -p "$out"
+manifest="$out/MANIFEST.tmp"
+: > "$manifest"
+
+# draw NAME DATAFILE VAR: figures/NAME.gp with VAR=DATAFILE
+draw() {
+    name=$1 data=$2 var=$3
+    if [ ! -s "$data" ]; then
+        echo "figures: $name skipped: $data is absent"
+        rm -f "$out/$name.pdf" "$out/$name.svg"
+        return 0
+    fi
+    for term in pdf svg; do
+        gnuplot -e "term='$term'; out='$out/$name.$term'; $var='$data'" "figures/$name.gp"
+    done
+    printf '%s\t%s\t%s\n' "$name" "figures/$name.gp" "$data" >> "$manifest"
+    echo "figures: $name <- $data"
+}
+
+# the exactness data: committed by the tests, or this build's own run
+exact=data/cpu/exactness.csv
+[ -s "$exact" ] || exact=build/paper/exactness.csv
+
+draw io_vs_n   data/cpu/io_sweep.csv    csv
+draw io_vs_m   data/cpu/io_sweep.csv    csv
+draw blocks    data/cpu/block_sweep.csv csv
+draw exactness "$exact"                 csv
+draw gpu_fig2  build/paper/gpu_fig2.dat dat
+draw gpu_speed build/paper/gpu_speed.dat dat
+mv "$manifest" "$out/MANIFEST"
