@@ -3,6 +3,7 @@
 # build/paper/gpu_speed.dat, which scripts/paper_gpu.py writes from
 # data/gpu/bench_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_speed.dat"
+W = 6.5
 load "figures/style.gp"
 set datafile separator whitespace
 set logscale x 2

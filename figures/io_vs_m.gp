@@ -12,7 +12,7 @@ set format y "10^{%T}"
 set xlabel "SRAM size M (elements of 8 bytes)"
 set ylabel "slow-memory traffic (bytes, fp64)"
 set xrange [700:190000]
-set yrange [1e7:1e10]
+set yrange [4e6:1e10]
 set xtics ("1K" 1024, "2K" 2048, "4K" 4096, "8K" 8192, "16K" 16384, "32K" 32768, "64K" 65536, "128K" 131072)
 set key top right
 tiled(p) = (strcol(1) eq "tiled" && strcol(2) eq p && strcol(4) eq "2048")

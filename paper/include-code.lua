@@ -21,9 +21,10 @@ It also does three small things the chapters need:
                                   key fails the build.
   ::: {.include-md file="F"} :::  the Markdown file F parsed in place (used for
                                   the generated claims table).
-  ::: {.requires file="F"} ...    the contents only when F exists; otherwise a
-                                  one-line note that the data is absent (so the
-                                  build never fails for lack of GPU data).
+  ::: {.requires file="F" data="D"} ...
+                                  the contents only when F exists; otherwise a
+                                  one-line note that D (default F) is absent, so
+                                  the build never fails for lack of GPU data.
 
 Errors (missing file, missing region, region marked twice, unclosed region,
 unknown value) stop the build with a message naming the file and the region.
@@ -61,22 +62,38 @@ end
 -- The name of the C function a definition line opens, or nil. A definition
 -- starts in column 0 with a type, has "name(" on the line and does not end
 -- in ";" (a prototype). FN(name) is stage 1's type-generic spelling.
-local function function_defined(line)
+local NOT_A_NAME = {["if"] = true, ["for"] = true, ["while"] = true, ["switch"] = true,
+                    ["return"] = true, ["sizeof"] = true}
+
+-- The first identifier followed by "(" that can be a function's name:
+-- attributes such as __launch_bounds__(...) or __attribute__((...)) are not.
+local function first_name(text)
+  for candidate in text:gmatch("([%a_][%w_]*)%s*%(") do
+    if not NOT_A_NAME[candidate] and not candidate:match("^__") then return candidate end
+  end
+  return nil
+end
+
+-- The name of the C/CUDA function a definition opens at lines[i], or nil. A
+-- definition starts in column 0 with a type, names the function (on this
+-- line, or on the next, indented, after "__global__ void __launch_bounds__(...)")
+-- and does not end in ";" (a prototype). FN(name) is stage 1's
+-- type-generic spelling.
+local function function_defined(lines, i)
+  local line = lines[i]
   if not line:match("^[%a_]") then return nil end
   if line:match("^#") or line:match(";%s*$") then return nil end
   if line:match("^typedef") or line:match("^struct%s+[%w_]+%s*{") then return nil end
+  if line:match("^template%s*<") then return nil end
   local fn = line:match("FN%(([%w_]+)%)%s*%(")
   if fn then return fn end
-  local name
-  for candidate in line:gmatch("([%a_][%w_]*)%s*%(") do
-    name = candidate
-    break
+  local name = first_name(line)
+  if name then return name end
+  local nxt = lines[i + 1]
+  if nxt and line:match("^__global__") or (nxt and line:match("^__device__")) then
+    return first_name(nxt)
   end
-  if name == nil or name == "if" or name == "for" or name == "while"
-     or name == "switch" or name == "return" or name == "sizeof" then
-    return nil
-  end
-  return name
+  return nil
 end
 
 -- Cut region `name` out of `path`: returns the code and a caption string.
@@ -117,7 +134,7 @@ local function cut_region(path, name)
     local line = lines[i]
     if not marker(line) then
       body[#body + 1] = line
-      local fn = function_defined(line)
+      local fn = function_defined(lines, i)
       if fn then defined[#defined + 1] = fn end
     end
   end
@@ -136,7 +153,7 @@ local function cut_region(path, name)
     -- a region inside a function body: the last definition above it
     local enclosing = nil
     for i = open_at - 1, 1, -1 do
-      enclosing = function_defined(lines[i])
+      enclosing = function_defined(lines, i)
       if enclosing then break end
     end
     where = enclosing and ("inside " .. enclosing .. "()") or "file scope"
@@ -171,7 +188,9 @@ function CodeBlock(block)
   local cap = pandoc.Para({pandoc.Strong({pandoc.Str("Listing.")}), pandoc.Space(),
                            pandoc.Code(path .. "#" .. name), pandoc.Str(":"), pandoc.Space(),
                            pandoc.Str(caption:sub(#path + 3))})
-  return pandoc.Div({cap, listing}, pandoc.Attr("", {"listing"}, {{"region", ref}}))
+  -- keep the caption on the same page as the first lines of its listing
+  return pandoc.Div({cap, pandoc.RawBlock("latex", "\\nopagebreak"), listing},
+                    pandoc.Attr("", {"listing"}, {{"region", ref}}))
 end
 
 local function load_values()
@@ -207,7 +226,8 @@ function Div(div)
   if div.classes:includes("requires") then
     local path = div.attributes["file"]
     if path and file_exists(path) then return div.content end
-    local note = "*(`" .. tostring(path) .. "` is not present in this build, so what would stand here is skipped.)*"
+    local data = div.attributes["data"] or path
+    local note = "*(No `" .. tostring(data) .. "` in this build: what would stand here is skipped.)*"
     return pandoc.read(note, "markdown").blocks
   end
   return nil
