@@ -555,7 +555,7 @@ def gpu_claims(t):
         paper_gpu = None
     summary = paper_gpu.summary() if paper_gpu else None
     # keys the GPU chapter quotes: defined even when the data lacks them
-    for k in ("gpu_shape", "gpu_mat_tflops", "gpu_ours_tflops", "gpu_ours_speedup",
+    for k in ("gpu_shape", "gpu_mat_tflops", "gpu_mat_name", "gpu_ours_name", "gpu_ours_tflops", "gpu_ours_speedup",
               "gpu_sdpa_flash_tflops", "gpu_sdpa_flash_speedup", "gpu_fig2_mat_gb",
               "gpu_fig2_best_gb", "gpu_fig2_best"):
         t.value(k, "n/a")

@@ -178,8 +178,10 @@ def summary():
                     tf, name = max(by[k])
                     parts.append(f"{name} {tf:.3g} TFLOP/s ({tf / mat_tf:.2g}x)")
                     values[f"gpu_{k.replace('-', '_')}_tflops"] = f"{tf:.3g}"
-                    values[f"gpu_{k.replace('-', '_')}_speedup"] = f"{tf / mat_tf:.2f}"
+                    values[f"gpu_{k.replace('-', '_')}_name"] = name
+                    values[f"gpu_{k.replace('-', '_')}_speedup"] = f"{tf / mat_tf:.2g}"
             values["gpu_mat_tflops"] = f"{mat_tf:.1f}"
+            values["gpu_mat_name"] = mat_name
             values["gpu_shape"] = f"N = {N}, d = {d}, {dtype}"
             rows.append((f"Tiled attention beats the materialized path on a GPU (H200, {dtype}, "
                          f"N = {N}, d = {d}, causal = {causal}, forward)",
