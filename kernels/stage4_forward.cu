@@ -491,7 +491,8 @@ static int v1_launch(const void *Q, const void *K, const void *V, void *O, float
 /* FlashAttention-2's forward with warp-level matrix instructions (sm_80 and
  * later; Hopper's wgmma comes in a later version). fp16/bf16 only, d a
  * multiple of 16 up to 128. A block of 4 warps owns Br = 64 query rows (16
- * per warp); K/V tiles of Bc = 64 rows are copied into shared memory with
+ * per warp; 128 rows, 32 per warp, when d <= 64, see v2_cfg); K/V tiles of
+ * Bc = 64 rows are copied into shared memory with
  * cp.async, two stages deep, so the copy of tile j+1 overlaps the work on
  * tile j. Per warp and tile:
  *   S = Q K^T   mma.m16n8k16: A = Q (registers, loaded once with ldmatrix),
@@ -556,18 +557,33 @@ template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float 
     }
 }
 
-/* rows [row0, row0 + 64) of a (N, D) matrix into a 64 x LD shared tile;
+/* rows [row0, row0 + ROWS) of a (N, D) matrix into a ROWS x LD shared tile;
  * rows past N are zero-filled by cp.async itself (source size 0). */
-template <typename T, int D>
+template <typename T, int D, int ROWS>
 __device__ __forceinline__ void v2_load_tile(T *dst, const T *__restrict__ src, int row0, int N)
 {
     constexpr int LD = D + 8, CH = D / 8;
-    for (int idx = threadIdx.x; idx < 64 * CH; idx += 128) {
+    for (int idx = threadIdx.x; idx < ROWS * CH; idx += 128) {
         int r = idx / CH, c = (idx % CH) * 8;
         bool ok = row0 + r < N;
         cp_async16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
     }
 }
+
+/* 2^x on the special-function unit, flushing subnormals (P entries below
+ * 2^-126 are zero either way once rounded to fp16/bf16). */
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Query rows per warp: 16 MT. Two m-tiles per warp (MT = 2) reuse every K
+ * and V fragment read from shared memory twice, halving the ldmatrix
+ * traffic that bounds the single-tile version; it fits the registers for
+ * D <= 64 (O, S and Q fragments of 32 rows), not for D = 128. */
+template <int D> struct v2_cfg { static constexpr int MT = D <= 64 ? 2 : 1, BR = 64 * MT; };
 
 //> v2-kernel
 template <typename T, int D>
@@ -575,7 +591,8 @@ __global__ void __launch_bounds__(128, 2)
     v2_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
                       T *__restrict__ O, float *__restrict__ L, int N, float scale_log2)
 {
-    constexpr int BR = 64, BC = 64, LD = D + 8, KD = D / 16, NT = BC / 8, DT = D / 8;
+    constexpr int MT = v2_cfg<D>::MT, BR = v2_cfg<D>::BR, BC = 64, LD = D + 8;
+    constexpr int KD = D / 16, NT = BC / 8, DT = D / 8;
     extern __shared__ uint4 smem_v2[];
     T *Qs = reinterpret_cast<T *>(smem_v2);   /* BR x LD */
     T *Ks = Qs + BR * LD;                     /* 2 stages of BC x LD */
@@ -588,22 +605,28 @@ __global__ void __launch_bounds__(128, 2)
     const T *Qh = Q + head, *Kh = K + head, *Vh = V + head;
     const int Tc = (N + BC - 1) / BC;
 
-    v2_load_tile<T, D>(Qs, Qh, i0, N);
-    v2_load_tile<T, D>(Ks, Kh, 0, N);
-    v2_load_tile<T, D>(Vs, Vh, 0, N);
+    v2_load_tile<T, D, BR>(Qs, Qh, i0, N);
+    v2_load_tile<T, D, BC>(Ks, Kh, 0, N);
+    v2_load_tile<T, D, BC>(Vs, Vh, 0, N);
     cp_async_commit();
 
-    unsigned qf[KD][4];                 /* this warp's 16 rows of Q as A fragments */
-    float o[DT][4];                     /* O accumulators: 16 rows x D */
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};   /* rows g and g + 8 */
+    /* m-tile mt of this warp holds block rows warp 16 MT + 16 mt + (0..15) */
+    unsigned qf[MT][KD][4];             /* Q as A fragments, loaded once */
+    float o[MT][DT][4];                 /* O accumulators */
+    float m[MT][2], l[MT][2];           /* rows g and g + 8 of each m-tile */
 #pragma unroll
-    for (int c = 0; c < DT; c++) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.f;
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+        for (int c = 0; c < DT; c++) o[mt][c][0] = o[mt][c][1] = o[mt][c][2] = o[mt][c][3] = 0.f;
+    }
 
     for (int j = 0; j < Tc; j++) {
         const int st = j & 1, j0 = j * BC;
         if (j + 1 < Tc) {   /* prefetch the next tile into the other stage */
-            v2_load_tile<T, D>(Ks + (st ^ 1) * BC * LD, Kh, j0 + BC, N);
-            v2_load_tile<T, D>(Vs + (st ^ 1) * BC * LD, Vh, j0 + BC, N);
+            v2_load_tile<T, D, BC>(Ks + (st ^ 1) * BC * LD, Kh, j0 + BC, N);
+            v2_load_tile<T, D, BC>(Vs + (st ^ 1) * BC * LD, Vh, j0 + BC, N);
             cp_async_commit();
             cp_async_wait<1>();   /* everything but the prefetch has landed */
         } else {
@@ -612,17 +635,21 @@ __global__ void __launch_bounds__(128, 2)
         __syncthreads();
         if (j == 0) {
 #pragma unroll
-            for (int kd = 0; kd < KD; kd++)
-                ldsm_x4(qf[kd][0], qf[kd][1], qf[kd][2], qf[kd][3],
-                        Qs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 +
-                            (lane >> 4) * 8);
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int kd = 0; kd < KD; kd++)
+                    ldsm_x4(qf[mt][kd][0], qf[mt][kd][1], qf[mt][kd][2], qf[mt][kd][3],
+                            Qs + (warp * 16 * MT + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
+                                kd * 16 + (lane >> 4) * 8);
         }
         const T *Kt = Ks + st * BC * LD, *Vt = Vs + st * BC * LD;
 
-        /* S = Q K^T for 16 rows x 64 keys */
-        float s[NT][4];
+        /* S = Q K^T: 16 MT rows x 64 keys per warp */
+        float s[MT][NT][4];
 #pragma unroll
-        for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int n = 0; n < NT; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
         for (int kd = 0; kd < KD; kd++)
 #pragma unroll
@@ -631,58 +658,73 @@ __global__ void __launch_bounds__(128, 2)
                 ldsm_x4(b0, b1, b2, b3,
                         Kt + (n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 +
                             ((lane >> 3) & 1) * 8);
-                mma16816<T>(s[2 * n2], qf[kd], b0, b1);
-                mma16816<T>(s[2 * n2 + 1], qf[kd], b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma16816<T>(s[mt][2 * n2], qf[mt][kd], b0, b1);
+                    mma16816<T>(s[mt][2 * n2 + 1], qf[mt][kd], b2, b3);
+                }
             }
         if (j0 + BC > N) {   /* keys past N: only in the last tile */
 #pragma unroll
-            for (int n = 0; n < NT; n++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (j0 + n * 8 + 2 * t + (e & 1) >= N) s[n][e] = -INFINITY;
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (j0 + n * 8 + 2 * t + (e & 1) >= N) s[mt][n][e] = -INFINITY;
         }
 
-        /* online softmax; s[n][0..1] belong to row g, s[n][2..3] to row g + 8 */
+        /* online softmax; s[.][n][0..1] belong to row g, s[.][n][2..3] to row g + 8 */
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float mx = -INFINITY;
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int n = 0; n < NT; n++) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            float m_new = fmaxf(m[h], mx * scale_log2);
-            float alpha = exp2f(m[h] - m_new);
-            m[h] = m_new;
-            float rs = 0.f;
+            for (int h = 0; h < 2; h++) {
+                float mx = -INFINITY;
 #pragma unroll
-            for (int n = 0; n < NT; n++)
+                for (int n = 0; n < NT; n++) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                float m_new = fmaxf(m[mt][h], mx * scale_log2);
+                float alpha = ex2(m[mt][h] - m_new);
+                m[mt][h] = m_new;
+                float rs = 0.f;
 #pragma unroll
-                for (int e = 2 * h; e < 2 * h + 2; e++) {
-                    s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -m_new));
-                    rs += s[n][e];
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 2 * h; e < 2 * h + 2; e++) {
+                        s[mt][n][e] = ex2(fmaf(s[mt][n][e], scale_log2, -m_new));
+                        rs += s[mt][n][e];
+                    }
+                l[mt][h] = l[mt][h] * alpha + rs;
+#pragma unroll
+                for (int c = 0; c < DT; c++) {
+                    o[mt][c][2 * h] *= alpha;
+                    o[mt][c][2 * h + 1] *= alpha;
                 }
-            l[h] = l[h] * alpha + rs;
-#pragma unroll
-            for (int c = 0; c < DT; c++) {
-                o[c][2 * h] *= alpha;
-                o[c][2 * h + 1] *= alpha;
             }
-        }
 
-        /* O += P V, 16 keys per step */
+        /* O += P V, 16 keys per step; P repacked from the S registers */
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++) {
-            unsigned a[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                             pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
 #pragma unroll
             for (int c2 = 0; c2 < DT / 2; c2++) {
                 unsigned b0, b1, b2, b3;
                 ldsm_x4_t(b0, b1, b2, b3,
                           Vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 +
                               (lane >> 4) * 8);
-                mma16816<T>(o[2 * c2], a, b0, b1);
-                mma16816<T>(o[2 * c2 + 1], a, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma16816<T>(o[mt][2 * c2], a[mt], b0, b1);
+                    mma16816<T>(o[mt][2 * c2 + 1], a[mt], b2, b3);
+                }
             }
         }
         __syncthreads();   /* this stage is refilled two iterations on */
@@ -692,19 +734,21 @@ __global__ void __launch_bounds__(128, 2)
     T *Oh = O + head;
     float *Lh = L + (size_t)blockIdx.y * N;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float lt = l[h];
-        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
-        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-        int row = i0 + warp * 16 + g + 8 * h;
-        if (row >= N) continue;
-        float inv = 1.f / lt;
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int c = 0; c < DT; c++)
-            *reinterpret_cast<unsigned *>(Oh + (size_t)row * D + c * 8 + 2 * t) =
-                pack2<T>(o[c][2 * h] * inv, o[c][2 * h + 1] * inv);
-        if (t == 0) Lh[row] = (m[h] + log2f(lt)) * 0.6931471805599453f;
-    }
+        for (int h = 0; h < 2; h++) {
+            float lt = l[mt][h];
+            lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+            lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+            int row = i0 + warp * 16 * MT + mt * 16 + g + 8 * h;
+            if (row >= N) continue;
+            float inv = 1.f / lt;
+#pragma unroll
+            for (int c = 0; c < DT; c++)
+                *reinterpret_cast<unsigned *>(Oh + (size_t)row * D + c * 8 + 2 * t) =
+                    pack2<T>(o[mt][c][2 * h] * inv, o[mt][c][2 * h + 1] * inv);
+            if (t == 0) Lh[row] = (m[mt][h] + log2f(lt)) * 0.6931471805599453f;
+        }
 }
 //< v2-kernel
 
@@ -712,14 +756,21 @@ template <typename T, int D>
 static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
                        int N, float softmax_scale, cudaStream_t stream)
 {
-    size_t smem = sizeof(T) * (size_t)(64 + 4 * 64) * (D + 8);
+    constexpr int BR = v2_cfg<D>::BR;
+    size_t smem = sizeof(T) * (size_t)(BR + 4 * 64) * (D + 8);
     CUDA_TRY(cudaFuncSetAttribute(v2_forward_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((N + 63) / 64, BH);
+    dim3 grid((N + BR - 1) / BR, BH);
     v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>(
         (const T *)Q, (const T *)K, (const T *)V, (T *)O, L, N, softmax_scale * 1.4426950408889634f);
     CUDA_TRY(cudaGetLastError());
     return FA_OK;
+}
+
+extern "C" int fa_block_rows(int kernel, int d)
+{
+    if (kernel == 2) return d <= 64 ? 128 : 64;
+    return FA_V1_BR;
 }
 
 template <typename T>
@@ -779,7 +830,8 @@ extern "C" double fa_model_bytes(int kernel, int dtype, int B, int H, int N, int
 {
     double es = (double)fa_dtype_bytes(dtype), n = N, dd = d, bh = (double)B * H;
     if (kernel == 0) return bh * (es * (4 * n * n + 4 * n * dd) + 4 * n);
-    double Tr = (double)((N + FA_V1_BR - 1) / FA_V1_BR);
+    int Br = fa_block_rows(kernel, d);
+    double Tr = (double)((N + Br - 1) / Br);
     return bh * (es * (2 * n * dd + 2 * n * dd * Tr) + 4 * n);
 }
 

@@ -16,7 +16,8 @@
  *   2  the same tiled algorithm on the tensor cores (FlashAttention-2 style):
  *      mma.sync m16n8k16 for S = Q K^T and O += P V, P kept in registers,
  *      K/V tiles copied with cp.async two stages deep; fp16/bf16 only,
- *      d a multiple of 16 up to 128. Br = Bc = 64, 4 warps per block.
+ *      d a multiple of 16 up to 128. Bc = 64, Br = 128 (d <= 64) or 64,
+ *      4 warps per block.
  *   3+ reserved: Hopper's wgmma and the tensor copy engine (a later issue).
  *
  * Layout: Q, K, V, O are (B, H, N, d) row-major in the dtype; L is (B, H, N)
@@ -58,12 +59,17 @@ int fa_check_supported(int kernel, int dtype, int N, int d);
  * P) for version 0, 0 for version 1. */
 size_t fa_workspace_bytes(int kernel, int dtype, int B, int H, int N, int d);
 
+/* Query rows per thread block (Br): 64 for version 1; for version 2, 128
+ * when d <= 64 (two m-tiles per warp), else 64. */
+int fa_block_rows(int kernel, int d);
+
 /* Key rows per K/V tile (Bc) that version 1 uses at head dimension d. */
 int fa_v1_block_cols(int d);
 
 /* The IO model of a version in bytes of slow memory (HBM), L in fp32:
  *   v0: es (4 N^2 + 4 N d) + 4 N per head   (stage1_naive.h's count)
- *   v1, v2: es (2 N d + 2 N d Tr) + 4 N per head, Tr = ceil(N / Br), Br = 64
+ *   v1, v2: es (2 N d + 2 N d Tr) + 4 N per head, Tr = ceil(N / Br),
+ *       Br = fa_block_rows(kernel, d)
  *       (stage3_tiled.h's count: Q once, K and V once per query block, O once)
  * times B H, es = fa_dtype_bytes(dtype). compulsory: es 4 N d + 4 N per head
  * (Q, K, V read once, O and L written once), the floor of any algorithm. */

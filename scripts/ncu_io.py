@@ -9,7 +9,8 @@ group; the kernels after it, up to the next marker, are summed.
 
 Output columns: provenance (gpu, driver, commit, date, command), the
 configuration, kernels counted, measured DRAM read/write/total bytes, L2
-bytes, kernel time, the model bytes of versions 0 and 1 (kernels/
+bytes (all of lts__t_bytes, and the sectors requested by the SMs), kernel
+time, the model bytes of versions 0 and 1 (kernels/
 stage4_forward.h), the compulsory bytes (Q, K, V read once, O and L written
 once) and measured / model.
 """
@@ -60,8 +61,9 @@ def main():
         w = csv.writer(f)
         w.writerow(["gpu", "driver", "commit", "date", "command", "impl", "dtype", "B", "H", "N", "d",
                     "label", "kernels", "dram_read_bytes", "dram_write_bytes", "dram_bytes",
-                    "l2_bytes", "kernel_time_ms", "model_bytes", "model_v0_bytes", "model_v1_bytes",
-                    "compulsory_bytes", "dram_over_model", "l2_over_model", "dram_over_compulsory",
+                    "l2_bytes", "l2_from_sm_bytes", "kernel_time_ms", "model_bytes", "model_v0_bytes", "model_v1_bytes",
+                    "compulsory_bytes", "dram_over_model", "l2_over_model", "l2_from_sm_over_model",
+                    "dram_over_compulsory",
                     "kernel_names"])
         for tag in sorted(tagmap):
             m = tagmap[tag]
@@ -70,18 +72,23 @@ def main():
             wr = sum(num(r[col["dram__bytes_write.sum"]]) for r in ks)
             l2 = sum(num(r[col["lts__t_bytes.sum"]]) for r in ks)
             t = sum(num(r[col["gpu__time_duration.sum"]]) for r in ks) / 1e6   # ns -> ms
+            sm = float("nan")
+            if "lts__t_sectors_srcunit_tex_op_read.sum" in col:
+                sm = 32 * sum(num(r[col["lts__t_sectors_srcunit_tex_op_read.sum"]]) +
+                              num(r[col["lts__t_sectors_srcunit_tex_op_write.sum"]]) for r in ks)
             model = m["model_bytes"]
             w.writerow([gpu, driver, commit, date, command, m["impl"], m["dtype"], m["B"], m["H"],
                         m["N"], m["d"], m["label"], len(ks), f"{rd:.0f}", f"{wr:.0f}", f"{rd + wr:.0f}",
-                        f"{l2:.0f}", f"{t:.4f}", "" if model is None else f"{model:.0f}",
+                        f"{l2:.0f}", "" if sm != sm else f"{sm:.0f}", f"{t:.4f}", "" if model is None else f"{model:.0f}",
                         f"{m['model_v0_bytes']:.0f}", f"{m['model_v1_bytes']:.0f}",
                         f"{m['compulsory_bytes']:.0f}",
                         "" if not model else f"{(rd + wr) / model:.4f}",
                         "" if not model else f"{l2 / model:.4f}",
+                        "" if not model or sm != sm else f"{sm / model:.4f}",
                         f"{(rd + wr) / m['compulsory_bytes']:.4f}",
                         " | ".join(sorted({r[col['Kernel Name']][:60] for r in ks}))])
             print(f"{m['impl']:22s} {m['dtype']} B={m['B']:3d} H={m['H']:3d} N={m['N']:5d} d={m['d']:3d} "
-                  f"DRAM {(rd + wr) / 1e9:8.3f} GB  L2 {l2 / 1e9:8.3f} GB  "
+                  f"DRAM {(rd + wr) / 1e9:8.3f} GB  L2 {l2 / 1e9:8.3f} GB  SM-L2 {sm / 1e9:8.3f} GB  "
                   f"model {'' if model is None else f'{model / 1e9:8.3f} GB'}  "
                   f"compulsory {m['compulsory_bytes'] / 1e9:7.3f} GB  {t:8.3f} ms  ({len(ks)} kernels)")
 

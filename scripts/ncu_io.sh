@@ -10,6 +10,8 @@
 # kernel starts with cold caches) records per kernel
 #   dram__bytes_read.sum, dram__bytes_write.sum   bytes through HBM
 #   lts__t_bytes.sum                              bytes through the L2 slices
+#   lts__t_sectors_srcunit_tex_op_{read,write}.sum  32-byte sectors the SMs
+#                                                 read/wrote in L2
 #   gpu__time_duration.sum                        kernel time
 # and scripts/ncu_io.py sums the kernels of each tag into one row.
 # Cost: a minute or two on an H200 (one replay pass per kernel).
@@ -19,9 +21,18 @@ tmp=${TMPDIR:-/tmp}/ncu_io.$$
 mkdir -p "$tmp"
 raw=${out%.csv}_ncu_raw.csv   # kept: the per-kernel rows behind every sum
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-"$NCU" --profile-from-start off --clock-control none --csv --page raw --print-units base \
-    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum,launch__grid_size \
-    --log-file "$raw" \
-    python3 scripts/bench_gpu.py --profile-io "${out%.csv}_map.json"
-python3 scripts/ncu_io.py "$raw" "${out%.csv}_map.json" "$out" "$NCU --profile-from-start off --clock-control none --csv --page raw --print-units base --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum,launch__grid_size python3 scripts/bench_gpu.py --profile-io MAP.json"
+BASE=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum,launch__grid_size
+# L2 sectors requested by the SMs (reads and writes through L1/TEX): the
+# traffic the tiled model predicts, without the L2's own fills/evictions
+EXTRA=lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
+FLAGS="--profile-from-start off --clock-control none --csv --page raw --print-units base"
+map=${out%.csv}_map.json
+metrics=$BASE,$EXTRA
+if ! "$NCU" $FLAGS --metrics $metrics --log-file "$raw" \
+        python3 scripts/bench_gpu.py --profile-io "$map"; then
+    echo "ncu_io.sh: retrying without $EXTRA" >&2
+    metrics=$BASE
+    "$NCU" $FLAGS --metrics $metrics --log-file "$raw" python3 scripts/bench_gpu.py --profile-io "$map"
+fi
+python3 scripts/ncu_io.py "$raw" "$map" "$out" "ncu $FLAGS --metrics $metrics python3 scripts/bench_gpu.py --profile-io MAP.json"
 rm -rf "$tmp"

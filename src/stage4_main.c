@@ -191,14 +191,16 @@ static int model_matches_counts(int dtype, attn_shape s)
 {
     double es = (double)fa_dtype_bytes(dtype), bh = (double)s.B * s.H;
     double v0 = bh * (es * (double)(naive_forward_io_formula(s.N, s.d) - (uint64_t)s.N) + 4.0 * s.N);
-    double v1 = bh * (es * (double)(flash_forward_io_formula(s.N, s.d, FA_V1_BR,
-                                                             fa_v1_block_cols(s.d), false) -
-                                    (uint64_t)s.N) + 4.0 * s.N);
-    return fa_model_bytes(0, dtype, s.B, s.H, s.N, s.d) == v0 &&
-           fa_model_bytes(1, dtype, s.B, s.H, s.N, s.d) == v1;
+    if (fa_model_bytes(0, dtype, s.B, s.H, s.N, s.d) != v0) return 0;
+    for (int k = 1; k < FA_NUM_KERNELS; k++) {
+        uint64_t el = flash_forward_io_formula(s.N, s.d, fa_block_rows(k, s.d),
+                                               fa_v1_block_cols(s.d), false);
+        if (fa_model_bytes(k, dtype, s.B, s.H, s.N, s.d) !=
+            bh * (es * (double)(el - (uint64_t)s.N) + 4.0 * s.N))
+            return 0;
+    }
+    return 1;
 }
-
-typedef struct { int failed, passed; } tally;
 
 /* The checks of one (problem, dtype): returns the number failed and prints
  * either the table lines (verbose) or PASS/FAIL lines (tests). */
