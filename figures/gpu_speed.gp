@@ -1,19 +1,27 @@
-# figures/gpu_speed.gp -- forward TFLOP/s (4 B H N^2 d, halved when causal)
-# of every path measured on the H200, by sequence length. Input:
-# build/paper/gpu_speed.dat, which scripts/paper_gpu.py writes from
-# data/gpu/bench_fwd.csv.
+# figures/gpu_speed.gp -- forward TFLOP/s (4 B H N^2 d per pass) of every path
+# measured on the H200, by sequence length, one panel per head dimension, in
+# bf16 (fp32 rows, where the file has them, are left out: the SDPA kernels do
+# not run in fp32). Input: build/paper/gpu_speed.dat, which
+# scripts/paper_gpu.py writes from data/gpu/bench_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_speed.dat"
 W = 6.5
+Hgt = 3.0
 load "figures/style.gp"
 set datafile separator whitespace
-set logscale x 2
-set xlabel "sequence length N (tokens)"
-set ylabel "forward throughput (TFLOP/s, log scale)"
-set logscale y 10
-set termoption noenhanced
-set key outside right font ",8"
-# one series per (name, d, causal): the names are read from the file
 set datafile missing NaN
-names = system("awk '!/^#/ {gsub(/\"/, \"\", $1); print $1\",d=\"$3\",\"$5}' " . dat . " | sort -u | tr '\\n' ' '")
-plot for [k in names] dat using (sprintf("%s,d=%d,%s", strcol(1), $3, strcol(5)) eq k ? $2 : NaN):6 \
-     smooth unique with linespoints ps 0.6 title k noenhanced
+set termoption noenhanced
+impls = system("awk '!/^#/ && $5 == \"bf16\" {gsub(/\"/, \"\", $1); print $1}' " . dat . " | sort -u | tr '\\n' ' '")
+dims = system("awk '!/^#/ && $5 == \"bf16\" {print $3}' " . dat . " | sort -n -u | tr '\\n' ' '")
+set logscale x 2
+set logscale y 10
+set xlabel "sequence length N (tokens)"
+set ylabel "forward throughput (TFLOP/s)"
+set yrange [10:1000]
+set key bottom right font ",7" spacing 0.9
+set multiplot layout 1, words(dims)
+do for [dd in dims] {
+    set title sprintf("d = %s, bf16, B N = 16384 tokens", dd)
+    plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k) && $3 == dd+0 && strcol(5) eq "bf16") ? $2 : NaN):6 \
+         smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k)
+}
+unset multiplot

@@ -40,4 +40,5 @@ draw blocks    data/cpu/block_sweep.csv csv
 draw exactness "$exact"                 csv
 draw gpu_fig2  build/paper/gpu_fig2.dat dat
 draw gpu_speed build/paper/gpu_speed.dat dat
+draw gpu_io_vs_n build/paper/gpu_io_sweep.dat dat
 mv "$manifest" "$out/MANIFEST"

@@ -41,6 +41,7 @@ ALIASES = {
     "dram_w": ["dram_write_bytes", "dram_bytes_write", "dram__bytes_write.sum"],
     "l2": ["l2_bytes", "lts_bytes", "l2_total_bytes"],
     "model": ["model_bytes", "modeled_bytes", "formula_bytes", "io_model_bytes"],
+    "compulsory": ["compulsory_bytes", "min_bytes"],
 }
 
 
@@ -114,6 +115,24 @@ def fig2_rows():
     return out, None
 
 
+def sweep_rows():
+    """io_fwd.csv rows of one (dtype, d) over N (label 'sweep' when labelled)."""
+    rows = read(IO)
+    if not rows:
+        return None
+    sweep = [r for r in rows if (r.get("label") or "") == "sweep"] or rows
+    out = []
+    for r in sweep:
+        name, N, dram = col(r, "impl"), fnum(r, "N"), dram_of(r)
+        if None in (name, N, dram):
+            continue
+        comp = fnum(r, "compulsory")
+        out.append((name, int(N), dram / 1e9, (fnum(r, "l2") or float("nan")) / 1e9,
+                    (fnum(r, "model") or float("nan")) / 1e9,
+                    (comp or float("nan")) / 1e9))
+    return sorted(out, key=lambda x: (x[0], x[1])) or None
+
+
 def speed_rows():
     rows = read(BENCH)
     if not rows:
@@ -151,6 +170,12 @@ def summary():
         mat = min(by.get("materialized", []), key=lambda x: x[4], default=None)
         best = min([x for k in ("ours", "sdpa-flash", "sdpa-cudnn") for x in by.get(k, [])],
                    key=lambda x: x[1], default=None)
+        for name, dram, l2, model, ms in fig2:
+            key = name.split(" (")[0]
+            values[f"fig2_{key}_dram"] = f"{dram:.2f}"
+            values[f"fig2_{key}_l2"] = f"{l2:.2f}"
+            values[f"fig2_{key}_model"] = f"{model:.2f}"
+            values[f"fig2_{key}_ms"] = f"{ms:.2f}"
         if mat and best:
             values["gpu_fig2_mat_gb"] = f"{mat[1]:.2f}"
             values["gpu_fig2_best_gb"] = f"{best[1]:.2f}"
@@ -201,7 +226,8 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     fig2, why2 = fig2_rows()
     speed, whys = speed_rows()
-    for name in ("gpu_fig2.dat", "gpu_speed.dat"):
+    sweep = sweep_rows()
+    for name in ("gpu_fig2.dat", "gpu_speed.dat", "gpu_io_sweep.dat"):
         p = os.path.join(out, name)
         if os.path.exists(p):
             os.remove(p)
@@ -212,6 +238,11 @@ def main(argv):
                 f.write(f'"{name}" {dram:.6g} {l2:.6g} {model:.6g} {ms:.6g}\n')
     else:
         print(f"paper_gpu.py: skipped the Figure 2 data: {why2}")
+    if sweep and len({x[1] for x in sweep}) > 1:
+        with open(os.path.join(out, "gpu_io_sweep.dat"), "w") as f:
+            f.write("# name N dram_GB l2_GB model_GB compulsory_GB   (from %s)\n" % IO)
+            for name, N, dram, l2, model, comp in sweep:
+                f.write(f'"{name}" {N} {dram:.6g} {l2:.6g} {model:.6g} {comp:.6g}\n')
     if speed:
         with open(os.path.join(out, "gpu_speed.dat"), "w") as f:
             f.write("# name N d causal dtype tflops   (from %s)\n" % BENCH)

@@ -1,0 +1,32 @@
+# figures/gpu_io_vs_n.gp -- bytes through DRAM and through L2 on the H200
+# (Nsight Compute), beside the IO model's count, for each forward path, by
+# sequence length (fp16, d = 64, B N = 16384 tokens, H = 32). Input:
+# build/paper/gpu_io_sweep.dat, which scripts/paper_gpu.py writes from the
+# sweep rows of data/gpu/io_fwd.csv.
+if (!exists("dat")) dat = "build/paper/gpu_io_sweep.dat"
+W = 6.5
+Hgt = 3.0
+load "figures/style.gp"
+set datafile separator whitespace
+set datafile missing NaN
+set termoption noenhanced
+impls = system("awk '!/^#/ {gsub(/\"/, \"\", $1); print $1}' " . dat . " | sort -u | tr '\\n' ' '")
+set logscale x 2
+set logscale y 10
+set xlabel "sequence length N (tokens)"
+set key top left font ",7" spacing 0.9
+set multiplot layout 1, 2
+set ylabel "bytes through DRAM (GB)"
+set title "DRAM (points) and IO model (dashed)"
+plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):3 \
+         smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
+     for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):5 \
+         smooth unique with lines dt 2 lc k notitle, \
+     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V, O once)"
+set ylabel "bytes through L2 (GB)"
+set title "L2 (points) and IO model (dashed)"
+plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):4 \
+         smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
+     for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):5 \
+         smooth unique with lines dt 2 lc k notitle
+unset multiplot
