@@ -218,7 +218,11 @@ function Div(div)
   if div.classes:includes("include-md") then
     local path = div.attributes["file"]
     local f = path and io.open(path, "r")
-    if not f then fail("cannot read the Markdown file '" .. tostring(path) .. "' to include") end
+    if not f then
+      -- not an error yet: an enclosing {.requires} block may drop it (Divs
+      -- are visited inner first); the last pass fails on what is left
+      return pandoc.Div({}, pandoc.Attr("", {"include-md-missing"}, {{"file", tostring(path)}}))
+    end
     local text = f:read("a")
     f:close()
     return pandoc.read(text, "markdown").blocks
@@ -240,8 +244,15 @@ end
 
 -- Meta first, so that the values file is known before any Span is seen;
 -- Div before CodeBlock/Span so that absent-data sections are dropped whole.
+local function MissingInclude(div)
+  if div.classes:includes("include-md-missing") then
+    fail("cannot read the Markdown file '" .. div.attributes["file"] .. "' to include")
+  end
+  return nil
+end
+
 return {
   {Meta = Meta},
   {Div = Div},
-  {CodeBlock = CodeBlock, Span = Span},
+  {CodeBlock = CodeBlock, Span = Span, Div = MissingInclude},
 }

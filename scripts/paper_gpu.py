@@ -219,6 +219,32 @@ def summary():
     return {"values": values, "rows": rows}
 
 
+def write_speed_table(speed, path):
+    """A Markdown table of forward TFLOP/s: one row per path, one column per
+    (d, N) at the smallest and largest N of each d, in the dtype with the most
+    rows (bf16 in the project's runs)."""
+    dtypes = {}
+    for r in speed:
+        dtypes[r[4]] = dtypes.get(r[4], 0) + 1
+    dt = max(dtypes, key=dtypes.get)
+    rows = [r for r in speed if r[4] == dt and r[3] in ("0", "no", "false", "False")] or \
+        [r for r in speed if r[4] == dt]
+    cols = []
+    for d in sorted({r[2] for r in rows}):
+        ns = sorted({r[1] for r in rows if r[2] == d})
+        cols += [(d, ns[0])] + ([(d, ns[-1])] if ns[-1] != ns[0] else [])
+    names = sorted({r[0] for r in rows})
+    val = {(r[0], r[2], r[1]): r[5] for r in rows}
+    with open(path, "w") as f:
+        f.write("| path | " + " | ".join(f"d = {d}, N = {n}" for d, n in cols) + " |\n")
+        f.write("|:--|" + "--:|" * len(cols) + "\n")
+        for name in names:
+            cells = [f"{val[(name, d, n)]:.1f}" if (name, d, n) in val else "-" for d, n in cols]
+            f.write(f"| `{name}` | " + " | ".join(cells) + " |\n")
+        f.write(f"\n: Forward throughput on the H200 in TFLOP/s ({dt}, not causal, "
+                f"$B \\cdot N = 16384$ tokens, $H = 2048/d$). Data: `{BENCH}`.\n")
+
+
 def main(argv):
     out = os.path.join(ROOT, "build", "paper")
     if "--out" in argv:
@@ -243,7 +269,11 @@ def main(argv):
             f.write("# name N dram_GB l2_GB model_GB compulsory_GB   (from %s)\n" % IO)
             for name, N, dram, l2, model, comp in sweep:
                 f.write(f'"{name}" {N} {dram:.6g} {l2:.6g} {model:.6g} {comp:.6g}\n')
+    md = os.path.join(out, "gpu_speed.md")
+    if os.path.exists(md):
+        os.remove(md)
     if speed:
+        write_speed_table(speed, md)
         with open(os.path.join(out, "gpu_speed.dat"), "w") as f:
             f.write("# name N d causal dtype tflops   (from %s)\n" % BENCH)
             for name, N, d, causal, dtype, tf in speed:
