@@ -490,9 +490,9 @@ static int v1_launch(const void *Q, const void *K, const void *V, void *O, float
 /* ========================================================================= */
 /* FlashAttention-2's forward with warp-level matrix instructions (sm_80 and
  * later; Hopper's wgmma comes in a later version). fp16/bf16 only, d a
- * multiple of 16 up to 128. A block of 4 warps owns Br = 64 query rows (16
- * per warp; 128 rows, 32 per warp, when d <= 64, see v2_cfg); K/V tiles of
- * Bc = 64 rows are copied into shared memory with
+ * multiple of 16 up to 128. A block of 4 warps owns Br = 128 query rows (32
+ * per warp, see v2_cfg); K/V tiles of Bc = 64 rows are copied into shared
+ * memory with
  * cp.async, two stages deep, so the copy of tile j+1 overlaps the work on
  * tile j. Per warp and tile:
  *   S = Q K^T   mma.m16n8k16: A = Q (registers, loaded once with ldmatrix),
@@ -579,11 +579,17 @@ __device__ __forceinline__ float ex2(float x)
     return y;
 }
 
-/* Query rows per warp: 16 MT. Two m-tiles per warp (MT = 2) reuse every K
- * and V fragment read from shared memory twice, halving the ldmatrix
- * traffic that bounds the single-tile version; it fits the registers for
- * D <= 64 (O, S and Q fragments of 32 rows), not for D = 128. */
-template <int D> struct v2_cfg { static constexpr int MT = D <= 64 ? 2 : 1, BR = 64 * MT; };
+/* Query rows per warp: 32, two m-tiles of 16, so that every K and V
+ * fragment read from shared memory feeds two mma instructions (with one
+ * m-tile per warp, ldmatrix traffic bounded the kernel: 246 TFLOP/s at
+ * d = 128 against 290 at d = 64 with two). Q stays in registers as A
+ * fragments when d <= 64 (QREG); above that O, S and Q of 32 rows do not fit
+ * 255 registers, so Q fragments are re-read from shared memory at each
+ * step of the d loop. */
+template <int D> struct v2_cfg {
+    static constexpr int MT = 2, BR = 64 * MT;
+    static constexpr bool QREG = D <= 64;
+};
 
 //> v2-kernel
 template <typename T, int D>
@@ -593,6 +599,8 @@ __global__ void __launch_bounds__(128, 2)
 {
     constexpr int MT = v2_cfg<D>::MT, BR = v2_cfg<D>::BR, BC = 64, LD = D + 8;
     constexpr int KD = D / 16, NT = BC / 8, DT = D / 8;
+    constexpr bool QREG = v2_cfg<D>::QREG;
+    constexpr int KQ = QREG ? KD : 1;   /* Q fragments held in registers */
     extern __shared__ uint4 smem_v2[];
     T *Qs = reinterpret_cast<T *>(smem_v2);   /* BR x LD */
     T *Ks = Qs + BR * LD;                     /* 2 stages of BC x LD */
@@ -611,7 +619,7 @@ __global__ void __launch_bounds__(128, 2)
     cp_async_commit();
 
     /* m-tile mt of this warp holds block rows warp 16 MT + 16 mt + (0..15) */
-    unsigned qf[MT][KD][4];             /* Q as A fragments, loaded once */
+    unsigned qf[MT][KQ][4];             /* Q as A fragments (all of d when QREG) */
     float o[MT][DT][4];                 /* O accumulators */
     float m[MT][2], l[MT][2];           /* rows g and g + 8 of each m-tile */
 #pragma unroll
@@ -633,12 +641,13 @@ __global__ void __launch_bounds__(128, 2)
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (j == 0) {
+        if (QREG && j == 0) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int kd = 0; kd < KD; kd++)
-                    ldsm_x4(qf[mt][kd][0], qf[mt][kd][1], qf[mt][kd][2], qf[mt][kd][3],
+                    ldsm_x4(qf[mt][QREG ? kd : 0][0], qf[mt][QREG ? kd : 0][1],
+                            qf[mt][QREG ? kd : 0][2], qf[mt][QREG ? kd : 0][3],
                             Qs + (warp * 16 * MT + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
                                 kd * 16 + (lane >> 4) * 8);
         }
@@ -651,7 +660,14 @@ __global__ void __launch_bounds__(128, 2)
 #pragma unroll
             for (int n = 0; n < NT; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
-        for (int kd = 0; kd < KD; kd++)
+        for (int kd = 0; kd < KD; kd++) {
+            if constexpr (!QREG) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    ldsm_x4(qf[mt][0][0], qf[mt][0][1], qf[mt][0][2], qf[mt][0][3],
+                            Qs + (warp * 16 * MT + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
+                                kd * 16 + (lane >> 4) * 8);
+            }
 #pragma unroll
             for (int n2 = 0; n2 < NT / 2; n2++) {
                 unsigned b0, b1, b2, b3;
@@ -660,10 +676,11 @@ __global__ void __launch_bounds__(128, 2)
                             ((lane >> 3) & 1) * 8);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    mma16816<T>(s[mt][2 * n2], qf[mt][kd], b0, b1);
-                    mma16816<T>(s[mt][2 * n2 + 1], qf[mt][kd], b2, b3);
+                    mma16816<T>(s[mt][2 * n2], qf[mt][QREG ? kd : 0], b0, b1);
+                    mma16816<T>(s[mt][2 * n2 + 1], qf[mt][QREG ? kd : 0], b2, b3);
                 }
             }
+        }
         if (j0 + BC > N) {   /* keys past N: only in the last tile */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -769,7 +786,8 @@ static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, flo
 
 extern "C" int fa_block_rows(int kernel, int d)
 {
-    if (kernel == 2) return d <= 64 ? 128 : 64;
+    (void)d;   /* the same for every d in versions 1 and 2 */
+    if (kernel == 2) return v2_cfg<64>::BR;
     return FA_V1_BR;
 }
 

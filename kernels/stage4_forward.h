@@ -16,7 +16,7 @@
  *   2  the same tiled algorithm on the tensor cores (FlashAttention-2 style):
  *      mma.sync m16n8k16 for S = Q K^T and O += P V, P kept in registers,
  *      K/V tiles copied with cp.async two stages deep; fp16/bf16 only,
- *      d a multiple of 16 up to 128. Bc = 64, Br = 128 (d <= 64) or 64,
+ *      d a multiple of 16 up to 128. Br = 128 (32 rows per warp), Bc = 64,
  *      4 warps per block.
  *   3+ reserved: Hopper's wgmma and the tensor copy engine (a later issue).
  *
@@ -59,8 +59,7 @@ int fa_check_supported(int kernel, int dtype, int N, int d);
  * P) for version 0, 0 for version 1. */
 size_t fa_workspace_bytes(int kernel, int dtype, int B, int H, int N, int d);
 
-/* Query rows per thread block (Br): 64 for version 1; for version 2, 128
- * when d <= 64 (two m-tiles per warp), else 64. */
+/* Query rows per thread block (Br): 64 for version 1, 128 for version 2. */
 int fa_block_rows(int kernel, int d);
 
 /* Key rows per K/V tile (Bc) that version 1 uses at head dimension d. */
