@@ -1,5 +1,6 @@
 # figures/gpu_fig2.gp -- the H200 version of the FlashAttention paper's
-# Figure 2 (left): DRAM bytes, L2 bytes and time of each attention path at
+# Figure 2 (left): DRAM bytes, L2 bytes (requested by the SMs, and all),
+# the IO model's count and time of each attention path at
 # B = 64, H = 16, N = 1024, d = 64, forward. Input: build/paper/gpu_fig2.dat,
 # which scripts/paper_gpu.py writes from data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_fig2.dat"
@@ -19,7 +20,8 @@ set ylabel "bytes moved (GB, log scale)"
 set yrange [0.1:*]
 set key top right font ",8"
 plot dat using 2:xtic(1) lc rgb c_tiled_f title "DRAM read + write", \
-     dat using 3 lc rgb c_tiled_b title "L2 traffic", \
+     dat using 6 lc rgb "#1b7837" title "L2, requested by the SMs", \
+     dat using 3 lc rgb c_tiled_b title "L2, all traffic", \
      dat using 4 lc rgb c_other title "IO model"
 set ylabel "forward time (ms, log scale)"
 set yrange [0.1:*]

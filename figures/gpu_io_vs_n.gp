@@ -1,4 +1,4 @@
-# figures/gpu_io_vs_n.gp -- bytes through DRAM and through L2 on the H200
+# figures/gpu_io_vs_n.gp -- bytes through DRAM and requested from L2 on the H200
 # (Nsight Compute), beside the IO model's count, for each forward path, by
 # sequence length (fp16, d = 64, B N = 16384 tokens, H = 32). Input:
 # build/paper/gpu_io_sweep.dat, which scripts/paper_gpu.py writes from the
@@ -23,9 +23,11 @@ plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN)
      for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):5 \
          smooth unique with lines dt 2 lc k notitle, \
      dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V, O once)"
-set ylabel "bytes through L2 (GB)"
+# L2 bytes the SMs requested (column 7) where the data has them, else all L2 traffic
+l2(c7, c4) = (c7 == c7 ? c7 : c4)
+set ylabel "bytes requested from L2 (GB)"
 set title "L2 (points) and IO model (dashed)"
-plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):4 \
+plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):(l2($7, $4)) \
          smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
      for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):5 \
          smooth unique with lines dt 2 lc k notitle

@@ -560,7 +560,7 @@ def gpu_claims(t):
               "gpu_fig2_best_gb", "gpu_fig2_best"):
         t.value(k, "n/a")
     for impl in ("ours_v0_materialized", "ours_v1_tiled", "ours_v2_mma", "sdpa_flash", "sdpa_cudnn"):
-        for q in ("dram", "l2", "model", "ms"):
+        for q in ("dram", "l2", "l2sm", "model", "ms"):
             t.value(f"fig2_{impl}_{q}", "n/a")
     if not summary:
         t.value("gpu_status", "absent")

@@ -39,7 +39,8 @@ ALIASES = {
     "dram": ["dram_bytes", "dram_rw_bytes", "bytes_dram", "dram_total_bytes"],
     "dram_r": ["dram_read_bytes", "dram_bytes_read", "dram__bytes_read.sum"],
     "dram_w": ["dram_write_bytes", "dram_bytes_write", "dram__bytes_write.sum"],
-    "l2": ["l2_bytes", "lts_bytes", "l2_total_bytes"],
+    "l2": ["l2_bytes", "lts_bytes", "l2_total_bytes"],   # all L2 traffic (lts__t_bytes)
+    "l2_sm": ["l2_from_sm_bytes"],
     "model": ["model_bytes", "modeled_bytes", "formula_bytes", "io_model_bytes"],
     "compulsory": ["compulsory_bytes", "min_bytes"],
 }
@@ -107,9 +108,9 @@ def fig2_rows():
             continue
         if col(r, "dtype"):
             name = f"{name} ({col(r, 'dtype')})"
-        l2, model = fnum(r, "l2"), fnum(r, "model")
+        l2, model, l2_sm = fnum(r, "l2"), fnum(r, "model"), fnum(r, "l2_sm")
         out.append((name, dram / 1e9, (l2 or float("nan")) / 1e9, (model or float("nan")) / 1e9,
-                    ms if ms is not None else float("nan")))
+                    ms if ms is not None else float("nan"), (l2_sm or float("nan")) / 1e9))
     if not out:
         return None, f"{IO}: no columns matched ({', '.join(rows[0].keys())})"
     return out, None
@@ -129,7 +130,7 @@ def sweep_rows():
         comp = fnum(r, "compulsory")
         out.append((name, int(N), dram / 1e9, (fnum(r, "l2") or float("nan")) / 1e9,
                     (fnum(r, "model") or float("nan")) / 1e9,
-                    (comp or float("nan")) / 1e9))
+                    (comp or float("nan")) / 1e9, (fnum(r, "l2_sm") or float("nan")) / 1e9))
     return sorted(out, key=lambda x: (x[0], x[1])) or None
 
 
@@ -165,13 +166,14 @@ def summary():
     values, rows = {}, []
     if fig2:
         by = {}
-        for name, dram, l2, model, ms in fig2:
+        for name, dram, l2, model, ms, l2_sm in fig2:
             by.setdefault(kind(name), []).append((name, dram, l2, model, ms))
         mat = min(by.get("materialized", []), key=lambda x: x[4], default=None)
         best = min([x for k in ("ours", "sdpa-flash", "sdpa-cudnn") for x in by.get(k, [])],
                    key=lambda x: x[1], default=None)
-        for name, dram, l2, model, ms in fig2:
+        for name, dram, l2, model, ms, l2_sm in fig2:
             key = name.split(" (")[0]
+            values[f"fig2_{key}_l2sm"] = f"{l2_sm:.2f}"
             values[f"fig2_{key}_dram"] = f"{dram:.2f}"
             values[f"fig2_{key}_l2"] = f"{l2:.2f}"
             values[f"fig2_{key}_model"] = f"{model:.2f}"
@@ -259,16 +261,16 @@ def main(argv):
             os.remove(p)
     if fig2:
         with open(os.path.join(out, "gpu_fig2.dat"), "w") as f:
-            f.write("# name dram_GB l2_GB model_GB ms   (from %s)\n" % IO)
-            for name, dram, l2, model, ms in fig2:
-                f.write(f'"{name}" {dram:.6g} {l2:.6g} {model:.6g} {ms:.6g}\n')
+            f.write("# name dram_GB l2_GB model_GB ms l2_from_sm_GB   (from %s)\n" % IO)
+            for name, dram, l2, model, ms, l2_sm in fig2:
+                f.write(f'"{name}" {dram:.6g} {l2:.6g} {model:.6g} {ms:.6g} {l2_sm:.6g}\n')
     else:
         print(f"paper_gpu.py: skipped the Figure 2 data: {why2}")
     if sweep and len({x[1] for x in sweep}) > 1:
         with open(os.path.join(out, "gpu_io_sweep.dat"), "w") as f:
-            f.write("# name N dram_GB l2_GB model_GB compulsory_GB   (from %s)\n" % IO)
-            for name, N, dram, l2, model, comp in sweep:
-                f.write(f'"{name}" {N} {dram:.6g} {l2:.6g} {model:.6g} {comp:.6g}\n')
+            f.write("# name N dram_GB l2_GB model_GB compulsory_GB l2_from_sm_GB   (from %s)\n" % IO)
+            for name, N, dram, l2, model, comp, l2_sm in sweep:
+                f.write(f'"{name}" {N} {dram:.6g} {l2:.6g} {model:.6g} {comp:.6g} {l2_sm:.6g}\n')
     md = os.path.join(out, "gpu_speed.md")
     if os.path.exists(md):
         os.remove(md)
