@@ -79,6 +79,7 @@ TEST_SUITES += $(BUILD)/test_cpu "sh tests/stages.sh" "sh tests/cli.sh" "python3
 sweep: stage3 $(BUILD)/test_cpu           ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
 	./stage3 --sweep blocks --csv data/cpu/block_sweep.csv
+	./stage3 --sweep blocks --causal --csv data/cpu/causal_sweep.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
 bench: sweep                              ## the CPU benchmark: same as sweep
 
