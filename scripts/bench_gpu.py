@@ -19,6 +19,7 @@ Usage (on a GPU machine; make bench-gpu builds the library first):
     python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
     python3 scripts/bench_gpu.py --quick          # N = 1024 only, no CSV
     python3 scripts/bench_gpu.py --profile-io MAP.json   # used by scripts/ncu_io.sh
+    python3 scripts/bench_gpu.py --tables         # Markdown tables from data/gpu/*.csv
 Every CSV row carries GPU name, driver, CUDA version, torch version, commit,
 date and the command (FA_COMMIT in the environment overrides git, for copies
 of the tree without .git).
@@ -34,12 +35,15 @@ import os
 import subprocess
 import sys
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+try:   # --tables needs no GPU and no torch
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:
+    torch = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DTYPES = {"fp32": (torch.float32, 0), "fp16": (torch.float16, 1), "bf16": (torch.bfloat16, 2)}
+DTYPES = {"fp32": ("float32", 0), "fp16": ("float16", 1), "bf16": ("bfloat16", 2)}
 
 
 def load_lib(path):
@@ -185,7 +189,7 @@ def bench(args, lib, prov):
               f"{'' if tflops is None else f'{tflops:7.2f} TFLOP/s':>16s} {note}", flush=True)
 
     for dt in args.dtypes:
-        tdtype, _ = DTYPES[dt]
+        tdtype = getattr(torch, DTYPES[dt][0])
         for d in args.dims:
             H = 2048 // d
             for N in args.ns:
@@ -255,7 +259,7 @@ def profile_io(args, lib):
     tagmap = {}
     tag = 1
     for dt, B, H, N, d, label in configs:
-        tdtype, dcode = DTYPES[dt]
+        tdtype, dcode = getattr(torch, DTYPES[dt][0]), DTYPES[dt][1]
         q, k, v = make_inputs(B, H, N, d, tdtype, seed=N)
         for name, make in impls(lib, q, k, v):
             if name == "torch_materialized":
@@ -289,6 +293,86 @@ def profile_io(args, lib):
         json.dump(tagmap, f, indent=1)
 
 
+def tables(args):
+    """Markdown tables for data/gpu/README.md, read from the measured files
+    (nothing typed by hand): speed, bytes, errors."""
+    import csv
+    import re
+    d = os.path.join(ROOT, "data", "gpu")
+    out = []
+    bench = [r for r in csv.DictReader(open(os.path.join(d, "bench_fwd.csv")))]
+    if bench:
+        b0 = bench[0]
+        out.append(f"Speed: {b0['gpu']}, driver {b0['driver']}, CUDA {b0['cuda']}, torch {b0['torch']}, "
+                   f"cuDNN {b0['cudnn']}, commit {b0['commit']}, {b0['date']} (data/gpu/bench_fwd.csv).\n")
+        names = [("ours_v0_materialized", "v0 materialized"), ("ours_v1_tiled", "v1 tiled (CUDA cores)"),
+                 ("ours_v2_mma", "v2 tiled (mma.sync)"), ("sdpa_flash", "SDPA flash"),
+                 ("sdpa_cudnn", "SDPA cuDNN"), ("torch_materialized", "torch matmul+softmax")]
+        out.append("| dtype | d | N | B x H | " + " | ".join(n[1] for n in names) + " | v2 / flash |")
+        out.append("|---|---|---|---|" + "---|" * len(names) + "---|")
+        keys = []
+        for r in bench:
+            k = (r["dtype"], int(r["d"]), int(r["N"]), r["B"] + " x " + r["H"])
+            if k not in keys:
+                keys.append(k)
+        for dt, dd, N, bh in keys:
+            cells, tf = [], {}
+            for n, _ in names:
+                m = [r for r in bench if r["impl"] == n and r["dtype"] == dt and int(r["d"]) == dd and int(r["N"]) == N]
+                if m and m[0]["tflops"]:
+                    tf[n] = float(m[0]["tflops"])
+                    cells.append(f"{tf[n]:.1f}")
+                else:
+                    cells.append("n/a" if m and "not supported" in m[0]["note"] else "-")
+            ratio = f"{tf['ours_v2_mma'] / tf['sdpa_flash']:.2f}" if "ours_v2_mma" in tf and "sdpa_flash" in tf else "-"
+            out.append(f"| {dt} | {dd} | {N} | {bh} | " + " | ".join(cells) + f" | {ratio} |")
+        out.append("\nTFLOP/s = 4 B H N^2 d / median time; n/a: the implementation does not take the dtype.\n")
+    io = [r for r in csv.DictReader(open(os.path.join(d, "io_fwd.csv")))]
+    if io:
+        i0 = io[0]
+        out.append(f"Bytes: {i0['gpu']}, driver {i0['driver']}, commit {i0['commit']}, {i0['date']} "
+                   f"(data/gpu/io_fwd.csv; GB = 1e9 bytes).\n")
+        out.append("| config | dtype | B,H,N,d | impl | DRAM GB | L2 GB (all) | L2 GB (SM requests) | "
+                   "model GB | compulsory GB | DRAM / model | SM-L2 / model | time ms |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        g = lambda x: f"{float(x) / 1e9:.3f}" if x else "-"
+        for r in io:
+            out.append(f"| {r['label']} | {r['dtype']} | {r['B']},{r['H']},{r['N']},{r['d']} | {r['impl']} | "
+                       f"{g(r['dram_bytes'])} | {g(r['l2_bytes'])} | {g(r.get('l2_from_sm_bytes'))} | "
+                       f"{g(r['model_bytes'])} | {g(r['compulsory_bytes'])} | {r['dram_over_model'] or '-'} | "
+                       f"{r.get('l2_from_sm_over_model') or '-'} | {float(r['kernel_time_ms']):.3f} |")
+        def dram(impl, N, d, dt="fp16", H="32"):
+            m = [r for r in io if r["impl"] == impl and r["N"] == str(N) and r["d"] == str(d)
+                 and r["dtype"] == dt and r["H"] == H]
+            return float(m[0]["dram_bytes"]) if m else None
+        for N in (4096,):
+            a, b, c = dram("ours_v0_materialized", N, 64), dram("ours_v1_tiled", N, 64), dram("ours_v2_mma", N, 64)
+            if a and b and c:
+                out.append(f"\nMeasured DRAM bytes at N = {N}, d = 64 (fp16, B = 4, H = 32): v0 / v1 = {a / b:.1f}, "
+                           f"v0 / v2 = {a / c:.1f} (acceptance: >= 5).")
+        out.append("")
+    log = os.path.join(d, "gpu_test.log")
+    if os.path.exists(log):
+        txt = open(log).read()
+        seed = re.search(r"seed (\d+)", txt)
+        out.append(f"Errors (data/gpu/gpu_test.log, seed {seed.group(1) if seed else '?'}): "
+                   "max |O - O_ref| / max |O_ref| against the CPU fp64 reference on the inputs rounded to the dtype.\n")
+        out.append("| shape (B,H,N,d) | fp32 v0 | fp32 v1 | fp16 v0 | fp16 v1 | fp16 v2 | bf16 v0 | bf16 v1 | bf16 v2 |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        rows = {}
+        for m in re.finditer(r"^(PASS|FAIL) stage4 (fp32|fp16|bf16) (\([0-9,]+\)) \((.*)\)$", txt, re.M):
+            errs = dict(re.findall(r"(v\d) err ([0-9.e+-]+)", m.group(4)))
+            rows.setdefault(m.group(3), {})[m.group(2)] = errs
+        for shape, r in rows.items():
+            c = [r.get(dt, {}).get(v, "-") for dt, v in (("fp32", "v0"), ("fp32", "v1"), ("fp16", "v0"),
+                 ("fp16", "v1"), ("fp16", "v2"), ("bf16", "v0"), ("bf16", "v1"), ("bf16", "v2"))]
+            out.append(f"| {shape} | " + " | ".join(c) + " |")
+        summ = re.search(r"^\d+ passed, \d+ failed, \d+ skipped$", txt, re.M)
+        san = re.findall(r"^(?:PASS|FAIL) stage4-(?:memcheck|racecheck).*$", txt, re.M)
+        out.append("\n" + (summ.group(0) if summ else "") + "; " + "; ".join(san))
+    print("\n".join(out))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", help="write the rows here (with provenance columns)")
@@ -299,8 +383,13 @@ def main():
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="N = 1024 only")
     ap.add_argument("--profile-io", metavar="MAP.json", help="ncu mode (scripts/ncu_io.sh)")
+    ap.add_argument("--tables", action="store_true",
+                    help="print the Markdown tables of data/gpu/README.md from data/gpu/*.csv (no GPU)")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
+    if args.tables:
+        tables(args)
+        return 0
+    if torch is None or not torch.cuda.is_available():
         print("bench_gpu.py: no CUDA GPU here; nothing to run")
         return 0
     args.dtypes = args.dtypes.split(",")

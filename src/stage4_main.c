@@ -288,7 +288,7 @@ static int run_problem(const attn_problem *p, const options *opt, const int *dty
     int bad = 0;
     if (!tests)
         printf("\n%s: shape (B, H, N, d) = (%d, %d, %d, %d), softmax_scale = %.6g\n"
-               "  ver dtype  max|dO|/max|O|  ||dO||/||O||  max|dL|/max|L|  unwritten  time [ms]"
+               "  ver dtype   err O (max)  err O (norm)       err L  unwritten  time [ms]"
                "  TFLOP/s  model bytes\n",
                p->source, s.B, s.H, s.N, s.d, scale);
     for (int t = 0; t < nd; t++) {
@@ -352,7 +352,7 @@ int main(int argc, char **argv)
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
                       OPT_SCALE | OPT_INPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL | OPT_REPEATS |
-                      OPT_SWEEP | OPT_QUIET,
+                      OPT_SWEEP,
                   USAGE, &opt);
     if (opt.causal) fatal(EXIT_BAD_INPUT, "--causal: not in stage 4 (masks come in stage 6)");
     if (opt.sweep && strcmp(opt.sweep, "tests"))
@@ -408,8 +408,11 @@ int main(int argc, char **argv)
     /* A copy of the tree without .git (the GPU machine) names its commit here. */
     if (csv && getenv("FA_COMMIT")) fprintf(csv, "# source commit (FA_COMMIT): %s\n", getenv("FA_COMMIT"));
     printf("stage4: CUDA forward on %s\n", device);
-    printf("  errors against the CPU fp64 reference on the inputs rounded to the dtype; time: median "
-           "of %d launches; FLOPs = 4 B H N^2 d\n", repeats);
+    printf("  errors against the CPU fp64 reference on the inputs rounded to the dtype:\n"
+           "    err O (max) = max|O - O_ref| / max|O_ref|, err O (norm) = ||O - O_ref|| / ||O_ref||,\n"
+           "    err L = max|L - L_ref| / max(1, max|L_ref|); unwritten = NaN left of the poison\n"
+           "  time: median of %d launches (CUDA events); FLOPs = 4 B H N^2 d; model bytes: "
+           "stage4_forward.h\n", repeats);
     int bad = 0;
     if (opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS)) {
         attn_problem p;
@@ -435,8 +438,8 @@ int main(int argc, char **argv)
         }
     }
     if (csv) fclose(csv);
-    printf("\nchecks: fp32 max|dO|/max|O| and max|dL|/max(1,max|L|) <= 1e-5; fp16/bf16 v1 error <= 2 x v0 "
-           "error; every output written; bytes model == stage 1/3 counts\n");
+    printf("\nchecks: fp32 err O (max) and err L <= 1e-5; fp16/bf16 err O (max) of v1, v2 <= 2 x v0's; "
+           "every output written; bytes model == stage 1/3 counts\n");
     printf("stage4: %s\n", bad ? "FAILED" : "all checks passed");
     return bad ? EXIT_CHECK_FAILED : 0;
 }
