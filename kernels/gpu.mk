@@ -48,8 +48,9 @@ gpu-test: stage4                          ## GPU tests (on a GPU machine; SKIP l
 bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
 	python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
 
-io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv
+io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv, v2_layout_ab.csv
 	sh scripts/ncu_io.sh data/gpu/io_fwd.csv
+	NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
 else
 gpu-test:
 	@sh tests/run.sh "$(GPU_TESTS)"

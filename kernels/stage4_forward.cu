@@ -502,8 +502,7 @@ static int v1_launch(const void *Q, const void *K, const void *V, void *O, float
  *               (the m16n8 accumulator layout is the m16n8k16 A layout), so P
  *               never touches shared memory; B = V via ldmatrix.trans.
  * P is rounded to the input dtype before P V, as in FlashAttention-2;
- * every sum is fp32. Row stride D + 8 elements: the 8 rows one ldmatrix
- * reads fall in 8 different 16-byte bank groups. */
+ * every sum is fp32. Shared tiles: see v2_smem (swizzled or padded rows). */
 __device__ __forceinline__ unsigned smem_u32(const void *p)
 {
     return (unsigned)__cvta_generic_to_shared(p);
@@ -557,16 +556,40 @@ template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float 
     }
 }
 
+/* Shared-memory layout of a tile row r, element column c (c a multiple of
+ * 8, one 16-byte chunk). Default: rows padded by 8 elements (16 bytes), so
+ * the 8 rows one ldmatrix reads at the same column fall in 8 different
+ * 16-byte bank groups. With -DFA_V2_SWIZZLE=1 (d = 64 and 128 only) rows
+ * stay dense and chunk c/8 of row r goes to (c/8) ^ (r % 8) instead, the
+ * layout FlashAttention-2 uses. Measured on the H200 (data/gpu/README.md):
+ * the padded rows make the L1 split each warp's cp.async into partial-line
+ * L2 requests (about 2.3 sectors per request instead of 4), so v2 requests
+ * about 1.46x its model's bytes from L2; the swizzle gives whole lines but,
+ * as written here (XOR on lane-dependent offsets in the inner loops, more
+ * registers), runs slower, so padding is the default. */
+#ifndef FA_V2_SWIZZLE
+#define FA_V2_SWIZZLE 0
+#endif
+template <int D> struct v2_smem {
+    static constexpr bool SWZ = FA_V2_SWIZZLE && D % 64 == 0;
+    static constexpr int LD = SWZ ? D : D + 8;   /* row stride, elements */
+    static __device__ __forceinline__ int at(int r, int c)
+    {
+        if constexpr (SWZ) return r * LD + ((((c >> 3) ^ (r & 7))) << 3);
+        else return r * LD + c;
+    }
+};
+
 /* rows [row0, row0 + ROWS) of a (N, D) matrix into a ROWS x LD shared tile;
  * rows past N are zero-filled by cp.async itself (source size 0). */
 template <typename T, int D, int ROWS>
 __device__ __forceinline__ void v2_load_tile(T *dst, const T *__restrict__ src, int row0, int N)
 {
-    constexpr int LD = D + 8, CH = D / 8;
+    constexpr int CH = D / 8;
     for (int idx = threadIdx.x; idx < ROWS * CH; idx += 128) {
         int r = idx / CH, c = (idx % CH) * 8;
         bool ok = row0 + r < N;
-        cp_async16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
+        cp_async16(dst + v2_smem<D>::at(r, c), ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
     }
 }
 
@@ -597,7 +620,8 @@ __global__ void __launch_bounds__(128, 2)
     v2_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
                       T *__restrict__ O, float *__restrict__ L, int N, float scale_log2)
 {
-    constexpr int MT = v2_cfg<D>::MT, BR = v2_cfg<D>::BR, BC = 64, LD = D + 8;
+    constexpr int MT = v2_cfg<D>::MT, BR = v2_cfg<D>::BR, BC = 64, LD = v2_smem<D>::LD;
+    using S = v2_smem<D>;
     constexpr int KD = D / 16, NT = BC / 8, DT = D / 8;
     constexpr bool QREG = v2_cfg<D>::QREG;
     constexpr int KQ = QREG ? KD : 1;   /* Q fragments held in registers */
@@ -648,8 +672,8 @@ __global__ void __launch_bounds__(128, 2)
                 for (int kd = 0; kd < KD; kd++)
                     ldsm_x4(qf[mt][QREG ? kd : 0][0], qf[mt][QREG ? kd : 0][1],
                             qf[mt][QREG ? kd : 0][2], qf[mt][QREG ? kd : 0][3],
-                            Qs + (warp * 16 * MT + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
-                                kd * 16 + (lane >> 4) * 8);
+                            Qs + S::at(warp * 16 * MT + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                       kd * 16 + (lane >> 4) * 8));
         }
         const T *Kt = Ks + st * BC * LD, *Vt = Vs + st * BC * LD;
 
@@ -665,15 +689,15 @@ __global__ void __launch_bounds__(128, 2)
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
                     ldsm_x4(qf[mt][0][0], qf[mt][0][1], qf[mt][0][2], qf[mt][0][3],
-                            Qs + (warp * 16 * MT + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
-                                kd * 16 + (lane >> 4) * 8);
+                            Qs + S::at(warp * 16 * MT + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                       kd * 16 + (lane >> 4) * 8));
             }
 #pragma unroll
             for (int n2 = 0; n2 < NT / 2; n2++) {
                 unsigned b0, b1, b2, b3;
                 ldsm_x4(b0, b1, b2, b3,
-                        Kt + (n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 +
-                            ((lane >> 3) & 1) * 8);
+                        Kt + S::at(n2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                   kd * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     mma16816<T>(s[mt][2 * n2], qf[mt][QREG ? kd : 0], b0, b1);
@@ -735,8 +759,8 @@ __global__ void __launch_bounds__(128, 2)
             for (int c2 = 0; c2 < DT / 2; c2++) {
                 unsigned b0, b1, b2, b3;
                 ldsm_x4_t(b0, b1, b2, b3,
-                          Vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 +
-                              (lane >> 4) * 8);
+                          Vt + S::at(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                     c2 * 16 + (lane >> 4) * 8));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     mma16816<T>(o[mt][2 * c2], a[mt], b0, b1);
@@ -774,7 +798,7 @@ static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, flo
                        int N, float softmax_scale, cudaStream_t stream)
 {
     constexpr int BR = v2_cfg<D>::BR;
-    size_t smem = sizeof(T) * (size_t)(BR + 4 * 64) * (D + 8);
+    size_t smem = sizeof(T) * (size_t)(BR + 4 * 64) * v2_smem<D>::LD;
     CUDA_TRY(cudaFuncSetAttribute(v2_forward_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((N + BR - 1) / BR, BH);

@@ -156,6 +156,9 @@ def make_inputs(B, H, N, d, dtype, seed):
     return [torch.randn((B, H, N, d), device="cuda", dtype=dtype, generator=g) for _ in range(3)]
 
 
+IMPL_FILTER = None   # --impls: a subset of the names below
+
+
 def impls(lib, q, k, v):
     out = [("ours_v0_materialized", lambda: Ours(lib, 0, q, k, v)),
            ("ours_v1_tiled", lambda: Ours(lib, 1, q, k, v)),
@@ -163,7 +166,7 @@ def impls(lib, q, k, v):
     out.append(("sdpa_flash", lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)))
     out.append(("sdpa_cudnn", lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)))
     out.append(("torch_materialized", lambda: materialized_torch(q, k, v)))
-    return out
+    return [x for x in out if IMPL_FILTER is None or x[0] in IMPL_FILTER]
 
 
 def bench(args, lib, prov):
@@ -385,7 +388,11 @@ def main():
     ap.add_argument("--profile-io", metavar="MAP.json", help="ncu mode (scripts/ncu_io.sh)")
     ap.add_argument("--tables", action="store_true",
                     help="print the Markdown tables of data/gpu/README.md from data/gpu/*.csv (no GPU)")
+    ap.add_argument("--impls", help="comma-separated subset of implementations (default: all)")
     args = ap.parse_args()
+    global IMPL_FILTER
+    if args.impls:
+        IMPL_FILTER = set(args.impls.split(","))
     if args.tables:
         tables(args)
         return 0
