@@ -15,8 +15,8 @@
  *           | order): Br = 64 query rows per block,  | block, O and L once), Tr = ceil(N/64)
  *           | K/V tiles in shared memory, online     |
  *           | softmax in registers, fp32 CUDA cores  |
- *   2       | the same tiled algorithm on the tensor | as version 1
- *           | cores (FlashAttention-2 style): mma.sync|
+ *   2       | the same tiled algorithm on the tensor | as version 1, with Br = 128:
+ *           | cores (FlashAttention-2 style): mma.sync| Tr = ceil(N/128)
  *           | m16n8k16 for Q K^T and P V, P stays in  |
  *           | registers, cp.async double-buffered K/V |
  *           | tiles; fp16/bf16, d = 16, 32, ..., 128  |
@@ -29,8 +29,8 @@
  * Build:   make stage4          (the host program src/stage4_main.c links this)
  *          make build/libfa_gpu.so   (the same launchers for Python/ctypes)
  * Run:     ./stage4 [--kernel K] [--dtype fp32|fp16|bf16] [--random --n N --d D ...]
- * Cost:    4 B H N^2 d FLOPs either way; version 0 also needs 2 B H N^2
- *          elements of workspace (S and P), version 1 needs none.
+ * Cost:    4 B H N^2 d FLOPs in every version; version 0 also needs 2 B H N^2
+ *          elements of workspace (S and P), versions 1 and 2 need none.
  */
 #include "stage4_forward.h"
 
