@@ -646,7 +646,13 @@ FILE *csv_open(const char *path, int argc, char **argv, const char *header)
     FILE *f = fopen(path, "w");
     if (!f) fatal(EXIT_BAD_INPUT, "--csv %s: cannot create: %s", path, strerror(errno));
     char commit[64], changes[8], host[256], cpu[256];
-    read_command("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    /* A copy of the tree without .git (as on a remote GPU machine) names its
+     * commit in FA_COMMIT. */
+    const char *env_commit = getenv("FA_COMMIT");
+    if (env_commit && *env_commit)
+        snprintf(commit, sizeof commit, "%s", env_commit);
+    else
+        read_command("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
     read_command("git status --porcelain --untracked-files=no 2>/dev/null | head -c1", changes,
                  sizeof changes);
     bool dirty = changes[0] != '\0';
