@@ -4,8 +4,10 @@
 # implementations, Pandoc + LaTeX + gnuplot for the woven PDF, poppler for
 # checking it. Runs as root (or under sudo) on Debian/Ubuntu.
 set -eu
+# python3-numpy serves Debian's own python3, where pip refuses to install
+# (PEP 668); pip below covers a python3 of its own (pyenv, a venv).
 APT_PACKAGES="pandoc gnuplot-nox texlive-latex-recommended texlive-latex-extra \
-texlive-fonts-recommended lmodern poppler-utils"
+texlive-fonts-recommended lmodern poppler-utils python3-numpy"
 if command -v apt-get >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef DATA_DIR
@@ -301,13 +302,13 @@ static const opt_spec SPECS[] = {
     {"--q", OPT_INPUTS, ARG_STR, "FILE", "Q from a .npy file, (N,d), (H,N,d) or (B,H,N,d)"},
     {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, same shape as Q"},
     {"--v", OPT_INPUTS, ARG_STR, "FILE", "V from a .npy file, same shape as Q"},
-    {"--do", OPT_INPUTS, ARG_STR, "FILE", "dO (upstream gradient) from a .npy file, same shape as Q"},
+    {"--do", OPT_INPUTS, ARG_STR, "FILE", "dO (upstream gradient), same shape as Q (default: random, --seed)"},
     {"--out", OPT_OUTPUTS, ARG_STR, "FILE", "write O as .npy (float64, (B,H,N,d))"},
     {"--lse", OPT_OUTPUTS, ARG_STR, "FILE", "write L = logsumexp per row as .npy (B,H,N)"},
     {"--dq", OPT_OUTPUTS, ARG_STR, "FILE", "write dQ as .npy"},
     {"--dk", OPT_OUTPUTS, ARG_STR, "FILE", "write dK as .npy"},
     {"--dv", OPT_OUTPUTS, ARG_STR, "FILE", "write dV as .npy"},
-    {"--dtype", OPT_DTYPE, ARG_STR, "T", "arithmetic: fp64 (default) or fp32"},
+    {"--dtype", OPT_DTYPE, ARG_STR, "T", "number type: fp64, fp32, fp16 or bf16, as the stage's usage says"},
     {"--br", OPT_BR, ARG_INT, "BR", "query block rows Br"},
     {"--bc", OPT_BC, ARG_INT, "BC", "key/value block rows Bc"},
     {"--sram", OPT_SRAM, ARG_LONG, "M", "SRAM size M in elements; Br, Bc derived from it"},
@@ -388,9 +389,14 @@ static void parse_value(const opt_spec *sp, const char *val, options *o)
         if (strlen(val) >= sizeof buf) fatal(EXIT_BAD_INPUT, "--logits: list too long");
         strcpy(buf, val);
         o->n_logits = 0;
-        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        /* Items split at every comma, so "1,,2" has an empty item: refused.
+         * -inf is a masked logit, which the online softmax must handle. */
+        for (char *item = buf, *next; item; item = next) {
+            next = strchr(item, ',');
+            if (next) *next++ = '\0';
             if (o->n_logits == MAX_LOGITS) fatal(EXIT_BAD_INPUT, "--logits: more than %d values", MAX_LOGITS);
-            o->logits[o->n_logits++] = parse_real("--logits", tok);
+            if (*item == '\0') fatal(EXIT_BAD_INPUT, "--logits: empty item in '%s'", val);
+            o->logits[o->n_logits++] = !strcmp(item, "-inf") ? -INFINITY : parse_real("--logits", item);
         }
         if (o->n_logits == 0) fatal(EXIT_BAD_INPUT, "--logits: expected a comma-separated list of numbers");
         break;
@@ -485,6 +491,10 @@ double effective_scale(const options *opt, int d)
 /* Problems: real input, files, or random                                     */
 /* ------------------------------------------------------------------------- */
 
+/* The CPU stages hold four (B,H,N,d) tensors in fp64; past this many
+ * elements per tensor (1 GiB each) a run is refused rather than swapped. */
+#define MAX_TENSOR_ELEMENTS (1ull << 27)
+
 /* Read one tensor file and bring it to (B, H, N, d). */
 static double *load_tensor(const char *flag, const char *path, attn_shape *s)
 {
@@ -502,7 +512,8 @@ static double *load_tensor(const char *flag, const char *path, attn_shape *s)
         fatal(EXIT_BAD_INPUT, "%s %s: rank %d array; expected (N,d), (H,N,d) or (B,H,N,d)",
               flag, path, a.ndim);
     }
-    if (B < 1 || H < 1 || N < 1 || d < 1 || B > INT_MAX || H > INT_MAX || N > (1 << 20) || d > 4096) {
+    if (B < 1 || H < 1 || N < 1 || d < 1 || B > INT_MAX || H > INT_MAX || N > (1 << 20) ||
+        d > 4096 || a.numel > MAX_TENSOR_ELEMENTS) {
         npy_free(&a);
         fatal(EXIT_BAD_INPUT, "%s %s: shape has an empty or too large dimension", flag, path);
     }
@@ -524,9 +535,46 @@ static void shape_str(attn_shape s, char *buf, size_t n)
     snprintf(buf, n, "(%d, %d, %d, %d)", s.B, s.H, s.N, s.d);
 }
 
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!strcmp(a, b)) return true;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Every output path must be writable before any work is done, distinct from
+ * the other outputs, and not one of the inputs. */
+static void check_outputs(const options *opt)
+{
+    const char *outs[5] = {opt->out, opt->lse, opt->dq, opt->dk, opt->dv};
+    const char *names[5] = {"--out", "--lse", "--dq", "--dk", "--dv"};
+    const char *ins[4] = {opt->q, opt->k, opt->v, opt->dO};
+    const char *in_names[4] = {"--q", "--k", "--v", "--do"};
+    for (int i = 0; i < 5; i++) {
+        if (!outs[i]) continue;
+        struct stat st;
+        if (stat(outs[i], &st) == 0 && S_ISDIR(st.st_mode))
+            fatal(EXIT_BAD_INPUT, "%s %s: is a directory", names[i], outs[i]);
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", outs[i]);
+        char *slash = strrchr(dir, '/');
+        if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+        else strcpy(dir, ".");
+        if (access(dir, W_OK) != 0)
+            fatal(EXIT_BAD_INPUT, "%s %s: cannot create: %s", names[i], outs[i], strerror(errno));
+        for (int j = 0; j < i; j++)
+            if (outs[j] && same_file(outs[i], outs[j]))
+                fatal(EXIT_BAD_INPUT, "%s and %s name the same file %s", names[j], names[i], outs[i]);
+        for (int j = 0; j < 4; j++)
+            if (ins[j] && same_file(outs[i], ins[j]))
+                fatal(EXIT_BAD_INPUT, "%s %s would overwrite the input %s", names[i], outs[i], in_names[j]);
+    }
+}
+
 void load_problem(const options *opt, attn_problem *p)
 {
     memset(p, 0, sizeof *p);
+    check_outputs(opt);
     rng_t rng;
     rng_seed(&rng, opt->seed);
     bool files = opt->q || opt->k || opt->v;
@@ -537,6 +585,10 @@ void load_problem(const options *opt, attn_problem *p)
     if (!files && random) {
         p->shape = (attn_shape){opt->batch, opt->heads, opt->N, opt->d};
         size_t n = shape_numel(p->shape);
+        if ((double)opt->batch * opt->heads * opt->N * opt->d > (double)MAX_TENSOR_ELEMENTS)
+            fatal(EXIT_BAD_INPUT, "--batch %d --heads %d --n %d --d %d: %.3g elements per tensor; "
+                  "the CPU stages take at most %llu", opt->batch, opt->heads, opt->N, opt->d,
+                  (double)opt->batch * opt->heads * opt->N * opt->d, MAX_TENSOR_ELEMENTS);
         p->Q = xmalloc(n, sizeof(double), "Q");
         p->K = xmalloc(n, sizeof(double), "K");
         p->V = xmalloc(n, sizeof(double), "V");
@@ -587,9 +639,14 @@ void load_problem(const options *opt, attn_problem *p)
             fatal(EXIT_BAD_INPUT, "shape mismatch: Q is %s but dO is %s", a, b);
         }
     } else {
+        /* Gradients need a dO; without --do it is drawn at random, and the
+         * source line says so, since dQ, dK, dV then depend on --seed. */
         size_t n = shape_numel(p->shape);
         p->dO = xmalloc(n, sizeof(double), "dO");
         fill_normal(p->dO, n, 0, 1, &rng);
+        size_t len = strlen(p->source);
+        snprintf(p->source + len, sizeof p->source - len, "; no --do: dO random N(0,1), seed %llu",
+                 (unsigned long long)opt->seed);
     }
 }
 

@@ -75,6 +75,12 @@ typedef struct {
 } attn_shape;
 
 size_t shape_numel(attn_shape s);          /* B*H*N*d */
+
+/* Number of blocks of size b that cover a (the last may be short), and min. */
+static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static inline int imin(int a, int b) { return a < b ? a : b; }
+/* max that keeps a NaN (fmax drops it): an error that is NaN must not pass. */
+static inline double nanmax(double a, double b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
 size_t shape_rows(attn_shape s);           /* B*H*N: one L or D entry per row */
 
 /* ---------------------------------------------------------------------------

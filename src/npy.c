@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char NPY_MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 /* A header longer than this is not one numpy writes for an array of doubles. */
@@ -111,6 +112,9 @@ static int parse_header(const char *hdr, npy_array *a, char *err, size_t errlen)
 int npy_read(const char *path, npy_array *a, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return fail(err, errlen, "is a directory, not a .npy file");
     FILE *f = fopen(path, "rb");
     if (!f)
         return fail(err, errlen, "cannot open: %s", strerror(errno));

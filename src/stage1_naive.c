@@ -66,8 +66,10 @@ uint64_t naive_backward_io_formula(int64_t N, int64_t d)
 void naive_attention_all_heads(const double *Q, const double *K, const double *V,
                                const double *dO, attn_shape s, double softmax_scale,
                                bool causal, double *O, double *L,
-                               double *dQ, double *dK, double *dV, io_counter *io)
+                               double *dQ, double *dK, double *dV,
+                               io_counter *io_f, io_counter *io_b, double *t_f, double *t_b)
 {
+    double tf = 0, tb = 0;
     size_t NN = (size_t)s.N * s.N, nd = (size_t)s.N * s.d;
     double *S = xmalloc(NN, sizeof(double), "S (N x N)");
     double *P = xmalloc(NN, sizeof(double), "P (N x N)");
@@ -75,16 +77,38 @@ void naive_attention_all_heads(const double *Q, const double *K, const double *V
     double *dS = dQ ? xmalloc(NN, sizeof(double), "dS (N x N)") : NULL;
     for (int bh = 0; bh < s.B * s.H; bh++) {
         size_t off = (size_t)bh * nd;
+        double t0 = now_seconds();
         naive_forward(Q + off, K + off, V + off, s.N, s.d, softmax_scale, causal, S, P,
-                      O + off, L + (size_t)bh * s.N, io);
+                      O + off, L + (size_t)bh * s.N, io_f);
+        double t1 = now_seconds();
         if (dQ)
             naive_backward(Q + off, K + off, V + off, O + off, P, dO + off, s.N, s.d,
-                           softmax_scale, dP, dS, dQ + off, dK + off, dV + off, io);
+                           softmax_scale, dP, dS, dQ + off, dK + off, dV + off, io_b);
+        tf += t1 - t0;
+        tb += now_seconds() - t1;
     }
+    if (t_f) *t_f = tf;
+    if (t_b) *t_b = tb;
     free(S);
     free(P);
     free(dP);
     free(dS);
+}
+
+void naive_require_size(int N, const char *origin)
+{
+    if ((double)N * N * 4 * sizeof(double) > 8.6e9)
+        fatal(EXIT_BAD_INPUT, "%s: naive attention needs four N x N matrices (%.1f GB); "
+              "N must be <= 16384", origin, (double)N * N * 32 / 1e9);
+}
+
+void naive_require_finite_scores(const double *L, size_t rows, int N)
+{
+    for (size_t i = 0; i < rows; i++)
+        if (isnan(L[i]) || L[i] == INFINITY)
+            fatal(EXIT_BAD_INPUT, "the scores softmax_scale * Q K^T overflow fp64 (head %zu, row "
+                  "%zu): inputs this large have no finite softmax in double precision",
+                  i / (size_t)N, i % (size_t)N);
 }
 
 //> gradcheck
@@ -118,8 +142,8 @@ double gradcheck_central(const double *Q, const double *K, const double *V,
             }
             X[t * nd + x] = keep;
             double numeric = (f[0] - f[1]) / (2 * eps);
-            max_diff = fmax(max_diff, fabs(numeric - analytic[t][x]));
-            max_grad = fmax(max_grad, fabs(analytic[t][x]));
+            max_diff = nanmax(max_diff, fabs(numeric - analytic[t][x]));
+            max_grad = nanmax(max_grad, fabs(analytic[t][x]));
         }
     free(X);
     free(S);
@@ -165,13 +189,15 @@ int main(int argc, char **argv)
     bool fp32 = !strcmp(opt.dtype, "fp32");
     if (!fp32 && strcmp(opt.dtype, "fp64"))
         fatal(EXIT_BAD_INPUT, "--dtype: stage1 runs fp64 or fp32, not %s", opt.dtype);
+    char origin[64];
+    snprintf(origin, sizeof origin, "--n %d", opt.N);
+    if (opt.given & OPT_N) naive_require_size(opt.N, origin);
 
     attn_problem p;
     load_problem(&opt, &p);
     attn_shape s = p.shape;
-    if ((double)s.N * s.N * 4 * sizeof(double) > 8e9)
-        fatal(EXIT_BAD_INPUT, "--n %d: the four N x N matrices need %.1f GB; use N <= 16384",
-              s.N, (double)s.N * s.N * 4 * 8 / 1e9);
+    snprintf(origin, sizeof origin, "the input's N = %d", s.N);
+    naive_require_size(s.N, origin);
     double scale = effective_scale(&opt, s.d);
     size_t n = shape_numel(s), rows = shape_rows(s), NN = (size_t)s.N * s.N, nd = (size_t)s.N * s.d;
 
@@ -203,10 +229,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < s.N; i++) {
             double sum = 0;
             for (int j = 0; j < s.N; j++) sum += P[(size_t)i * s.N + j];
-            row_sum_err = fmax(row_sum_err, fabs(sum - 1.0));
+            row_sum_err = nanmax(row_sum_err, fabs(sum - 1.0));
         }
     }
     free(S); free(P); free(dP); free(dS);
+    naive_require_finite_scores(L, rows, s.N);
 
     int failed = 0;
     printf("checks (fp64)\n");
@@ -229,7 +256,7 @@ int main(int argc, char **argv)
         naive_backward(g.Q, g.K, g.V, o, t + nn, g.dO, ng, dg, scale, t + 2 * nn, t + 3 * nn, gq,
                        gk, gv, NULL);
         char what[80];
-        snprintf(what, sizeof what, "backward vs central differences (%dx%d)", ng, dg);
+        snprintf(what, sizeof what, "backward vs central differences (%d x %d of head 0)", ng, dg);
         failed += report(what, gradcheck_central(g.Q, g.K, g.V, g.dO, ng, dg, scale, opt.causal,
                                                  gq, gk, gv, 1e-5), 1e-6);
         free(buf);
@@ -286,7 +313,7 @@ int main(int argc, char **argv)
     uint64_t BH = (uint64_t)s.B * s.H;
     uint64_t f_formula = BH * naive_forward_io_formula(s.N, s.d);
     uint64_t b_formula = BH * naive_backward_io_formula(s.N, s.d);
-    printf("\nslow-memory traffic (elements; bytes at 8 B each)\n");
+    printf("\nslow-memory traffic of the fp64 run (elements; bytes at 8 B each)\n");
     printf("  %-9s %16s %16s %14s %10s\n", "pass", "counted", "formula", "bytes", "time [s]");
     printf("  %-9s %16llu %16llu %14.4g %10.4f\n", "forward", (unsigned long long)io_total(&io_f),
            (unsigned long long)f_formula, 8.0 * (double)io_total(&io_f), t_fwd);

@@ -62,16 +62,27 @@ double gradcheck_central(const double *Q, const double *K, const double *V,
                          const double *dO, int N, int d, double softmax_scale, bool causal,
                          const double *dQ, const double *dK, const double *dV, double eps);
 
+/* Exit with status 2 and one line when N x N matrices of this N would not
+ * fit (four of them, 8 GB; N <= 16384). `origin` says where N came from. */
+void naive_require_size(int N, const char *origin);
+
+/* Exit with status 2 and one line when a logsumexp in L (rows entries) is
+ * +inf or NaN: the scores softmax_scale * Q K^T overflowed fp64, so no
+ * finite softmax can be computed from them here. */
+void naive_require_finite_scores(const double *L, size_t rows, int N);
+
 /* The closed forms above, in elements. */
 uint64_t naive_forward_io_formula(int64_t N, int64_t d);
 uint64_t naive_backward_io_formula(int64_t N, int64_t d);
 
 /* Convenience for later stages: run naive forward (and backward when dQ is
- * not NULL) over every head of a (B,H,N,d) problem, allocating and freeing
- * the N x N buffers per head. L is (B,H,N). */
+ * not NULL) over every head of a (B,H,N,d) problem, allocating the N x N
+ * buffers once. L is (B,H,N). Forward and backward traffic go to io_f and
+ * io_b, their wall times (seconds) to *t_f and *t_b; any of these may be NULL. */
 void naive_attention_all_heads(const double *Q, const double *K, const double *V,
                                const double *dO, attn_shape s, double softmax_scale,
                                bool causal, double *O, double *L,
-                               double *dQ, double *dK, double *dV, io_counter *io);
+                               double *dQ, double *dK, double *dV,
+                               io_counter *io_f, io_counter *io_b, double *t_f, double *t_b);
 
 #endif /* FA_STAGE1_NAIVE_H */

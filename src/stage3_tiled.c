@@ -35,8 +35,6 @@
 #include "stage1_naive.h"
 #include "stage2_online_softmax.h"
 
-static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
-static inline int imin(int a, int b) { return a < b ? a : b; }
 
 size_t flash_forward_sram_elements(int Br, int Bc, int d)
 {
@@ -286,20 +284,25 @@ static const char USAGE[] =
  * combination. Explicit --br/--bc serve both passes. */
 typedef struct { int fBr, fBc, bBr, bBc; long M; } blocks_t;
 
-static blocks_t choose_blocks(const options *opt, int d)
+static blocks_t choose_blocks(const options *opt, int d, int N)
 {
     blocks_t b;
     if (!!(opt->given & OPT_BR) != !!(opt->given & OPT_BC))
         fatal(EXIT_BAD_INPUT, "--br and --bc go together (or give neither and derive them from --sram)");
     if (opt->given & OPT_BR) {
-        b.fBr = b.bBr = opt->Br;
-        b.fBc = b.bBc = opt->Bc;
-        size_t need = flash_backward_sram_elements(opt->Br, opt->Bc, d);
-        size_t needf = flash_forward_sram_elements(opt->Br, opt->Bc, d);
+        /* A block longer than the sequence only wastes SRAM: cut it to N. */
+        int Br = imin(opt->Br, N), Bc = imin(opt->Bc, N);
+        if (Br != opt->Br || Bc != opt->Bc)
+            printf("  (--br %d --bc %d exceed N = %d: using Br = %d, Bc = %d)\n", opt->Br,
+                   opt->Bc, N, Br, Bc);
+        b.fBr = b.bBr = Br;
+        b.fBc = b.bBc = Bc;
+        size_t need = flash_backward_sram_elements(Br, Bc, d);
+        size_t needf = flash_forward_sram_elements(Br, Bc, d);
         if (needf > need) need = needf;
         if ((opt->given & OPT_SRAM) && need > (size_t)opt->M)
             fatal(EXIT_BAD_INPUT, "--sram %ld: tiles Br = %d, Bc = %d at d = %d need %zu elements",
-                  opt->M, opt->Br, opt->Bc, d, need);
+                  opt->M, Br, Bc, d, need);
         b.M = (opt->given & OPT_SRAM) ? opt->M : (long)need;
         return b;
     }
@@ -367,21 +370,15 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, 
         io_counter nf, nb;
         io_reset(&nf);
         io_reset(&nb);
-        double t0 = now_seconds();
+        double t_nf, t_nb;
         naive_attention_all_heads(p.Q, p.K, p.V, p.dO, p.shape, scale, o.causal, O, L, dQ, dK,
-                                  dV, &nf);
-        double t1 = now_seconds();
-        /* the forward's counts again, alone, to split the two passes */
-        naive_attention_all_heads(p.Q, p.K, p.V, p.dO, p.shape, scale, o.causal, O, L, NULL,
-                                  NULL, NULL, &nb);
-        double t2 = now_seconds();
-        uint64_t fwd = io_total(&nb), bwd = io_total(&nf) - fwd;
+                                  dV, &nf, &nb, &t_nf, &t_nb);
+        uint64_t fwd = io_total(&nf), bwd = io_total(&nb);
         uint64_t ff = naive_forward_io_formula(N, d), bf = naive_backward_io_formula(N, d);
         fprintf(csv, "naive,forward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", o.causal, N, d,
-                (unsigned long long)fwd, (unsigned long long)ff, 8ull * fwd, t2 - t1);
+                (unsigned long long)fwd, (unsigned long long)ff, 8ull * fwd, t_nf);
         fprintf(csv, "naive,backward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", o.causal, N, d,
-                (unsigned long long)bwd, (unsigned long long)bf, 8ull * bwd,
-                (t1 - t0) - (t2 - t1));
+                (unsigned long long)bwd, (unsigned long long)bf, 8ull * bwd, t_nb);
         bad += (fwd != ff) + (bwd != bf);
     }
     sram_arena sram;
@@ -428,7 +425,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
             o.M = DEFAULT_M;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", Ns[a], o.M);
-            bad += sweep_point(csv, &o, Ns[a], d, choose_blocks(&o, d), true, "tiled");
+            bad += sweep_point(csv, &o, Ns[a], d, choose_blocks(&o, d, Ns[a]), true, "tiled");
         }
         for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
             options o = *opt;
@@ -436,7 +433,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.M = Ms[a];
             if (derive_blocks(o.M, d, true, &(int){0}, &(int){0}) != 0) continue;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", N_fixed, o.M);
-            bad += sweep_point(csv, &o, N_fixed, d, choose_blocks(&o, d), a == 0, "tiled");
+            bad += sweep_point(csv, &o, N_fixed, d, choose_blocks(&o, d, N_fixed), a == 0, "tiled");
             /* the same M with the blocks that minimize the model's count */
             blocks_t io = {0, 0, 0, 0, o.M};
             derive_blocks_io(o.M, d, false, &io.fBr, &io.fBc);
@@ -450,7 +447,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.given = (o.given & ~(unsigned)OPT_SRAM) | OPT_BR | OPT_BC;
             o.Br = o.Bc = B;
             fprintf(stderr, "sweep blocks: N = %d, Br = Bc = %d\n", N, B);
-            bad += sweep_point(csv, &o, N, d, choose_blocks(&o, d), B == 4, "tiled");
+            bad += sweep_point(csv, &o, N, d, choose_blocks(&o, d, N), B == 4, "tiled");
         }
     } else {
         fatal(EXIT_BAD_INPUT, "--sweep: expected 'io' or 'blocks', got '%s'", opt->sweep);
@@ -472,13 +469,15 @@ int main(int argc, char **argv)
     if (opt.sweep) return run_sweep(&opt, argc, argv);
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
 
+    char origin[64];
+    snprintf(origin, sizeof origin, "--n %d", opt.N);
+    if (opt.given & OPT_N) naive_require_size(opt.N, origin);   /* the reference is naive */
     attn_problem p;
     load_problem(&opt, &p);
     attn_shape s = p.shape;
-    blocks_t b = choose_blocks(&opt, s.d);
-    if ((double)s.N * s.N * 4 * sizeof(double) > 8e9)
-        fatal(EXIT_BAD_INPUT, "--n %d: the naive reference needs four N x N matrices (%.1f GB); "
-              "use N <= 16384", s.N, (double)s.N * s.N * 32 / 1e9);
+    snprintf(origin, sizeof origin, "the input's N = %d", s.N);
+    naive_require_size(s.N, origin);
+    blocks_t b = choose_blocks(&opt, s.d, s.N);
     double scale = effective_scale(&opt, s.d);
     size_t n = shape_numel(s), rows = shape_rows(s);
     uint64_t BH = (uint64_t)s.B * s.H;
@@ -494,17 +493,14 @@ int main(int argc, char **argv)
     /* The reference: stage 1, every N x N matrix materialized. */
     double *ref = xmalloc(4 * n + rows, sizeof(double), "naive outputs");
     double *rO = ref, *rdQ = ref + n, *rdK = ref + 2 * n, *rdV = ref + 3 * n, *rL = ref + 4 * n;
-    io_counter nf, nall;
+    io_counter nf, nb;
     io_reset(&nf);
-    io_reset(&nall);
-    double t0 = now_seconds();
-    naive_attention_all_heads(p.Q, p.K, p.V, p.dO, s, scale, opt.causal, rO, rL, NULL, NULL,
-                              NULL, &nf);
-    double t1 = now_seconds();
+    io_reset(&nb);
+    double t_naive_f, t_naive_b;
     naive_attention_all_heads(p.Q, p.K, p.V, p.dO, s, scale, opt.causal, rO, rL, rdQ, rdK, rdV,
-                              &nall);
-    double t_naive_f = t1 - t0, t_naive_b = (now_seconds() - t1) - t_naive_f;
-    uint64_t naive_f = io_total(&nf), naive_b = io_total(&nall) - naive_f;
+                              &nf, &nb, &t_naive_f, &t_naive_b);
+    uint64_t naive_f = io_total(&nf), naive_b = io_total(&nb);
+    naive_require_finite_scores(rL, rows, s.N);
 
     /* The tiled algorithm, outputs poisoned first. */
     double *out = xmalloc(4 * n + rows, sizeof(double), "tiled outputs");
@@ -521,7 +517,7 @@ int main(int argc, char **argv)
                     &t_b);
 
     int failed = 0;
-    printf("checks (tiled against naive, fp64, max abs error over all %d heads)\n", s.B * s.H);
+    printf("checks (tiled against naive, fp64, max abs error over all heads: %d)\n", s.B * s.H);
     failed += report("O", compare("O", O, rO, n, 1e-14, 0, 3).max_abs, 1e-14);
     failed += report("L", compare("L", L, rL, rows, 1e-14, 0, 3).max_abs, 1e-14);
     failed += report("dQ", compare("dQ", dQ, rdQ, n, 1e-12, 0, 3).max_abs, 1e-12);
@@ -544,7 +540,7 @@ int main(int argc, char **argv)
         flash_backward(g.Q, g.K, g.V, o, l, g.dO, ng, dg, scale, opt.causal, 4, 3, gq, gk, gv,
                        l + ng, &small, NULL, NULL);
         char what[96];
-        snprintf(what, sizeof what, "tiled backward vs central differences (%dx%d)", ng, dg);
+        snprintf(what, sizeof what, "tiled backward vs central differences (%d x %d, head 0)", ng, dg);
         failed += report(what, gradcheck_central(g.Q, g.K, g.V, g.dO, ng, dg, scale, opt.causal,
                                                  gq, gk, gv, 1e-5), 1e-6);
         sram_free(&small);
@@ -572,6 +568,11 @@ int main(int argc, char **argv)
     failed += (naive_f != nff) + (naive_b != nbf) + (io_total(&tf) != ff) + (io_total(&tb) != bf);
     printf("  naive / tiled bytes: forward %.2fx, backward %.2fx\n",
            (double)naive_f / (double)io_total(&tf), (double)naive_b / (double)io_total(&tb));
+    if (!(opt.given & OPT_BR) && b.fBr == s.d && s.N > b.fBr)
+        printf("  note: the paper's rule stops Br at d = %d, so the forward re-reads K and V "
+               "N/Br = %d times whatever M is;\n        thinner, taller tiles (--br %d --bc 1) "
+               "cut that: see derive_blocks_io and the paper, section 4.2\n",
+               s.d, ceil_div(s.N, b.fBr), (int)((b.M - 2 * s.d) / (2 * s.d + 3)));
     printf("  tiles computed / skipped by the causal mask: forward %llu / %llu, backward %llu / %llu\n",
            (unsigned long long)sf.tiles_visited, (unsigned long long)sf.tiles_skipped,
            (unsigned long long)sb.tiles_visited, (unsigned long long)sb.tiles_skipped);

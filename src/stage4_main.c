@@ -129,7 +129,7 @@ static void gpu_problem_init(gpu_problem *g, const attn_problem *p, int dtype, d
     g->O_ref = xmalloc(n, sizeof(double), "O_ref");
     g->L_ref = xmalloc(rows, sizeof(double), "L_ref");
     naive_attention_all_heads(r[0], r[1], r[2], NULL, s, scale, false, g->O_ref, g->L_ref, NULL,
-                              NULL, NULL, NULL);
+                              NULL, NULL, NULL, NULL, NULL, NULL);
     g->maxO = max_abs(g->O_ref, n);
     g->maxL = fmax(1.0, max_abs(g->L_ref, rows));
     for (int t = 0; t < 3; t++) free(r[t]);

@@ -60,10 +60,18 @@ for s in ./stage1 ./stage3; do
     expect_error "$s files and --random" "cannot be combined" $s --random --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s zero softmax scale" "must be positive" $s --scale 0
     expect_error "$s output to a missing directory" "cannot create" $s --random --n 8 --d 4 --out $B/no/such/dir/o.npy
+    expect_error "$s output is a directory" "is a directory" $s --random --n 8 --d 4 --out $B
+    expect_error "$s two outputs, one file" "name the same file" $s --random --n 8 --d 4 --out $B/o.npy --lse $B/o.npy
+    expect_error "$s output over an input" "would overwrite the input --q" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy --out $B/good_16x8.npy
+    expect_error "$s input is a directory" "is a directory" $s --q $B --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s random shape too large" "at most" $s --random --batch 1000 --heads 1000 --n 16 --d 16
+    expect_error "$s N too large for the naive reference" "--n 20000: naive attention needs four N x N" $s --random --n 20000 --d 1
+    expect_error "$s N of a file too large" "the input's N = 20000" $s --q $B/long_20000x1.npy --k $B/long_20000x1.npy --v $B/long_20000x1.npy
+    expect_error "$s scores overflow fp64" "overflow fp64" $s --q $B/huge_values.npy --k $B/huge_values.npy --v $B/huge_values.npy
+    [ -e $B/o.npy ] && echo "FAIL $s refused run left a file behind" || echo "PASS $s refused run writes no output"
 done
 expect_error "stage1 bad dtype" "expected fp64, fp32" ./stage1 --dtype fp8
 expect_error "stage1 fp16 refused on the CPU" "runs fp64 or fp32" ./stage1 --dtype bf16
-expect_error "stage1 N too large for naive" "N x N" ./stage1 --random --n 40000 --d 1
 expect_error "stage3 M too small for one tile" "M is too small for one tile at d = 64" ./stage3 --random --n 16 --d 64 --sram 300
 expect_error "stage3 tiles larger than M" "need" ./stage3 --random --n 16 --d 8 --br 8 --bc 8 --sram 100
 expect_error "stage3 --br without --bc" "go together" ./stage3 --random --n 16 --br 8
@@ -71,7 +79,12 @@ expect_error "stage3 bad sweep name" "expected 'io' or 'blocks'" ./stage3 --swee
 expect_error "stage3 sweep without csv" "needs --csv" ./stage3 --sweep io
 expect_error "stage2 logits not numbers" "expected a finite number" ./stage2 --trace --logits 1,x,3
 expect_error "stage2 --logits without --trace" "used with --trace" ./stage2 --logits 1,2
-expect_error "stage2 empty logits" "comma-separated" ./stage2 --trace --logits ,
+expect_error "stage2 empty logits item" "empty item" ./stage2 --trace --logits 1,,2
+expect_error "stage2 --trace with --n" "--trace streams --logits" ./stage2 --trace --n 5
+expect_error "stage2 bad input file before any output" "cannot open" ./stage2 --q $B/absent.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+[ ! -s "$tmp/out" ] && echo "PASS stage2 reports a bad file before printing results" || echo "FAIL stage2 printed results before the file error"
+./stage2 --trace --logits=-inf,3,1,6 --block 2 >"$tmp/out" 2>&1 && grep -q "L = m + log l = 6.0" "$tmp/out" \
+    && echo "PASS stage2 --trace accepts -inf (a masked logit)" || echo "FAIL stage2 --trace accepts -inf (a masked logit)"
 
 # Good files in every accepted rank work, and --help exits 0.
 ./stage3 --q $B/good_1x2x16x8_v2.npy --k $B/good_1x2x16x8_v2.npy --v $B/good_1x2x16x8_v2.npy >/dev/null 2>&1 \

@@ -49,6 +49,8 @@ def main(out):
         "empty_dim.npy": npy("<f8", (0, 8), b""),
         "fortran.npy": npy("<f8", (16, 8), f64((16, 8)), fortran=True),
         "nan.npy": npy("<f8", (16, 8), f64((16, 8), float("nan"))),
+        "huge_values.npy": npy("<f8", (16, 8), f64((16, 8), 1e200)),
+        "long_20000x1.npy": npy("<f8", (20000, 1), f64((20000, 1))),
         "short_data.npy": npy("<f8", (16, 8), f64((16, 8))[:-8]),
         "long_data.npy": npy("<f8", (16, 8), f64((16, 8)) + b"\0" * 8),
         "not_a_dict.npy": npy("<f8", (16, 8), f64((16, 8)), header="['descr', '<f8']"),

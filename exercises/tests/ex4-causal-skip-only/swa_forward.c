@@ -9,7 +9,6 @@
 
 #include "stage2_online_softmax.h"
 
-static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline int imax(int a, int b) { return a > b ? a : b; }
 
 void swa_forward(const double *Q, const double *K, const double *V, int N, int d,
