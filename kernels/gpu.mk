@@ -35,8 +35,9 @@ $(BUILD)/stage4_forward.o: kernels/stage4_forward.cu kernels/stage4_forward.h | 
 $(BUILD)/stage4_main.o: CPPFLAGS += -Ikernels
 $(BUILD)/stage4_main.o: kernels/stage4_forward.h
 
-stage4: $(BUILD)/stage4_main.o $(BUILD)/stage4_forward.o $(BUILD)/stage3_tiled.lib.o \
-        $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## CUDA forward: materialized and tiled kernels
+STAGE4_OBJS := $(BUILD)/stage4_main.o $(BUILD)/stage4_forward.o $(BUILD)/stage3_tiled.lib.o \
+               $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
+stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
 
 $(BUILD)/libfa_gpu.so: kernels/stage4_forward.cu kernels/stage4_forward.h | $(BUILD)

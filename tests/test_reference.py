@@ -87,6 +87,10 @@ def check_program(tmp, name, args, inputs, scale, causal):
 
 
 def main():
+    if "--help" in sys.argv or "-h" in sys.argv:
+        print(__doc__.strip())
+        print("\nEach run draws a fresh seed and prints it; replay with --seed S.")
+        return 0
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else int.from_bytes(os.urandom(4), "little")
     print("test_reference: seed %d" % seed)
     rng = np.random.default_rng(seed)
