@@ -225,7 +225,17 @@ function Div(div)
     end
     local text = f:read("a")
     f:close()
-    return pandoc.read(text, "markdown").blocks
+    local blocks = pandoc.read(text, "markdown").blocks
+    if FORMAT:match("latex") then
+      -- let long paths in code wrap in narrow table cells: a zero-width space
+      -- after each '/' (metadata.yaml maps it to \allowbreak); LaTeX only, so
+      -- that a path copied from the HTML page has no hidden characters
+      blocks = pandoc.Blocks(blocks):walk({Code = function(c)
+        c.text = c.text:gsub("/", "/\u{200B}")
+        return c
+      end})
+    end
+    return blocks
   end
   if div.classes:includes("requires") then
     local path = div.attributes["file"]

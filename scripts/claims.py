@@ -22,6 +22,7 @@ that says so instead of failing. Standard library only.
 import csv
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -33,14 +34,14 @@ CLAIMED = {
     "online_err": "~1e-16 (\"machine epsilon\")",
     "tiled_err": "~1e-15",
     "gradcheck": "~1e-7",
-    "naive_io": "Theta(N^2) elements",
-    "tiled_io": "Theta(N^2 d^2/M); ~M/d^2 fewer bytes",
-    "extra_mem": "O(N): only O and L",
+    "naive_io": "$\\Theta(N^2)$ elements",
+    "tiled_io": "$\\Theta(N^2 d^2/M)$; about $M/d^2$ fewer bytes",
+    "extra_mem": "$O(N)$: only O and L",
     "causal": "skips blocks above the diagonal, roughly halving the work",
-    "blocks": "Bc = ceil(M/4d), Br = min(ceil(M/4d), d) fit in SRAM (paper, Alg. 1)",
+    "blocks": "$B_c = \\lceil M/4d \\rceil$, $B_r = \\min(\\lceil M/4d \\rceil, d)$ fit in SRAM (paper, Alg. 1)",
     "ex2_l": 1.074841,
-    "ex2_L_key": 6.072175,          # the issue's answer key
-    "ex3": "S 536,870,912 B; O + L 4,194,304 + 65,536 B; ratio 126.0; M/d^2 = 8",
+    "ex2_L_key": 6.072175,          # a value quoted elsewhere (an answer key), wrong
+    "ex3": "S 536,870,912 B; O + L 4,194,304 + 65,536 B; ratio 126.0; $M/d^2$ = 8",
     "ex5b": "P 536,870,912 B (fp16) vs L 65,536 B (fp32)",
     "fig2_gflops_std": 66.6,        # FlashAttention paper, Figure 2 (A100, fwd + bwd)
     "fig2_gflops_fa": 75.2,
@@ -145,7 +146,25 @@ class Table:
         return str(text)
 
     def row(self, claim, chapter, measured, source, errata=""):
-        self.rows.append((claim, chapter, measured, source, errata))
+        self.rows.append((claim, chapter, measured, codify(source), errata))
+
+
+# In the source column, file paths and commands are set as code, so that a
+# reader can copy them: outside code, Pandoc's smart typography would turn a
+# flag's "--" into an en-dash.
+SOURCE_TOKEN = re.compile(r"(\./[\w.]+(?: --[\w-]+)*|(?:[\w.-]+/)+[\w.-]*|[\w-]+\.(?:py|csv|h|c|md|cu|json))")
+
+
+def code(s):
+    """Inline code in the table's Markdown."""
+    return f"`{s}`"
+
+
+def codify(text):
+    parts = str(text).split("`")
+    for i in range(0, len(parts), 2):          # outside existing code spans
+        parts[i] = SOURCE_TOKEN.sub(lambda mo: code(mo.group(1)), parts[i])
+    return "`".join(parts)
 
 
 def exactness_claims(t):
@@ -204,7 +223,7 @@ def io_claims(t):
     src = "data/cpu/io_sweep.csv"
     rows = read_csv(src)
     if rows is None:
-        t.row("Naive traffic grows as N^2", CLAIMED["naive_io"], "not measured", src + " absent")
+        t.row("Naive traffic grows as $N^2$", CLAIMED["naive_io"], "not measured", src + " absent")
         return
     # over N at the default M
     m_default = "16384"
@@ -224,10 +243,10 @@ def io_claims(t):
     t.value("slope_N_from", str(big_nf[0][0]))
     t.value("slope_naive_N", f"{s_naive:.2f}")
     t.value("slope_tiled_N", f"{s_tiled:.2f}")
-    t.row(f"Naive attention moves Theta(N^2) elements (N = {nf[0][0]}..{nf[-1][0]}, d = 64)",
+    t.row(f"Naive attention moves $\\Theta(N^2)$ elements (N = {nf[0][0]}..{nf[-1][0]}, d = 64)",
           CLAIMED["naive_io"],
-          f"log-log slope {s_naive:.2f} over N = {big_nf[0][0]}..{big_nf[-1][0]} (tiled: {s_tiled:.2f}); counted == 4N^2 + 4Nd + N in {'every' if exact else 'NOT every'} row",
-          src, "the chapter's 4N^2 + 4Nd omits the N-element logsumexp L that a backward pass "
+          f"log-log slope {s_naive:.2f} over N = {big_nf[0][0]}..{big_nf[-1][0]} (tiled: {s_tiled:.2f}); counted = $4N^2 + 4Nd + N$ in {'every' if exact else 'NOT every'} row",
+          src, "the chapter's $4N^2 + 4Nd$ omits the N-element logsumexp L that a backward pass "
           "needs; we count it")
 
     # over M at N = 2048
@@ -258,14 +277,14 @@ def io_claims(t):
     t.value("Mmax_fwd_Bc", rf["Bc"])
     t.value("Mmax_bwd_Br", rb["Br"])
     t.value("Mmax_bwd_Bc", rb["Bc"])
-    t.row(f"Tiled traffic is Theta(N^2 d^2/M) (N = 2048, d = {d}, M = {grouped(fw[0][0])}..{grouped(mmax)})",
+    t.row(f"Tiled traffic is $\\Theta(N^2 d^2/M)$ (N = 2048, d = {d}, M = {grouped(fw[0][0])}..{grouped(mmax)})",
           CLAIMED["tiled_io"],
           f"backward: slope {s_bwd:.2f} in M; forward: slope {s_fwd:.2f} while Br < d, then flat "
           f"from M = {grouped(flat[0]) if flat else '-'}; naive/tiled at M = {grouped(mmax)} "
-          f"(M/d^2 = {mmax / d ** 2:g}): forward {ratio_f:.1f}x, backward {ratio_b:.1f}x",
+          f"($M/d^2$ = {mmax / d ** 2:g}): forward {ratio_f:.1f}x, backward {ratio_b:.1f}x",
           src, "with queries in the outer loop (the chapter's order) the forward reads K and V "
-          "once per query block: 2Nd N/Br, which falls as 1/M only while Br grows; the paper's "
-          "Br = min(M/4d, d) stops Br at d. The M/d^2 factor also hides constants")
+          "once per query block: $2Nd \\cdot N/B_r$, which falls as $1/M$ only while $B_r$ grows; the paper's "
+          "$B_r = \\min(\\lceil M/4d \\rceil, d)$ stops $B_r$ at $d$ (from $M = 4d^2$ on). The $M/d^2$ factor also hides constants")
 
     # thin tiles ("tiled-io" rows, when the sweep has them): the blocks that
     # minimize the model's count at each M
@@ -318,17 +337,17 @@ def extra_memory_claim(t):
         dims = [int(x) for x in shape.split(",") if x.strip()]
         per_head = dims[-1]
     except (OSError, subprocess.SubprocessError, ValueError) as e:
-        t.row("Extra memory is O(N)", CLAIMED["extra_mem"], f"not measured ({e})", "./stage3")
+        t.row("Extra memory is $O(N)$", CLAIMED["extra_mem"], f"not measured ({e})", "./stage3")
         return
     rows = read_csv("data/cpu/io_sweep.csv") or []
     hw = sorted({r["sram_high_water"] for r in rows if r["algorithm"] == "tiled" and r["M"] == "16384"})
     t.value("lse_entries", str(per_head))
     t.value("lse_N", str(n))
-    t.row("Extra slow memory is O(N): only L (and D in the backward)", CLAIMED["extra_mem"],
-          f"L saved by ./stage3 at N = {n}: {per_head} entries per head; SRAM high-water "
-          f"{', '.join(hw)} elements at every N (M = 16384); naive keeps 4N^2 (S, P, dP, dS)",
+    t.row("Extra slow memory is $O(N)$: only L (and D in the backward)", CLAIMED["extra_mem"],
+          f"L saved by `./stage3 --lse` at N = {n}: {per_head} entries per head; SRAM high-water "
+          f"{', '.join(hw)} elements at every N (M = 16384); naive keeps $4N^2$ (S, P, dP, dS)",
           "./stage3 --lse; data/cpu/io_sweep.csv",
-          "the backward also writes D = rowsum(dO * O), another N entries; still O(N)")
+          "the backward also writes D = rowsum(dO * O), another N entries; still $O(N)$")
 
 
 def causal_claims(t):
@@ -393,7 +412,7 @@ def block_rule_claim(t, d=64, M=16384):
     need = fwd_footprint(br, bc)
     rows = read_csv("data/cpu/io_sweep.csv") or []
     derived = select(rows, algorithm="tiled", M=str(M), N="2048", **{"pass": "forward"})
-    got = f"; derive_blocks: Br = {derived[0]['Br']}, Bc = {derived[0]['Bc']}, high-water " \
+    got = f"; `derive_blocks`: Br = {derived[0]['Br']}, Bc = {derived[0]['Bc']}, high-water " \
           f"{derived[0]['sram_high_water']}" if derived else ""
     worst = 0.0
     for m in range(4 * d, 1 << 18, 64):
@@ -446,10 +465,10 @@ def exercise_claims(t):
     t.value("ex2_lnl", f"{math.log(l):.7f}")
     t.value("ex2_L_key_err", f"{abs(CLAIMED['ex2_L_key'] - L):.1e}")
     t.row("Exercise 2: [3, 1, 6, 2] in blocks of 2",
-          f"l = {CLAIMED['ex2_l']}, L = {CLAIMED['ex2_L_key']} (issue's key)",
-          f"alpha = {alphas[1]:.6f}, l = {l:.6f}, L = {L:.7f}; ./stage2 --trace {trace_ok}",
+          f"l = {CLAIMED['ex2_l']}; L = {CLAIMED['ex2_L_key']}, a value quoted elsewhere",
+          f"alpha = {alphas[1]:.6f}, l = {l:.6f}, L = {L:.7f}; `./stage2 --trace` {trace_ok}",
           "scripts/claims.py; ./stage2 --trace",
-          f"the key's L = {CLAIMED['ex2_L_key']} is off by {abs(CLAIMED['ex2_L_key'] - L):.1e}: "
+          f"the quoted L = {CLAIMED['ex2_L_key']} is off by {abs(CLAIMED['ex2_L_key'] - L):.1e}: "
           f"ln {l:.7f} = {math.log(l):.7f}")
 
     # Exercise 3: N = 16384, d = 128, fp16 (L in fp32), M = 131072.
@@ -464,8 +483,8 @@ def exercise_claims(t):
     t.value("ex3_Md2", f"{M / d ** 2:g}")
     t.row("Exercise 3: N = 16384, d = 128, fp16; M = 131072", CLAIMED["ex3"],
           f"S {grouped(s_bytes)} B; O + L {grouped(o_bytes)} + {grouped(l_bytes)} B; ratio "
-          f"{ratio:.1f}; M/d^2 = {M / d ** 2:g}", "scripts/claims.py (arithmetic)",
-          "M/d^2 is an asymptotic factor; the counted ratio at d = 64 is far smaller (row above)")
+          f"{ratio:.1f}; $M/d^2$ = {M / d ** 2:g}", "scripts/claims.py (arithmetic)",
+          "$M/d^2$ is an asymptotic factor; the counted ratio at d = 64 is far smaller (row above)")
 
     # Exercise 5b.
     p_bytes = N * N * 2
@@ -476,7 +495,7 @@ def exercise_claims(t):
     t.value("ex5_recompute_gflop", f"{recompute / 1e9:.1f}")
     t.row("Exercise 5b: store L instead of P", CLAIMED["ex5b"],
           f"P {grouped(p_bytes)} B vs L {grouped(l_bytes)} B: {grouped(saved)} B saved per head; "
-          f"cost: recomputing S = QK^T, 2N^2 d = {recompute / 1e9:.1f} GFLOP per head",
+          f"cost: recomputing $S = QK^\\top$, $2N^2 d$ = {recompute / 1e9:.1f} GFLOP per head",
           "scripts/claims.py (arithmetic)", "")
 
 
@@ -497,7 +516,7 @@ def figure2_flops(t):
     t.row("FlashAttention paper, Figure 2: GFLOPs of standard attention vs FlashAttention "
           "(B = 64, H = 16, N = 1024, d = 64, forward + backward)",
           f"{CLAIMED['fig2_gflops_std']} vs {CLAIMED['fig2_gflops_fa']}",
-          f"4BHN^2 d = {fwd / 1e9:.1f} GFLOP forward; forward + backward {std / 1e9:.1f} "
+          f"$4BHN^2 d$ = {fwd / 1e9:.1f} GFLOP forward; forward + backward {std / 1e9:.1f} "
           f"(standard) vs {fa / 1e9:.1f} (recomputing)",
           "scripts/claims.py (FLOP count of DESIGN.md)",
           f"the paper's GFLOPs are {std / 1e9 / CLAIMED['fig2_gflops_std']:.1f}x and "
@@ -605,9 +624,13 @@ def main(argv):
     gpu_claims(t)
 
     def cell(s):
-        # a zero-width space after each '/' lets long paths wrap in the PDF
-        # (paper/metadata.yaml maps U+200B to \allowbreak); invisible in HTML
-        return str(s).replace("|", "\\|").replace("\n", " ").replace("/", "/\u200b")
+        # a zero-width space after each '/' of the prose lets it wrap in the
+        # PDF (paper/metadata.yaml maps U+200B to \allowbreak); never inside
+        # code (it would be copied with a path: paper/include-code.lua adds
+        # the break points there for LaTeX only) or math
+        parts = re.split(r"(`[^`]*`|\$[^$]*\$)", str(s).replace("\n", " "))
+        return "".join(p if p[:1] in ("`", "$") else p.replace("/", "/\u200b")
+                       for p in parts).replace("|", "\\|")
 
     with open(os.path.join(out, "claims.md"), "w") as f:
         f.write("| claim | chapter's value | measured here | source | errata |\n")
