@@ -54,56 +54,61 @@ int main(int argc, char **argv)
 
     if (take_answer(&t, a, "Br", &x)) {
         bool swapped = x == Bc;
-        mark(&t, "Br", x == Br, "%s", swapped
+        mark_number(&t, a, "Br", x, x == Br, Br, "the exact number", "%s", swapped
              ? "that is Bc, the key block; Br is the query block"
              : "read it from ./stage3's third line (see statement.md) or follow "
                "derive_blocks in src/stage3_tiled.c with M = 131072, d = 64");
     }
     if (take_answer(&t, a, "Bc", &x))
-        mark(&t, "Bc", x == Bc, "%s", x == Br
+        mark_number(&t, a, "Bc", x, x == Bc, Bc, "the exact number", "%s", x == Br
              ? "that is Br, the query block; Bc is the key block"
              : "derive_blocks starts from Bc = floor(M / 4d) and only shrinks it "
                "if the forward footprint does not fit in M");
     if (take_answer(&t, a, "Tr", &x))
-        mark(&t, "Tr", x == Tr, "Tr counts query blocks: N / Br, rounded up");
+        mark_number(&t, a, "Tr", x, x == Tr, Tr, "the exact number", "Tr counts query blocks: N / Br, rounded up");
 
     if (take_answer(&t, a, "flops", &x)) {
         const char *hint = "count both matrix products, Q K^T and P V, at 2 FLOPs "
                            "(multiply, add) per term; leave the softmax out";
         if (close_to(x, flops / 2, 0, 1e-9)) hint = "that is one matrix product; there are two";
         if (close_to(x, flops / 4, 0, 1e-9)) hint = "a multiply-add is two FLOPs, and there are two products";
-        mark(&t, "flops", close_to(x, flops, 0.5, 0), "%s", hint);
+        mark_number(&t, a, "flops", x, close_to(x, flops, 0.5, 0), flops, "the exact count", "%s", hint);
     }
     if (take_answer(&t, a, "naive_bytes", &x)) {
         const char *hint = "take the naive forward count of src/stage1_naive.h "
                            "(elements) at 2 bytes each";
         if (close_to(x, naive_bytes / BYTES, 0.5, 0)) hint = "that is elements; bytes are 2 per element";
         if (close_to(x, naive_bytes - BYTES * N, 0.5, 0)) hint = "the N entries of L are traffic too";
-        mark(&t, "naive_bytes", close_to(x, naive_bytes, 0.5, 0), "%s", hint);
+        mark_number(&t, a, "naive_bytes", x, close_to(x, naive_bytes, 0.5, 0), naive_bytes,
+                    "the exact count", "%s", hint);
     }
     if (take_answer(&t, a, "tiled_bytes", &x)) {
         const char *hint = "take the non-causal tiled forward count of "
                            "src/stage3_tiled.h (elements) with your Tr, at 2 bytes each";
         if (close_to(x, tiled_bytes / BYTES, 0.5, 0)) hint = "that is elements; bytes are 2 per element";
-        mark(&t, "tiled_bytes", close_to(x, tiled_bytes, 0.5, 0), "%s", hint);
+        mark_number(&t, a, "tiled_bytes", x, close_to(x, tiled_bytes, 0.5, 0), tiled_bytes,
+                    "the exact count", "%s", hint);
     }
     if (take_answer(&t, a, "naive_intensity", &x)) {
         const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
         if (close_to(x, 1 / naive_int, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
         if (close_to(x, naive_int * BYTES, 0, rtol)) hint = "per byte, not per element";
-        mark(&t, "naive_intensity", close_to(x, naive_int, 0, rtol), "%s", hint);
+        mark_number(&t, a, "naive_intensity", x, close_to(x, naive_int, 0, rtol), naive_int,
+                    "3 significant figures", "%s", hint);
     }
     if (take_answer(&t, a, "tiled_intensity", &x)) {
         const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
         if (close_to(x, 1 / tiled_int, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
         if (close_to(x, tiled_int * BYTES, 0, rtol)) hint = "per byte, not per element";
-        mark(&t, "tiled_intensity", close_to(x, tiled_int, 0, rtol), "%s", hint);
+        mark_number(&t, a, "tiled_intensity", x, close_to(x, tiled_int, 0, rtol), tiled_int,
+                    "3 significant figures", "%s", hint);
     }
     if (take_answer(&t, a, "speedup_today", &x)) {
         const char *hint = "time = max(FLOPs / peak, bytes / bandwidth) for each algorithm "
                            "at 2 TB/s; the speed-up is naive time over tiled time";
         if (close_to(x, 1 / speedup_today, 0, rtol)) hint = "upside down: naive time over tiled time";
-        mark(&t, "speedup_today", close_to(x, speedup_today, 0, rtol), "%s", hint);
+        mark_number(&t, a, "speedup_today", x, close_to(x, speedup_today, 0, rtol), speedup_today,
+                    "3 significant figures", "%s", hint);
     }
     if (take_answer(&t, a, "speedup_equal", &x)) {
         const char *hint = "at 20 TB/s, compare each intensity with peak / bandwidth: "
@@ -111,7 +116,8 @@ int main(int argc, char **argv)
         if (close_to(x, BW_EQUAL / BW_TODAY, 0, rtol) || close_to(x, speedup_today, 0, rtol))
             hint = "a faster memory shortens the memory term only; check whether "
                    "it still sets either time";
-        mark(&t, "speedup_equal", close_to(x, speedup_equal, 0, rtol), "%s", hint);
+        mark_number(&t, a, "speedup_equal", x, close_to(x, speedup_equal, 0, rtol), speedup_equal,
+                    "3 significant figures", "%s", hint);
     }
     answers_free(a);
     show_written(dir, "written.md", 1);

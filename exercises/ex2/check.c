@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     for (int b = 0; b < NB; b++) {
         snprintf(key, sizeof key, "block%d_m", b + 1);
         if (take_answer(&t, a, key, &x))
-            mark(&t, key, x == e.m[b], "m is the largest logit seen so far, this block included");
+            mark_number(&t, a, key, x, x == e.m[b], e.m[b], "6 decimals", "m is the largest logit seen so far, this block included");
 
         snprintf(key, sizeof key, "block%d_alpha", b + 1);
         if (take_answer(&t, a, key, &x)) {
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
                        "so what is exp(m_old - m_new)?";
             else if (x > 1)
                 hint = "alpha never exceeds 1: it is exp(m_old - m_new), and m_new >= m_old";
-            mark(&t, key, ok(x, e.alpha[b], h.alpha[b]), "%s", hint);
+            mark_number(&t, a, key, x, ok(x, e.alpha[b], h.alpha[b]), e.alpha[b], "6 decimals", "%s", hint);
         }
 
         snprintf(key, sizeof key, "block%d_l", b + 1);
@@ -115,11 +115,11 @@ int main(int argc, char **argv)
             double no_rescale = b == 0 ? NAN : e.l[b - 1] + (e.l[b] - e.alpha[b] * e.l[b - 1]);
             if (b > 0 && close_to(x, no_rescale, TOL, 0))
                 hint = "the old l was summed against the old maximum: rescale it by alpha first";
-            mark(&t, key, ok(x, e.l[b], h.l[b]), "%s", hint);
+            mark_number(&t, a, key, x, ok(x, e.l[b], h.l[b]), e.l[b], "6 decimals", "%s", hint);
         }
     }
     if (take_answer(&t, a, "two_pass_l", &x))
-        mark(&t, "two_pass_l", ok(x, e.two_pass_l, h.two_pass_l),
+        mark_number(&t, a, "two_pass_l", x, ok(x, e.two_pass_l, h.two_pass_l), e.two_pass_l, "6 decimals",
              "take the maximum of all four logits first, then sum exp(x_i - max) "
              "over all four");
     if (take_answer(&t, a, "L", &x)) {
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
                            "and round only at the end";
         if (close_to(x, log(l), 1e-5, 0)) hint = "add the running maximum back: L = m + ln(l)";
         else if (close_to(x, m + log10(l), 1e-5, 0)) hint = "natural logarithm, not base 10";
-        mark(&t, "L", ok(x, e.L, h.L), "%s", hint);
+        mark_number(&t, a, "L", x, ok(x, e.L, h.L), e.L, "6 decimals", "%s", hint);
     }
     answers_free(a);
     return check_end(&t, 2);

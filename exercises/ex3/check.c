@@ -32,7 +32,7 @@ int main(int argc, char **argv)
         if (x == N * N) hint = "that counts elements; give bytes";
         else if (x == N * N * FP32) hint = "S is fp16 here, not fp32";
         else if (x == N * N * D * FP16) hint = "S is N x N: the head dimension is summed away";
-        mark(&t, "s_bytes", x == s_bytes, "%s", hint);
+        mark_number(&t, a, "s_bytes", x, x == s_bytes, s_bytes, "the exact number of bytes", "%s", hint);
     }
     if (take_answer(&t, a, "ol_bytes", &x)) {
         const char *hint = "O is N x d in fp16; L has one fp32 entry per row";
@@ -40,19 +40,20 @@ int main(int argc, char **argv)
         else if (x == N * D * FP16) hint = "L counts too: one entry per query row";
         else if (x == N * FP32) hint = "O counts too: it is N x d";
         else if (x == N * D * FP32 + N * FP32) hint = "O is fp16; only L is fp32";
-        mark(&t, "ol_bytes", x == ol_bytes, "%s", hint);
+        mark_number(&t, a, "ol_bytes", x, x == ol_bytes, ol_bytes, "the exact number of bytes", "%s", hint);
     }
     if (take_answer(&t, a, "ratio", &x)) {
         const char *hint = "divide the bytes of S by the bytes of O and L together";
         if (close_to(x, 1 / ratio, 0, rtol)) hint = "upside down: S over O plus L";
-        mark(&t, "ratio", close_to(x, ratio, 0, rtol), "%s", hint);
+        mark_number(&t, a, "ratio", x, close_to(x, ratio, 0, rtol), ratio, "3 significant figures", "%s", hint);
     }
     if (take_answer(&t, a, "reduction_factor", &x)) {
         const char *hint = "the factor is M / d^2, M counted in elements";
         if (close_to(x, M / D, 0, rtol)) hint = "d enters squared";
         else if (close_to(x, M * FP16 / (D * D), 0, rtol) || close_to(x, M / FP16 / (D * D), 0, rtol))
             hint = "M is already in elements: no bytes in this ratio";
-        mark(&t, "reduction_factor", close_to(x, factor, 0, rtol), "%s", hint);
+        mark_number(&t, a, "reduction_factor", x, close_to(x, factor, 0, rtol), factor,
+                    "3 significant figures", "%s", hint);
     }
     answers_free(a);
     return check_end(&t, 3);

@@ -11,6 +11,12 @@
  *               counted here by marking every visible pair
  *   traffic     slow-memory reads and writes: Q once, O and L written once,
  *               K and V only for the visited tiles, nothing else
+ * and one number from DIR/answers.txt:
+ *   window_saving  the statement's closing question: the fraction of the
+ *               causal tiles the window skips at N = 4096, W = 256,
+ *               Br = Bc = 64, computed here with band_tiles
+ * An untouched stub gets every part as todo, so the count of parts is the
+ * same for the stub and for a real attempt.
  * The reference builds each row's masked score row in full, then a two-pass
  * softmax: nothing of the tiled algorithm is shared with it.
  *
@@ -192,9 +198,44 @@ static void run_case(swa_case c, rng_t *rng)
     free(O), free(L), free(Or), free(Lr), free(Qb), free(Kb), free(Vb);
 }
 
-static void mark_part(tally *t, const char *key, const part *p)
+static void mark_part(tally *t, const char *key, const part *p, bool stub)
 {
-    mark(t, key, !p->failed, "%s", p->msg);
+    if (stub)
+        mark_todo(t, key, "swa_forward still does nothing (O and L unwritten in every case)");
+    else
+        mark(t, key, !p->failed, "%s", p->msg);
+}
+
+/* The closing question of the statement, from answers.txt. */
+static void mark_window_saving(tally *t, const char *dir)
+{
+    enum { N = 4096, W = 256, B = 64 };
+    const char *key = "window_saving";
+    uint64_t window, causal, key_rows;
+    band_tiles(N, W, B, B, &window, &key_rows);
+    band_tiles(N, N, B, B, &causal, &key_rows);      /* W >= N: causal only */
+    double all = (double)(N / B) * (N / B);
+    double saved = 1.0 - (double)window / (double)causal;
+    answers *a = answers_load(dir, "answers.txt");
+    if (!a) {
+        mark_todo(t, key, "no answers.txt to read it from");
+        return;
+    }
+    double x;
+    if (take_answer(t, a, key, &x)) {
+        const char *hint = "count the tiles each query block computes with the window and "
+                           "with the causal mask alone, over all query blocks, and compare";
+        if (close_to(x, 1.0 - saved, 0.01, 0))
+            hint = "that is the fraction the window keeps; the question asks what it saves";
+        else if (close_to(x, 1.0 - window / all, 0.01, 0))
+            hint = "compare with the causal tiles (the lower triangle, diagonal included), "
+                   "not with all of them";
+        else if (x > 1 && close_to(x / 100, saved, 0.01, 0))
+            hint = "a fraction between 0 and 1, not a percentage";
+        mark_number(t, a, key, x, close_to(x, saved, 0.01, 0), saved, "2 significant figures",
+                    "%s", hint);
+    }
+    answers_free(a);
 }
 
 int main(int argc, char **argv)
@@ -263,15 +304,12 @@ int main(int argc, char **argv)
 
     printf("  %d cases run (edge cases, random shapes, real input)\n", cases_run);
     tally t = {0};
-    if (untouched == cases_run) {
-        mark_todo(&t, "swa_forward", "O and L were left unwritten in every case: "
-                  "the function still does nothing");
-        return check_end(&t, 4);
-    }
-    mark_part(&t, "written", &p_written);
-    mark_part(&t, "O", &p_O);
-    mark_part(&t, "L", &p_L);
-    mark_part(&t, "tiles", &p_tiles);
-    mark_part(&t, "traffic", &p_traffic);
+    bool stub = untouched == cases_run;
+    mark_part(&t, "written", &p_written, stub);
+    mark_part(&t, "O", &p_O, stub);
+    mark_part(&t, "L", &p_L, stub);
+    mark_part(&t, "tiles", &p_tiles, stub);
+    mark_part(&t, "traffic", &p_traffic, stub);
+    mark_window_saving(&t, dir);
     return check_end(&t, 4);
 }

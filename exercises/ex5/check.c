@@ -170,16 +170,17 @@ int main(int argc, char **argv)
         double flops = 2 * n * n * dd;   /* S = Q K^T: d multiply-adds per score */
         double x;
         if (take_answer(&t, a, "p_bytes", &x))
-            mark(&t, "p_bytes", x == p_bytes, "%s", x == n * n ? "that counts elements; give bytes"
+            mark_number(&t, a, "p_bytes", x, x == p_bytes, p_bytes, "the exact integer", "%s", x == n * n ? "that counts elements; give bytes"
                  : "P has one fp16 entry per (query, key) pair");
         if (take_answer(&t, a, "l_bytes", &x))
-            mark(&t, "l_bytes", x == l_bytes, "%s", x == n * FP16 ? "L is kept in fp32"
+            mark_number(&t, a, "l_bytes", x, x == l_bytes, l_bytes, "the exact integer", "%s", x == n * FP16 ? "L is kept in fp32"
                  : "L has one fp32 entry per query row");
         if (take_answer(&t, a, "saved_bytes", &x)) {
             const char *hint = "what P would take minus what L takes";
             if (x == p_bytes) hint = "L is not free: subtract it";
             else if (x == p_bytes - n * FP16) hint = "L is kept in fp32";
-            mark(&t, "saved_bytes", x == p_bytes - l_bytes, "%s", hint);
+            mark_number(&t, a, "saved_bytes", x, x == p_bytes - l_bytes, p_bytes - l_bytes,
+                        "the exact integer", "%s", hint);
         }
         if (take_answer(&t, a, "recompute_flops", &x)) {
             const char *hint = "count the product Q K^T only: d multiplies and d adds per score";
@@ -187,7 +188,7 @@ int main(int argc, char **argv)
             else if (x == flops / 2) hint = "a multiply and an add are two FLOPs";
             else if (x == flops + n * n || x == flops + 2 * n * n)
                 hint = "leave the O(N^2) scaling, subtraction and exp out: the matrix product only";
-            mark(&t, "recompute_flops", x == flops, "%s", hint);
+            mark_number(&t, a, "recompute_flops", x, x == flops, flops, "the exact integer", "%s", hint);
         }
         answers_free(a);
     }

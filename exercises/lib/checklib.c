@@ -21,6 +21,7 @@ struct answers {
     char key[MAX_ENTRIES][KEY_LEN];
     char val[MAX_ENTRIES][VAL_LEN];
     int line[MAX_ENTRIES];
+    int dup_line[MAX_ENTRIES];   /* a second line giving the same key, 0 if none */
 };
 
 const char *check_begin(int argc, char **argv, int ex, const char *title)
@@ -87,6 +88,16 @@ answers *answers_load(const char *dir, const char *name)
         }
         *eq = '\0';
         char *k = trim(buf), *v = trim(eq + 1);
+        int seen = -1;
+        for (int i = 0; i < a->n; i++)
+            if (strcmp(a->key[i], k) == 0) seen = i;
+        if (seen >= 0) {
+            /* neither line wins: the part is left unmarked until one goes */
+            printf("  %s:%d: error: '%s' is given twice (first on line %d); keep one line\n",
+                   path, lineno, k, a->line[seen]);
+            if (!a->dup_line[seen]) a->dup_line[seen] = lineno;
+            continue;
+        }
         if (a->n == MAX_ENTRIES) break;
         snprintf(a->key[a->n], KEY_LEN, "%s", k);
         snprintf(a->val[a->n], VAL_LEN, "%s", v);
@@ -99,13 +110,21 @@ answers *answers_load(const char *dir, const char *name)
 
 void answers_free(answers *a) { free(a); }
 
+const char *answer_text(const answers *a, const char *key)
+{
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->key[i], key) == 0) return a->val[i];
+    return NULL;
+}
+
 enum ans_state answer_number(const answers *a, const char *key, double *x)
 {
-    const char *v = NULL;
-    for (int i = 0; i < a->n; i++)
-        if (strcmp(a->key[i], key) == 0) v = a->val[i];   /* the last one wins */
+    const char *v = answer_text(a, key);
     if (!v) return ANS_MISSING;
-    if (strcmp(v, "?") == 0 || *v == '\0') return ANS_TODO;
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->key[i], key) == 0 && a->dup_line[i]) return ANS_TWICE;
+    if (*v == '\0') return ANS_EMPTY;
+    if (strcmp(v, "?") == 0) return ANS_TODO;
     char num[VAL_LEN];
     size_t n = 0;
     for (const char *p = v; *p && n + 1 < sizeof num; p++)
@@ -136,6 +155,15 @@ bool take_answer(tally *t, const answers *a, const char *key, double *x)
     case ANS_TODO:
         mark_todo(t, key, "still '?'");
         return false;
+    case ANS_EMPTY:
+        mark_todo(t, key, "empty (nothing after '=')");
+        return false;
+    case ANS_TWICE:
+        for (int i = 0; i < a->n; i++)
+            if (strcmp(a->key[i], key) == 0)
+                mark_todo(t, key, "given twice (lines %d and %d): keep one", a->line[i],
+                          a->dup_line[i]);
+        return false;
     case ANS_BAD:
     default:
         mark_todo(t, key, "not a number (write a plain number such as 1.5e-3)");
@@ -148,6 +176,68 @@ void mark(tally *t, const char *key, bool ok, const char *hint_fmt, ...)
     if (ok) {
         t->right++;
         printf("  right  %s\n", key);
+        return;
+    }
+    t->wrong++;
+    printf("  wrong  %s: ", key);
+    va_list ap;
+    va_start(ap, hint_fmt);
+    vprintf(hint_fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+/* The place value of the last digit written in text ("1.0748" -> 1e-4,
+ * "5.4e8" -> 1e7), and whether more than a single bare digit was written
+ * (a decimal point with a digit after it, or two significant digits); false
+ * for anything but a plain finite number. */
+static bool last_digit(const char *text, double *unit, bool *several)
+{
+    const char *p = text;
+    int decimals = 0, digits = 0, lead = 1;
+    bool point = false;
+    if (*p == '+' || *p == '-') p++;
+    for (; *p && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '_') continue;
+        if (*p == '.') {
+            if (point) return false;
+            point = true;
+            continue;
+        }
+        if (!isdigit((unsigned char)*p)) return false;
+        if (point) decimals++;
+        if (*p != '0') lead = 0;
+        if (!lead) digits++;
+    }
+    long e = 0;
+    if (*p) {
+        char *end;
+        e = strtol(p + 1, &end, 10);
+        if (end == p + 1 || *end) return false;
+    }
+    *unit = pow(10.0, (double)(e - decimals));
+    *several = decimals >= 1 || digits >= 2;
+    return true;
+}
+
+void mark_number(tally *t, const answers *a, const char *key, double x, bool ok, double ref,
+                 const char *want, const char *hint_fmt, ...)
+{
+    double unit;
+    bool several;
+    const char *text = answer_text(a, key);
+    /* Wrong, but ref rounded to the last digit written: a rounding matter,
+     * not the mistake the checker's own hint is about. Not for a single bare
+     * digit: "1" for 1.07 is more likely a slip of substance (exp(0) alone)
+     * and gets the checker's hint. */
+    if (!ok && text && last_digit(text, &unit, &several) && several &&
+        fabs(x - ref) <= 0.5 * unit * (1 + 1e-9)) {
+        mark(t, key, false, "right to the %s given; give %s",
+             strpbrk(text, "eE") ? "digits" : "decimals", want);
+        return;
+    }
+    if (ok) {
+        mark(t, key, true, "%s", "");
         return;
     }
     t->wrong++;

@@ -5,7 +5,9 @@
  *
  * Answers files (exercises/exN/answers.txt) hold one `key = value` per line;
  * `#` starts a comment; a value of `?` means "not answered yet". Values are
- * plain numbers (123, 1.5e-3, -inf, inf); `_` may group digits (16_384).
+ * plain numbers (123, 1.5e-3, -inf, inf); `_` may group digits (16_384). A
+ * key given on two lines is an error (reported when the file is read) and
+ * its part stays unmarked.
  *
  * A checker prints one line per part:
  *     right  key
@@ -44,7 +46,10 @@ typedef struct answers answers;
 answers *answers_load(const char *dir, const char *name);
 void answers_free(answers *a);
 
-enum ans_state { ANS_MISSING, ANS_TODO, ANS_BAD, ANS_GIVEN };
+enum ans_state { ANS_MISSING, ANS_TODO, ANS_EMPTY, ANS_TWICE, ANS_BAD, ANS_GIVEN };
+
+/* The value written for key, as text (trimmed), or NULL when absent. */
+const char *answer_text(const answers *a, const char *key);
 
 /* The number given for key; the state says whether there is one. */
 enum ans_state answer_number(const answers *a, const char *key, double *x);
@@ -53,7 +58,7 @@ enum ans_state answer_number(const answers *a, const char *key, double *x);
 bool close_to(double x, double ref, double atol, double rtol);
 
 /* Look key up and mark it. When the value is missing, still '?', or not a
- * number, the part is "todo" and the function returns false with *x
+ * number, empty or given twice, the part is "todo" and the function returns false with *x
  * untouched; otherwise it returns true and sets *x, and the caller decides
  * right or wrong with mark(). */
 bool take_answer(tally *t, const answers *a, const char *key, double *x);
@@ -61,6 +66,17 @@ bool take_answer(tally *t, const answers *a, const char *key, double *x);
 /* Mark a part right (ok) or wrong, printing the hint when wrong. */
 void mark(tally *t, const char *key, bool ok, const char *hint_fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Mark a numeric part: right when ok. Every numeric part of every checker
+ * goes through here, so that rounding is judged the same way everywhere:
+ * when the answer is wrong but equals ref rounded to the last digit the
+ * learner wrote (fewer digits than the statement asks for), the hint is
+ * "right to the decimals given; give <want>" (want: "6 decimals", "3
+ * significant figures", ...), never the value; otherwise hint_fmt, which is
+ * about a mistake of substance. */
+void mark_number(tally *t, const answers *a, const char *key, double x, bool ok, double ref,
+                 const char *want, const char *hint_fmt, ...)
+    __attribute__((format(printf, 8, 9)));
 
 /* Print a part as todo with a reason (e.g. the C function did nothing). */
 void mark_todo(tally *t, const char *key, const char *why_fmt, ...)
