@@ -12,10 +12,16 @@ set datafile missing NaN
 set termoption noenhanced
 impls = system("awk '!/^#/ {gsub(/\"/, \"\", $1); print $1}' " . dat . " | sort -u | tr '\\n' ' '")
 # the paths the IO model covers (column 5 not nan): the SDPA kernels have no
-# model line, and a plot of an all-NaN series would only warn
+# model line, and plotting an all-NaN series would only warn
 models = system("awk '!/^#/ && $5 != \"nan\" {gsub(/\"/, \"\", $1); print $1}' " . dat . " | sort -u | tr '\\n' ' '")
 # index of a path in impls, so that its model line has the colour of its points
 idx(s, k) = (k > words(impls)) ? 0 : ((word(impls, k) eq s) ? k : idx(s, k + 1))
+# their dashed model lines, as plot clauses expanded at the end of each plot
+# (none at all when no path has a model: an empty iteration still warns)
+model_curves = ""
+do for [m in models] {
+    model_curves = model_curves . sprintf(", dat using ((strcol(1) eq '%s') ? $2 : NaN):5 smooth unique with lines dt 2 lc %d notitle", m, idx(m, 1))
+}
 set logscale x 2
 set logscale y 10
 set xlabel "sequence length N (tokens)"
@@ -25,15 +31,13 @@ set ylabel "bytes through DRAM (GB)"
 set title "DRAM (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):3 \
          smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
-     for [m in models] dat using ((strcol(1) eq m) ? $2 : NaN):5 \
-         smooth unique with lines dt 2 lc idx(m, 1) notitle, \
-     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V, O once)"
+     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V, O once)" \
+     @model_curves
 # L2 bytes the SMs requested (column 7) where the data has them, else all L2 traffic
 l2(c7, c4) = (c7 == c7 ? c7 : c4)
 set ylabel "bytes requested from L2 (GB)"
 set title "L2 (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):(l2($7, $4)) \
-         smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
-     for [m in models] dat using ((strcol(1) eq m) ? $2 : NaN):5 \
-         smooth unique with lines dt 2 lc idx(m, 1) notitle
+         smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k) \
+     @model_curves
 unset multiplot

@@ -18,6 +18,12 @@ set key top right
 tiled(p) = (strcol(1) eq "tiled" && strcol(2) eq p && strcol(4) eq "2048")
 # rows "tiled-io" (when the sweep has them): the blocks that minimize the count
 thin(p) = (strcol(1) eq "tiled-io" && strcol(2) eq p && strcol(4) eq "2048")
+# the two thin-tile curves, only when the sweep has such rows (an empty
+# series would make gnuplot warn); expanded as a macro at the end of the plot
+n_thin = int(system("grep -c '^tiled-io,' " . csv . " || true"))
+thin_curves = (n_thin == 0) ? "" : \
+  ", csv using (thin('forward') ? $6 : NaN):($9*8) smooth unique with linespoints pt 8 ps 0.6 dt 4 lc rgb c_tiled_f title 'tiled fwd, thin tiles'" . \
+  ", csv using (thin('backward') ? $6 : NaN):($9*8) smooth unique with linespoints pt 10 ps 0.6 dt 4 lc rgb c_tiled_b title 'tiled bwd, thin tiles'"
 # the naive traffic at N = 2048 and the backward's first point
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward" && strcol(4) eq "2048") ? $9*8 : NaN) name "NF" nooutput
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward" && strcol(4) eq "2048") ? $9*8 : NaN) name "NB" nooutput
@@ -29,9 +35,7 @@ plot \
   NF_max with lines lc rgb c_naive_f lw 1 title "naive forward", \
   NB_max with lines lc rgb c_naive_b lw 1 title "naive backward", \
   csv using (tiled("forward") ? $6 : NaN):($10*8) smooth unique with lines lc rgb c_tiled_f dt 2 notitle, \
-  csv using (tiled("forward") ? $6 : NaN):($9*8) with points pt 9 ps 0.8 lc rgb c_tiled_f title "tiled forward", \
+  csv using (tiled("forward") ? $6 : NaN):($9*8) with points pt 9 ps 0.8 lc rgb c_tiled_f title "tiled fwd, paper's rule", \
   csv using (tiled("backward") ? $6 : NaN):($10*8) smooth unique with lines lc rgb c_tiled_b dt 2 notitle, \
-  csv using (tiled("backward") ? $6 : NaN):($9*8) with points pt 11 ps 0.8 lc rgb c_tiled_b title "tiled backward", \
-  TB_max_y * TB_min_x / x with lines lc rgb c_other dt 3 title "slope -1 (∝ 1/M)", \
-  csv using (thin("forward") ? $6 : NaN):($9*8) smooth unique with linespoints pt 8 ps 0.6 dt 4 lc rgb c_tiled_f title "tiled fwd, thin tiles", \
-  csv using (thin("backward") ? $6 : NaN):($9*8) smooth unique with linespoints pt 10 ps 0.6 dt 4 lc rgb c_tiled_b title "tiled bwd, thin tiles"
+  csv using (tiled("backward") ? $6 : NaN):($9*8) with points pt 11 ps 0.8 lc rgb c_tiled_b title "tiled bwd, paper's rule", \
+  TB_max_y * TB_min_x / x with lines lc rgb c_other dt 3 title "slope -1 (∝ 1/M)" @thin_curves
