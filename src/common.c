@@ -312,6 +312,7 @@ static const opt_spec SPECS[] = {
     {"--br", OPT_BR, ARG_INT, "BR", "query block rows Br"},
     {"--bc", OPT_BC, ARG_INT, "BC", "key/value block rows Bc"},
     {"--sram", OPT_SRAM, ARG_LONG, "M", "SRAM size M in elements; Br, Bc derived from it"},
+    {"--rule", OPT_RULE, ARG_STR, "R", "Br, Bc from M: paper (default) or io (each pass's IO-optimal tiles)"},
     {"--block", OPT_BLOCK, ARG_INT, "B", "block size of the streaming softmax"},
     {"--trace", OPT_TRACE, ARG_NONE, NULL, "print m, l, alpha block by block"},
     {"--logits", OPT_LOGITS, ARG_LIST, "X,Y,...", "the logits to stream (with --trace)"},
@@ -379,6 +380,11 @@ static void parse_value(const opt_spec *sp, const char *val, options *o)
         break;
     case OPT_CSV: o->csv = val; break;
     case OPT_SWEEP: o->sweep = val; break;
+    case OPT_RULE:
+        if (strcmp(val, "paper") && strcmp(val, "io"))
+            fatal(EXIT_BAD_INPUT, "--rule: expected 'paper' or 'io', got '%s'", val);
+        o->rule = val;
+        break;
     case OPT_DTYPE:
         if (strcmp(val, "fp64") && strcmp(val, "fp32") && strcmp(val, "fp16") && strcmp(val, "bf16"))
             fatal(EXIT_BAD_INPUT, "--dtype: expected fp64, fp32, fp16 or bf16, got '%s'", val);
@@ -443,6 +449,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
     o->kernel = -1;
     o->repeats = 0;
     o->dtype = "fp64";
+    o->rule = "paper";
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];

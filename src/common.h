@@ -176,6 +176,7 @@ enum opt_flag {
     OPT_BLOCK = 1u << 14, OPT_TRACE = 1u << 15, OPT_LOGITS = 1u << 16,
     OPT_SWEEP = 1u << 17, OPT_QUIET = 1u << 18, OPT_RANDOM = 1u << 19,
     OPT_WINDOW = 1u << 20, OPT_KERNEL = 1u << 21, OPT_REPEATS = 1u << 22,
+    OPT_RULE = 1u << 23,
 };
 
 #define MAX_LOGITS 4096
@@ -192,6 +193,7 @@ typedef struct {
     const char *dtype;                          /* --dtype fp64|fp32|fp16|bf16 */
     int Br, Bc;              /* --br --bc */
     long M;                  /* --sram: scratch size in elements */
+    const char *rule;        /* --rule paper|io: how Br, Bc follow from M */
     int block;               /* --block (stage2) */
     bool trace;              /* --trace (stage2) */
     double logits[MAX_LOGITS];  /* --logits a,b,c (stage2) */

@@ -289,6 +289,8 @@ static blocks_t choose_blocks(const options *opt, int d, int N)
     blocks_t b;
     if (!!(opt->given & OPT_BR) != !!(opt->given & OPT_BC))
         fatal(EXIT_BAD_INPUT, "--br and --bc go together (or give neither and derive them from --sram)");
+    if ((opt->given & OPT_BR) && (opt->given & OPT_RULE))
+        fatal(EXIT_BAD_INPUT, "--rule derives Br and Bc from --sram; it does not go with --br/--bc");
     if (opt->given & OPT_BR) {
         /* A block longer than the sequence only wastes SRAM: cut it to N. */
         int Br = imin(opt->Br, N), Bc = imin(opt->Bc, N);
@@ -307,8 +309,9 @@ static blocks_t choose_blocks(const options *opt, int d, int N)
         return b;
     }
     b.M = (opt->given & OPT_SRAM) ? opt->M : DEFAULT_M;
-    if (derive_blocks(b.M, d, false, &b.fBr, &b.fBc) != 0 ||
-        derive_blocks(b.M, d, true, &b.bBr, &b.bBc) != 0)
+    int (*rule)(long, int, bool, int *, int *) =
+        strcmp(opt->rule, "io") ? derive_blocks : derive_blocks_io;
+    if (rule(b.M, d, false, &b.fBr, &b.fBc) != 0 || rule(b.M, d, true, &b.bBr, &b.bBc) != 0)
         fatal(EXIT_BAD_INPUT, "--sram %ld: M is too small for one tile at d = %d (the backward "
               "needs at least %zu elements)", b.M, d, flash_backward_sram_elements(1, 1, d));
     return b;
@@ -464,7 +467,7 @@ int main(int argc, char **argv)
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                      OPT_SWEEP | OPT_CSV,
+                      OPT_SWEEP | OPT_CSV | OPT_RULE,
                   USAGE, &opt);
     if (opt.sweep) return run_sweep(&opt, argc, argv);
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
@@ -485,8 +488,9 @@ int main(int argc, char **argv)
     printf("stage3: tiled FlashAttention (CPU, fp64), %s\n", p.source);
     printf("  shape (B, H, N, d) = (%d, %d, %d, %d), softmax_scale = %.6g, causal = %s\n", s.B,
            s.H, s.N, s.d, scale, opt.causal ? "yes" : "no");
-    printf("  SRAM M = %ld elements; forward Br = %d, Bc = %d (%zu elements); "
-           "backward Br = %d, Bc = %d (%zu elements)\n\n", b.M, b.fBr, b.fBc,
+    printf("  SRAM M = %ld elements, rule %s; forward Br = %d, Bc = %d (%zu elements); "
+           "backward Br = %d, Bc = %d (%zu elements)\n\n", b.M,
+           (opt.given & OPT_BR) ? "--br/--bc" : opt.rule, b.fBr, b.fBc,
            flash_forward_sram_elements(b.fBr, b.fBc, s.d), b.bBr, b.bBc,
            flash_backward_sram_elements(b.bBr, b.bBc, s.d));
 
@@ -568,11 +572,11 @@ int main(int argc, char **argv)
     failed += (naive_f != nff) + (naive_b != nbf) + (io_total(&tf) != ff) + (io_total(&tb) != bf);
     printf("  naive / tiled bytes: forward %.2fx, backward %.2fx\n",
            (double)naive_f / (double)io_total(&tf), (double)naive_b / (double)io_total(&tb));
-    if (!(opt.given & OPT_BR) && b.fBr == s.d && s.N > b.fBr)
+    if (!(opt.given & OPT_BR) && strcmp(opt.rule, "io") && b.fBr == s.d && s.N > b.fBr)
         printf("  note: the paper's rule stops Br at d = %d, so the forward re-reads K and V "
-               "N/Br = %d times whatever M is;\n        thinner, taller tiles (--br %d --bc 1) "
-               "cut that: see derive_blocks_io and the paper, section 4.2\n",
-               s.d, ceil_div(s.N, b.fBr), (int)((b.M - 2 * s.d) / (2 * s.d + 3)));
+               "N/Br = %d times whatever M is;\n        --rule io gives each pass the tiles "
+               "that minimize its count (see derive_blocks_io and the paper, section 4.2)\n",
+               s.d, ceil_div(s.N, b.fBr));
     printf("  tiles computed / skipped by the causal mask: forward %llu / %llu, backward %llu / %llu\n",
            (unsigned long long)sf.tiles_visited, (unsigned long long)sf.tiles_skipped,
            (unsigned long long)sb.tiles_visited, (unsigned long long)sb.tiles_skipped);

@@ -75,6 +75,8 @@ expect_error "stage1 fp16 refused on the CPU" "runs fp64 or fp32" ./stage1 --dty
 expect_error "stage3 M too small for one tile" "M is too small for one tile at d = 64" ./stage3 --random --n 16 --d 64 --sram 300
 expect_error "stage3 tiles larger than M" "need" ./stage3 --random --n 16 --d 8 --br 8 --bc 8 --sram 100
 expect_error "stage3 --br without --bc" "go together" ./stage3 --random --n 16 --br 8
+expect_error "stage3 unknown block rule" "expected 'paper' or 'io'" ./stage3 --rule best
+expect_error "stage3 --rule with --br/--bc" "does not go with --br/--bc" ./stage3 --random --n 16 --br 8 --bc 8 --rule io
 expect_error "stage3 bad sweep name" "expected 'io' or 'blocks'" ./stage3 --sweep nope --csv $B/x.csv
 expect_error "stage3 sweep without csv" "needs --csv" ./stage3 --sweep io
 expect_error "stage2 logits not numbers" "expected a finite number" ./stage2 --trace --logits 1,x,3

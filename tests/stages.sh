@@ -24,6 +24,7 @@ run "stage3 N = 1" $bin/stage3 --random --n 1 --d 5 --seed $seed
 run "stage3 N below one tile" $bin/stage3 --random --n 7 --d 16 --br 32 --bc 32 --seed $seed
 run "stage3 tails, B x H" $bin/stage3 --random --batch 2 --heads 3 --n 113 --d 40 --br 17 --bc 23 --causal --seed $seed
 run "stage3 other softmax_scale" $bin/stage3 --random --n 50 --d 8 --scale 0.9 --seed $seed
+run "stage3 --rule io, causal" $bin/stage3 --random --n 150 --d 16 --sram 3000 --rule io --causal --seed $seed
 
 trace=$($bin/stage2 --trace 2>&1)
 if echo "$trace" | grep -q "alpha = exp(3 - 6) = 0.049787   l = 1.074841" &&
