@@ -279,7 +279,7 @@ void hbm_store(double *dst, const double *tile, int rows, int cols, int ld,
 /* Command-line options                                                       */
 /* ------------------------------------------------------------------------- */
 
-typedef enum { ARG_NONE, ARG_INT, ARG_LONG, ARG_U64, ARG_DOUBLE, ARG_STR, ARG_LIST, ARG_PAIR } arg_kind;
+typedef enum { ARG_NONE, ARG_INT, ARG_LONG, ARG_U64, ARG_DOUBLE, ARG_STR, ARG_LIST } arg_kind;
 
 typedef struct {
     const char *name;
@@ -297,7 +297,6 @@ static const opt_spec SPECS[] = {
     {"--random", OPT_RANDOM, ARG_NONE, NULL, "random N(0,1) input instead of the real model input"},
     {"--seed", OPT_SEED, ARG_U64, "S", "seed of the random generator (default 1234)"},
     {"--causal", OPT_CAUSAL, ARG_NONE, NULL, "causal mask: query i sees keys j <= i"},
-    {"--window", OPT_WINDOW, ARG_PAIR, "L,R", "sliding window: query i sees i-L <= j <= i+R (-1: unbounded)"},
     {"--scale", OPT_SCALE, ARG_DOUBLE, "X", "softmax_scale (default 1/sqrt(d))"},
     {"--q", OPT_INPUTS, ARG_STR, "FILE", "Q from a .npy file, (N,d), (H,N,d) or (B,H,N,d)"},
     {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, same shape as Q"},
@@ -320,7 +319,6 @@ static const opt_spec SPECS[] = {
     {"--csv", OPT_CSV, ARG_STR, "FILE", "write measured rows as CSV"},
     {"--kernel", OPT_KERNEL, ARG_INT, "K", "kernel version"},
     {"--repeats", OPT_REPEATS, ARG_INT, "R", "timed repetitions"},
-    {"--quiet", OPT_QUIET, ARG_NONE, NULL, "print only the verdict line"},
 };
 #define N_SPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -407,18 +405,6 @@ static void parse_value(const opt_spec *sp, const char *val, options *o)
         if (o->n_logits == 0) fatal(EXIT_BAD_INPUT, "--logits: expected a comma-separated list of numbers");
         break;
     }
-    case OPT_WINDOW: {
-        char *comma = strchr(val, ',');
-        if (!comma) fatal(EXIT_BAD_INPUT, "--window: expected L,R (e.g. 128,0), got '%s'", val);
-        char left[64];
-        size_t n = (size_t)(comma - val);
-        if (n >= sizeof left) fatal(EXIT_BAD_INPUT, "--window: expected L,R, got '%s'", val);
-        memcpy(left, val, n);
-        left[n] = '\0';
-        o->window_left = (int)parse_integer("--window (left)", left, -1, INT_MAX);
-        o->window_right = (int)parse_integer("--window (right)", comma + 1, -1, INT_MAX);
-        break;
-    }
     case OPT_INPUTS:
         if (!strcmp(f, "--q")) o->q = val;
         else if (!strcmp(f, "--k")) o->k = val;
@@ -445,7 +431,6 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
     o->batch = 1;
     o->heads = 1;
     o->seed = 1234;
-    o->window_left = o->window_right = -1;
     o->kernel = -1;
     o->repeats = 0;
     o->dtype = "fp64";
@@ -477,7 +462,6 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
             if (eq) fatal(EXIT_BAD_INPUT, "%s takes no value", name);
             if (sp->flag == OPT_CAUSAL) o->causal = true;
             else if (sp->flag == OPT_TRACE) o->trace = true;
-            else if (sp->flag == OPT_QUIET) o->quiet = true;
             else if (sp->flag == OPT_RANDOM) o->random = true;
             continue;
         }

@@ -174,8 +174,8 @@ enum opt_flag {
     OPT_CSV = 1u << 9, OPT_DTYPE = 1u << 10,
     OPT_BR = 1u << 11, OPT_BC = 1u << 12, OPT_SRAM = 1u << 13,
     OPT_BLOCK = 1u << 14, OPT_TRACE = 1u << 15, OPT_LOGITS = 1u << 16,
-    OPT_SWEEP = 1u << 17, OPT_QUIET = 1u << 18, OPT_RANDOM = 1u << 19,
-    OPT_WINDOW = 1u << 20, OPT_KERNEL = 1u << 21, OPT_REPEATS = 1u << 22,
+    OPT_SWEEP = 1u << 17, OPT_RANDOM = 1u << 19,
+    OPT_KERNEL = 1u << 21, OPT_REPEATS = 1u << 22,
     OPT_RULE = 1u << 23,
 };
 
@@ -199,9 +199,7 @@ typedef struct {
     double logits[MAX_LOGITS];  /* --logits a,b,c (stage2) */
     int n_logits;
     const char *sweep;       /* --sweep NAME */
-    bool quiet;              /* --quiet: only the verdict line */
     bool random;             /* --random: random input instead of the real one */
-    int window_left, window_right;  /* --window L,R (-1 = unbounded) */
     int kernel;              /* --kernel K (GPU stages) */
     int repeats;             /* --repeats R */
 } options;
