@@ -701,8 +701,9 @@ FILE *csv_open(const char *path, int argc, char **argv, const char *header)
         snprintf(commit, sizeof commit, "%s", env_commit);
     else
         read_command("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
-    read_command("git status --porcelain --untracked-files=no 2>/dev/null | head -c1", changes,
-                 sizeof changes);
+    /* Changes under data/ are measurements (this file among them), not code. */
+    read_command("git status --porcelain --untracked-files=no -- . ':!data' 2>/dev/null | head -c1",
+                 changes, sizeof changes);
     bool dirty = changes[0] != '\0';
     read_command("uname -srm", host, sizeof host);
     read_command("grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'",
