@@ -28,6 +28,10 @@ ex_dirs = exercises/ex$(1) exercises/solutions/ex$(1) \
 ex_tag  = $(if $(filter exercises/%,$(1)),$(patsubst exercises/%,%,$(1)),custom/$(subst /,_,$(subst .,_,$(1))))
 ex_bin  = $(EX_BUILD)/$(call ex_tag,$(1))/check
 ex_csrc = $(filter-out check.c,$(notdir $(wildcard $(1)/*.c)))
+# A test fixture states only its deliberate bug: for each C file of the
+# solution that the fixture does not hold itself, its code is the solution's,
+# passed through the fixture's FILE.sed when there is one (ex_gen lists these).
+ex_gen  = $(if $(filter exercises/tests/%,$(2)),$(filter-out $(call ex_csrc,$(2)),$(call ex_csrc,exercises/solutions/ex$(1))))
 
 $(EX_BUILD)/lib/checklib.o: exercises/lib/checklib.c | $(BUILD)
 	@mkdir -p $(@D)
@@ -39,12 +43,22 @@ $(EX_BUILD)/obj/ex%/check.o: exercises/ex%/check.c | $(BUILD)
 # ex_checker(n, folder): the checker of exercise n, linked with folder's C files.
 define ex_checker
 $(call ex_bin,$(2)): $(EX_BUILD)/obj/ex$(1)/check.o $(EX_BUILD)/lib/checklib.o \
-        $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/%.o,$(call ex_csrc,$(2))) $(EX_LIBS)
+        $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/%.o,$(call ex_csrc,$(2))) \
+        $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/gen/%.o,$(call ex_gen,$(1),$(2))) $(EX_LIBS)
 	@mkdir -p $$(@D)
 	$$(CC) $$(CFLAGS) $$^ -o $$@ $$(LDLIBS)
 $(EX_BUILD)/$(call ex_tag,$(2))/%.o: $(2)/%.c | $(BUILD)
 	@mkdir -p $$(@D)
 	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -c $$< -o $$@
+$(EX_BUILD)/$(call ex_tag,$(2))/gen/%.o: $(EX_BUILD)/$(call ex_tag,$(2))/gen/%.c
+	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -c $$< -o $$@
+# An edit that matches nothing would leave the solution as it is: refused.
+$(EX_BUILD)/$(call ex_tag,$(2))/gen/%.c: exercises/solutions/ex$(1)/%.c $(wildcard $(2)/*.sed) | $(BUILD)
+	@mkdir -p $$(@D)
+	@if [ -f $(2)/$$*.sed ]; then \
+	    sed -f $(2)/$$*.sed $$< >$$@ && ! cmp -s $$< $$@ || \
+	    { echo "$(2)/$$*.sed changes nothing in $$<" >&2; rm -f $$@; exit 1; }; \
+	else cp $$< $$@; fi
 endef
 $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(eval $(call ex_checker,$(n),$(d)))))
 

@@ -1,0 +1,5 @@
+# exercises/tests/ex4-causal-mask-only/swa_forward.sed -- applied to the
+# reference solution's swa_forward.c to make this fixture, wrong on purpose:
+# the tiles skipped are right, but inside a tile only the causal mask is
+# applied (the window's left edge is forgotten). The checker must reject it.
+s/if (key <= row \&\& key > row - W) {/if (key <= row) {/
