@@ -28,12 +28,12 @@ workspace (69 GB at N = 16384 in fp32).
 """
 import argparse
 import ctypes
-import datetime
 import json
 import math
 import os
-import subprocess
 import sys
+
+import provenance as prov
 
 try:   # --tables needs no GPU and no torch
     import torch
@@ -66,26 +66,15 @@ def load_lib(path):
 
 
 def provenance(argv):
-    commit = os.environ.get("FA_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                    capture_output=True, text=True).stdout.strip()
-        except OSError:
-            commit = ""
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True).stdout.strip().splitlines()[0]
-    except (OSError, IndexError):
-        driver = "unknown"
+    """The columns every row of bench_fwd.csv carries (scripts/provenance.py)."""
     return {
         "gpu": torch.cuda.get_device_name(0),
-        "driver": driver,
+        "driver": prov.gpu_and_driver()[1],
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "cudnn": str(torch.backends.cudnn.version()),
-        "commit": commit or "unknown",
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": prov.commit(),
+        "date": prov.utc_now(),
         "command": " ".join(["python3"] + argv),
     }
 

@@ -15,11 +15,10 @@ stage4_forward.h), the compulsory bytes (Q, K, V read once, O and L written
 once) and measured / model.
 """
 import csv
-import datetime
 import json
-import os
-import subprocess
 import sys
+
+import provenance
 
 
 def num(s):
@@ -49,14 +48,9 @@ def main():
             continue
         if cur is not None:
             groups[cur].append(r)
-    commit = os.environ.get("FA_COMMIT", "unknown")
-    try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True).stdout.strip().splitlines()[0]
-        gpu, driver = [x.strip() for x in q.split(",")]
-    except (OSError, IndexError, ValueError):
-        gpu, driver = "unknown", "unknown"
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    commit = provenance.commit()
+    gpu, driver = provenance.gpu_and_driver()
+    date = provenance.utc_now()
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["gpu", "driver", "commit", "date", "command", "impl", "dtype", "B", "H", "N", "d",

@@ -6,11 +6,11 @@ warp instruction), L2 read requests and sectors from the SMs, sectors per
 request, and the model's read bytes (Q once, K and V once per query block).
 """
 import csv
-import datetime
 import json
 import os
-import subprocess
 import sys
+
+import provenance
 
 
 def num(s):
@@ -35,14 +35,9 @@ def groups(path):
 
 def main():
     d, out, command = sys.argv[1:4]
-    try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True).stdout.strip().splitlines()[0]
-        gpu, driver = [x.strip() for x in q.split(",")]
-    except (OSError, IndexError, ValueError):
-        gpu, driver = "unknown", "unknown"
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    commit = os.environ.get("FA_COMMIT", "unknown")
+    gpu, driver = provenance.gpu_and_driver()
+    date = provenance.utc_now()
+    commit = provenance.commit()
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["gpu", "driver", "commit", "date", "command", "layout", "dtype", "B", "H", "N", "d",
