@@ -171,6 +171,15 @@ bool take_answer(tally *t, const answers *a, const char *key, double *x)
     }
 }
 
+/* One "wrong" line with its hint: shared by mark and mark_number. */
+static void vmark_wrong(tally *t, const char *key, const char *hint_fmt, va_list ap)
+{
+    t->wrong++;
+    printf("  wrong  %s: ", key);
+    vprintf(hint_fmt, ap);
+    printf("\n");
+}
+
 void mark(tally *t, const char *key, bool ok, const char *hint_fmt, ...)
 {
     if (ok) {
@@ -178,13 +187,10 @@ void mark(tally *t, const char *key, bool ok, const char *hint_fmt, ...)
         printf("  right  %s\n", key);
         return;
     }
-    t->wrong++;
-    printf("  wrong  %s: ", key);
     va_list ap;
     va_start(ap, hint_fmt);
-    vprintf(hint_fmt, ap);
+    vmark_wrong(t, key, hint_fmt, ap);
     va_end(ap);
-    printf("\n");
 }
 
 /* The place value of the last digit written in text ("1.0748" -> 1e-4,
@@ -240,13 +246,10 @@ void mark_number(tally *t, const answers *a, const char *key, double x, bool ok,
         mark(t, key, true, "%s", "");
         return;
     }
-    t->wrong++;
-    printf("  wrong  %s: ", key);
     va_list ap;
     va_start(ap, hint_fmt);
-    vprintf(hint_fmt, ap);
+    vmark_wrong(t, key, hint_fmt, ap);
     va_end(ap);
-    printf("\n");
 }
 
 void mark_todo(tally *t, const char *key, const char *why_fmt, ...)
