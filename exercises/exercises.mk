@@ -61,6 +61,9 @@ $(EX_BUILD)/$(call ex_tag,$(2))/gen/%.c: exercises/solutions/ex$(1)/%.c $(wildca
 	else cp $$< $$@; fi
 endef
 $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(eval $(call ex_checker,$(n),$(d)))))
+# Kept, not deleted as intermediates: make's "rm" would otherwise print after
+# the test count, and the fixtures' code is worth reading when one fails.
+.PRECIOUS: $(EX_BUILD)/%.c
 
 EX_CHECKERS := $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(call ex_bin,$(d))))
 
