@@ -63,7 +63,8 @@ endef
 $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(eval $(call ex_checker,$(n),$(d)))))
 # Kept, not deleted as intermediates: make's "rm" would otherwise print after
 # the test count, and the fixtures' code is worth reading when one fails.
-.PRECIOUS: $(EX_BUILD)/%.c
+.SECONDARY: $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),\
+    $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(d))/gen/%.c,$(call ex_gen,$(n),$(d)))))
 
 EX_CHECKERS := $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(call ex_bin,$(d))))
 
