@@ -1,0 +1,104 @@
+/*
+ * attn_params.h -- one description of an attention problem, shared by every
+ * stage (CPU and GPU), the exercise checkers and the Python tools (one ctypes
+ * mirror in scripts/fa.py). Modelled on FlashAttention's Flash_fwd_params:
+ * sizes and the mask travel together, so adding a mask or grouped heads does
+ * not add positional arguments to every function.
+ *
+ * Layout of the tensors it describes (row-major, C order):
+ *   Q, O, dO, dQ      (B, H,    seqlen_q, d)
+ *   K, V, dK, dV      (B, H_kv, seqlen_k, d)
+ *   L (logsumexp), D  (B, H,    seqlen_q)
+ * Query head h reads key/value head h / (H / H_kv) (grouped-query attention;
+ * H_kv = 1 is multi-query attention, H_kv = H the ordinary case). dK and dV
+ * of a key/value head sum the contributions of its H / H_kv query heads.
+ *
+ * Plain C and CUDA both compile this header.
+ */
+#ifndef FA_ATTN_PARAMS_H
+#define FA_ATTN_PARAMS_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "mask.h"
+
+typedef struct {
+    int B;                    /* batch */
+    int H;                    /* query heads */
+    int H_kv;                 /* key/value heads; H is a multiple of H_kv */
+    int seqlen_q;             /* query rows per head */
+    int seqlen_k;             /* key/value rows per head */
+    int d;                    /* head dimension */
+    double softmax_scale;     /* multiplies Q K^T; 1/sqrt(d) unless given */
+    int window_size_left;     /* -1: unbounded (see mask.h) */
+    int window_size_right;    /* -1: unbounded; causal is (-1, 0) */
+} attn_params;
+
+/* The ordinary problem: H_kv = H, seqlen_q = seqlen_k = N, no mask,
+ * softmax_scale = 1/sqrt(d) is left to the caller (0 here: set it). */
+FA_HD attn_params attn_params_make(int B, int H, int N, int d, double softmax_scale)
+{
+    attn_params p = {B, H, H, N, N, d, softmax_scale, -1, -1};
+    return p;
+}
+
+FA_HD attn_mask attn_mask_of(const attn_params *p)
+{
+    return mask_make(p->seqlen_q, p->seqlen_k, p->window_size_left, p->window_size_right);
+}
+FA_HD bool attn_is_causal(const attn_params *p)
+{
+    return p->window_size_left < 0 && p->window_size_right == 0;
+}
+FA_HD bool attn_is_masked(const attn_params *p)
+{
+    return p->window_size_left >= 0 || p->window_size_right >= 0;
+}
+/* The key/value head that query head h reads. */
+FA_HD int attn_kv_head(const attn_params *p, int h) { return h / (p->H / p->H_kv); }
+
+/* Element counts and offsets of one head's (rows, d) block. */
+FA_HD size_t attn_q_numel(const attn_params *p) { return (size_t)p->B * p->H * p->seqlen_q * p->d; }
+FA_HD size_t attn_kv_numel(const attn_params *p) { return (size_t)p->B * p->H_kv * p->seqlen_k * p->d; }
+FA_HD size_t attn_rows(const attn_params *p) { return (size_t)p->B * p->H * p->seqlen_q; }
+FA_HD size_t attn_q_offset(const attn_params *p, int b, int h)
+{
+    return ((size_t)b * p->H + h) * p->seqlen_q * p->d;
+}
+FA_HD size_t attn_kv_offset(const attn_params *p, int b, int h)
+{
+    return ((size_t)b * p->H_kv + attn_kv_head(p, h)) * p->seqlen_k * p->d;
+}
+FA_HD size_t attn_row_offset(const attn_params *p, int b, int h)
+{
+    return ((size_t)b * p->H + h) * p->seqlen_q;
+}
+
+/* 0 when the problem is well formed; otherwise -1 with one line in why
+ * (naming the flag a user would have given): sizes >= 1, H a multiple of
+ * H_kv, window sizes -1 or >= 0, a finite positive softmax_scale. */
+static inline int attn_params_check(const attn_params *p, char *why, size_t n)
+{
+    if (p->B < 1 || p->H < 1 || p->H_kv < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->d < 1) {
+        snprintf(why, n, "batch %d, heads %d, kv heads %d, seqlen_q %d, seqlen_k %d, d %d: every size must be >= 1",
+                 p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, p->d);
+        return -1;
+    }
+    if (p->H % p->H_kv != 0) {
+        snprintf(why, n, "--kv-heads %d: the %d query heads must be a multiple of the key/value heads",
+                 p->H_kv, p->H);
+        return -1;
+    }
+    if (p->window_size_left < -1 || p->window_size_right < -1) {
+        snprintf(why, n, "--window %d,%d: each side is -1 (unbounded) or >= 0",
+                 p->window_size_left, p->window_size_right);
+        return -1;
+    }
+    if (!(p->softmax_scale > 0) || p->softmax_scale > 1e300) {
+        snprintf(why, n, "--scale %g: softmax_scale must be finite and > 0", p->softmax_scale);
+        return -1;
+    }
+    return 0;
+}
+
+#endif /* FA_ATTN_PARAMS_H */
