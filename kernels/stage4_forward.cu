@@ -3,7 +3,8 @@
  *
  * What it adds: the first CUDA code of the project. Three versions of the same
  * function O = softmax(softmax_scale Q K^T) V (and L = logsumexp per row),
- * selected by a number (--kernel K), each kernel beside its launcher:
+ * selected by a number (--kernel K), each kernel beside its launcher and its
+ * row of the table of versions (kernels/versions.def):
  *
  *   version | what                                   | slow-memory traffic (per head)
  *   --------+----------------------------------------+---------------------------------
@@ -20,11 +21,13 @@
  *           | m16n8k16 for Q K^T and P V, P stays in  |
  *           | registers, cp.async double-buffered K/V |
  *           | tiles; fp16/bf16, d = 16, 32, ..., 128  |
- *   3       | reserved: Hopper's wgmma and the tensor | (a later issue)
- *           | copy engine, a new case in fa_forward   |
+ *   3       | Hopper's wgmma and the tensor copy     | kernels/stage4_v3_hopper.cu
+ *           | engine                                 |
  *
  * es is the element size of the dtype (fp32 4, fp16 and bf16 2); L is fp32.
  * Inputs fp32, fp16 or bf16; every product and sum is accumulated in fp32.
+ * The harness these kernels share (errors, dtypes, mma/ldmatrix/cp.async)
+ * is kernels/gpu_common.cuh; the entry points are kernels/fa_api.cu.
  *
  * Build:   make stage4          (the host program src/stage4_main.c links this)
  *          make build/libfa_gpu.so   (the same launchers for Python/ctypes)
@@ -32,93 +35,12 @@
  * Cost:    4 B H N^2 d FLOPs in every version; version 0 also needs 2 B H N^2
  *          elements of workspace (S and P), versions 1 and 2 need none.
  */
-#include "stage4_forward.h"
-
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "gpu_common.cuh"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 
-#include <algorithm>
-#include <type_traits>
-#include <vector>
-
-/* ------------------------------------------------------------------------- */
-/* Errors: one line, kept until the next failure.                            */
-/* ------------------------------------------------------------------------- */
-static char g_err[512] = "no error";
-
-static int set_err(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_err, sizeof g_err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-extern "C" const char *fa_error_string(void) { return g_err; }
-
-#define CUDA_TRY(call)                                                                      \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess)                                                              \
-            return set_err(FA_ERR_CUDA, "%s: %s", #call, cudaGetErrorString(e_));           \
-    } while (0)
-#define CUBLAS_TRY(call)                                                                    \
-    do {                                                                                    \
-        cublasStatus_t s_ = (call);                                                         \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return set_err(FA_ERR_CUDA, "%s: %s", #call, cublasGetStatusString(s_));        \
-    } while (0)
-
-/* ------------------------------------------------------------------------- */
-/* Dtypes: loads convert to fp32, stores round from fp32.                     */
-/* ------------------------------------------------------------------------- */
-__device__ __forceinline__ float to_f(float x) { return x; }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x)
-{
-    return __float2bfloat16_rn(x);
-}
-
-/* One 16-byte load: 4 fp32 or 8 fp16/bf16 elements, converted to fp32. The
- * 16-byte width is what makes a warp's 32 loads one 512-byte transaction. */
-template <typename T> struct vec16 { static constexpr int n = 16 / sizeof(T); };
-template <typename T> __device__ __forceinline__ void load16(const T *p, float *out)
-{
-    uint4 raw = __ldg(reinterpret_cast<const uint4 *>(p));
-    const T *e = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-    for (int u = 0; u < vec16<T>::n; u++) out[u] = to_f(e[u]);
-}
-
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-extern "C" size_t fa_dtype_bytes(int dtype) { return dtype == FA_FP32 ? 4 : 2; }
-extern "C" const char *fa_dtype_name(int dtype)
-{
-    return dtype == FA_FP32 ? "fp32" : dtype == FA_FP16 ? "fp16" : dtype == FA_BF16 ? "bf16" : "?";
-}
-extern "C" const char *fa_kernel_name(int kernel)
-{
-    switch (kernel) {
-    case 0: return "v0 materialized (cuBLAS + softmax)";
-    case 1: return "v1 tiled (smem K/V, fp32 CUDA cores)";
-    case 2: return "v2 tiled, tensor cores (mma.sync m16n8k16, cp.async)";
-    default: return "?";
-    }
-}
-
+#define FA_V1_BR 64   /* query rows per thread block in version 1 */
 /* ========================================================================= */
 /* Version 0: the materialized baseline                                      */
 /* ========================================================================= */
@@ -184,8 +106,6 @@ __global__ void __launch_bounds__(256) v0_softmax_rows(const T *__restrict__ S, 
 }
 //< v0-softmax
 
-static cublasHandle_t g_cublas = nullptr;
-
 static cudaDataType_t cuda_type(int dtype)
 {
     return dtype == FA_FP32 ? CUDA_R_32F : dtype == FA_FP16 ? CUDA_R_16F : CUDA_R_16BF;
@@ -197,21 +117,21 @@ static cudaDataType_t cuda_type(int dtype)
  * is the column-major product K^T Q with K, Q as d x N (op T, op N), and
  * O (row-major N x d) is the column-major product V P with V d x N and P
  * N x N. One strided-batched call covers all B H heads. */
-static int v0_forward(int dtype, const void *Q, const void *K, const void *V, void *O, float *L,
-                      int B, int H, int N, int d, float softmax_scale, void *ws, size_t ws_bytes,
+static int v0_forward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                       cudaStream_t stream)
 {
-    int batch = B * H;
+    (void)deterministic;
+    const void *Q = x->q, *K = x->k, *V = x->v;
+    void *O = x->o;
+    float *L = x->softmax_lse;
+    int N = p->seqlen_q, d = p->d, batch = p->B * p->H;
     size_t es = fa_dtype_bytes(dtype);
     long long nn = (long long)N * N, nd = (long long)N * d;
-    if (ws_bytes < fa_workspace_bytes(0, dtype, B, H, N, d) || !ws)
-        return set_err(FA_ERR_UNSUPPORTED, "version 0 needs %zu bytes of workspace, got %zu",
-                       fa_workspace_bytes(0, dtype, B, H, N, d), ws_bytes);
-    void *S = ws, *P = (char *)ws + (size_t)batch * nn * es;
-    if (!g_cublas) CUBLAS_TRY(cublasCreate(&g_cublas));
-    CUBLAS_TRY(cublasSetStream(g_cublas, stream));
+    void *S = x->workspace, *P = (char *)x->workspace + (size_t)batch * nn * es;
+    cublasHandle_t g_cublas;
+    if (int rc = fa_cublas(&g_cublas, stream)) return rc;
     cudaDataType_t t = cuda_type(dtype);
-    float alpha = softmax_scale, one = 1.f, zero = 0.f;
+    float alpha = (float)p->softmax_scale, one = 1.f, zero = 0.f;
     /* S = softmax_scale Q K^T, fp32 accumulation, stored in the dtype */
     CUBLAS_TRY(cublasGemmStridedBatchedEx(g_cublas, CUBLAS_OP_T, CUBLAS_OP_N, N, N, d, &alpha, K,
                                           t, d, nd, Q, t, d, nd, &zero, S, t, N, nn, batch,
@@ -230,7 +150,7 @@ static int v0_forward(int dtype, const void *Q, const void *K, const void *V, vo
         v0_softmax_rows<__nv_bfloat16><<<blocks, 256, 0, stream>>>(
             (const __nv_bfloat16 *)S, (__nv_bfloat16 *)P, L, rows, N, vec);
     }
-    CUDA_TRY(cudaGetLastError());
+    LAUNCH_CHECK();
     /* O = P V */
     CUBLAS_TRY(cublasGemmStridedBatchedEx(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, d, N, N, &one, V, t,
                                           d, nd, P, t, N, nn, &zero, O, t, d, nd, batch,
@@ -446,7 +366,8 @@ __global__ void __launch_bounds__(256, 2)
 }
 //< v1-kernel
 
-extern "C" int fa_v1_block_cols(int d) { return d > 64 ? 32 : 64; }
+static int v1_block_rows(int d) { (void)d; return FA_V1_BR; }
+static int v1_block_cols(int d) { return d > 64 ? 32 : 64; }
 
 static size_t v1_smem_bytes(int D, int BC)
 {
@@ -467,22 +388,27 @@ static int v1_launch_d(const T *Q, const T *K, const T *V, T *O, float *L, int B
     dim3 grid((N + FA_V1_BR - 1) / FA_V1_BR, BH);
     v1_forward_kernel<T, D, BC><<<grid, 256, smem, stream>>>(
         Q, K, V, O, L, N, d, softmax_scale * 1.4426950408889634f, vec);
-    CUDA_TRY(cudaGetLastError());
+    LAUNCH_CHECK();
     return FA_OK;
 }
 
-template <typename T>
-static int v1_launch(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
-                     int N, int d, float sc, cudaStream_t st)
+static int v1_forward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
 {
-    const T *q = (const T *)Q, *k = (const T *)K, *v = (const T *)V;
-    T *o = (T *)O;
+    (void)deterministic;
+    return fa_dispatch_dtype(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        const T *q = (const T *)x->q, *k = (const T *)x->k, *v = (const T *)x->v;
+        T *o = (T *)x->o;
+        float *L = x->softmax_lse, sc = (float)p->softmax_scale;
+        int BH = p->B * p->H, N = p->seqlen_q, d = p->d;
     if (d <= 16) return v1_launch_d<T, 16>(q, k, v, o, L, BH, N, d, sc, st);
     if (d <= 32) return v1_launch_d<T, 32>(q, k, v, o, L, BH, N, d, sc, st);
     if (d <= 64) return v1_launch_d<T, 64>(q, k, v, o, L, BH, N, d, sc, st);
     if (d <= 80) return v1_launch_d<T, 80>(q, k, v, o, L, BH, N, d, sc, st);
     if (d <= 96) return v1_launch_d<T, 96>(q, k, v, o, L, BH, N, d, sc, st);
     return v1_launch_d<T, 128>(q, k, v, o, L, BH, N, d, sc, st);
+    });
 }
 
 /* ========================================================================= */
@@ -503,58 +429,6 @@ static int v1_launch(const void *Q, const void *K, const void *V, void *O, float
  *               never touches shared memory; B = V via ldmatrix.trans.
  * P is rounded to the input dtype before P V, as in FlashAttention-2;
  * every sum is fp32. Shared tiles: see v2_smem (swizzled or padded rows). */
-__device__ __forceinline__ unsigned smem_u32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
-                 "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int n> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(n));
-}
-__device__ __forceinline__ void ldsm_x4(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
-                                        const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldsm_x4_t(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
-                                          const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_u32(p)));
-}
-/* D (16 x 8, fp32) += A (16 x 16) B (16 x 8) */
-template <typename T>
-__device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1)
-{
-    if constexpr (std::is_same<T, __half>::value)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-/* two fp32 -> one register of two 16-bit values, lo in the low half */
-template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
-{
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    } else {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    }
-}
 
 /* Shared-memory layout of a tile row r, element column c (c a multiple of
  * 8, one 16-byte chunk). Default: rows padded by 8 elements (16 bytes), so
@@ -595,12 +469,6 @@ __device__ __forceinline__ void v2_load_tile(T *dst, const T *__restrict__ src, 
 
 /* 2^x on the special-function unit, flushing subnormals (P entries below
  * 2^-126 are zero either way once rounded to fp16/bf16). */
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* Query rows per warp: 32, two m-tiles of 16, so that every K and V
  * fragment read from shared memory feeds two mma instructions (with one
@@ -804,16 +672,12 @@ static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, flo
     dim3 grid((N + BR - 1) / BR, BH);
     v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>(
         (const T *)Q, (const T *)K, (const T *)V, (T *)O, L, N, softmax_scale * 1.4426950408889634f);
-    CUDA_TRY(cudaGetLastError());
+    LAUNCH_CHECK();
     return FA_OK;
 }
 
-extern "C" int fa_block_rows(int kernel, int d)
-{
-    (void)d;   /* the same for every d in versions 1 and 2 */
-    if (kernel == 2) return v2_cfg<64>::BR;
-    return FA_V1_BR;
-}
+static int v2_block_rows(int d) { (void)d; return v2_cfg<64>::BR; }
+static int v2_block_cols(int d) { (void)d; return 64; }
 
 template <typename T>
 static int v2_launch(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
@@ -831,205 +695,46 @@ static int v2_launch(const void *Q, const void *K, const void *V, void *O, float
     }
 }
 
-/* ========================================================================= */
-/* The switch on K, sizes and models                                          */
-/* ========================================================================= */
-
-extern "C" int fa_check_supported(int kernel, int dtype, int N, int d)
+static int v2_forward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
 {
-    if (dtype != FA_FP32 && dtype != FA_FP16 && dtype != FA_BF16)
-        return set_err(FA_ERR_UNSUPPORTED, "unknown dtype code %d", dtype);
-    if (N < 1 || d < 1) return set_err(FA_ERR_UNSUPPORTED, "N = %d, d = %d: need N, d >= 1", N, d);
-    switch (kernel) {
-    case 0: return FA_OK;
-    case 1:
-        if (d < 16 || d > 128)
-            return set_err(FA_ERR_UNSUPPORTED,
-                           "--d %d: version 1 supports head dimensions 16 to 128", d);
-        return FA_OK;
-    case 2:
-        if (dtype == FA_FP32)
-            return set_err(FA_ERR_UNSUPPORTED,
-                           "--dtype fp32: version 2 (tensor cores) takes fp16 or bf16; use version 1");
-        if (d % 16 != 0 || d > 128)
-            return set_err(FA_ERR_UNSUPPORTED,
-                           "--d %d: version 2 supports d = 16, 32, ..., 128 (multiples of 16)", d);
-        return FA_OK;
-    default:
-        return set_err(FA_ERR_UNSUPPORTED, "--kernel %d: versions 0 to %d exist", kernel,
-                       FA_NUM_KERNELS - 1);
-    }
-}
-
-extern "C" size_t fa_workspace_bytes(int kernel, int dtype, int B, int H, int N, int d)
-{
-    (void)d;
-    if (kernel != 0) return 0;
-    return 2 * (size_t)B * H * (size_t)N * N * fa_dtype_bytes(dtype);
-}
-
-extern "C" double fa_model_bytes(int kernel, int dtype, int B, int H, int N, int d)
-{
-    double es = (double)fa_dtype_bytes(dtype), n = N, dd = d, bh = (double)B * H;
-    if (kernel == 0) return bh * (es * (4 * n * n + 4 * n * dd) + 4 * n);
-    int Br = fa_block_rows(kernel, d);
-    double Tr = (double)((N + Br - 1) / Br);
-    return bh * (es * (2 * n * dd + 2 * n * dd * Tr) + 4 * n);
-}
-
-extern "C" double fa_compulsory_bytes(int dtype, int B, int H, int N, int d)
-{
-    return (double)B * H * ((double)fa_dtype_bytes(dtype) * 4.0 * N * d + 4.0 * N);
-}
-
-extern "C" int fa_forward(int kernel, int dtype, const void *Q, const void *K, const void *V,
-                          void *O, float *L, int B, int H, int N, int d, float softmax_scale,
-                          void *workspace, size_t workspace_bytes, void *stream)
-{
-    int rc = fa_check_supported(kernel, dtype, N, d);
-    if (rc) return rc;
-    if (B < 1 || H < 1 || (long long)B * H > 65535)
-        return set_err(FA_ERR_UNSUPPORTED, "B = %d, H = %d: need 1 <= B H <= 65535", B, H);
-    cudaStream_t st = (cudaStream_t)stream;
-    switch (kernel) {
-    case 0:
-        return v0_forward(dtype, Q, K, V, O, L, B, H, N, d, softmax_scale, workspace,
-                          workspace_bytes, st);
-    case 1:
-        switch (dtype) {
-        case FA_FP32: return v1_launch<float>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        case FA_FP16: return v1_launch<__half>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        default: return v1_launch<__nv_bfloat16>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        }
-    case 2:
-        if (!aligned16(Q) || !aligned16(K) || !aligned16(V) || !aligned16(O))
-            return set_err(FA_ERR_UNSUPPORTED, "version 2 needs 16-byte aligned Q, K, V, O");
-        if (dtype == FA_FP16) return v2_launch<__half>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        return v2_launch<__nv_bfloat16>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-    /* case 3: wgmma (Hopper) -- a later issue */
-    default:
-        return set_err(FA_ERR_UNSUPPORTED, "--kernel %d: no such version", kernel);
-    }
+    (void)deterministic;
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->o))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "version 2 needs 16-byte aligned Q, K, V, O");
+    int BH = p->B * p->H;
+    float sc = (float)p->softmax_scale;
+    if (dtype == FA_FP16)
+        return v2_launch<__half>(x->q, x->k, x->v, x->o, x->softmax_lse, BH, p->seqlen_q, p->d, sc, st);
+    return v2_launch<__nv_bfloat16>(x->q, x->k, x->v, x->o, x->softmax_lse, BH, p->seqlen_q, p->d,
+                                    sc, st);
 }
 
 /* ========================================================================= */
-/* Runtime helpers for the C host program                                     */
+/* The three rows of the table of versions                                   */
 /* ========================================================================= */
 
-extern "C" int fa_device_count(void)
+/* Version 0 keeps S and P of every head: 2 B H N^2 elements. */
+static size_t v0_workspace(int dtype, const attn_params *p)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return n;
+    return 2 * (size_t)p->B * p->H * (size_t)p->seqlen_q * p->seqlen_k * fa_dtype_bytes(dtype);
+}
+/* stage1_naive.h's count in bytes: es (4 N^2 + 4 N d) + 4 N per head. */
+static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
+{
+    (void)Br; (void)Bc;
+    double es = (double)fa_dtype_bytes(dtype), n = p->seqlen_q, d = p->d;
+    return (double)p->B * p->H * (es * (4 * n * n + 4 * n * d) + 4 * n);
 }
 
-extern "C" int fa_device_info(char *buf, size_t n, int *sm_count)
-{
-    cudaDeviceProp p;
-    int dev = 0, drv = 0, rt = 0;
-    CUDA_TRY(cudaGetDevice(&dev));
-    CUDA_TRY(cudaGetDeviceProperties(&p, dev));
-    CUDA_TRY(cudaDriverGetVersion(&drv));
-    CUDA_TRY(cudaRuntimeGetVersion(&rt));
-    snprintf(buf, n, "%s, cc %d.%d, %d SMs, %.0f MB L2, CUDA driver %d.%d, runtime %d.%d",
-             p.name, p.major, p.minor, p.multiProcessorCount, p.l2CacheSize / 1e6, drv / 1000,
-             (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
-    if (sm_count) *sm_count = p.multiProcessorCount;
-    return FA_OK;
-}
-
-extern "C" void *fa_malloc(size_t bytes)
-{
-    void *p = nullptr;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        set_err(FA_ERR_CUDA, "cudaMalloc(%zu bytes): %s", bytes, cudaGetErrorString(cudaGetLastError()));
-        return nullptr;
-    }
-    return p;
-}
-extern "C" void fa_free(void *p) { if (p) cudaFree(p); }
-extern "C" int fa_copy_to_device(void *dst, const void *src, size_t bytes)
-{
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    return FA_OK;
-}
-extern "C" int fa_copy_to_host(void *dst, const void *src, size_t bytes)
-{
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-    return FA_OK;
-}
-extern "C" int fa_poison(void *p, size_t bytes)
-{
-    CUDA_TRY(cudaMemset(p, 0xFF, bytes));
-    return FA_OK;
-}
-extern "C" int fa_synchronize(void)
-{
-    CUDA_TRY(cudaDeviceSynchronize());
-    CUDA_TRY(cudaGetLastError());
-    return FA_OK;
-}
-
-__global__ void fa_marker_kernel(void) {}
-extern "C" int fa_marker(int tag)
-{
-    fa_marker_kernel<<<tag > 0 ? tag : 1, 1>>>();
-    CUDA_TRY(cudaGetLastError());
-    return FA_OK;
-}
-
-extern "C" int fa_time_forward(int kernel, int dtype, const void *Q, const void *K, const void *V,
-                               void *O, float *L, int B, int H, int N, int d, float softmax_scale,
-                               void *workspace, size_t workspace_bytes, int repeats,
-                               double *median_ms)
-{
-    size_t obytes = (size_t)B * H * N * d * fa_dtype_bytes(dtype), lbytes = (size_t)B * H * N * 4;
-    cudaEvent_t e0, e1;
-    CUDA_TRY(cudaEventCreate(&e0));
-    CUDA_TRY(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int r = -1; r < repeats; r++) {   /* r = -1: warm-up (cuBLAS handle, module load) */
-        CUDA_TRY(cudaMemsetAsync(O, 0xFF, obytes));
-        CUDA_TRY(cudaMemsetAsync(L, 0xFF, lbytes));
-        CUDA_TRY(cudaEventRecord(e0));
-        int rc = fa_forward(kernel, dtype, Q, K, V, O, L, B, H, N, d, softmax_scale, workspace,
-                            workspace_bytes, nullptr);
-        if (rc) return rc;
-        CUDA_TRY(cudaEventRecord(e1));
-        CUDA_TRY(cudaEventSynchronize(e1));
-        float t = 0;
-        CUDA_TRY(cudaEventElapsedTime(&t, e0, e1));
-        if (r >= 0) ms.push_back(t);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    std::sort(ms.begin(), ms.end());
-    *median_ms = ms.empty() ? 0 : (ms.size() % 2 ? ms[ms.size() / 2]
-                                                 : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]));
-    return FA_OK;
-}
-
-/* ========================================================================= */
-/* Host conversions                                                          */
-/* ========================================================================= */
-
-extern "C" void fa_host_from_double(void *dst, const double *src, size_t n, int dtype)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (dtype == FA_FP32) ((float *)dst)[i] = (float)src[i];
-        else if (dtype == FA_FP16) ((__half *)dst)[i] = __double2half(src[i]);
-        else ((__nv_bfloat16 *)dst)[i] = __double2bfloat16(src[i]);
-    }
-}
-
-extern "C" void fa_host_to_double(double *dst, const void *src, size_t n, int dtype)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (dtype == FA_FP32) dst[i] = ((const float *)src)[i];
-        else if (dtype == FA_FP16) dst[i] = __half2float(((const __half *)src)[i]);
-        else dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
-    }
-}
+const fa_row fa_row_fwd_v0 = {
+    {FA_FORWARD, 0, "v0", "materialized (cuBLAS + softmax)",
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 0, 0, 0},
+    v0_forward, nullptr, v0_workspace, nullptr, nullptr, v0_model};
+const fa_row fa_row_fwd_v1 = {
+    {FA_FORWARD, 1, "v1", "tiled (smem K/V, fp32 CUDA cores)",
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 0, 0, 0},
+    v1_forward, nullptr, nullptr, v1_block_rows, v1_block_cols, fa_model_tiled_forward};
+const fa_row fa_row_fwd_v2 = {
+    {FA_FORWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, cp.async)",
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 0, 0, 80},
+    v2_forward, nullptr, nullptr, v2_block_rows, v2_block_cols, fa_model_tiled_forward};

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench_gpu.py -- stage 4's forward kernels beside PyTorch's attention, on the GPU.
 
-What it does: loads build/libfa_gpu.so (the extern "C" launchers of
-kernels/stage4_forward.cu) through ctypes, and times our versions (0:
+What it does: loads build/libfa_gpu.so (kernels/fa_gpu.h) through ctypes
+(scripts/fa.py), and times our versions (0:
 materialized, 1: tiled on the CUDA cores, 2: tiled on the tensor cores) beside torch.nn.functional.scaled_dot_product_attention
 with its FLASH_ATTENTION and CUDNN_ATTENTION backends and the plain
 materialized torch expression softmax(Q K^T scale) V, all on the same torch
@@ -33,6 +33,7 @@ import math
 import os
 import sys
 
+import fa
 import provenance as prov
 
 try:   # --tables needs no GPU and no torch
@@ -44,25 +45,6 @@ except ImportError:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPES = {"fp32": ("float32", 0), "fp16": ("float16", 1), "bf16": ("bfloat16", 2)}
-
-
-def load_lib(path):
-    lib = ctypes.CDLL(path)
-    vp, i, f, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_size_t
-    lib.fa_forward.argtypes = [i, i, vp, vp, vp, vp, vp, i, i, i, i, f, vp, sz, vp]
-    lib.fa_forward.restype = i
-    lib.fa_workspace_bytes.argtypes = [i, i, i, i, i, i]
-    lib.fa_workspace_bytes.restype = sz
-    lib.fa_model_bytes.argtypes = [i, i, i, i, i, i]
-    lib.fa_model_bytes.restype = ctypes.c_double
-    lib.fa_compulsory_bytes.argtypes = [i, i, i, i, i]
-    lib.fa_compulsory_bytes.restype = ctypes.c_double
-    lib.fa_check_supported.argtypes = [i, i, i, i]
-    lib.fa_check_supported.restype = i
-    lib.fa_error_string.restype = ctypes.c_char_p
-    lib.fa_marker.argtypes = [i]
-    lib.fa_marker.restype = i
-    return lib
 
 
 def provenance(argv):
@@ -80,28 +62,26 @@ def provenance(argv):
 
 
 class Ours:
-    """One of our versions as a callable on torch tensors (B, H, N, d)."""
+    """One of our forward versions as a callable on torch tensors (B, H, N, d)."""
 
     def __init__(self, lib, kernel, q, k, v):
         self.lib, self.kernel, self.q, self.k, self.v = lib, kernel, q, k, v
         B, H, N, d = q.shape
-        self.dcode = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}[q.dtype]
-        self.shape = (B, H, N, d)
+        self.dcode = {torch.float32: fa.FP32, torch.float16: fa.FP16, torch.bfloat16: fa.BF16}[q.dtype]
+        self.p = fa.params(B, H, N, d)
         self.o = torch.empty_like(q)
         self.L = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-        wsb = lib.fa_workspace_bytes(kernel, self.dcode, B, H, N, d)
+        wsb = lib.fa_workspace_bytes(fa.FORWARD, kernel, self.dcode, ctypes.byref(self.p))
         self.ws = torch.empty(wsb, dtype=torch.uint8, device=q.device) if wsb else None
-        self.wsb = wsb
-        self.scale = 1.0 / math.sqrt(d)
+        self.x = fa.Ptrs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=self.o.data_ptr(),
+                         softmax_lse=self.L.data_ptr(),
+                         workspace=self.ws.data_ptr() if self.ws is not None else None,
+                         workspace_bytes=wsb)
 
     def __call__(self):
-        B, H, N, d = self.shape
-        rc = self.lib.fa_forward(self.kernel, self.dcode, self.q.data_ptr(), self.k.data_ptr(),
-                                 self.v.data_ptr(), self.o.data_ptr(), self.L.data_ptr(), B, H, N, d,
-                                 self.scale, self.ws.data_ptr() if self.ws is not None else None,
-                                 self.wsb, torch.cuda.current_stream().cuda_stream)
-        if rc:
-            raise RuntimeError(self.lib.fa_error_string().decode())
+        fa.check(self.lib, self.lib.fa_forward(self.kernel, self.dcode, ctypes.byref(self.p),
+                                               ctypes.byref(self.x),
+                                               torch.cuda.current_stream().cuda_stream))
         return self.o
 
 
@@ -264,12 +244,13 @@ def profile_io(args, lib):
                 print(f"skip {name} {dt}: {str(e).splitlines()[0][:120]}", flush=True)
                 continue
             kernel = {"ours_v0_materialized": 0, "ours_v1_tiled": 1, "ours_v2_mma": 2}.get(name, 1)
-            model = lib.fa_model_bytes(kernel, dcode, B, H, N, d) if name.startswith("ours") else None
+            p = ctypes.byref(fa.params(B, H, N, d))
+            model = lib.fa_model_bytes(fa.FORWARD, kernel, dcode, p) if name.startswith("ours") else None
             tagmap[tag] = dict(impl=name, dtype=dt, B=B, H=H, N=N, d=d, label=label,
                                model_bytes=model,
-                               model_v0_bytes=lib.fa_model_bytes(0, dcode, B, H, N, d),
-                               model_v1_bytes=lib.fa_model_bytes(1, dcode, B, H, N, d),
-                               compulsory_bytes=lib.fa_compulsory_bytes(dcode, B, H, N, d))
+                               model_v0_bytes=lib.fa_model_bytes(fa.FORWARD, 0, dcode, p),
+                               model_v1_bytes=lib.fa_model_bytes(fa.FORWARD, 1, dcode, p),
+                               compulsory_bytes=lib.fa_compulsory_bytes(fa.FORWARD, dcode, p))
             torch.cuda.profiler.start()
             lib.fa_marker(tag)
             fn()
@@ -437,7 +418,7 @@ def main():
             return 2
     args.dims = [int(x) for x in args.dims.split(",")]
     args.ns = [1024] if args.quick else [int(x) for x in args.ns.split(",")]
-    lib = load_lib(args.lib)
+    lib = fa.load(args.lib)
     if args.profile_io:
         profile_io(args, lib)
         return 0
