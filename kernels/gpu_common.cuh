@@ -210,6 +210,61 @@ __device__ __forceinline__ float ex2(float x)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Tiles: rows of a head into shared memory                                  */
+/* ------------------------------------------------------------------------- */
+/* Rows [row0, row0 + ROWS) of a row-major (row_end, d) matrix into a shared
+ * ROWS x ld fp32 tile, times mul. Rows at or past row_end and columns past d
+ * become 0, so the tile arithmetic needs no bounds checks (a zero row of
+ * values or of dO adds nothing; a zero key still scores 0, so keys past the
+ * end are masked apart). D is the tile width, d rounded up to a template
+ * size. vec: 16-byte loads (d a multiple of the vector width, src 16-byte
+ * aligned); else one element at a time. Every thread of the block takes part. */
+template <typename T, int D, int ROWS>
+__device__ __forceinline__ void load_rows_f32(float *dst, int ld, const T *__restrict__ src, int row0,
+                                              int row_end, int d, bool vec, float mul)
+{
+    if (vec) {
+        constexpr int VEC = vec16<T>::n, CH = D / VEC;   /* 16-byte chunks per row */
+        for (int idx = threadIdx.x; idx < ROWS * CH; idx += blockDim.x) {
+            int r = idx / CH, c = (idx % CH) * VEC;
+            float x[VEC];
+            if (row0 + r < row_end && c < d) {
+                load16(src + (size_t)(row0 + r) * d + c, x);
+            } else {
+#pragma unroll
+                for (int u = 0; u < VEC; u++) x[u] = 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < VEC; u += 4)
+                *reinterpret_cast<float4 *>(dst + r * ld + c + u) =
+                    make_float4(x[u] * mul, x[u + 1] * mul, x[u + 2] * mul, x[u + 3] * mul);
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < ROWS * D; idx += blockDim.x) {
+            int r = idx / D, c = idx % D;
+            dst[r * ld + c] =
+                (row0 + r < row_end && c < d) ? to_f(src[(size_t)(row0 + r) * d + c]) * mul : 0.f;
+        }
+    }
+}
+
+/* Rows [row0, row0 + ROWS) of a row-major (row_end, D) matrix of 16-bit
+ * elements into a ROWS x LD shared tile with cp.async, NT threads, 16 bytes
+ * per copy (D a multiple of 8, src and LD 16-byte aligned); rows past row_end
+ * are zero-filled by the copy itself (source size 0). The caller commits and
+ * waits. */
+template <typename T, int D, int ROWS, int LD, int NT>
+__device__ __forceinline__ void cp_async_rows(T *dst, const T *__restrict__ src, int row0, int row_end)
+{
+    constexpr int CH = D / 8;
+    for (int idx = threadIdx.x; idx < ROWS * CH; idx += NT) {
+        int r = idx / CH, c = (idx % CH) * 8;
+        bool ok = row0 + r < row_end;
+        cp_async16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
 /* The versions' launchers (one row each in fa_api.cu's table)               */
 /* ------------------------------------------------------------------------- */
 typedef int (*fa_launch_fn)(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
