@@ -319,6 +319,8 @@ static const opt_spec SPECS[] = {
     {"--csv", OPT_CSV, ARG_STR, "FILE", "write measured rows as CSV"},
     {"--kernel", OPT_KERNEL, ARG_INT, "K", "kernel version"},
     {"--repeats", OPT_REPEATS, ARG_INT, "R", "timed repetitions"},
+    {"--deterministic", OPT_DETERMINISTIC, ARG_NONE, NULL,
+     "backward: dQ, dK, dV bitwise the same on every run (ordered dQ additions)"},
 };
 #define N_SPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -463,6 +465,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
             if (sp->flag == OPT_CAUSAL) o->causal = true;
             else if (sp->flag == OPT_TRACE) o->trace = true;
             else if (sp->flag == OPT_RANDOM) o->random = true;
+            else if (sp->flag == OPT_DETERMINISTIC) o->deterministic = true;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);

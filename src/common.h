@@ -177,6 +177,7 @@ enum opt_flag {
     OPT_SWEEP = 1u << 17, OPT_RANDOM = 1u << 19,
     OPT_KERNEL = 1u << 21, OPT_REPEATS = 1u << 22,
     OPT_RULE = 1u << 23,
+    OPT_DETERMINISTIC = 1u << 26,   /* --deterministic (GPU backward) */
 };
 
 #define MAX_LOGITS 4096
@@ -202,6 +203,7 @@ typedef struct {
     bool random;             /* --random: random input instead of the real one */
     int kernel;              /* --kernel K (GPU stages) */
     int repeats;             /* --repeats R */
+    bool deterministic;      /* --deterministic: bitwise reproducible dQ, dK, dV */
 } options;
 
 /* One line per accepted flag, printed by --help. */
