@@ -1,0 +1,1068 @@
+/*
+ * stage5_backward.cu -- Stage 5: the attention backward pass on the GPU.
+ *
+ * What it adds over stage 4: gradients. Given Q, K, V, the forward's O and
+ * L = softmax_lse, and the upstream gradient dO, every version computes
+ *
+ *     P  = exp(softmax_scale Q K^T - L)     (rebuilt, never stored by the forward)
+ *     dV = P^T dO                            D  = rowsum(dO * O)
+ *     dP = dO V^T                            dS = P * (dP - D)
+ *     dQ = softmax_scale dS K                dK = softmax_scale dS^T Q
+ *
+ * (the chapter's backward; stage 3's flash_backward is the CPU model), with
+ * the masks, seqlen_q != seqlen_k and grouped heads of src/mask.h and
+ * src/attn_params.h. Three versions, chosen by --kernel K (one row each in
+ * kernels/versions.def):
+ *
+ *   version | what
+ *   --------+-----------------------------------------------------------------
+ *   0       | materialized, cuBLAS: S, dP and dS of every head in fp32 in the
+ *           | workspace, P in the dtype (as a materialized backward in that
+ *           | dtype keeps it); elementwise kernels rebuild P from S and L
+ *           | (masked entries 0, through mask_visible) and form dS
+ *   1       | tiled on the CUDA cores, fp32 arithmetic: one thread block per
+ *           | (key block, key/value head) holds K_j, V_j in shared memory and
+ *           | dK_j, dV_j in registers while it walks the query blocks that see
+ *           | its keys; P and dS tiles in shared memory; dQ added into an fp32
+ *           | accumulator
+ *   2       | the same schedule on the tensor cores (FlashAttention-2's
+ *           | backward): mma.sync m16n8k16 for the five products, S^T and dP^T
+ *           | in registers, only dS through shared memory (for dQ); Q_i, dO_i
+ *           | tiles double-buffered with cp.async; fp16/bf16
+ *
+ * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace). In
+ * versions 1 and 2 the blocks of different key blocks run at once and all
+ * add into the same dQ rows, so dQ is accumulated in fp32 (atomicAdd; a
+ * post-pass rounds it to the dtype): the order of those additions, and so the
+ * last bits of dQ, changes from run to run. deterministic = 1 orders them:
+ * the key blocks that see a query block add their share one after another,
+ * in key-block order, through a counter per (query head, query block) in the
+ * workspace (bwd-dq-order). dK and dV are summed in registers in a fixed
+ * order, and version 0 is cuBLAS's fixed-order products, so both are
+ * deterministic in either mode. With grouped heads one block loops over the
+ * H / H_kv query heads of its key/value head, so dK and dV need no extra
+ * reduction.
+ *
+ * Conventions (mask.h): a row that sees no key (L = -inf) gets a zero dQ row
+ * and adds nothing to dK, dV; a key no query sees gets zero dK, dV rows; no
+ * NaN for finite inputs. P's exponent S - L is formed first and only then
+ * changed to base 2, and clamped at 0 (P <= 1 exactly: L >= S for every key
+ * the row sees), so rounding can never make a P above 1 or an infinity.
+ *
+ * K and V may be any block of a longer sequence's keys (stage 7 calls this
+ * once per shard pair): P is rebuilt from the L given, never renormalized
+ * over the keys given, and D from the O given, so with O and L of the full
+ * row the call returns exactly that block's share of dQ and the block's dK,
+ * dV. The mask must then describe the block (seqlen_k = the block's keys).
+ *
+ * IO model (bytes of slow memory per call; es = element size of the dtype,
+ * 4 for fp32, 2 for fp16/bf16; L, D and every accumulator fp32; each kernel
+ * reads each operand once and writes its result once, the accounting of
+ * stage 1 and stage 3; Sq = seqlen_q, Sk = seqlen_k, g = H / H_kv):
+ *
+ *   version 0, per key/value head (M = g Sq rows of its query heads):
+ *       (28 + 3 es) M Sk                      S, P, dP, dS written and read
+ *     + es (5 M d + 3 Sk d)                   Q, K (S), dO, V (dP), dO (dV),
+ *                                             O, dO (D), dV written
+ *     + 12 M                                  L read, D written and read
+ *     + 8 M d + 8 Sk d  (fp32)                dQ, dK products: Q, K read, dQ, dK written
+ *     + (16 + 2 es)(M d + Sk d)  (fp16/bf16)  Q, K widened to fp32, read; dQ, dK
+ *                                             written in fp32 and narrowed
+ *   versions 1, 2, per query head (R = query rows read, summed over key
+ *   blocks = mask_query_rows_read(Br, Bc); Sq Tc without a mask):
+ *       es 2 Sq d + 4 Sq                      pre-pass: O, dO read, D written
+ *     + 4 Sq d                                dQ accumulator zeroed
+ *     + R (2 es d + 8 + 8 d)                  per tile: Q_i, dO_i, L_i, D_i read;
+ *                                             dQ_i read and written (atomics)
+ *     + (4 + es) Sq d  (fp16/bf16)            post-pass: dQ accumulator -> dQ
+ *   plus, per key/value head (Kr = rows of the key blocks some query sees;
+ *   Sk without a mask):
+ *       2 es Kr d + 2 es Sk d                 K_j, V_j read once, dK, dV written
+ *   The deterministic mode's counters (4 bytes per query block) are left out.
+ *   Against stage 3's count (fp64 elements, no dtype): the accumulator's
+ *   zeroing and the first key block's dQ read (atomics cannot know they come
+ *   first) add 8 Sq d bytes in fp32; stage 5 checks the difference.
+ *
+ * Tiles: version 1 Br = 64 query rows, Bc = 64 keys (32 when d > 64);
+ * version 2 Br = Bc = 64, 4 warps of 16 keys each.
+ *
+ * Build:   make stage5        (the host program src/stage5_main.c links this)
+ * Run:     ./stage5 [--kernel K] [--dtype fp32|fp16|bf16] [--deterministic] ...
+ * Cost:    2.5 times the forward's FLOPs (5 products of 2 Sq Sk d instead of
+ *          2), version 0 needs (4 + es) B H Sq Sk bytes of workspace, versions
+ *          1 and 2 O(B H Sq d).
+ */
+#include "gpu_common.cuh"
+
+#include <limits.h>
+#include <math.h>
+
+#define FA_LOG2E 1.4426950408889634f
+
+/* ========================================================================= */
+/* Shared by every version                                                   */
+/* ========================================================================= */
+
+//> bwd-lse-guard
+/* L of a row that sees no key is -inf; exp(S - L) would be exp(+inf). As
+ * +inf instead, every P of that row is exp(-inf) = 0 and the row adds
+ * nothing, whatever the mask test says. */
+__device__ __forceinline__ float lse_guard(float L) { return L == -INFINITY ? INFINITY : L; }
+
+/* P from a score s (not yet scaled) and the row's guarded L: the exponent
+ * s softmax_scale - L is formed first, in one rounding (fma), so that it is
+ * exact when it is small whatever the size of L, and clamped at 0 (a P
+ * above 1 can only be rounding); then it changes base for exp2. */
+__device__ __forceinline__ float bwd_exponent2(float s, float softmax_scale, float L)
+{
+    return fminf(fmaf(s, softmax_scale, -L), 0.f) * FA_LOG2E;
+}
+//< bwd-lse-guard
+
+//> bwd-dot
+/* The pre-pass: D_i = dO_i . O_i for every query row, in fp32, one warp per
+ * row. D_i equals sum_j P_ij dP_ij (the softmax Jacobian's row term) without
+ * reading P: FlashAttention-2's choice, and stage 3's. */
+template <typename T>
+__global__ void __launch_bounds__(256) bwd_dot_kernel(const T *__restrict__ dO, const T *__restrict__ O,
+                                                      float *__restrict__ D, long long rows, int d)
+{
+    long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const T *a = dO + row * d, *b = O + row * d;
+    float s = 0.f;
+    for (int c = lane; c < d; c += 32) s = fmaf(to_f(a[c]), to_f(b[c]), s);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) D[row] = s;
+}
+//< bwd-dot
+
+/* dst[i] = src[i] in another type (fp32 accumulators to the dtype, or the
+ * dtype to fp32 for version 0's fp32 products); round to nearest even. */
+template <typename S, typename T>
+__global__ void __launch_bounds__(256) bwd_convert_kernel(const S *__restrict__ src, T *__restrict__ dst,
+                                                          size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = from_f<T>(to_f(src[i]));
+}
+
+template <typename T>
+static int bwd_dot(const T *dO, const T *O, float *D, long long rows, int d, cudaStream_t st)
+{
+    bwd_dot_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(dO, O, D, rows, d);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+
+template <typename S, typename T>
+static int bwd_convert(const S *src, T *dst, size_t n, cudaStream_t st)
+{
+    size_t blocks = (n + 255) / 256;
+    bwd_convert_kernel<S, T><<<(unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16), 256, 0, st>>>(
+        src, dst, n);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+
+/* Carve a workspace into 256-byte aligned pieces; base NULL only measures. */
+struct ws_carver {
+    char *base;
+    size_t used;
+    template <typename X> X *take(size_t count)
+    {
+        size_t at = used;
+        used += (count * sizeof(X) + 255) & ~(size_t)255;
+        return base ? reinterpret_cast<X *>(base + at) : nullptr;
+    }
+};
+
+/* ========================================================================= */
+/* Version 0: the materialized baseline                                      */
+/* ========================================================================= */
+
+//> bwd-v0-probs
+/* P = exp(S - L) where the mask lets query i see key j, 0 elsewhere; one
+ * block per row of S (already scaled, fp32), P in the dtype. With grouped
+ * heads the rows of one key/value head's query heads are consecutive, and
+ * row r of the whole problem is query i = r mod seqlen_q. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    v0_bwd_probs_kernel(const float *__restrict__ S, T *__restrict__ P, const float *__restrict__ L,
+                        long long rows, int Sq, int Sk, attn_mask m, bool masked)
+{
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+        int i = (int)(row % Sq);
+        float l = lse_guard(L[row]);
+        const float *s = S + row * Sk;
+        T *p = P + row * Sk;
+        for (int j = threadIdx.x; j < Sk; j += blockDim.x) {
+            bool visible = !masked || mask_visible(m, i, j);
+            p[j] = from_f<T>(visible ? expf(fminf(s[j] - l, 0.f)) : 0.f);
+        }
+    }
+}
+
+/* dS = P (dP - D) in place over dP (fp32), from the P the dV product used.
+ * A zero P gives a zero dS even if dP is not finite (0 * inf is NaN). */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    v0_bwd_ds_kernel(float *__restrict__ dPdS, const T *__restrict__ P, const float *__restrict__ D,
+                     long long rows, int Sk)
+{
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+        float Di = D[row];
+        float *x = dPdS + row * Sk;
+        const T *p = P + row * Sk;
+        for (int j = threadIdx.x; j < Sk; j += blockDim.x) {
+            float pj = to_f(p[j]);
+            x[j] = pj == 0.f ? 0.f : pj * (x[j] - Di);
+        }
+    }
+}
+//< bwd-v0-probs
+
+static cudaDataType_t bwd_cuda_type(int dtype)
+{
+    return dtype == FA_FP32 ? CUDA_R_32F : dtype == FA_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+/* Version 0's workspace: S/dP/dS (fp32), P (dtype), D, and for fp16/bf16
+ * fp32 copies of Q, K and fp32 dQ, dK for the two fp32 products. */
+struct v0_ws {
+    float *A;           /* (B, H, Sq, Sk): S, then dP, then dS */
+    void *P;            /* (B, H, Sq, Sk) in the dtype */
+    float *D;           /* (B, H, Sq) */
+    float *Q32, *K32;   /* fp16/bf16 only */
+    float *dQ32, *dK32;
+};
+static size_t v0_ws_carve(int dtype, const attn_params *p, void *base, v0_ws *w)
+{
+    ws_carver c = {(char *)base, 0};
+    size_t es = fa_dtype_bytes(dtype), sqk = attn_rows(p) * (size_t)p->seqlen_k;
+    w->A = c.take<float>(sqk);
+    w->P = c.take<char>(sqk * es);
+    w->D = c.take<float>(attn_rows(p));
+    w->Q32 = w->K32 = w->dQ32 = w->dK32 = nullptr;
+    if (dtype != FA_FP32) {
+        w->Q32 = c.take<float>(attn_q_numel(p));
+        w->K32 = c.take<float>(attn_kv_numel(p));
+        w->dQ32 = c.take<float>(attn_q_numel(p));
+        w->dK32 = c.take<float>(attn_kv_numel(p));
+    }
+    return c.used;
+}
+static size_t v0_bwd_workspace(int dtype, const attn_params *p)
+{
+    v0_ws w;
+    return v0_ws_carve(dtype, p, nullptr, &w);
+}
+
+//> bwd-v0-launch
+/* Version 0. cuBLAS is column-major: a row-major (rows, cols) matrix is a
+ * column-major cols x rows one. The g = H / H_kv query heads of one
+ * key/value head are consecutive in Q, dO, dQ, so the M = g Sq rows of a
+ * group are one matrix and one strided-batched call over the B H_kv groups
+ * does each product; dV = P^T dO and dK = dS^T Q then sum over the group's
+ * query heads inside the product. */
+template <typename T>
+static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, cudaStream_t st)
+{
+    v0_ws w;
+    v0_ws_carve(dtype, p, x->workspace, &w);
+    const int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d, batch = p->B * p->H_kv;
+    const int M = (p->H / p->H_kv) * Sq;
+    const long long mk = (long long)M * Sk, md = (long long)M * d, kd = (long long)Sk * d;
+    const long long rows = (long long)p->B * p->H * Sq;
+    const T *Q = (const T *)x->q, *K = (const T *)x->k, *V = (const T *)x->v, *dO = (const T *)x->do_;
+    T *P = (T *)w.P;
+    cublasHandle_t h;
+    if (int rc = fa_cublas(&h, st)) return rc;
+    const cudaDataType_t t = bwd_cuda_type(dtype), f32 = CUDA_R_32F;
+    const float scale = (float)p->softmax_scale, one = 1.f, zero = 0.f;
+    const unsigned row_blocks = (unsigned)(rows < 1 << 30 ? rows : 1 << 30);
+    const attn_mask m = attn_mask_of(p);
+
+    if (int rc = bwd_dot<T>(dO, (const T *)x->o, w.D, rows, d, st)) return rc;
+    /* S = softmax_scale Q K^T, fp32 out: a scaled logit beyond 65504 must
+     * not become an fp16 infinity. */
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &scale, K, t, d, kd,
+                                          Q, t, d, md, &zero, w.A, f32, Sk, mk, batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    v0_bwd_probs_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, x->softmax_lse, rows, Sq, Sk, m,
+                                                       attn_is_masked(p));
+    LAUNCH_CHECK();
+    /* dV = P^T dO */
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_T, d, Sk, M, &one, dO, t, d, md,
+                                          P, t, Sk, mk, &zero, x->dv, t, d, kd, batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    /* dP = dO V^T, fp32, over S */
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &one, V, t, d, kd,
+                                          dO, t, d, md, &zero, w.A, f32, Sk, mk, batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    v0_bwd_ds_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, w.D, rows, Sk);
+    LAUNCH_CHECK();
+    /* dQ = scale dS K and dK = scale dS^T Q with dS in fp32: cuBLAS takes
+     * one type for both factors, so Q and K are widened to fp32 first. */
+    const float *Q32 = (const float *)x->q, *K32 = (const float *)x->k;
+    float *dQ32 = (float *)x->dq, *dK32 = (float *)x->dk;
+    if (dtype != FA_FP32) {
+        if (int rc = bwd_convert<T, float>(Q, w.Q32, attn_q_numel(p), st)) return rc;
+        if (int rc = bwd_convert<T, float>(K, w.K32, attn_kv_numel(p), st)) return rc;
+        Q32 = w.Q32; K32 = w.K32; dQ32 = w.dQ32; dK32 = w.dK32;
+    }
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, d, M, Sk, &scale, K32, f32, d,
+                                          kd, w.A, f32, Sk, mk, &zero, dQ32, f32, d, md, batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_T, d, Sk, M, &scale, Q32, f32, d,
+                                          md, w.A, f32, Sk, mk, &zero, dK32, f32, d, kd, batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (dtype != FA_FP32) {
+        if (int rc = bwd_convert<float, T>(w.dQ32, (T *)x->dq, attn_q_numel(p), st)) return rc;
+        if (int rc = bwd_convert<float, T>(w.dK32, (T *)x->dk, attn_kv_numel(p), st)) return rc;
+    }
+    return FA_OK;
+}
+//< bwd-v0-launch
+
+static int v0_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                       cudaStream_t st)
+{
+    (void)deterministic;   /* cuBLAS's products and these kernels have a fixed order */
+    return fa_dispatch_dtype(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        return v0_backward_t<T>(dtype, p, x, st);
+    });
+}
+
+/* cuBLAS takes int sizes: the M = (H / H_kv) seqlen_q rows of a group. */
+static int v0_bwd_check(int dtype, const attn_params *p)
+{
+    (void)dtype;
+    if ((long long)(p->H / p->H_kv) * p->seqlen_q > INT_MAX)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward v0: (H / H_kv) seqlen_q = %lld rows "
+                            "exceed cuBLAS's int sizes", (long long)(p->H / p->H_kv) * p->seqlen_q);
+    return FA_OK;
+}
+
+/* The header's formula for version 0, term by term. */
+static double v0_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
+{
+    (void)Br; (void)Bc;
+    double es = (double)fa_dtype_bytes(dtype), d = p->d, Sk = p->seqlen_k;
+    double M = (double)(p->H / p->H_kv) * p->seqlen_q;
+    double per = (28 + 3 * es) * M * Sk + es * (5 * M * d + 3 * Sk * d) + 12 * M;
+    per += dtype == FA_FP32 ? 8 * M * d + 8 * Sk * d : (16 + 2 * es) * (M * d + Sk * d);
+    return (double)p->B * p->H_kv * per;
+}
+
+/* ========================================================================= */
+/* Versions 1 and 2: the tiled backward                                      */
+/* ========================================================================= */
+
+/* What the tiled kernels read and write. */
+template <typename T> struct bwd_args {
+    const T *q, *k, *v, *dO;   /* (B,H,Sq,d), (B,H_kv,Sk,d) x2, (B,H,Sq,d) */
+    const float *L, *D;        /* (B,H,Sq): softmax_lse, the pre-pass's D */
+    float *dq_acc;             /* (B,H,Sq,d) fp32, zeroed: the dQ accumulator */
+    T *dk, *dv;                /* (B,H_kv,Sk,d) */
+    int *sem;                  /* (B,H,Tr) counters of the deterministic mode */
+    int deterministic;
+    fa_kargs a;
+};
+
+//> bwd-dq-order
+/* The deterministic mode: the key blocks that see query block (bh, i) add
+ * their dQ_i shares one at a time, in key-block order. sem counts the shares
+ * added so far, so key block j waits for turn j - (first key block of i),
+ * adds with plain loads and stores (no atomics), and passes the turn on.
+ * Blocks wait only for blocks of the same head with a smaller key-block
+ * index, which the GPU starts first (blocks are dispatched in index order),
+ * so the waits cannot close a cycle. The cost: a key block may idle while an
+ * earlier one finishes its share. */
+__device__ __forceinline__ void dq_turn_wait(const int *sem, int turn)
+{
+    if (threadIdx.x == 0) {
+        int seen;
+        for (;;) {
+            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+            if (seen == turn) break;
+            __nanosleep(64);
+        }
+    }
+    __syncthreads();
+}
+__device__ __forceinline__ void dq_turn_pass(int *sem)
+{
+    __threadfence();   /* this block's dQ stores before the next block's loads */
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(sem, 1);
+}
+/* One share: atomically (default), or, holding the turn, a plain
+ * read-add-write through L2 (ld.cg/st.cg: never a stale L1 line). */
+__device__ __forceinline__ void dq_add(float *p, float v, bool ordered)
+{
+    if (ordered) __stcg(p, __ldcg(p) + v);
+    else atomicAdd(p, v);
+}
+__device__ __forceinline__ void dq_add2(float *p, float v0, float v1, bool ordered)
+{
+    if (ordered) {
+        float2 o = __ldcg(reinterpret_cast<const float2 *>(p));
+        __stcg(reinterpret_cast<float2 *>(p), make_float2(o.x + v0, o.y + v1));
+    } else {
+#if __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2 *>(p), make_float2(v0, v1));   /* one 8-byte red */
+#else
+        atomicAdd(p, v0);
+        atomicAdd(p + 1, v1);
+#endif
+    }
+}
+//< bwd-dq-order
+
+/* The turn of key block jb at query block [i0, i1): its index among the key
+ * blocks that query block visits (mask.h). */
+__device__ __forceinline__ int dq_turn(const attn_mask &m, int i0, int i1, int Bc, int jb)
+{
+    int jb_begin, jb_end;
+    mask_key_blocks(m, i0, i1, Bc, &jb_begin, &jb_end);
+    return jb - jb_begin;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Version 1: CUDA cores                                                      */
+/* ------------------------------------------------------------------------- */
+#define BWD_V1_BR 64   /* query rows per tile */
+
+template <int D, int BC> struct v1b_cfg {
+    static constexpr int BR = BWD_V1_BR;
+    static constexpr int LD = D + 4;     /* fp32 rows of K, V, Q, dO: float4-aligned, banks spread */
+    static constexpr int LDP = BC + 4;   /* P tile, row-major BR x BC */
+    static constexpr int LDT = BR + 4;   /* dS tile, transposed BC x BR */
+    static constexpr size_t smem_bytes()
+    {
+        return sizeof(float) * (2 * (size_t)BC * LD + 2 * (size_t)BR * LD + (size_t)BR * LDP +
+                                (size_t)BC * LDT + 2 * (size_t)BR);
+    }
+};
+
+//> bwd-v1-kernel
+/* One block of 256 threads per (key block j of Bc keys, key/value head);
+ * thread (ty, tx), ty, tx = 0..15. Per query block i (Br = 64 rows) of each
+ * query head of the group, the chapter's five steps on fp32 tiles:
+ *   S, dP  rows 4 ty + r, keys tx + 16 k       (registers, as in the forward)
+ *   P, dS  -> shared memory (P row-major, dS transposed)
+ *   dV_j += P^T dO_i, dK_j += dS^T Q_i   keys NS ty + c, columns col(e)
+ *                                        (registers for the whole block)
+ *   dQ_i += dS K_j                       rows 4 ty + r, columns col(e), added
+ *                                        to the fp32 accumulator
+ * D = head dimension rounded up to a template size, NS = Bc / 16, NO = D / 16
+ * columns per thread: 64 (e / 4) + 4 tx + e % 4 when NO % 4 == 0 (float4
+ * rows), else NO tx + e. */
+template <typename T, int D, int BC>
+__global__ void __launch_bounds__(256) v1_backward_kernel(bwd_args<T> x, bool vec)
+{
+    using C = v1b_cfg<D, BC>;
+    constexpr int BR = C::BR, LD = C::LD, LDP = C::LDP, LDT = C::LDT;
+    constexpr int NS = BC / 16, NO = D / 16;
+    extern __shared__ float4 smem_bwd1[];
+    float *Ks = reinterpret_cast<float *>(smem_bwd1);   /* Bc x LD */
+    float *Vs = Ks + BC * LD;                            /* Bc x LD */
+    float *Qs = Vs + BC * LD;                            /* Br x LD */
+    float *dOs = Qs + BR * LD;                           /* Br x LD */
+    float *Ps = dOs + BR * LD;                           /* Br x LDP */
+    float *dSt = Ps + BR * LDP;                          /* Bc x LDT */
+    float *Ls = dSt + BC * LDT;                          /* Br */
+    float *Ds = Ls + BR;                                 /* Br */
+
+    const fa_kargs &a = x.a;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int Sq = a.seqlen_q, Sk = a.seqlen_k, d = a.d;
+    const int jb = blockIdx.x, j0 = jb * BC, j1 = min(j0 + BC, Sk);
+    const int bkv = blockIdx.y, b = bkv / a.H_kv, hk = bkv % a.H_kv;
+    const int Tr = (Sq + BR - 1) / BR;
+    auto col = [&](int e) { return NO % 4 == 0 ? 64 * (e / 4) + 4 * tx + (e % 4) : NO * tx + e; };
+
+    float dk[NS][NO], dv[NS][NO];
+#pragma unroll
+    for (int c = 0; c < NS; c++)
+#pragma unroll
+        for (int e = 0; e < NO; e++) dk[c][e] = dv[c][e] = 0.f;
+
+    int ib_begin, ib_end;
+    if (mask_query_blocks(a.mask, j0, j1, BR, &ib_begin, &ib_end) > 0) {
+        load_rows_f32<T, D, BC>(Ks, LD, x.k + (size_t)bkv * Sk * d, j0, Sk, d, vec, 1.f);
+        load_rows_f32<T, D, BC>(Vs, LD, x.v + (size_t)bkv * Sk * d, j0, Sk, d, vec, 1.f);
+        for (int gi = 0; gi < a.h_per_kv; gi++) {
+            const int bh = b * a.H + hk * a.h_per_kv + gi;
+            for (int ib = ib_begin; ib < ib_end; ib++) {
+                const int i0 = ib * BR, i1 = min(i0 + BR, Sq);
+                __syncthreads();   /* the previous tile's Q, dO, P, dS are no longer read */
+                load_rows_f32<T, D, BR>(Qs, LD, x.q + (size_t)bh * Sq * d, i0, Sq, d, vec, 1.f);
+                load_rows_f32<T, D, BR>(dOs, LD, x.dO + (size_t)bh * Sq * d, i0, Sq, d, vec, 1.f);
+                if (threadIdx.x < BR) {
+                    int i = i0 + threadIdx.x;
+                    Ls[threadIdx.x] = i < Sq ? lse_guard(x.L[(size_t)bh * Sq + i]) : INFINITY;
+                    Ds[threadIdx.x] = i < Sq ? x.D[(size_t)bh * Sq + i] : 0.f;
+                }
+                __syncthreads();
+
+                /* S = Q_i K_j^T and dP = dO_i V_j^T, 4 dimensions per step */
+                float s[4][NS], dp[4][NS];
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int k = 0; k < NS; k++) s[r][k] = dp[r][k] = 0.f;
+#pragma unroll 2
+                for (int e = 0; e < D; e += 4) {
+                    float4 q[4], o[4], kk[NS], vv[NS];
+#pragma unroll
+                    for (int r = 0; r < 4; r++) {
+                        q[r] = *reinterpret_cast<const float4 *>(Qs + (4 * ty + r) * LD + e);
+                        o[r] = *reinterpret_cast<const float4 *>(dOs + (4 * ty + r) * LD + e);
+                    }
+#pragma unroll
+                    for (int k = 0; k < NS; k++) {
+                        kk[k] = *reinterpret_cast<const float4 *>(Ks + (tx + 16 * k) * LD + e);
+                        vv[k] = *reinterpret_cast<const float4 *>(Vs + (tx + 16 * k) * LD + e);
+                    }
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+#pragma unroll
+                        for (int k = 0; k < NS; k++) {
+                            s[r][k] = fmaf(q[r].x, kk[k].x, fmaf(q[r].y, kk[k].y,
+                                      fmaf(q[r].z, kk[k].z, fmaf(q[r].w, kk[k].w, s[r][k]))));
+                            dp[r][k] = fmaf(o[r].x, vv[k].x, fmaf(o[r].y, vv[k].y,
+                                       fmaf(o[r].z, vv[k].z, fmaf(o[r].w, vv[k].w, dp[r][k]))));
+                        }
+                }
+                /* P = exp(S - L), masked per element only on partial tiles;
+                 * dS = P (dP - D). */
+                const bool full = i1 - i0 == BR && j1 - j0 == BC &&
+                                  mask_tile_unmasked(a.mask, i0, i1, j0, j1);
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int k = 0; k < NS; k++) {
+                        const int rr = 4 * ty + r, cc = tx + 16 * k;
+                        float p = exp2f(bwd_exponent2(s[r][k], a.softmax_scale, Ls[rr]));
+                        if (!full && !(i0 + rr < Sq && j0 + cc < Sk && mask_visible(a.mask, i0 + rr, j0 + cc)))
+                            p = 0.f;
+                        Ps[rr * LDP + cc] = p;
+                        dSt[cc * LDT + rr] = p * (dp[r][k] - Ds[rr]);
+                    }
+                __syncthreads();
+
+                /* dV_j += P^T dO_i, dK_j += dS^T Q_i: keys NS ty + c */
+#pragma unroll 4
+                for (int r = 0; r < BR; r++) {
+                    float pv[NS], sv[NS], orow[NO], qrow[NO];
+#pragma unroll
+                    for (int c = 0; c < NS; c++) {
+                        pv[c] = Ps[r * LDP + NS * ty + c];
+                        sv[c] = dSt[(NS * ty + c) * LDT + r];
+                    }
+#pragma unroll
+                    for (int e = 0; e < NO; e++) {
+                        orow[e] = dOs[r * LD + col(e)];
+                        qrow[e] = Qs[r * LD + col(e)];
+                    }
+#pragma unroll
+                    for (int c = 0; c < NS; c++)
+#pragma unroll
+                        for (int e = 0; e < NO; e++) {
+                            dv[c][e] = fmaf(pv[c], orow[e], dv[c][e]);
+                            dk[c][e] = fmaf(sv[c], qrow[e], dk[c][e]);
+                        }
+                }
+
+                /* dQ_i += dS K_j: rows 4 ty + r */
+                float dq[4][NO];
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int e = 0; e < NO; e++) dq[r][e] = 0.f;
+#pragma unroll 4
+                for (int c = 0; c < BC; c++) {
+                    float4 sc = *reinterpret_cast<const float4 *>(dSt + c * LDT + 4 * ty);
+                    float krow[NO];
+#pragma unroll
+                    for (int e = 0; e < NO; e++) krow[e] = Ks[c * LD + col(e)];
+#pragma unroll
+                    for (int e = 0; e < NO; e++) {
+                        dq[0][e] = fmaf(sc.x, krow[e], dq[0][e]);
+                        dq[1][e] = fmaf(sc.y, krow[e], dq[1][e]);
+                        dq[2][e] = fmaf(sc.z, krow[e], dq[2][e]);
+                        dq[3][e] = fmaf(sc.w, krow[e], dq[3][e]);
+                    }
+                }
+                const bool ordered = x.deterministic;
+                int *sem = x.sem + (size_t)bh * Tr + ib;
+                if (ordered) dq_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb));
+                float *acc = x.dq_acc + (size_t)bh * Sq * d;
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const int i = i0 + 4 * ty + r;
+                    if (i >= Sq) continue;
+#pragma unroll
+                    for (int e = 0; e < NO; e++)
+                        if (col(e) < d) dq_add(acc + (size_t)i * d + col(e), a.softmax_scale * dq[r][e], ordered);
+                }
+                if (ordered) dq_turn_pass(sem);
+            }
+        }
+    }
+    /* dK_j = softmax_scale dS^T Q summed, dV_j; zero rows for keys nobody sees */
+#pragma unroll
+    for (int c = 0; c < NS; c++) {
+        const int j = j0 + NS * ty + c;
+        if (j >= Sk) continue;
+#pragma unroll
+        for (int e = 0; e < NO; e++)
+            if (col(e) < d) {
+                x.dk[((size_t)bkv * Sk + j) * d + col(e)] = from_f<T>(a.softmax_scale * dk[c][e]);
+                x.dv[((size_t)bkv * Sk + j) * d + col(e)] = from_f<T>(dv[c][e]);
+            }
+    }
+}
+//< bwd-v1-kernel
+
+static int v1_bwd_block_rows(int d) { (void)d; return BWD_V1_BR; }
+static int v1_bwd_block_cols(int d) { return d > 64 ? 32 : 64; }
+
+template <typename T, int D>
+static int v1_bwd_launch_d(const bwd_args<T> &x, dim3 grid, bool vec, cudaStream_t st)
+{
+    constexpr int BC = D > 64 ? 32 : 64;
+    const size_t smem = v1b_cfg<D, BC>::smem_bytes();
+    /* Above 48 KB a kernel must ask for its dynamic shared memory. */
+    CUDA_TRY(cudaFuncSetAttribute(v1_backward_kernel<T, D, BC>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    v1_backward_kernel<T, D, BC><<<grid, 256, smem, st>>>(x, vec);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+
+template <typename T>
+static int v1_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
+{
+    const int d = x.a.d, Bc = v1_bwd_block_cols(d);
+    const dim3 grid((x.a.seqlen_k + Bc - 1) / Bc, (unsigned)(B * x.a.H_kv));
+    const bool vec = d % vec16<T>::n == 0 && aligned16(x.q) && aligned16(x.k) && aligned16(x.v) &&
+                     aligned16(x.dO);
+    if (d <= 16) return v1_bwd_launch_d<T, 16>(x, grid, vec, st);
+    if (d <= 32) return v1_bwd_launch_d<T, 32>(x, grid, vec, st);
+    if (d <= 64) return v1_bwd_launch_d<T, 64>(x, grid, vec, st);
+    if (d <= 80) return v1_bwd_launch_d<T, 80>(x, grid, vec, st);
+    if (d <= 96) return v1_bwd_launch_d<T, 96>(x, grid, vec, st);
+    return v1_bwd_launch_d<T, 128>(x, grid, vec, st);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Version 2: tensor cores                                                    */
+/* ------------------------------------------------------------------------- */
+/* Tiles of Br = 64 query rows and Bc = 64 keys; 4 warps, warp w owns keys
+ * 16 w .. 16 w + 15 of the block (its rows of dK_j, dV_j live in its
+ * registers). Shared memory (16-bit elements, rows padded by 8 elements so
+ * the 8 rows one ldmatrix reads fall in 8 different bank groups): K_j, V_j,
+ * two stages of Q_i and dO_i, the dS^T tile, two stages of L_i and D_i; at
+ * d = 128 112 KiB, so that two blocks share an SM. */
+template <int D> struct v2b_cfg {
+    static constexpr int BR = 64, BC = 64, NT = 128;
+    static constexpr int LD = D + 8;        /* row stride of K, V, Q, dO tiles */
+    static constexpr int LDS = BR + 8;      /* row stride of the dS^T tile */
+    static constexpr bool KVREG = D <= 64;  /* K_j, V_j held as A fragments in registers */
+    static constexpr size_t smem_bytes()
+    {
+        return 2 * ((2 * (size_t)BC + 4 * (size_t)BR) * LD + (size_t)BC * LDS) + 4 * 4 * (size_t)BR;
+    }
+};
+
+/* the two 16-bit values of a packed register, as floats */
+template <typename T> __device__ __forceinline__ float2 unpack2(unsigned u)
+{
+    if constexpr (std::is_same<T, __half>::value)
+        return __half22float2(*reinterpret_cast<const __half2 *>(&u));
+    else
+        return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u));
+}
+
+/* S^T (or dP^T) = X_w Y_i^T for this warp's 16 keys and the tile's 64
+ * queries: A = X rows 16 w.. (registers when xf, else ldmatrix from Xs),
+ * B = Y_i^T read from Yt[query][d] as it lies (ldmatrix without .trans). */
+template <typename T, int D, bool XREG>
+__device__ __forceinline__ void v2b_keys_by_queries(float (&acc)[8][4], const unsigned (*xf)[4],
+                                                    const T *Xs, const T *Yt, int warp, int lane)
+{
+    constexpr int LD = v2b_cfg<D>::LD;
+#pragma unroll
+    for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+    for (int kd = 0; kd < D / 16; kd++) {
+        unsigned xa[4];
+        if constexpr (XREG) {
+            xa[0] = xf[kd][0]; xa[1] = xf[kd][1]; xa[2] = xf[kd][2]; xa[3] = xf[kd][3];
+        } else {
+            ldsm_x4(xa[0], xa[1], xa[2], xa[3],
+                    Xs + (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8);
+        }
+#pragma unroll
+        for (int n2 = 0; n2 < 4; n2++) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4(b0, b1, b2, b3,
+                    Yt + (n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 + ((lane >> 3) & 1) * 8);
+            mma16816<T>(acc[2 * n2], xa, b0, b1);
+            mma16816<T>(acc[2 * n2 + 1], xa, b2, b3);
+        }
+    }
+}
+
+/* acc (16 keys x D) += A (16 keys x 64 queries, packed fragments) Y_i (64
+ * queries x D, read from Yt[query][d] with ldmatrix.trans). */
+template <typename T, int D>
+__device__ __forceinline__ void v2b_accumulate_keys(float (&acc)[D / 8][4], const unsigned (&af)[4][4],
+                                                    const T *Yt, int lane)
+{
+    constexpr int LD = v2b_cfg<D>::LD;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int c2 = 0; c2 < D / 16; c2++) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4_t(b0, b1, b2, b3,
+                      Yt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
+            mma16816<T>(acc[2 * c2], af[kk], b0, b1);
+            mma16816<T>(acc[2 * c2 + 1], af[kk], b2, b3);
+        }
+}
+
+//> bwd-v2-kernel
+template <typename T, int D>
+__global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
+{
+    using C = v2b_cfg<D>;
+    constexpr int BR = C::BR, BC = C::BC, LD = C::LD, LDS = C::LDS, DT = D / 8, KD = D / 16;
+    constexpr bool KVREG = C::KVREG;
+    extern __shared__ uint4 smem_bwd2[];
+    T *Ks = reinterpret_cast<T *>(smem_bwd2);   /* Bc x LD */
+    T *Vs = Ks + BC * LD;                       /* Bc x LD */
+    T *Qs = Vs + BC * LD;                       /* 2 stages of Br x LD */
+    T *dOs = Qs + 2 * BR * LD;                  /* 2 stages of Br x LD */
+    T *dSs = dOs + 2 * BR * LD;                 /* Bc x LDS: dS^T, [key][query] */
+    float *Ls = reinterpret_cast<float *>(dSs + BC * LDS);   /* 2 stages of Br */
+    float *Ds = Ls + 2 * BR;                                 /* 2 stages of Br */
+
+    const fa_kargs &a = x.a;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int Sq = a.seqlen_q, Sk = a.seqlen_k;
+    const int jb = blockIdx.x, j0 = jb * BC, j1 = min(j0 + BC, Sk);
+    const int bkv = blockIdx.y, b = bkv / a.H_kv, hk = bkv % a.H_kv;
+    const int Tr = (Sq + BR - 1) / BR;
+    const T *Kh = x.k + (size_t)bkv * Sk * D, *Vh = x.v + (size_t)bkv * Sk * D;
+
+    /* The steps: every query block that sees this key block (mask.h), for
+     * each query head of the group. */
+    int ib_begin, ib_end;
+    const int nq = mask_query_blocks(a.mask, j0, j1, BR, &ib_begin, &ib_end);
+    const int steps = nq * a.h_per_kv;
+    auto head_of = [&](int s) { return b * a.H + hk * a.h_per_kv + s / nq; };
+    auto block_of = [&](int s) { return ib_begin + s % nq; };
+    auto load_step = [&](int s, int stage) {   /* Q_i, dO_i by cp.async; L_i, D_i by plain loads */
+        const int bh = head_of(s), i0 = block_of(s) * BR;
+        cp_async_rows<T, D, BR, LD, 128>(Qs + stage * BR * LD, x.q + (size_t)bh * Sq * D, i0, Sq);
+        cp_async_rows<T, D, BR, LD, 128>(dOs + stage * BR * LD, x.dO + (size_t)bh * Sq * D, i0, Sq);
+        const int r = threadIdx.x & (BR - 1), i = i0 + r;
+        if (threadIdx.x < BR) Ls[stage * BR + r] = i < Sq ? lse_guard(x.L[(size_t)bh * Sq + i]) : INFINITY;
+        else Ds[stage * BR + r] = i < Sq ? x.D[(size_t)bh * Sq + i] : 0.f;
+    };
+
+    float dk[DT][4], dv[DT][4];
+#pragma unroll
+    for (int c = 0; c < DT; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[c][e] = dv[c][e] = 0.f;
+    unsigned kf[KVREG ? KD : 1][4], vf[KVREG ? KD : 1][4];
+
+    if (steps > 0) {
+        cp_async_rows<T, D, BC, LD, 128>(Ks, Kh, j0, Sk);
+        cp_async_rows<T, D, BC, LD, 128>(Vs, Vh, j0, Sk);
+        load_step(0, 0);
+        cp_async_commit();
+    }
+    for (int s = 0; s < steps; s++) {
+        const int stage = s & 1;
+        if (s + 1 < steps) {   /* the next step's tiles fly while this one computes */
+            load_step(s + 1, stage ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if constexpr (KVREG) {
+            if (s == 0)
+#pragma unroll
+                for (int kd = 0; kd < KD; kd++) {
+                    const int at = (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8;
+                    ldsm_x4(kf[kd][0], kf[kd][1], kf[kd][2], kf[kd][3], Ks + at);
+                    ldsm_x4(vf[kd][0], vf[kd][1], vf[kd][2], vf[kd][3], Vs + at);
+                }
+        }
+        const int bh = head_of(s), ib = block_of(s), i0 = ib * BR, i1 = min(i0 + BR, Sq);
+        const T *Qt = Qs + stage * BR * LD, *dOt = dOs + stage * BR * LD;
+        const float *Lt = Ls + stage * BR, *Dt = Ds + stage * BR;
+        const bool full = i1 - i0 == BR && j1 - j0 == BC && mask_tile_unmasked(a.mask, i0, i1, j0, j1);
+
+        /* 1. S^T = K_j Q_i^T (16 keys x 64 queries per warp); P^T = exp(S^T - L),
+         * rounded to the dtype once and packed as the A operand (k = query):
+         * the m16n8 accumulator layout of two n-tiles is the m16n8k16 A layout.
+         * Entry e of n-tile n: key 16 w + g + 8 (e / 2), query 8 n + 2 t + e % 2. */
+        float acc[8][4];
+        unsigned pf[4][4];
+        v2b_keys_by_queries<T, D, KVREG>(acc, kf, Ks, Qt, warp, lane);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            const float2 l2 = *reinterpret_cast<const float2 *>(Lt + 8 * n + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = ex2(bwd_exponent2(acc[n][e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
+                if (!full) {
+                    const int i = i0 + 8 * n + 2 * t + (e & 1), j = j0 + 16 * warp + g + 8 * (e >> 1);
+                    if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) p = 0.f;
+                }
+                acc[n][e] = p;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            pf[kk][0] = pack2<T>(acc[2 * kk][0], acc[2 * kk][1]);
+            pf[kk][1] = pack2<T>(acc[2 * kk][2], acc[2 * kk][3]);
+            pf[kk][2] = pack2<T>(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
+            pf[kk][3] = pack2<T>(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+        }
+        /* 2. dV_j += P^T dO_i */
+        v2b_accumulate_keys<T, D>(dv, pf, dOt, lane);
+
+        /* 3. dP^T = V_j dO_i^T; dS^T = P^T (dP^T - D) from the same rounded P
+         * (as the materialized version does), rounded and packed */
+        v2b_keys_by_queries<T, D, KVREG>(acc, vf, Vs, dOt, warp, lane);
+        unsigned sf[4][4];
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {   /* n-tile n = 2 kk + h */
+                const int n = 2 * kk + h;
+                const float2 d2 = *reinterpret_cast<const float2 *>(Dt + 8 * n + 2 * t);
+                const float2 p01 = unpack2<T>(pf[kk][2 * h]), p23 = unpack2<T>(pf[kk][2 * h + 1]);
+                sf[kk][2 * h] = pack2<T>(p01.x * (acc[n][0] - d2.x), p01.y * (acc[n][1] - d2.y));
+                sf[kk][2 * h + 1] = pack2<T>(p23.x * (acc[n][2] - d2.x), p23.y * (acc[n][3] - d2.y));
+            }
+        /* 4. dK_j += dS^T Q_i (softmax_scale applied once, at the end) */
+        v2b_accumulate_keys<T, D>(dk, sf, Qt, lane);
+
+        /* 5. dS^T to shared memory: dQ_i needs all 64 keys of a query row,
+         * spread over the four warps */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            T *row0 = dSs + (16 * warp + g) * LDS + 16 * kk + 2 * t, *row8 = row0 + 8 * LDS;
+            *reinterpret_cast<unsigned *>(row0) = sf[kk][0];
+            *reinterpret_cast<unsigned *>(row8) = sf[kk][1];
+            *reinterpret_cast<unsigned *>(row0 + 8) = sf[kk][2];
+            *reinterpret_cast<unsigned *>(row8 + 8) = sf[kk][3];
+        }
+        __syncthreads();
+
+        /* 6. dQ_i += softmax_scale dS K_j: warp w takes query rows 16 w..16 w + 15,
+         * A = dS read transposed from dS^T, B = K_j (ldmatrix.trans), 16
+         * columns at a time, each added into the fp32 accumulator */
+        unsigned qa[4][4];
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            ldsm_x4_t(qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3],
+                      dSs + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + 16 * warp + ((lane >> 3) & 1) * 8);
+        const bool ordered = x.deterministic;
+        int *sem = x.sem + (size_t)bh * Tr + ib;
+        if (ordered) dq_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb));
+        const int r0 = i0 + 16 * warp + g;
+        float *acc_r0 = x.dq_acc + ((size_t)bh * Sq + r0) * D, *acc_r8 = acc_r0 + 8 * D;
+#pragma unroll
+        for (int c2 = 0; c2 < D / 16; c2++) {
+            float q0[4] = {0.f, 0.f, 0.f, 0.f}, q1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                unsigned b0, b1, b2, b3;
+                ldsm_x4_t(b0, b1, b2, b3,
+                          Ks + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
+                mma16816<T>(q0, qa[kk], b0, b1);
+                mma16816<T>(q1, qa[kk], b2, b3);
+            }
+            const int c = 16 * c2 + 2 * t;
+            const float sc = a.softmax_scale;
+            if (r0 < Sq) {
+                dq_add2(acc_r0 + c, sc * q0[0], sc * q0[1], ordered);
+                dq_add2(acc_r0 + c + 8, sc * q1[0], sc * q1[1], ordered);
+            }
+            if (r0 + 8 < Sq) {
+                dq_add2(acc_r8 + c, sc * q0[2], sc * q0[3], ordered);
+                dq_add2(acc_r8 + c + 8, sc * q1[2], sc * q1[3], ordered);
+            }
+        }
+        if (ordered) dq_turn_pass(sem);
+        __syncthreads();   /* this stage's tiles and dS^T are rewritten next */
+    }
+
+    /* dK_j, dV_j: rows 16 w + g (+ 8), columns 8 n + 2 t; zero for keys nobody sees */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int j = j0 + 16 * warp + g + 8 * h;
+        if (j >= Sk) continue;
+        T *dkr = x.dk + ((size_t)bkv * Sk + j) * D, *dvr = x.dv + ((size_t)bkv * Sk + j) * D;
+#pragma unroll
+        for (int n = 0; n < DT; n++) {
+            *reinterpret_cast<unsigned *>(dkr + 8 * n + 2 * t) =
+                pack2<T>(a.softmax_scale * dk[n][2 * h], a.softmax_scale * dk[n][2 * h + 1]);
+            *reinterpret_cast<unsigned *>(dvr + 8 * n + 2 * t) = pack2<T>(dv[n][2 * h], dv[n][2 * h + 1]);
+        }
+    }
+}
+//< bwd-v2-kernel
+
+template <typename T, int D>
+static int v2_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
+{
+    const size_t smem = v2b_cfg<D>::smem_bytes();
+    CUDA_TRY(cudaFuncSetAttribute(v2_backward_kernel<T, D>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const dim3 grid((x.a.seqlen_k + v2b_cfg<D>::BC - 1) / v2b_cfg<D>::BC, (unsigned)(B * x.a.H_kv));
+    v2_backward_kernel<T, D><<<grid, v2b_cfg<D>::NT, smem, st>>>(x);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+
+template <typename T>
+static int v2_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
+{
+    switch (x.a.d) {
+    case 16: return v2_bwd_launch_d<T, 16>(x, B, st);
+    case 32: return v2_bwd_launch_d<T, 32>(x, B, st);
+    case 48: return v2_bwd_launch_d<T, 48>(x, B, st);
+    case 64: return v2_bwd_launch_d<T, 64>(x, B, st);
+    case 80: return v2_bwd_launch_d<T, 80>(x, B, st);
+    case 96: return v2_bwd_launch_d<T, 96>(x, B, st);
+    case 112: return v2_bwd_launch_d<T, 112>(x, B, st);
+    default: return v2_bwd_launch_d<T, 128>(x, B, st);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The tiled backward: pre-pass, kernel, post-pass                            */
+/* ------------------------------------------------------------------------- */
+/* Workspace of versions 1 and 2: D, the fp32 dQ accumulator (fp16/bf16; in
+ * fp32 dQ itself accumulates), the counters of the deterministic mode. Both
+ * versions take Br = 64 query rows, which sizes the counters. */
+struct tiled_ws {
+    float *D, *dq_acc;
+    int *sem;
+};
+static size_t tiled_ws_carve(int dtype, const attn_params *p, void *base, tiled_ws *w)
+{
+    ws_carver c = {(char *)base, 0};
+    const size_t Tr = (size_t)(p->seqlen_q + 63) / 64;
+    w->D = c.take<float>(attn_rows(p));
+    w->dq_acc = dtype == FA_FP32 ? nullptr : c.take<float>(attn_q_numel(p));
+    w->sem = c.take<int>((size_t)p->B * p->H * Tr);
+    return c.used;
+}
+static size_t tiled_bwd_workspace(int dtype, const attn_params *p)
+{
+    tiled_ws w;
+    return tiled_ws_carve(dtype, p, nullptr, &w);
+}
+
+//> bwd-tiled-launch
+template <typename T>
+static int tiled_backward_t(int version, int dtype, const attn_params *p, const fa_ptrs *x,
+                            int deterministic, cudaStream_t st)
+{
+    tiled_ws w;
+    tiled_ws_carve(dtype, p, x->workspace, &w);
+    bwd_args<T> a;
+    a.q = (const T *)x->q; a.k = (const T *)x->k; a.v = (const T *)x->v; a.dO = (const T *)x->do_;
+    a.L = x->softmax_lse; a.D = w.D;
+    a.dq_acc = dtype == FA_FP32 ? (float *)x->dq : w.dq_acc;
+    a.dk = (T *)x->dk; a.dv = (T *)x->dv;
+    a.sem = w.sem; a.deterministic = deterministic;
+    a.a = fa_kargs_make(p);
+    const size_t nq = attn_q_numel(p);
+    if (int rc = bwd_dot<T>(a.dO, (const T *)x->o, w.D, (long long)attn_rows(p), p->d, st)) return rc;
+    CUDA_TRY(cudaMemsetAsync(a.dq_acc, 0, nq * sizeof(float), st));
+    if (deterministic)
+        CUDA_TRY(cudaMemsetAsync(w.sem, 0, (size_t)p->B * p->H * ((p->seqlen_q + 63) / 64) * sizeof(int), st));
+    int rc;
+    if constexpr (std::is_same<T, float>::value) {
+        rc = v1_bwd_launch<T>(a, p->B, st);
+    } else {
+        rc = version == 1 ? v1_bwd_launch<T>(a, p->B, st) : v2_bwd_launch<T>(a, p->B, st);
+        if (rc == FA_OK) rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
+    }
+    return rc;
+}
+//< bwd-tiled-launch
+
+static int v1_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                       cudaStream_t st)
+{
+    return fa_dispatch_dtype(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        return tiled_backward_t<T>(1, dtype, p, x, deterministic, st);
+    });
+}
+
+static int v2_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                       cudaStream_t st)
+{
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->do_))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward v2 needs 16-byte aligned Q, K, V, dO");
+    if (dtype == FA_FP16) return tiled_backward_t<__half>(2, dtype, p, x, deterministic, st);
+    return tiled_backward_t<__nv_bfloat16>(2, dtype, p, x, deterministic, st);
+}
+
+static int v2_bwd_block_rows(int d) { (void)d; return v2b_cfg<64>::BR; }
+static int v2_bwd_block_cols(int d) { (void)d; return v2b_cfg<64>::BC; }
+
+/* The header's formula for versions 1 and 2. Kr: rows of the key blocks
+ * that some query block sees (the others only write zero dK, dV). */
+static double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
+{
+    const attn_mask m = attn_mask_of(p);
+    double es = (double)fa_dtype_bytes(dtype), d = p->d, Sq = p->seqlen_q, Sk = p->seqlen_k;
+    double R = (double)mask_query_rows_read(m, Br, Bc), Kr = 0;
+    for (int j0 = 0; j0 < p->seqlen_k; j0 += Bc) {
+        int b, e, j1 = mask_imin(j0 + Bc, p->seqlen_k);
+        if (mask_query_blocks(m, j0, j1, Br, &b, &e)) Kr += j1 - j0;
+    }
+    double per_q = es * 2 * Sq * d + 4 * Sq + 4 * Sq * d + R * (2 * es * d + 8 + 8 * d);
+    if (dtype != FA_FP32) per_q += (4 + es) * Sq * d;
+    double per_kv = 2 * es * Kr * d + 2 * es * Sk * d;
+    return (double)p->B * (p->H * per_q + p->H_kv * per_kv);
+}
+
+/* ========================================================================= */
+/* The three rows of the table of versions                                   */
+/* ========================================================================= */
+const fa_row fa_row_bwd_v0 = {
+    {FA_BACKWARD, 0, "v0", "materialized (cuBLAS; S, dP, dS in fp32)",
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 1, 0},
+    v0_backward, v0_bwd_check, v0_bwd_workspace, nullptr, nullptr, v0_bwd_model};
+const fa_row fa_row_bwd_v1 = {
+    {FA_BACKWARD, 1, "v1", "tiled (smem tiles, fp32 CUDA cores, dQ atomics)",
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 1, 0},
+    v1_backward, nullptr, tiled_bwd_workspace, v1_bwd_block_rows, v1_bwd_block_cols, tiled_bwd_model};
+const fa_row fa_row_bwd_v2 = {
+    {FA_BACKWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)",
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80},
+    v2_backward, nullptr, tiled_bwd_workspace, v2_bwd_block_rows, v2_bwd_block_cols, tiled_bwd_model};
