@@ -1,7 +1,8 @@
 # kernels/gpu.mk -- the CUDA stages (included by the top-level Makefile).
 #
-# Where nvcc is found: builds stage4 (host program src/stage4_main.c, plain C,
-# linked with the kernels of kernels/*.cu and cuBLAS) and build/libfa_gpu.so
+# Where nvcc is found: builds stage4 and stage5 (host programs
+# src/stage4_main.c, src/stage5_main.c, plain C, linked with the kernels of
+# kernels/*.cu and cuBLAS) and build/libfa_gpu.so
 # (the same entry points, kernels/fa_gpu.h, for the Python tools through
 # ctypes: scripts/fa.py). Code is
 # emitted for sm_90 always (the H200/H100 the project targets) and for the
@@ -9,7 +10,8 @@
 # Where nvcc is missing, nothing CUDA is built and the GPU test suite prints
 # SKIP lines.
 #
-#   make stage4 && ./stage4     make gpu-test     make bench-gpu     make io-gpu
+#   make stage4 && ./stage4     make stage5 && ./stage5
+#   make gpu-test     make bench-gpu     make io-gpu
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
@@ -48,10 +50,21 @@ STAGE4_OBJS := $(BUILD)/stage4_main.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
 stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
 
+# Stage 5: the backward (kernels/stage5_backward.cu) and its host program;
+# src/gpu_host.c is the host code the GPU stages share.
+$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: CPPFLAGS += -Ikernels
+$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: kernels/fa_gpu.h
+STAGE5_OBJS := $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
+               $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
+stage5: $(STAGE5_OBJS)                    ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores
+	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
+GPU_TARGETS += stage5
+TEST_DEPS += stage5
+
 $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 	$(NVCC) $(GENCODE) -shared $^ -o $@ $(GPU_LIBS)
 
-gpu-test: stage4                          ## GPU tests (on a GPU machine; SKIP lines elsewhere)
+gpu-test: stage4 stage5                   ## GPU tests (on a GPU machine; SKIP lines elsewhere)
 	@sh tests/run.sh "$(GPU_TESTS)"
 
 bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv

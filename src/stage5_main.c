@@ -1,0 +1,936 @@
+/*
+ * stage5_main.c -- Stage 5's host program: the CUDA backward kernels of
+ * kernels/stage5_backward.cu, checked against the CPU fp64 backward and
+ * timed.
+ *
+ * What it adds over stage 4: the backward pass on the GPU (version 0
+ * materialized with cuBLAS, 1 tiled on the CUDA cores, 2 tiled on the tensor
+ * cores), masks, seqlen_q != seqlen_k and grouped heads, and a deterministic
+ * mode. Plain C over kernels/fa_gpu.h and the shared GPU host code
+ * src/gpu_host.[ch].
+ *
+ * Build and run:   make stage5 && ./stage5
+ *   ./stage5                      real input (all-MiniLM-L6-v2 Q, K, V and its dO,
+ *                                 (1,12,148,32)) and two random problems (one
+ *                                 causal with grouped heads); every version, fp32,
+ *                                 fp16 and bf16
+ *   ./stage5 --kernel 2 --dtype bf16 --random --n 4096 --d 128 --heads 4 --causal --repeats 20
+ *   ./stage5 --deterministic      also run each version 30 times in its deterministic
+ *                                 mode and check dQ, dK, dV bitwise equal
+ *   ./stage5 --sweep tests        the GPU test suite: PASS/FAIL lines (make gpu-test)
+ *   ./stage5 --sweep model        the IO models against stage 1's and stage 3's
+ *                                 counts (no GPU needed)
+ *   ./stage5 --kernel 1 --dtype fp32 --q q.npy --k k.npy --v v.npy --do do.npy \
+ *            --dq dq.npy --dk dk.npy --dv dv.npy --out o.npy --lse l.npy
+ * Without a GPU it prints one line saying so and exits 0 (bad input is still
+ * refused first, with exit 2).
+ *
+ * What the backward is given: Q, K, V, dO rounded to the dtype, and O, L of
+ * the fp64 reference on those inputs (O rounded to the dtype, L to fp32), so
+ * the errors are the backward's own. --out and --lse write that O and L.
+ *
+ * What it prints, per (problem, dtype, version): err = max |X - X_ref| /
+ * max |X_ref| for X = dQ, dK, dV (when X_ref is all zero, e.g. N = 1 where
+ * dQ = dK = 0 exactly, the denominator is the size of the terms that cancel:
+ * softmax_scale max|dO| max|V| max|K| for dQ, the same with Q for dK, max|dO|
+ * for dV); unwritten = NaN or infinity left in an output (outputs are
+ * poisoned with NaN before every launch); time, TFLOP/s (fa_flops), model
+ * bytes (fa_model_bytes). Then the checks:
+ *   fp32        err <= 1e-5 for dQ, dK and dV
+ *   fp16, bf16  versions 1 and 2: err <= 2 x version 0's err on the same
+ *               inputs + 1e-6 (version 0 is the materialized computation in
+ *               the dtype: P rounded to it, as PyTorch's materialized
+ *               attention keeps it), and every version within a sanity bound
+ *               (fp16 1e-2, bf16 5e-2) so that a broken version 0 cannot
+ *               loosen the rule
+ *   every dtype no unwritten output; rows that see no key have dQ rows of
+ *               exactly 0 and keys nobody sees dK, dV rows of exactly 0
+ *   fault inputs (huge or very negative logits, issue 8): every output finite
+ *               (the errors are printed; P = exp(S - L) cannot be accurate
+ *               when the rounding of S and L in fp32, |L| 2^-24, is not small)
+ * A failed check prints, on lines starting with '#', which tensor, the
+ * entries off by more than the allowed error (count, the worst, the first
+ * few with (b, h, row, col), got and reference), and the ranges of heads and
+ * rows, and of columns, they fall in, so a wrong tile, row or fragment shows
+ * as a pattern (rows repeating every 64: a tile edge; columns in groups of 8
+ * or 16: an mma fragment). Exit 0 only when every check passes; 2 on bad
+ * input (one line).
+ *
+ * Cost: the CPU reference is about 12 B H Sq Sk d fp64 FLOPs per problem
+ * (seconds for 4096 keys on one head); version 0 needs (4 + es) B H Sq Sk
+ * bytes of GPU memory.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "gpu_host.h"
+#include "stage1_naive.h"
+#include "stage3_tiled.h"
+
+static const char USAGE[] =
+    "stage5: the attention backward on a CUDA GPU (version 0 materialized, 1 tiled on the CUDA\n"
+    "cores, 2 tiled on the tensor cores), checked against the CPU fp64 backward\n"
+    "usage: ./stage5 [options]\n"
+    "With no options: the real input (all-MiniLM-L6-v2, every head, its dO) and two random\n"
+    "problems, every version, fp32, fp16 and bf16. --sweep tests runs the GPU test suite,\n"
+    "--sweep model checks the IO models (no GPU needed).\n"
+    "Without a GPU: one line saying so, exit 0.";
+
+#define NV_MAX 8
+#define DET_RUNS 30
+
+/* ------------------------------------------------------------------------- */
+/* Inputs                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/* Normal: N(0, 1). The others are issue 8's fault inputs, whose scaled
+ * logits overflow fp16 or make exp(S - L) ill-conditioned in fp32. */
+typedef enum { IN_NORMAL, IN_HUGE, IN_NEG900, IN_NEAR_NEG } input_kind;
+static const char *const input_name[] = {"N(0,1)", "Q, K ~ U[4e4, 6.5e4] (logits ~2e10)",
+                                         "Q, K ~ -900 U[0,1) (logits ~1e6)",
+                                         "logits near -7.5e4"};
+
+typedef struct {
+    attn_params p;
+    double *Q, *K, *V, *dO;
+    input_kind kind;
+    char source[512];
+} problem;
+
+static void problem_free(problem *pr)
+{
+    free(pr->Q);
+    free(pr->K);
+    free(pr->V);
+    free(pr->dO);
+    memset(pr, 0, sizeof *pr);
+}
+
+/* Round to bf16, then flush what fp16 would make subnormal: the values are
+ * then exact in fp32, fp16 and bf16, so one fp64 reference serves every
+ * dtype. */
+static void make_representable(double *x, size_t n)
+{
+    gh_round(x, n, FA_BF16);
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) < 0x1p-14) x[i] = 0;
+}
+
+static bool representable(const double *x, size_t n, int dtype)
+{
+    double *y = xmalloc(n, sizeof(double), "rounding check");
+    memcpy(y, x, n * sizeof(double));
+    gh_round(y, n, dtype);
+    bool same = memcmp(x, y, n * sizeof(double)) == 0;
+    free(y);
+    return same;
+}
+
+static void random_problem(problem *pr, const attn_params *p, input_kind kind, uint64_t seed)
+{
+    memset(pr, 0, sizeof *pr);
+    pr->p = *p;
+    pr->kind = kind;
+    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
+    rng_t rng;
+    rng_seed(&rng, seed);
+    pr->Q = xmalloc(nq, sizeof(double), "Q");
+    pr->K = xmalloc(nk, sizeof(double), "K");
+    pr->V = xmalloc(nk, sizeof(double), "V");
+    pr->dO = xmalloc(nq, sizeof(double), "dO");
+    fill_normal(pr->Q, nq, 0, 1, &rng);
+    fill_normal(pr->K, nk, 0, 1, &rng);
+    fill_normal(pr->V, nk, 0, 1, &rng);
+    fill_normal(pr->dO, nq, 0, 1, &rng);
+    if (kind == IN_HUGE) {
+        for (size_t i = 0; i < nq; i++) pr->Q[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
+        for (size_t i = 0; i < nk; i++) pr->K[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
+    } else if (kind == IN_NEG900) {
+        for (size_t i = 0; i < nq; i++) pr->Q[i] = -900 * rng_uniform(&rng);
+        for (size_t i = 0; i < nk; i++) pr->K[i] = -900 * rng_uniform(&rng);
+    } else if (kind == IN_NEAR_NEG) {
+        /* q = (a, x), k = (-a, y): softmax_scale q.k = -7.5e4 + a few units */
+        double a = sqrt(7.5e4 / p->softmax_scale);
+        for (size_t r = 0; r < nq / p->d; r++) pr->Q[r * p->d] = a;
+        for (size_t r = 0; r < nk / p->d; r++) pr->K[r * p->d] = -a;
+    }
+    make_representable(pr->Q, nq);
+    make_representable(pr->K, nk);
+    make_representable(pr->V, nk);
+    make_representable(pr->dO, nq);
+    snprintf(pr->source, sizeof pr->source, "random %s, seed %llu", input_name[kind],
+             (unsigned long long)seed);
+}
+
+/* The problem of the options (real input, files or random), from
+ * load_problem; --causal sets the window (-1, 0). */
+static void options_problem(problem *pr, const options *opt)
+{
+    attn_problem ap;
+    load_problem(opt, &ap);
+    memset(pr, 0, sizeof *pr);
+    attn_shape s = ap.shape;
+    pr->p = attn_params_make(s.B, s.H, s.N, s.d, effective_scale(opt, s.d));
+    if (opt->causal) pr->p.window_size_right = 0;
+    pr->Q = ap.Q;
+    pr->K = ap.K;
+    pr->V = ap.V;
+    pr->dO = ap.dO;
+    pr->kind = IN_NORMAL;
+    snprintf(pr->source, sizeof pr->source, "%s", ap.source);
+}
+
+static void describe(const attn_params *p, char *buf, size_t n)
+{
+    char mask[64] = "";
+    if (attn_is_causal(p)) snprintf(mask, sizeof mask, ", causal");
+    else if (attn_is_masked(p))
+        snprintf(mask, sizeof mask, ", window (%d,%d)", p->window_size_left, p->window_size_right);
+    snprintf(buf, n, "(B,H/H_kv,Sq,Sk,d) = (%d,%d/%d,%d,%d,%d)%s", p->B, p->H, p->H_kv, p->seqlen_q,
+             p->seqlen_k, p->d, mask);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The reference                                                              */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    double *O, *L, *dQ, *dK, *dV;
+    double fallback[3];   /* denominators when dQ, dK, dV of the reference are all zero */
+} refset;
+
+static void ref_compute(refset *r, const attn_params *p, const double *Q, const double *K,
+                        const double *V, const double *dO)
+{
+    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
+    r->O = xmalloc(nq, sizeof(double), "O_ref");
+    r->L = xmalloc(attn_rows(p), sizeof(double), "L_ref");
+    r->dQ = xmalloc(nq, sizeof(double), "dQ_ref");
+    r->dK = xmalloc(nk, sizeof(double), "dK_ref");
+    r->dV = xmalloc(nk, sizeof(double), "dV_ref");
+    gh_reference(p, Q, K, V, dO, r->O, r->L, r->dQ, r->dK, r->dV);
+    double mq = gh_max_abs(Q, nq), mk = gh_max_abs(K, nk), mv = gh_max_abs(V, nk), mo = gh_max_abs(dO, nq);
+    r->fallback[0] = p->softmax_scale * mo * mv * mk;
+    r->fallback[1] = p->softmax_scale * mo * mv * mq;
+    r->fallback[2] = mo;
+}
+
+static void ref_free(refset *r)
+{
+    free(r->O); free(r->L); free(r->dQ); free(r->dK); free(r->dV);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Running a version and judging it                                          */
+/* ------------------------------------------------------------------------- */
+static const gh_tensor GRADS[3] = {GH_DQ, GH_DK, GH_DV};
+
+typedef struct {
+    int version, ran;
+    gh_err e[3];             /* dQ, dK, dV against the reference */
+    size_t nonzero;          /* entries that must be exactly 0 and are not */
+    double ms;
+    int det_differ;          /* deterministic runs (of DET_RUNS - 1) that differ from the first */
+    char det_what[160];
+    double *got[3];          /* dQ, dK, dV of the (first) run, fp64 */
+} vres;
+
+/* Entries of dQ rows that see no key, and of dK, dV rows of keys no query
+ * sees, that are not exactly 0 (mask.h decides which). */
+static size_t nonzero_where_empty(const attn_params *p, double *const got[3])
+{
+    attn_mask m = attn_mask_of(p);
+    size_t bad = 0, d = (size_t)p->d;
+    for (int bh = 0; bh < p->B * p->H; bh++)
+        for (int i = 0; i < p->seqlen_q; i++)
+            if (mask_row_empty(m, i))
+                for (size_t c = 0; c < d; c++) bad += got[0][((size_t)bh * p->seqlen_q + i) * d + c] != 0;
+    for (int bh = 0; bh < p->B * p->H_kv; bh++)
+        for (int j = 0; j < p->seqlen_k; j++)
+            if (mask_query_first(m, j) > mask_query_last(m, j))   /* mask.h: nobody sees key j */
+                for (size_t c = 0; c < d; c++) {
+                    size_t at = ((size_t)bh * p->seqlen_k + j) * d + c;
+                    bad += (got[1][at] != 0) + (got[2][at] != 0);
+                }
+    return bad;
+}
+
+/* Bitwise comparison of DET_RUNS deterministic runs with the first. */
+static void check_deterministic(gh_problem *g, int version, vres *r)
+{
+    size_t bytes[3], total = 0;
+    for (int t = 0; t < 3; t++) total += bytes[t] = gh_bytes(g, GRADS[t]);
+    char *first = xmalloc(total, 1, "first run"), *again = xmalloc(total, 1, "next run");
+    for (int t = 0, at = 0; t < 3; at += (int)bytes[t], t++) gh_fetch_raw(g, GRADS[t], first + at);
+    r->det_differ = 0;
+    r->det_what[0] = '\0';
+    for (int run = 1; run < DET_RUNS; run++) {
+        if (gh_run(g, FA_BACKWARD, version, 1) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+        size_t at = 0;
+        bool differ = false;
+        for (int t = 0; t < 3; t++) {
+            gh_fetch_raw(g, GRADS[t], again + at);
+            if (memcmp(first + at, again + at, bytes[t]) && !r->det_what[0]) {
+                size_t n = 0, es = bytes[t] / gh_numel(&g->p, GRADS[t]);
+                for (size_t i = 0; i < bytes[t]; i += es) n += memcmp(first + at + i, again + at + i, es) != 0;
+                snprintf(r->det_what, sizeof r->det_what, "%s of run %d differs from run 0 in %zu entries",
+                         gh_tensor_name[GRADS[t]], run, n);
+            }
+            differ |= memcmp(first + at, again + at, bytes[t]) != 0;
+            at += bytes[t];
+        }
+        r->det_differ += differ;
+    }
+    free(first);
+    free(again);
+}
+
+static vres run_version(gh_problem *g, int version, const refset *ref, bool deterministic, int repeats)
+{
+    vres r;
+    memset(&r, 0, sizeof r);
+    r.version = version;
+    if (gh_run(g, FA_BACKWARD, version, deterministic) != 0) return r;
+    r.ran = 1;
+    const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
+    for (int t = 0; t < 3; t++) {
+        size_t n = gh_numel(&g->p, GRADS[t]);
+        r.got[t] = xmalloc(n, sizeof(double), "gradient from the GPU");
+        gh_fetch(g, GRADS[t], r.got[t]);
+        r.e[t] = gh_compare(r.got[t], refs[t], n, ref->fallback[t]);
+    }
+    r.nonzero = nonzero_where_empty(&g->p, r.got);
+    if (deterministic) check_deterministic(g, version, &r);
+    if (repeats > 0) r.ms = gh_time(g, FA_BACKWARD, version, deterministic, repeats);
+    return r;
+}
+
+static void vres_free(vres *r)
+{
+    for (int t = 0; t < 3; t++) free(r->got[t]);
+}
+
+/* Contiguous runs of true in flag[0..n), as "a-b, c, ..." (at most 8). */
+static void ranges(const bool *flag, int n, char *buf, size_t len)
+{
+    size_t at = 0;
+    int shown = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (!flag[i]) continue;
+        int j = i;
+        while (j + 1 < n && flag[j + 1]) j++;
+        if (shown++ == 8) {
+            snprintf(buf + at, len - at, ", ...");
+            return;
+        }
+        at += (size_t)snprintf(buf + at, len - at, j > i ? "%s%d-%d" : "%s%d", at ? ", " : "", i, j);
+        if (at >= len) return;
+        i = j;
+    }
+}
+
+//> stage5-diagnose
+/* What a failed comparison looks like: entries of tensor t off by more than
+ * tol (absolute), the worst and the first three with (b, h, row, col), and
+ * the heads, rows and columns they fall in. */
+static void diagnose(const char *who, const attn_params *p, gh_tensor t, const double *got,
+                     const double *ref, double tol)
+{
+    bool kv = t == GH_DK || t == GH_DV;
+    int heads = p->B * (kv ? p->H_kv : p->H), rows = kv ? p->seqlen_k : p->seqlen_q, d = p->d;
+    int hp = kv ? p->H_kv : p->H;
+    bool *bad_hr = xcalloc((size_t)heads * rows, 1, "bad rows"), *bad_c = xcalloc((size_t)d, 1, "bad cols");
+    bool *bad_h = xcalloc((size_t)heads, 1, "bad heads");
+    size_t n = 0, nonfinite = 0, worst_at = 0;
+    double worst = -1;
+    printf("# %s %s: ", who, gh_tensor_name[t]);
+    for (size_t i = 0; i < (size_t)heads * rows * d; i++) {
+        double e = fabs(got[i] - ref[i]);
+        if (!isfinite(got[i]) || !(e <= tol)) {   /* NaN and infinities count */
+            if (!isfinite(got[i])) nonfinite++;
+            if (n < 3) {
+                size_t hr = i / d;
+                printf("%s[b%zu h%zu row %zu col %zu] got %.6g ref %.6g", n ? "; " : "",
+                       hr / rows / hp, hr / rows % hp, hr % rows, i % d, got[i], ref[i]);
+            }
+            n++;
+            bad_hr[i / d] = bad_c[i % d] = bad_h[i / d / rows] = true;
+            if (!(e <= worst)) { worst = isnan(e) ? INFINITY : e; worst_at = i; }
+        }
+    }
+    printf("\n#   %zu of %zu entries off by more than %.3g (non-finite: %zu); worst %.3g at "
+           "[head %zu row %zu col %zu]\n", n, (size_t)heads * rows * d, tol, nonfinite, worst,
+           worst_at / d / rows, worst_at / d % rows, worst_at % d);
+    char buf[256];
+    ranges(bad_h, heads, buf, sizeof buf);
+    printf("#   heads (b H%s + h): %s\n", kv ? "_kv" : "", buf);
+    for (int h = 0, shown = 0; h < heads && shown < 3; h++) {
+        if (!bad_h[h]) continue;
+        shown++;
+        ranges(bad_hr + (size_t)h * rows, rows, buf, sizeof buf);
+        printf("#   head %d rows: %s\n", h, buf);
+    }
+    ranges(bad_c, d, buf, sizeof buf);
+    printf("#   columns: %s\n", buf);
+    free(bad_hr);
+    free(bad_c);
+    free(bad_h);
+}
+//< stage5-diagnose
+
+/* ------------------------------------------------------------------------- */
+/* One problem in one dtype                                                   */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    bool tests;          /* PASS/FAIL lines instead of the table */
+    bool deterministic;  /* run the deterministic mode DET_RUNS times */
+    int repeats;         /* timed runs (0: none) */
+    FILE *csv;
+    const char *device;
+    const options *opt;  /* output files (with one --kernel and --dtype) */
+} run_mode;
+
+static void csv_row(const run_mode *m, const problem *pr, int dtype, const vres *r)
+{
+    const attn_params *p = &pr->p;
+    double fl = fa_flops(FA_BACKWARD, p);
+    fprintf(m->csv, "\"%s\",\"%s\",%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%.6e,%.6e,%.6e,%zu,%.6f,%.4f,%.0f\n",
+            m->device, pr->source, p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, p->d,
+            p->window_size_left, p->window_size_right, r->version, fa_dtype_name(dtype),
+            m->deterministic, r->e[0].err, r->e[1].err, r->e[2].err,
+            r->e[0].nonfinite + r->e[1].nonfinite + r->e[2].nonfinite, r->ms,
+            r->ms > 0 ? fl / (r->ms * 1e-3) / 1e12 : 0.0, fa_model_bytes(FA_BACKWARD, r->version, dtype, p));
+}
+
+static void save_outputs(const options *opt, const gh_problem *g, const vres *r)
+{
+    const attn_params *p = &g->p;
+    if (opt->out) gh_save(opt->out, g->host[GH_O], p, GH_O);
+    if (opt->lse) gh_save(opt->lse, g->host[GH_L], p, GH_L);
+    if (opt->dq) gh_save(opt->dq, r->got[0], p, GH_DQ);
+    if (opt->dk) gh_save(opt->dk, r->got[1], p, GH_DK);
+    if (opt->dv) gh_save(opt->dv, r->got[2], p, GH_DV);
+}
+
+/* Run every version of `versions` on pr in dtype, print and judge. ref: the
+ * reference when the inputs are exact in this dtype (else computed here).
+ * Returns the number of failed checks. */
+static int run_dtype(const run_mode *m, const problem *pr, int dtype, const refset *shared,
+                     const int *versions, int nv, const char *name)
+{
+    const attn_params *p = &pr->p;
+    gh_problem g;
+    gh_upload(&g, p, dtype, pr->Q, pr->K, pr->V, pr->dO);
+    refset own, *ref = (refset *)shared;
+    if (!ref) {
+        ref_compute(&own, p, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
+        ref = &own;
+    }
+    gh_set_forward(&g, ref->O, ref->L);
+    vres r[NV_MAX];
+    const vres *v0 = NULL;
+    for (int i = 0; i < nv; i++) {
+        r[i] = run_version(&g, versions[i], ref, m->deterministic, m->repeats);
+        if (versions[i] == 0 && r[i].ran) v0 = &r[i];
+    }
+
+    int bad = 0;
+    char why[256] = "";
+    const bool fault = pr->kind != IN_NORMAL;
+    const double sanity = dtype == FA_FP16 ? 1e-2 : 5e-2;
+    const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
+    for (int i = 0; i < nv; i++) {
+        const vres *x = &r[i];
+        if (!x->ran) continue;
+        char who[64];
+        snprintf(who, sizeof who, "v%d %s", x->version, fa_dtype_name(dtype));
+        for (int t = 0; t < 3; t++) {
+            /* the rule of the header comment; fault inputs: finite only */
+            double allowed = fault ? INFINITY : dtype == FA_FP32 ? 1e-5 : sanity;
+            bool twice_v0 = !fault && dtype != FA_FP32 && x->version != 0 && v0 &&
+                            2 * v0->e[t].err + 1e-6 < allowed;
+            if (twice_v0) allowed = 2 * v0->e[t].err + 1e-6;
+            if (x->e[t].nonfinite == 0 && x->e[t].err <= allowed) continue;
+            bad++;
+            if (x->e[t].nonfinite)
+                snprintf(why, sizeof why, "%s: %zu non-finite %s entries (unwritten or NaN)", who,
+                         x->e[t].nonfinite, gh_tensor_name[GRADS[t]]);
+            else
+                snprintf(why, sizeof why, "%s err %s %.3g > %.3g%s", who, gh_tensor_name[GRADS[t]],
+                         x->e[t].err, allowed, twice_v0 ? " (2 x v0 + 1e-6)" : "");
+            diagnose(who, p, GRADS[t], x->got[t], refs[t], allowed * x->e[t].scale);
+        }
+        if (x->nonzero) {
+            bad++;
+            snprintf(why, sizeof why, "%s: %zu entries of rows that see no key (dQ) or keys nobody "
+                     "sees (dK, dV) are not 0", who, x->nonzero);
+        }
+        if (m->deterministic && x->det_differ) {
+            bad++;
+            snprintf(why, sizeof why, "%s deterministic: %d of %d runs differ (%s)", who, x->det_differ,
+                     DET_RUNS - 1, x->det_what);
+        }
+    }
+
+    if (m->tests) {
+        char errs[400] = "";
+        size_t at = 0;
+        for (int i = 0; i < nv && at < sizeof errs - 64; i++)
+            if (r[i].ran)
+                at += (size_t)snprintf(errs + at, sizeof errs - at, "%sv%d %.1e/%.1e/%.1e", at ? ", " : "",
+                                       r[i].version, r[i].e[0].err, r[i].e[1].err, r[i].e[2].err);
+        if (bad) printf("FAIL %s %s: %s [%s]\n", name, fa_dtype_name(dtype), why, errs);
+        else printf("PASS %s %s (err dQ/dK/dV: %s%s)\n", name, fa_dtype_name(dtype), errs,
+                    fault ? "; fault input: finite is the check" : "");
+    } else {
+        for (int i = 0; i < nv; i++) {
+            const vres *x = &r[i];
+            if (!x->ran) {
+                printf("  v%d  %-5s  (not run: %s)\n", versions[i], fa_dtype_name(dtype), fa_error_string());
+                continue;
+            }
+            int64_t vis, skip;
+            fa_tiles(FA_BACKWARD, x->version, p, &vis, &skip);
+            double fl = fa_flops(FA_BACKWARD, p);
+            printf("  v%d  %-5s  %9.2e  %9.2e  %9.2e  %9zu  %9.4f  %7.2f  %11.4g  %7lld/%lld", x->version,
+                   fa_dtype_name(dtype), x->e[0].err, x->e[1].err, x->e[2].err,
+                   x->e[0].nonfinite + x->e[1].nonfinite + x->e[2].nonfinite, x->ms,
+                   x->ms > 0 ? fl / (x->ms * 1e-3) / 1e12 : 0.0,
+                   fa_model_bytes(FA_BACKWARD, x->version, dtype, p), (long long)vis, (long long)skip);
+            if (m->deterministic) printf("  %s", x->det_differ ? "DIFFER" : "bitwise");
+            printf("\n");
+            if (m->csv) csv_row(m, pr, dtype, x);
+        }
+        if (bad) printf("  check failed: %s\n", why);
+        const options *o = m->opt;
+        if (o && (o->out || o->lse || o->dq || o->dk || o->dv) && nv == 1 && r[0].ran) save_outputs(o, &g, &r[0]);
+    }
+    for (int i = 0; i < nv; i++) vres_free(&r[i]);
+    if (!shared) ref_free(&own);
+    gh_free(&g);
+    fflush(stdout);
+    return bad;
+}
+
+/* Every dtype of the list on one problem; the reference is computed once
+ * when the inputs are exact in every dtype. */
+static int run_problem(const run_mode *m, const problem *pr, const int *dtypes, int nd,
+                       const int *versions, int nv, const char *name)
+{
+    const attn_params *p = &pr->p;
+    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
+    bool exact = true;
+    for (int t = 0; t < nd; t++)
+        exact = exact && representable(pr->Q, nq, dtypes[t]) && representable(pr->K, nk, dtypes[t]) &&
+                representable(pr->V, nk, dtypes[t]) && representable(pr->dO, nq, dtypes[t]);
+    refset ref;
+    if (exact) ref_compute(&ref, p, pr->Q, pr->K, pr->V, pr->dO);
+    if (!m->tests) {
+        char shape[128];
+        describe(p, shape, sizeof shape);
+        printf("\n%s: %s, softmax_scale = %.6g\n"
+               "  ver dtype     err dQ     err dK     err dV  unwritten  time [ms]  TFLOP/s  model bytes"
+               "  tiles vis/skip\n",
+               pr->source, shape, p->softmax_scale);
+    }
+    int bad = 0;
+    for (int t = 0; t < nd; t++) bad += run_dtype(m, pr, dtypes[t], exact ? &ref : NULL, versions, nv, name);
+    if (exact) ref_free(&ref);
+    return bad;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The test suite (--sweep tests)                                             */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    const char *what;
+    int B, H, H_kv, Sq, Sk, d, left, right;
+    input_kind kind;
+} tcase;
+
+static attn_params tcase_params(const tcase *c)
+{
+    attn_params p = {c->B, c->H, c->H_kv, c->Sq, c->Sk, c->d, 1.0 / sqrt((double)c->d), c->left, c->right};
+    return p;
+}
+
+/* The key blocks of a longer sequence, as stage 7 calls the backward: keys
+ * [0, Sk) split in two at `cut`, each half run with the full rows' O and L;
+ * the halves' dQ must sum to the whole dQ and their dK, dV be the whole's
+ * rows. */
+static int test_key_split(const run_mode *m, const problem *pr, int cut, const int *versions, int nv)
+{
+    const attn_params *p = &pr->p;
+    refset ref;
+    ref_compute(&ref, p, pr->Q, pr->K, pr->V, pr->dO);
+    const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
+    const size_t nq = attn_q_numel(p), nk = attn_kv_numel(p), d = (size_t)p->d;
+    int bad = 0;
+    for (int t = 0; t < 3; t++) {
+        double err[NV_MAX][3];
+        int ran[NV_MAX] = {0};
+        double *dQ = xmalloc(nq, sizeof(double), "dQ sum"), *dK = xmalloc(nk, sizeof(double), "dK");
+        double *dV = xmalloc(nk, sizeof(double), "dV"), *part = xmalloc(nk > nq ? nk : nq, sizeof(double), "part");
+        for (int i = 0; i < nv; i++) {
+            memset(dQ, 0, nq * sizeof(double));
+            ran[i] = 1;
+            for (int half = 0; half < 2 && ran[i]; half++) {
+                int k0 = half ? cut : 0, k1 = half ? p->seqlen_k : cut;
+                attn_params ph = *p;
+                ph.seqlen_k = k1 - k0;
+                size_t nh = attn_kv_numel(&ph);
+                double *Kh = xmalloc(nh, sizeof(double), "K half"), *Vh = xmalloc(nh, sizeof(double), "V half");
+                for (int bh = 0; bh < p->B * p->H_kv; bh++) {
+                    memcpy(Kh + (size_t)bh * ph.seqlen_k * d, pr->K + ((size_t)bh * p->seqlen_k + k0) * d,
+                           (size_t)ph.seqlen_k * d * sizeof(double));
+                    memcpy(Vh + (size_t)bh * ph.seqlen_k * d, pr->V + ((size_t)bh * p->seqlen_k + k0) * d,
+                           (size_t)ph.seqlen_k * d * sizeof(double));
+                }
+                gh_problem g;
+                gh_upload(&g, &ph, dtypes[t], pr->Q, Kh, Vh, pr->dO);
+                gh_set_forward(&g, ref.O, ref.L);
+                if (gh_run(&g, FA_BACKWARD, versions[i], 0) != 0) {
+                    ran[i] = 0;
+                } else {
+                    gh_fetch(&g, GH_DQ, part);
+                    for (size_t e = 0; e < nq; e++) dQ[e] += part[e];
+                    double *dst[2] = {dK, dV};
+                    for (int w = 0; w < 2; w++) {
+                        gh_fetch(&g, w ? GH_DV : GH_DK, part);
+                        for (int bh = 0; bh < p->B * p->H_kv; bh++)
+                            memcpy(dst[w] + ((size_t)bh * p->seqlen_k + k0) * d, part + (size_t)bh * ph.seqlen_k * d,
+                                   (size_t)ph.seqlen_k * d * sizeof(double));
+                    }
+                }
+                gh_free(&g);
+                free(Kh);
+                free(Vh);
+            }
+            if (!ran[i]) continue;
+            err[i][0] = gh_compare(dQ, ref.dQ, nq, ref.fallback[0]).err;
+            err[i][1] = gh_compare(dK, ref.dK, nk, ref.fallback[1]).err;
+            err[i][2] = gh_compare(dV, ref.dV, nk, ref.fallback[2]).err;
+        }
+        int v0 = -1, fails = 0;
+        char why[200] = "", errs[300] = "";
+        size_t at = 0;
+        for (int i = 0; i < nv; i++)
+            if (ran[i] && versions[i] == 0) v0 = i;
+        for (int i = 0; i < nv; i++) {
+            if (!ran[i]) continue;
+            at += (size_t)snprintf(errs + at, sizeof errs - at, "%sv%d %.1e/%.1e/%.1e", at ? ", " : "",
+                                   versions[i], err[i][0], err[i][1], err[i][2]);
+            for (int w = 0; w < 3; w++) {
+                double allowed = dtypes[t] == FA_FP32 ? 1e-5
+                                 : v0 >= 0 && i != v0 ? 2 * err[v0][w] + 1e-6
+                                                      : (dtypes[t] == FA_FP16 ? 1e-2 : 5e-2);
+                if (!(err[i][w] <= allowed)) {
+                    fails++;
+                    snprintf(why, sizeof why, "v%d %s err %.3g > %.3g", versions[i],
+                             gh_tensor_name[GRADS[w]], err[i][w], allowed);
+                }
+            }
+        }
+        char shape[128];
+        describe(p, shape, sizeof shape);
+        if (fails) printf("FAIL stage5 key blocks %s %s, keys cut at %d: %s [%s]\n", fa_dtype_name(dtypes[t]), shape, cut, why, errs);
+        else printf("PASS stage5 key blocks %s %s, keys cut at %d: the halves' dQ sums to the whole, "
+                    "dK, dV are its rows (err dQ/dK/dV: %s)\n", fa_dtype_name(dtypes[t]), shape, cut, errs);
+        bad += fails;
+        free(dQ); free(dK); free(dV); free(part);
+    }
+    (void)m;
+    ref_free(&ref);
+    return bad;
+}
+
+/* The default mode's run-to-run spread of dQ, and the deterministic mode's
+ * bitwise equality (30 runs, checked by run_dtype). */
+static int test_determinism(const run_mode *m, const problem *pr, const int *versions, int nv)
+{
+    run_mode det = *m;
+    det.deterministic = true;
+    const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
+    char shape[128];
+    describe(&pr->p, shape, sizeof shape);
+    char name[200];
+    snprintf(name, sizeof name, "stage5 deterministic (%d runs bitwise equal) %s", DET_RUNS, shape);
+    int bad = run_problem(&det, pr, dtypes, 3, versions, nv, name);
+    /* the default mode: how far apart do runs land? (reported, not checked) */
+    for (int t = 0; t < 3; t++) {
+        gh_problem g;
+        gh_upload(&g, &pr->p, dtypes[t], pr->Q, pr->K, pr->V, pr->dO);
+        refset ref;
+        ref_compute(&ref, &pr->p, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
+        gh_set_forward(&g, ref.O, ref.L);
+        size_t n = gh_numel(&pr->p, GH_DQ);
+        double *first = xmalloc(n, sizeof(double), "dQ"), *again = xmalloc(n, sizeof(double), "dQ");
+        double scale = gh_max_abs(ref.dQ, n);
+        for (int i = 0; i < nv; i++) {
+            if (gh_run(&g, FA_BACKWARD, versions[i], 0) != 0) continue;
+            gh_fetch(&g, GH_DQ, first);
+            int differ = 0;
+            double spread = 0;
+            for (int run = 1; run < DET_RUNS; run++) {
+                if (gh_run(&g, FA_BACKWARD, versions[i], 0) != 0) break;
+                gh_fetch(&g, GH_DQ, again);
+                bool any = false;
+                for (size_t e = 0; e < n; e++) {
+                    spread = fmax(spread, fabs(again[e] - first[e]));
+                    any |= again[e] != first[e];
+                }
+                differ += any;
+            }
+            printf("# default mode, v%d %s: dQ of %d of %d reruns differs from the first run; spread "
+                   "max|dQ_run - dQ_first| / max|dQ_ref| = %.3g\n", versions[i], fa_dtype_name(dtypes[t]),
+                   differ, DET_RUNS - 1, spread / (scale > 0 ? scale : 1));
+        }
+        free(first);
+        free(again);
+        ref_free(&ref);
+        gh_free(&g);
+    }
+    return bad;
+}
+
+static int run_tests(const options *opt, int sm_count, const char *device)
+{
+    uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : fresh_seed();
+    printf("stage5 GPU tests on %s; seed %llu (replay: ./stage5 --sweep tests --seed %llu)\n", device,
+           (unsigned long long)seed, (unsigned long long)seed);
+    const int big = sm_count + 18 + (sm_count % 2);   /* B H above the SM count, even */
+    const tcase cases[] = {
+        {"N=1", 1, 1, 1, 1, 1, 64, -1, -1, IN_NORMAL},
+        {"N=17", 1, 2, 2, 17, 17, 64, -1, -1, IN_NORMAL},
+        {"N=113", 1, 1, 1, 113, 113, 64, -1, -1, IN_NORMAL},
+        {"N=1023", 1, 1, 1, 1023, 1023, 64, -1, -1, IN_NORMAL},
+        {"N=4097", 1, 1, 1, 4097, 4097, 64, -1, -1, IN_NORMAL},
+        {"d=16", 1, 2, 2, 300, 300, 16, -1, -1, IN_NORMAL},
+        {"d=20", 2, 3, 3, 129, 129, 20, -1, -1, IN_NORMAL},
+        {"d=32", 1, 2, 2, 300, 300, 32, -1, -1, IN_NORMAL},
+        {"d=48", 1, 2, 2, 200, 200, 48, -1, -1, IN_NORMAL},
+        {"d=80", 1, 2, 2, 300, 300, 80, -1, -1, IN_NORMAL},
+        {"d=96", 1, 2, 2, 300, 300, 96, -1, -1, IN_NORMAL},
+        {"d=112", 1, 1, 1, 200, 200, 112, -1, -1, IN_NORMAL},
+        {"d=128", 1, 2, 2, 300, 300, 128, -1, -1, IN_NORMAL},
+        {"d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, -1, IN_NORMAL},
+        {"causal", 1, 2, 2, 300, 300, 64, -1, 0, IN_NORMAL},
+        {"causal Sq>Sk (rows that see no key)", 1, 2, 2, 200, 130, 64, -1, 0, IN_NORMAL},
+        {"causal Sq<Sk", 1, 2, 2, 100, 257, 32, -1, 0, IN_NORMAL},
+        {"window (64,0)", 1, 2, 2, 500, 500, 64, 64, 0, IN_NORMAL},
+        {"window (32,32) Sq<Sk", 1, 2, 2, 300, 400, 64, 32, 32, IN_NORMAL},
+        {"window (10,5) Sq>Sk (rows that see no key)", 1, 2, 2, 300, 200, 48, 10, 5, IN_NORMAL},
+        {"window (10,0) Sq<Sk (keys nobody sees)", 1, 2, 2, 100, 300, 64, 10, 0, IN_NORMAL},
+        {"window covering everything", 1, 2, 2, 150, 150, 64, 1000, 1000, IN_NORMAL},
+        {"GQA H=8 H_kv=2", 1, 8, 2, 200, 200, 64, -1, -1, IN_NORMAL},
+        {"MQA causal Sq<Sk", 2, 4, 1, 150, 230, 128, -1, 0, IN_NORMAL},
+        {"B H > SMs", 2, big / 2, big / 2, 40, 40, 32, -1, -1, IN_NORMAL},
+        {"B H > SMs, GQA, causal", 1, big, big / 2, 70, 70, 128, -1, 0, IN_NORMAL},
+        {"fault: huge logits", 1, 1, 1, 128, 128, 64, -1, -1, IN_HUGE},
+        {"fault: -900 U[0,1)", 1, 1, 1, 128, 128, 64, -1, -1, IN_NEG900},
+        {"fault: logits near -7.5e4", 1, 1, 1, 128, 128, 64, -1, -1, IN_NEAR_NEG},
+    };
+    const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
+    int versions[NV_MAX], nv = 0, bad = 0;
+    for (int v = 0; v < fa_num_versions(FA_BACKWARD) && nv < NV_MAX; v++) versions[nv++] = v;
+    run_mode m = {true, false, 0, NULL, device, NULL};
+
+    /* the real input, every head, its own dO */
+    {
+        options o = *opt;
+        o.given &= ~(unsigned)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_CAUSAL);
+        o.random = o.causal = false;
+        problem pr;
+        options_problem(&pr, &o);
+        char shape[128], name[200];
+        describe(&pr.p, shape, sizeof shape);
+        snprintf(name, sizeof name, "stage5 real input %s", shape);
+        bad += run_problem(&m, &pr, dtypes, 3, versions, nv, name);
+        problem_free(&pr);
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attn_params p = tcase_params(&cases[i]);
+        problem pr;
+        random_problem(&pr, &p, cases[i].kind, seed + i);
+        char shape[128], name[240];
+        describe(&p, shape, sizeof shape);
+        snprintf(name, sizeof name, "stage5 %s %s", cases[i].what, shape);
+        bad += run_problem(&m, &pr, dtypes, 3, versions, nv, name);
+        problem_free(&pr);
+    }
+    {
+        attn_params p = {1, 4, 2, 700, 700, 64, 0.125, -1, 0};
+        problem pr;
+        random_problem(&pr, &p, IN_NORMAL, seed + 100);
+        bad += test_determinism(&m, &pr, versions, nv);
+        problem_free(&pr);
+    }
+    {
+        attn_params p = {1, 4, 2, 300, 300, 64, 0.125, -1, -1};
+        problem pr;
+        random_problem(&pr, &p, IN_NORMAL, seed + 101);
+        bad += test_key_split(&m, &pr, 100, versions, nv);
+        problem_free(&pr);
+    }
+    return bad;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The IO models against the CPU stages' counts (--sweep model; no GPU)       */
+/* ------------------------------------------------------------------------- */
+//> stage5-model-check
+/* In fp32 every tensor has 4-byte elements, so the GPU models must equal
+ * 4 bytes times the element counts of stage 1 and stage 3, up to what the
+ * GPU versions do differently (stage5_backward.cu's header):
+ *   v0 = 4 (naive_backward + 3 N^2 (S written, read; P written)
+ *           + 2 N d (Q, K read for S) + 3 N (L read, D written and read))
+ *   v1 = 4 flash_backward + 8 N d (dQ accumulator zeroed; first key block's
+ *           dQ read)
+ * per head, with and without the causal mask. */
+static int model_checks(void)
+{
+    int bad = 0;
+    const int shapes[][2] = {{300, 64}, {1023, 128}, {17, 16}, {4097, 80}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int causal = 0; causal < 2; causal++) {
+            int N = shapes[s][0], d = shapes[s][1];
+            attn_params p = attn_params_make(2, 3, N, d, 1.0 / sqrt((double)d));
+            if (causal) p.window_size_right = 0;
+            double bh = (double)p.B * p.H, nd = (double)N * d;
+            double v0 = bh * 4 * ((double)naive_backward_io_formula(N, d) + 3.0 * N * N + 2 * nd + 3.0 * N);
+            int Br = fa_block_rows(FA_BACKWARD, 1, d), Bc = fa_block_cols(FA_BACKWARD, 1, d);
+            double v1 = bh * (4 * (double)flash_backward_io_formula(N, d, Br, Bc, causal) + 8 * nd);
+            double m0 = fa_model_bytes(FA_BACKWARD, 0, FA_FP32, &p), m1 = fa_model_bytes(FA_BACKWARD, 1, FA_FP32, &p);
+            int64_t vis, skip;
+            fa_tiles(FA_BACKWARD, 1, &p, &vis, &skip);
+            int64_t all = (int64_t)ceil_div(N, Br) * ceil_div(N, Bc);
+            bool ok = m0 == v0 && m1 == v1 && vis + skip == all && (causal ? skip > 0 || N <= Bc : skip == 0);
+            if (ok)
+                printf("PASS stage5 IO model N=%d d=%d%s: v0 %.6g bytes, v1 %.6g bytes (Br %d, Bc %d) == "
+                       "stage 1/3 counts; tiles %lld visited, %lld skipped\n", N, d, causal ? " causal" : "",
+                       m0, m1, Br, Bc, (long long)vis, (long long)skip);
+            else
+                printf("FAIL stage5 IO model N=%d d=%d%s: v0 %.6g vs %.6g, v1 %.6g vs %.6g, tiles %lld + %lld "
+                       "vs %lld\n", N, d, causal ? " causal" : "", m0, v0, m1, v1, (long long)vis,
+                       (long long)skip, (long long)all);
+            bad += !ok;
+        }
+    return bad;
+}
+//< stage5-model-check
+
+/* ------------------------------------------------------------------------- */
+/* main                                                                       */
+/* ------------------------------------------------------------------------- */
+static int parse_dtype(const char *s)
+{
+    if (!strcmp(s, "fp32")) return FA_FP32;
+    if (!strcmp(s, "fp16")) return FA_FP16;
+    if (!strcmp(s, "bf16")) return FA_BF16;
+    fatal(EXIT_BAD_INPUT, "--dtype %s: stage 5 runs fp32, fp16 or bf16", s);
+}
+
+int main(int argc, char **argv)
+{
+    set_prog_name(argv[0]);
+    options opt;
+    parse_options(argc, argv,
+                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
+                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL |
+                      OPT_REPEATS | OPT_SWEEP | OPT_DETERMINISTIC,
+                  USAGE, &opt);
+    if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model"))
+        fatal(EXIT_BAD_INPUT, "--sweep %s: stage 5 knows --sweep tests and --sweep model", opt.sweep);
+    if (opt.sweep && !strcmp(opt.sweep, "model")) {
+        int bad = model_checks();
+        return bad ? EXIT_CHECK_FAILED : 0;
+    }
+    int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16}, nd = 3;
+    if (opt.given & OPT_DTYPE) {
+        dtypes[0] = parse_dtype(opt.dtype);
+        nd = 1;
+    }
+    int versions[NV_MAX], nv = 0;
+    if (opt.kernel >= 0) {
+        if (!fa_version(FA_BACKWARD, opt.kernel))
+            fatal(EXIT_BAD_INPUT, "--kernel %d: the backward has versions 0 to %d", opt.kernel,
+                  fa_num_versions(FA_BACKWARD) - 1);
+        versions[nv++] = opt.kernel;
+        if (!(opt.given & OPT_DTYPE)) {   /* the dtypes K takes */
+            int n2 = 0;
+            for (int t = 0; t < nd; t++)
+                if (fa_version(FA_BACKWARD, opt.kernel)->dtypes & FA_DT(dtypes[t])) dtypes[n2++] = dtypes[t];
+            nd = n2;
+        }
+    } else {
+        for (int v = 0; v < fa_num_versions(FA_BACKWARD) && nv < NV_MAX; v++) versions[nv++] = v;
+    }
+    bool outputs = opt.out || opt.lse || opt.dq || opt.dk || opt.dv;
+    if (outputs && (nv != 1 || nd != 1))
+        fatal(EXIT_BAD_INPUT, "--out/--lse/--dq/--dk/--dv write one run: give --kernel K and --dtype T");
+    if (opt.sweep && (outputs || (opt.given & (OPT_CSV | OPT_KERNEL | OPT_DTYPE | OPT_INPUTS))))
+        fatal(EXIT_BAD_INPUT, "--sweep tests takes only --seed");
+    /* Bad input is refused before looking for a GPU: files are read, the
+     * shape and dtype checked against the chosen version. */
+    problem pr;
+    memset(&pr, 0, sizeof pr);
+    if (!opt.sweep) {
+        options_problem(&pr, &opt);
+        for (int t = 0; t < nd; t++)
+            for (int i = 0; i < nv && opt.kernel >= 0; i++)
+                if (fa_check_problem(FA_BACKWARD, versions[i], dtypes[t], &pr.p) != 0)
+                    fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
+        if (opt.deterministic && opt.kernel >= 0 && !fa_version(FA_BACKWARD, opt.kernel)->deterministic)
+            fatal(EXIT_BAD_INPUT, "--deterministic: backward v%d has no deterministic mode", opt.kernel);
+        if ((double)pr.p.seqlen_q * pr.p.seqlen_k > 64e6)
+            fatal(EXIT_BAD_INPUT, "--n %d: the CPU reference builds seqlen_q x seqlen_k matrices; use N <= 8000",
+                  pr.p.seqlen_q);
+    }
+
+    if (fa_device_count() == 0) {
+        printf("stage5: no CUDA GPU here; nothing to run (the GPU stages need one)\n");
+        problem_free(&pr);
+        return 0;
+    }
+    char device[256];
+    int sm_count = 0;
+    if (fa_device_info(device, sizeof device, &sm_count) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+    if (opt.sweep) return run_tests(&opt, sm_count, device) ? EXIT_CHECK_FAILED : 0;
+
+    run_mode m = {false, opt.deterministic, (opt.given & OPT_REPEATS) ? opt.repeats : 10, NULL, device, &opt};
+    if (opt.csv) {
+        m.csv = csv_open(opt.csv, argc, argv,
+                         "device,input,B,H,H_kv,seqlen_q,seqlen_k,d,window_left,window_right,kernel,dtype,"
+                         "deterministic,err_dQ,err_dK,err_dV,unwritten,median_ms,tflops,model_bytes");
+        if (getenv("FA_COMMIT")) fprintf(m.csv, "# source commit (FA_COMMIT): %s\n", getenv("FA_COMMIT"));
+    }
+    printf("stage5: CUDA backward on %s\n", device);
+    printf("  errors against the CPU fp64 backward on the inputs rounded to the dtype (O, L given from it):\n"
+           "    err X = max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; unwritten = NaN/inf left in an output\n"
+           "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s with fa_flops (2.5 x forward);"
+           " model bytes: kernels/stage5_backward.cu%s\n", m.repeats,
+           m.deterministic ? "; deterministic mode, 30 runs compared bitwise" : "");
+    int bad = 0;
+    bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS);
+    bad += run_problem(&m, &pr, dtypes, nd, versions, nv, pr.source);
+    problem_free(&pr);
+    if (!given) {
+        const tcase extra[2] = {{"", 2, 4, 4, 1000, 1000, 64, -1, -1, IN_NORMAL},
+                                {"", 1, 4, 2, 1500, 1500, 128, -1, 0, IN_NORMAL}};
+        for (int i = 0; i < 2; i++) {
+            attn_params p = tcase_params(&extra[i]);
+            random_problem(&pr, &p, IN_NORMAL, opt.seed + (uint64_t)i);
+            bad += run_problem(&m, &pr, dtypes, nd, versions, nv, pr.source);
+            problem_free(&pr);
+        }
+    }
+    if (m.csv) fclose(m.csv);
+    printf("\nchecks: fp32 err <= 1e-5; fp16/bf16 err of v1, v2 <= 2 x v0's + 1e-6 and every version <= "
+           "1e-2 (fp16), 5e-2 (bf16); every output written; zero rows where the mask leaves nothing\n");
+    printf("stage5: %s\n", bad ? "FAILED" : "all checks passed");
+    return bad ? EXIT_CHECK_FAILED : 0;
+}
