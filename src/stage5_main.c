@@ -18,6 +18,8 @@
  *   ./stage5 --deterministic      also run each version 30 times in its deterministic
  *                                 mode and check dQ, dK, dV bitwise equal
  *   ./stage5 --sweep tests        the GPU test suite: PASS/FAIL lines (make gpu-test)
+ *   ./stage5 --sweep small        a few small problems reaching every code path (for
+ *                                 compute-sanitizer); --kernel, --dtype narrow it
  *   ./stage5 --sweep model        the IO models against stage 1's and stage 3's
  *                                 counts (no GPU needed)
  *   ./stage5 --kernel 1 --dtype fp32 --q q.npy --k k.npy --v v.npy --do do.npy \
@@ -76,7 +78,8 @@ static const char USAGE[] =
     "usage: ./stage5 [options]\n"
     "With no options: the real input (all-MiniLM-L6-v2, every head, its dO) and two random\n"
     "problems, every version, fp32, fp16 and bf16. --sweep tests runs the GPU test suite,\n"
-    "--sweep model checks the IO models (no GPU needed).\n"
+    "--sweep small a few small problems (for compute-sanitizer), --sweep model checks the IO\n"
+    "models (no GPU needed).\n"
     "Without a GPU: one line saying so, exit 0.";
 
 #define NV_MAX 8
@@ -779,6 +782,36 @@ static int run_tests(const options *opt, int sm_count, const char *device)
     return bad;
 }
 
+/* --sweep small: a few small problems that reach every code path (masks,
+ * grouped heads, seqlen_q != seqlen_k, rows that see no key, keys nobody
+ * sees, partial tiles, the deterministic mode), cheap enough to run under
+ * compute-sanitizer. --kernel and --dtype narrow it. */
+static int run_small(const options *opt, const char *device, const int *versions, int nv,
+                     const int *dtypes, int nd)
+{
+    const tcase cases[] = {
+        {"small GQA causal Sq>Sk", 1, 4, 2, 70, 50, 64, -1, 0, IN_NORMAL},
+        {"small window Sq<Sk (keys nobody sees)", 1, 2, 1, 40, 150, 32, 10, 0, IN_NORMAL},
+        {"small d=128 window (20,3)", 1, 2, 2, 70, 70, 128, 20, 3, IN_NORMAL},
+        {"small d=20", 1, 1, 1, 33, 33, 20, -1, -1, IN_NORMAL},
+    };
+    uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : 1234;
+    printf("stage5 small sweep on %s; seed %llu\n", device, (unsigned long long)seed);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_mode m = {true, i == 0, 0, NULL, device, NULL};
+        attn_params p = tcase_params(&cases[i]);
+        problem pr;
+        random_problem(&pr, &p, cases[i].kind, seed + i);
+        char shape[128], name[240];
+        describe(&p, shape, sizeof shape);
+        snprintf(name, sizeof name, "stage5 %s %s%s", cases[i].what, shape, m.deterministic ? " deterministic" : "");
+        bad += run_problem(&m, &pr, dtypes, nd, versions, nv, name);
+        problem_free(&pr);
+    }
+    return bad;
+}
+
 /* ------------------------------------------------------------------------- */
 /* The IO models against the CPU stages' counts (--sweep model; no GPU)       */
 /* ------------------------------------------------------------------------- */
@@ -823,6 +856,43 @@ static int model_checks(void)
 }
 //< stage5-model-check
 
+/* The deterministic mode's turns (stage5_backward.cu, bwd-dq-order) rely on
+ * one property of mask.h: the key blocks that count query block i among
+ * theirs (mask_query_blocks) are exactly the key blocks i counts
+ * (mask_key_blocks), a contiguous range; otherwise a turn would never come
+ * and the kernel would hang. Checked here on random masks (no GPU). */
+static int turn_checks(uint64_t seed)
+{
+    rng_t rng;
+    rng_seed(&rng, seed);
+    int bad = 0, draws = 2000;
+    for (int n = 0; n < draws && !bad; n++) {
+        int Sq = rng_int(&rng, 1, 300), Sk = rng_int(&rng, 1, 300), Br = 64, Bc = rng_int(&rng, 0, 1) ? 32 : 64;
+        int left = rng_int(&rng, -1, 80), right = rng_int(&rng, -1, 80);
+        attn_mask m = mask_make(Sq, Sk, left, right);
+        for (int i0 = 0; i0 < Sq && !bad; i0 += Br) {
+            int jb, je;
+            mask_key_blocks(m, i0, imin(i0 + Br, Sq), Bc, &jb, &je);
+            for (int j0 = 0; j0 < Sk; j0 += Bc) {
+                int ib, ie;
+                mask_query_blocks(m, j0, imin(j0 + Bc, Sk), Br, &ib, &ie);
+                bool j_counts_i = ib <= i0 / Br && i0 / Br < ie, i_counts_j = jb <= j0 / Bc && j0 / Bc < je;
+                if (j_counts_i != i_counts_j) {
+                    printf("FAIL stage5 turn order: Sq %d Sk %d window (%d,%d) Bc %d: query block %d, key "
+                           "block %d: the key block %s it, the query block %s it\n", Sq, Sk, left, right, Bc,
+                           i0 / Br, j0 / Bc, j_counts_i ? "visits" : "skips", i_counts_j ? "waits for" : "does not wait for");
+                    bad = 1;
+                    break;
+                }
+            }
+        }
+    }
+    if (!bad)
+        printf("PASS stage5 turn order: on %d random masks (seed %llu) the key blocks a query block waits for "
+               "are those that visit it\n", draws, (unsigned long long)seed);
+    return bad;
+}
+
 /* ------------------------------------------------------------------------- */
 /* main                                                                       */
 /* ------------------------------------------------------------------------- */
@@ -843,10 +913,10 @@ int main(int argc, char **argv)
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL |
                       OPT_REPEATS | OPT_SWEEP | OPT_DETERMINISTIC,
                   USAGE, &opt);
-    if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model"))
-        fatal(EXIT_BAD_INPUT, "--sweep %s: stage 5 knows --sweep tests and --sweep model", opt.sweep);
+    if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model") && strcmp(opt.sweep, "small"))
+        fatal(EXIT_BAD_INPUT, "--sweep %s: stage 5 knows --sweep tests, small and model", opt.sweep);
     if (opt.sweep && !strcmp(opt.sweep, "model")) {
-        int bad = model_checks();
+        int bad = model_checks() + turn_checks((opt.given & OPT_SEED) ? opt.seed : fresh_seed());
         return bad ? EXIT_CHECK_FAILED : 0;
     }
     int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16}, nd = 3;
@@ -872,8 +942,13 @@ int main(int argc, char **argv)
     bool outputs = opt.out || opt.lse || opt.dq || opt.dk || opt.dv;
     if (outputs && (nv != 1 || nd != 1))
         fatal(EXIT_BAD_INPUT, "--out/--lse/--dq/--dk/--dv write one run: give --kernel K and --dtype T");
-    if (opt.sweep && (outputs || (opt.given & (OPT_CSV | OPT_KERNEL | OPT_DTYPE | OPT_INPUTS))))
-        fatal(EXIT_BAD_INPUT, "--sweep tests takes only --seed");
+    if (opt.sweep && (outputs || (opt.given & (OPT_CSV | OPT_INPUTS | OPT_N | OPT_D | OPT_BATCH |
+                                                OPT_HEADS | OPT_RANDOM | OPT_CAUSAL | OPT_SCALE |
+                                                OPT_REPEATS | OPT_DETERMINISTIC))))
+        fatal(EXIT_BAD_INPUT, "--sweep %s takes only --seed (and, for small, --kernel and --dtype)", opt.sweep);
+    if (opt.sweep && strcmp(opt.sweep, "small") && (opt.given & (OPT_KERNEL | OPT_DTYPE)))
+        fatal(EXIT_BAD_INPUT, "--sweep %s runs every version and dtype; --kernel and --dtype go with --sweep small",
+              opt.sweep);
     /* Bad input is refused before looking for a GPU: files are read, the
      * shape and dtype checked against the chosen version. */
     problem pr;
@@ -899,6 +974,8 @@ int main(int argc, char **argv)
     char device[256];
     int sm_count = 0;
     if (fa_device_info(device, sizeof device, &sm_count) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+    if (opt.sweep && !strcmp(opt.sweep, "small"))
+        return run_small(&opt, device, versions, nv, dtypes, nd) ? EXIT_CHECK_FAILED : 0;
     if (opt.sweep) return run_tests(&opt, sm_count, device) ? EXIT_CHECK_FAILED : 0;
 
     run_mode m = {false, opt.deterministic, (opt.given & OPT_REPEATS) ? opt.repeats : 10, NULL, device, &opt};
