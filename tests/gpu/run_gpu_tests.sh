@@ -1,78 +1,117 @@
 #!/bin/sh
-# tests/gpu/run_gpu_tests.sh -- the GPU test suite of stage 4 (make gpu-test;
-# also one of make test's suites). Prints one line per test in the protocol
-# of tests/run.sh: PASS name / FAIL name: why / SKIP name: why.
+# tests/gpu/run_gpu_tests.sh -- the GPU test suite of stages 4 and 5 (make
+# gpu-test; also one of make test's suites). Prints one line per test in the
+# protocol of tests/run.sh: PASS name / FAIL name: why / SKIP name: why.
 #
 # What it runs:
-#   - command-line checks that need no GPU (one-line error, exit 2): an
-#     unsupported head dimension for versions 1 and 2, fp32 for version 2,
-#     a bad flag, --dtype fp64,
-#     --causal (not in stage 4);
-#   - ./stage4 --sweep tests: versions 0, 1, 2 in fp32, fp16 and bf16 against
-#     the CPU fp64 reference on fresh random inputs (the seed is printed):
-#     N = 1, 17 (below one tile), 113, 1023, 4097; d = 16, 20, 24, 32, 48,
-#     64, 80, 96, 112, 128; B H above the number of SMs (version 2 runs
-#     where it applies: fp16/bf16, d a multiple of 16);
-#   - compute-sanitizer memcheck and racecheck on a small shape, both
-#     versions, every dtype.
-# Without a GPU (or without stage4, where nvcc is missing) the GPU tests
-# print SKIP, never PASS. Cost on an H200: about a minute, most of it the
-# CPU reference and the sanitizers.
+#   - command-line checks that need no GPU (one-line error, exit 2): for
+#     stage 4 an unsupported head dimension for versions 1 and 2, fp32 for
+#     version 2, a bad flag, --dtype fp64, --causal (not in stage 4); for
+#     stage 5 the same kinds, a missing input file, output files without one
+#     --kernel and --dtype, and --deterministic where a version has none;
+#   - ./stage5 --sweep model: the backward's IO models against stage 1's and
+#     stage 3's counts (no GPU needed);
+#   - ./stage4 --sweep tests: forward versions 0, 1, 2 in fp32, fp16 and bf16
+#     against the CPU fp64 reference on fresh random inputs (the seed is
+#     printed): N = 1, 17, 113, 1023, 4097; d = 16 to 128; B H above the
+#     number of SMs;
+#   - ./stage5 --sweep tests: backward versions 0, 1, 2 the same way, plus
+#     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
+#     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
+#     mode (30 runs bitwise equal) and the key-block split of stage 7;
+#   - compute-sanitizer: stage 4 memcheck and racecheck on a small shape;
+#     stage 5 memcheck, racecheck, synccheck and initcheck on --sweep small
+#     (every backward version and dtype; racecheck and synccheck, which look
+#     at shared memory and barriers, on the tiled versions only).
+# Without a GPU (or without the programs, where nvcc is missing) the GPU
+# tests print SKIP, never PASS. Cost on an H200: a few minutes, most of it
+# the CPU reference and the sanitizers.
 cd "$(dirname "$0")/../.." || exit 2
 
-GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck"
+GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck stage5-gpu-correctness
+stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
 
-if [ ! -x ./stage4 ]; then
-    echo "SKIP stage4-cli: ./stage4 not built (nvcc not found)"
-    skip_gpu "./stage4 not built (nvcc not found)"
+if [ ! -x ./stage4 ] || [ ! -x ./stage5 ]; then
+    echo "SKIP stage4-cli: ./stage4 or ./stage5 not built (nvcc not found)"
+    echo "SKIP stage5-cli: ./stage4 or ./stage5 not built (nvcc not found)"
+    echo "SKIP stage5-model: ./stage5 not built (nvcc not found)"
+    skip_gpu "./stage4 or ./stage5 not built (nvcc not found)"
     exit 0
 fi
 
-# expect_exit2 NAME ARGS...: one line on stderr, nothing on stdout, status 2
+err=$(mktemp) || exit 2
+trap 'rm -f "$err"' EXIT
+# expect_exit2 PROGRAM NAME ARGS...: one line on stderr, nothing on stdout, status 2
 expect_exit2() {
-    name=$1; shift
-    out=$(./stage4 "$@" 2>/tmp/stage4_err.$$); rc=$?
-    lines=$(wc -l </tmp/stage4_err.$$)
+    prog=$1 name=$2; shift 2
+    out=$("$prog" "$@" 2>"$err"); rc=$?
+    lines=$(wc -l <"$err")
     if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && [ -z "$out" ]; then
-        echo "PASS $name ($(cat /tmp/stage4_err.$$))"
+        echo "PASS $name ($(cat "$err"))"
     else
-        echo "FAIL $name: ./stage4 $* gave status $rc with $lines stderr lines"
+        echo "FAIL $name: $prog $* gave status $rc with $lines stderr lines"
     fi
-    rm -f /tmp/stage4_err.$$
 }
-expect_exit2 stage4-cli-unsupported-d --kernel 1 --random --n 10 --d 130
-expect_exit2 stage4-cli-bad-flag --bogus
-expect_exit2 stage4-cli-bad-dtype --dtype fp64
-expect_exit2 stage4-cli-causal --causal
-expect_exit2 stage4-cli-bad-kernel --kernel 7
-expect_exit2 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
-expect_exit2 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+expect_exit2 ./stage4 stage4-cli-unsupported-d --kernel 1 --random --n 10 --d 130
+expect_exit2 ./stage4 stage4-cli-bad-flag --bogus
+expect_exit2 ./stage4 stage4-cli-bad-dtype --dtype fp64
+expect_exit2 ./stage4 stage4-cli-causal --causal
+expect_exit2 ./stage4 stage4-cli-bad-kernel --kernel 7
+expect_exit2 ./stage4 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
+expect_exit2 ./stage4 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
 
-probe=$(./stage4 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
+expect_exit2 ./stage5 stage5-cli-unsupported-d --kernel 1 --random --n 10 --d 130
+expect_exit2 ./stage5 stage5-cli-bad-flag --bogus
+expect_exit2 ./stage5 stage5-cli-bad-dtype --dtype fp64
+expect_exit2 ./stage5 stage5-cli-bad-kernel --kernel 7
+expect_exit2 ./stage5 stage5-cli-v2-fp32 --kernel 2 --dtype fp32
+expect_exit2 ./stage5 stage5-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+expect_exit2 ./stage5 stage5-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+expect_exit2 ./stage5 stage5-cli-outputs-need-one-run --dq /tmp/stage5_dq_never_written.npy
+expect_exit2 ./stage5 stage5-cli-bad-sweep --sweep bogus
+expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
+expect_exit2 ./stage5 stage5-cli-large-n --kernel 1 --random --n 9000 --d 64
+
+./stage5 --sweep model || true   # prints its own PASS/FAIL lines
+
+probe=$(./stage5 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
 case "$probe" in
 *"no CUDA GPU"*) skip_gpu "no CUDA GPU here"; exit 0 ;;
 esac
 
 ./stage4 --sweep tests || true   # prints its own PASS/FAIL lines
+./stage5 --sweep tests || true
 
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ ! -x "$SAN" ]; then
-    echo "SKIP stage4-memcheck: compute-sanitizer not found"
-    echo "SKIP stage4-racecheck: compute-sanitizer not found"
+    for t in stage4-memcheck stage4-racecheck stage5-memcheck stage5-racecheck stage5-synccheck \
+             stage5-initcheck; do
+        echo "SKIP $t: compute-sanitizer not found"
+    done
     exit 0
 fi
-for tool in memcheck racecheck; do
-    log=/tmp/stage4_san.$$
-    if "$SAN" --tool $tool --error-exitcode 9 ./stage4 --random --batch 2 --heads 2 --n 70 \
-            --d 64 --repeats 1 >$log 2>&1; then
-        echo "PASS stage4-$tool ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' $log))"
+log=$(mktemp) || exit 2
+trap 'rm -f "$err" "$log"' EXIT
+# sanitize NAME TOOL PROGRAM ARGS...: clean (exit 0, no error) or FAIL with the first finding
+sanitize() {
+    name=$1 tool=$2; shift 2
+    if timeout 600 "$SAN" --tool "$tool" --error-exitcode 9 "$@" >"$log" 2>&1; then
+        echo "PASS $name ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$log"))"
     else
-        echo "FAIL stage4-$tool: $(grep -m1 -i 'error\|hazard' $log)"
-        cat $log
+        echo "FAIL $name: $(grep -m1 -i 'error\|hazard\|uninitialized\|barrier\|FAIL' "$log")"
+        tail -n 40 "$log"
     fi
-    rm -f $log
+}
+for tool in memcheck racecheck; do
+    sanitize stage4-$tool $tool ./stage4 --random --batch 2 --heads 2 --n 70 --d 64 --repeats 1
 done
+sanitize stage5-memcheck memcheck ./stage5 --sweep small
+sanitize stage5-initcheck initcheck ./stage5 --sweep small
+sanitize stage5-racecheck racecheck sh -c './stage5 --sweep small --kernel 1 --dtype fp32 &&
+    ./stage5 --sweep small --kernel 2 --dtype bf16'
+sanitize stage5-synccheck synccheck sh -c './stage5 --sweep small --kernel 1 --dtype fp16 &&
+    ./stage5 --sweep small --kernel 2 --dtype fp16'
 exit 0
