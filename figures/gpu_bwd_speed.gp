@@ -1,0 +1,60 @@
+# figures/gpu_bwd_speed.gp -- backward TFLOP/s (fa_flops: 2.5 times the
+# forward's 4 B H N^2 d, halved under the causal mask) of every path measured
+# on the H200, by sequence length: one panel per head dimension, the top row
+# without a mask, the bottom row causal, bf16 (fp16 rows, where the file has
+# them, are left out). Input: data/gpu/bench_bwd.csv (scripts/bench_gpu.py),
+# columns
+#   gpu,driver,cuda,torch,cudnn,commit,date,command,impl,pass,dtype,causal,
+#   B,H,N,d,median_ms,tflops,repeats,max_abs_diff,note
+# with '#' provenance lines on top; only rows with pass "backward" are drawn.
+# scripts/paper_figures.sh skips this figure when the file is absent; a
+# panel with no rows says so instead of failing.
+if (!exists("csv")) csv = "data/gpu/bench_bwd.csv"
+W = 6.5
+Hgt = 4.6
+load "figures/style.gp"
+set termoption noenhanced
+# Python's csv module reads the file (the command column holds commas inside
+# quotes): the head dimensions present, and the paths of one panel.
+py = "import csv,sys\n" . \
+     "rows=[r for r in csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith('#'))\n" . \
+     "      if r.get('pass')=='backward' and r.get('dtype')=='bf16']\n" . \
+     "c=lambda r: 1 if r.get('causal') in ('1','True','true') else 0\n" . \
+     "if len(sys.argv)==2: print(' '.join(sorted({r['d'] for r in rows}, key=int)))\n" . \
+     "elif sys.argv[2]=='all': print(' '.join(sorted({r['impl'] for r in rows})))\n" . \
+     "else: print(' '.join(sorted({r['impl'] for r in rows if c(r)==int(sys.argv[2]) and r['d']==sys.argv[3]})))"
+dims = system(sprintf("python3 -c \"%s\" '%s'", py, csv))
+impls(c, dd) = system(sprintf("python3 -c \"%s\" '%s' %d %s", py, csv, c, dd))
+# one colour and point per path in every panel: its place in the list of all
+all = system(sprintf("python3 -c \"%s\" '%s' all 0", py, csv))
+colour(w) = sum [i = 1:words(all)] (word(all, i) eq w ? i : 0)
+causal(s) = (s eq "1" || s eq "True" || s eq "true") ? 1 : 0
+set logscale x 2
+set logscale y 10
+set xrange [256:32768]
+set yrange [1:1000]
+set key bottom right font ",7" spacing 0.9
+set ylabel "backward TFLOP/s"
+if (words(dims) == 0) { dims = "64" }
+set multiplot layout 2, words(dims)
+do for [c = 0:1] {
+    do for [dd in dims] {
+        set title sprintf("d = %s, bf16, %s", dd, c ? "causal" : "no mask")
+        set xlabel (c ? "sequence length N (tokens)" : "")
+        these = impls(c, dd)
+        if (words(these) == 0) {
+            set label 1 "not measured" at graph 0.5, 0.5 center
+            unset key
+            plot 0.01 notitle
+            unset label 1
+            set key bottom right font ",7" spacing 0.9
+        } else {
+            plot for [k = 1:words(these)] csv using \
+                 ((strcol(10) eq "backward" && strcol(11) eq "bf16" && causal(strcol(12)) == c && \
+                   $16 == dd + 0 && strcol(9) eq word(these, k)) ? $15 : NaN):18 \
+                 smooth unique with linespoints pt colour(word(these, k)) ps 0.6 \
+                 lc colour(word(these, k)) title word(these, k)
+        }
+    }
+}
+unset multiplot
