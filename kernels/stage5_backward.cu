@@ -380,9 +380,10 @@ template <typename T> struct bwd_args {
  * added so far, so key block j waits for turn j - (first key block of i),
  * adds with plain loads and stores (no atomics), and passes the turn on.
  * Blocks wait only for blocks of the same head with a smaller key-block
- * index, which the GPU starts first (blocks are dispatched in index order),
- * so the waits cannot close a cycle. The cost: a key block may idle while an
- * earlier one finishes its share. */
+ * index, so the waits cannot close a cycle, provided a block waited for has
+ * been started: the GPU dispatches a grid's blocks in index order (observed
+ * behaviour, not a CUDA guarantee; this mode relies on it). The cost: a key
+ * block may idle while an earlier one finishes its share. */
 __device__ __forceinline__ void dq_turn_wait(const int *sem, int turn)
 {
     if (threadIdx.x == 0) {

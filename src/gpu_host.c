@@ -76,6 +76,32 @@ void gh_set_forward(gh_problem *g, const double *O, const double *L)
     put(g, GH_L, L);
 }
 
+void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *nd, int *versions,
+               int *nv)
+{
+    const char *what = pass == FA_FORWARD ? "forward" : "backward";
+    *nd = 0;
+    for (int t = FA_FP32; t <= FA_BF16; t++)
+        if (!dtype_flag || !strcmp(dtype_flag, fa_dtype_name(t))) dtypes[(*nd)++] = t;
+    if (*nd == 0) fatal(EXIT_BAD_INPUT, "--dtype %s: the GPU stages run fp32, fp16 or bf16", dtype_flag);
+    *nv = 0;
+    if (kernel >= 0) {
+        const fa_version_info *v = fa_version(pass, kernel);
+        if (!v)
+            fatal(EXIT_BAD_INPUT, "--kernel %d: the %s has versions 0 to %d", kernel, what,
+                  fa_num_versions(pass) - 1);
+        versions[(*nv)++] = kernel;
+        if (!dtype_flag) {
+            int n = 0;
+            for (int t = 0; t < *nd; t++)
+                if (v->dtypes & FA_DT(dtypes[t])) dtypes[n++] = dtypes[t];
+            *nd = n;
+        }
+    } else {
+        for (int k = 0; k < fa_num_versions(pass) && *nv < 16; k++) versions[(*nv)++] = k;
+    }
+}
+
 void gh_round(double *x, size_t n, int dtype)
 {
     void *staging = xmalloc(n, fa_dtype_bytes(dtype), "rounding staging");

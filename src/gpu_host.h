@@ -49,6 +49,14 @@ void gh_upload(gh_problem *g, const attn_params *p, int dtype, const double *Q, 
 void gh_set_forward(gh_problem *g, const double *O, const double *L);
 void gh_free(gh_problem *g);
 
+/* What a run covers, from --dtype and --kernel: the dtypes (the one given,
+ * else fp32, fp16, bf16) and the versions of the pass (the one given, else
+ * all); with a version and no dtype, only the dtypes that version takes.
+ * dtype_flag NULL and kernel < 0 mean "not given". An unknown dtype or
+ * version is a bad input: one line, exit 2. dtypes holds 3, versions 16. */
+void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *nd, int *versions,
+               int *nv);
+
 /* Round x (n entries) in place to the nearest value of the dtype. */
 void gh_round(double *x, size_t n, int dtype);
 

@@ -82,7 +82,7 @@ static const char USAGE[] =
     "models (no GPU needed).\n"
     "Without a GPU: one line saying so, exit 0.";
 
-#define NV_MAX 8
+#define NV_MAX 16
 #define DET_RUNS 30
 
 /* ------------------------------------------------------------------------- */
@@ -896,14 +896,6 @@ static int turn_checks(uint64_t seed)
 /* ------------------------------------------------------------------------- */
 /* main                                                                       */
 /* ------------------------------------------------------------------------- */
-static int parse_dtype(const char *s)
-{
-    if (!strcmp(s, "fp32")) return FA_FP32;
-    if (!strcmp(s, "fp16")) return FA_FP16;
-    if (!strcmp(s, "bf16")) return FA_BF16;
-    fatal(EXIT_BAD_INPUT, "--dtype %s: stage 5 runs fp32, fp16 or bf16", s);
-}
-
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);
@@ -919,26 +911,8 @@ int main(int argc, char **argv)
         int bad = model_checks() + turn_checks((opt.given & OPT_SEED) ? opt.seed : fresh_seed());
         return bad ? EXIT_CHECK_FAILED : 0;
     }
-    int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16}, nd = 3;
-    if (opt.given & OPT_DTYPE) {
-        dtypes[0] = parse_dtype(opt.dtype);
-        nd = 1;
-    }
-    int versions[NV_MAX], nv = 0;
-    if (opt.kernel >= 0) {
-        if (!fa_version(FA_BACKWARD, opt.kernel))
-            fatal(EXIT_BAD_INPUT, "--kernel %d: the backward has versions 0 to %d", opt.kernel,
-                  fa_num_versions(FA_BACKWARD) - 1);
-        versions[nv++] = opt.kernel;
-        if (!(opt.given & OPT_DTYPE)) {   /* the dtypes K takes */
-            int n2 = 0;
-            for (int t = 0; t < nd; t++)
-                if (fa_version(FA_BACKWARD, opt.kernel)->dtypes & FA_DT(dtypes[t])) dtypes[n2++] = dtypes[t];
-            nd = n2;
-        }
-    } else {
-        for (int v = 0; v < fa_num_versions(FA_BACKWARD) && nv < NV_MAX; v++) versions[nv++] = v;
-    }
+    int dtypes[3], nd, versions[16], nv;
+    gh_select(FA_BACKWARD, (opt.given & OPT_DTYPE) ? opt.dtype : NULL, opt.kernel, dtypes, &nd, versions, &nv);
     bool outputs = opt.out || opt.lse || opt.dq || opt.dk || opt.dv;
     if (outputs && (nv != 1 || nd != 1))
         fatal(EXIT_BAD_INPUT, "--out/--lse/--dq/--dk/--dv write one run: give --kernel K and --dtype T");
