@@ -1,0 +1,20 @@
+#!/bin/sh
+# scripts/v3_sass.sh OBJ -- per kernel of version 3, the instructions that
+# show it runs on Hopper's own units: HGMMA (wgmma), UTMALDG (the tensor copy
+# engine), SYNCS (mbarrier operations), USETMAXREG (setmaxnreg), and the ones
+# that must be absent: LDL/STL (local memory: a spilled or dynamically
+# indexed register array). Needs cuobjdump and nvdisasm on the PATH.
+obj=${1:-build/stage4_v3_hopper.o}
+cuobjdump --dump-sass "$obj" | awk '
+/Function : / { f = $3; sub(/^_Z[0-9]+/, "", f); names[++nf] = f; next }
+/\/\*[0-9a-f]+\*\// {
+    line = $0; sub(/^[ \t]*\/\*[0-9a-f]+\*\/[ \t]*/, "", line); sub(/^@!?U?P[T0-9]+[ \t]+/, "", line)
+    split(line, w, /[ \t;]/); op = w[1]; split(op, p, "."); base = p[1]
+    if (base == "HGMMA" || base == "UTMALDG" || base == "SYNCS" || base == "USETMAXREG" || base == "LDL" || base == "STL" || base == "BAR") c[f, base]++
+    if (op ~ /^MUFU.EX2/) c[f, "MUFU.EX2"]++
+}
+END {
+    printf "%-58s %6s %7s %6s %10s %8s %4s %4s %4s\n", "kernel", "HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "MUFU.EX2", "BAR", "LDL", "STL"
+    for (i = 1; i <= nf; i++) { f = names[i]
+        printf "%-58s %6d %7d %6d %10d %8d %4d %4d %4d\n", substr(f, 1, 58), c[f,"HGMMA"], c[f,"UTMALDG"], c[f,"SYNCS"], c[f,"USETMAXREG"], c[f,"MUFU.EX2"], c[f,"BAR"], c[f,"LDL"], c[f,"STL"] }
+}'
