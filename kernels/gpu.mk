@@ -14,7 +14,7 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
 TEST_SUITES += "$(GPU_TESTS)"
 
-.PHONY: gpu-test bench-gpu io-gpu
+.PHONY: gpu-test bench-gpu io-gpu v3-check
 
 ifneq ($(strip $(NVCC)),)
 # compute capability of GPU 0 as "90", empty without a GPU
@@ -43,7 +43,27 @@ stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 t
 $(BUILD)/libfa_gpu.so: kernels/stage4_forward.cu kernels/stage4_forward.h | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -shared -Xcompiler -fPIC $< -o $@ $(GPU_LIBS)
 
-gpu-test: stage4                          ## GPU tests (on a GPU machine; SKIP lines elsewhere)
+# Version 3 (Hopper): wgmma and setmaxnreg exist only in the sm_90a target,
+# so this file alone is built for it (and only for it). ptxas's resource
+# report (registers, spills, wgmma serialization notes) is kept in
+# build/v3_ptxas.txt; scripts/v3_sass.sh counts the Hopper instructions.
+V3_GENCODE := -gencode=arch=compute_90a,code=sm_90a
+V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+$(BUILD)/stage4_v3_hopper.o: kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.h \
+        kernels/stage4_forward.h src/attn_params.h src/mask.h | $(BUILD)
+	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas.txt || { cat $(BUILD)/v3_ptxas.txt; exit 1; }
+	@! grep -i "serialized\|error" $(BUILD)/v3_ptxas.txt || { echo "v3: ptxas serialized wgmma (see above)"; exit 1; }
+$(BUILD)/v3_check.o: tests/gpu/v3_check.c kernels/stage4_v3_hopper.h kernels/stage4_forward.h | $(BUILD)
+	$(CC) $(CPPFLAGS) -Ikernels $(CFLAGS) -fopenmp -c $< -o $@
+$(BUILD)/v3_check: $(BUILD)/v3_check.o $(BUILD)/stage4_v3_hopper.o $(BUILD)/stage4_forward.o $(HARNESS)
+	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm -Xcompiler -fopenmp
+GPU_TARGETS += $(BUILD)/v3_check
+TEST_DEPS += $(BUILD)/v3_check
+
+v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests and step timings
+	$(BUILD)/v3_check
+
+gpu-test: stage4 $(BUILD)/v3_check        ## GPU tests (on a GPU machine; SKIP lines elsewhere)
 	@sh tests/run.sh "$(GPU_TESTS)"
 
 bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
@@ -55,6 +75,6 @@ io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: 
 else
 gpu-test:
 	@sh tests/run.sh "$(GPU_TESTS)"
-bench-gpu io-gpu:
+bench-gpu io-gpu v3-check:
 	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
 endif
