@@ -63,6 +63,7 @@ typedef struct {
     int masks;               /* 1: takes windows, seqlen_q != seqlen_k and H_kv < H */
     int deterministic;       /* 1: has a deterministic mode (backward) */
     int min_cc;              /* least compute capability (major*10+minor), e.g. 90 */
+    const char *slug;        /* "mma": with the name, the benchmarks' label (ours_v2_mma) */
 } fa_version_info;
 
 int fa_num_versions(int pass);

@@ -46,7 +46,11 @@ class VersionInfo(ctypes.Structure):
     _fields_ = [("pass_", ctypes.c_int), ("version", ctypes.c_int), ("name", ctypes.c_char_p),
                 ("what", ctypes.c_char_p), ("dtypes", ctypes.c_uint), ("d_min", ctypes.c_int),
                 ("d_max", ctypes.c_int), ("d_multiple", ctypes.c_int), ("masks", ctypes.c_int),
-                ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int)]
+                ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p)]
+
+    def label(self):
+        """ours_v2_mma: how the benchmarks' CSVs name the version."""
+        return f"ours_{self.name.decode()}_{self.slug.decode()}"
 
 
 def params(B, H, N, d, H_kv=None, seqlen_k=None, window=(-1, -1), softmax_scale=None):
