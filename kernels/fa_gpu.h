@@ -101,6 +101,10 @@ double fa_compulsory_bytes(int pass, int dtype, const attn_params *p);
  * Sq = Sk, as the papers halve it), backward 2.5 times the forward. */
 double fa_flops(int pass, const attn_params *p);
 
+/* visible[i * seqlen_k + j] = 1 when query i sees key j (src/mask.h), for
+ * tools that build a reference in another language from the one definition. */
+void fa_mask_matrix(const attn_params *p, unsigned char *visible);
+
 /* Run one pass. Asynchronous on `stream` (a cudaStream_t, NULL = default):
  * returns after the launches. deterministic (backward only): dQ, dK, dV
  * are bitwise the same on every call with the same inputs. */

@@ -84,6 +84,7 @@ def load(path=None):
         "fa_device_cc": ([], i),
         "fa_marker": ([i], i),
         "fa_error_string": ([], ctypes.c_char_p),
+        "fa_mask_matrix": ([P, ctypes.c_void_p], None),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
@@ -117,3 +118,11 @@ def tiles(lib, pass_, version, p):
     vis, skip = ctypes.c_int64(), ctypes.c_int64()
     lib.fa_tiles(pass_, version, ctypes.byref(p), ctypes.byref(vis), ctypes.byref(skip))
     return vis.value, skip.value
+
+
+def mask_matrix(lib, p):
+    """numpy bool (seqlen_q, seqlen_k): True where query i sees key j (src/mask.h)."""
+    import numpy as np
+    m = np.zeros((p.seqlen_q, p.seqlen_k), dtype=np.uint8)
+    lib.fa_mask_matrix(ctypes.byref(p), m.ctypes.data)
+    return m.astype(bool)
