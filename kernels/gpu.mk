@@ -1,8 +1,9 @@
 # kernels/gpu.mk -- the CUDA stages (included by the top-level Makefile).
 #
 # Where nvcc is found: builds stage4 (host program src/stage4_main.c, plain C,
-# linked with kernels/stage4_forward.cu and cuBLAS) and build/libfa_gpu.so
-# (the same launchers for scripts/bench_gpu.py through ctypes). Code is
+# linked with the kernels of kernels/*.cu and cuBLAS) and build/libfa_gpu.so
+# (the same entry points, kernels/fa_gpu.h, for the Python tools through
+# ctypes: scripts/fa.py). Code is
 # emitted for sm_90 always (the H200/H100 the project targets) and for the
 # compute capability nvidia-smi reports, when there is a GPU here.
 # Where nvcc is missing, nothing CUDA is built and the GPU test suite prints
@@ -30,18 +31,25 @@ GPU_LIBS := -lcublas
 GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
 TEST_DEPS += stage4
 
-$(BUILD)/stage4_forward.o: kernels/stage4_forward.cu kernels/stage4_forward.h | $(BUILD)
+# The kernels and the library's entry points: every .cu of kernels/, one
+# object each; the version table (kernels/versions.def) ties them together.
+GPU_HDRS := kernels/fa_gpu.h kernels/gpu_common.cuh kernels/versions.def src/attn_params.h src/mask.h
+GPU_OBJS := $(BUILD)/fa_api.o $(BUILD)/stage4_forward.o
+$(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/stage4_main.o: CPPFLAGS += -Ikernels
-$(BUILD)/stage4_main.o: kernels/stage4_forward.h
+$(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
-STAGE4_OBJS := $(BUILD)/stage4_main.o $(BUILD)/stage4_forward.o $(BUILD)/stage3_tiled.lib.o \
+$(BUILD)/stage4_main.o: CPPFLAGS += -Ikernels
+$(BUILD)/stage4_main.o: kernels/fa_gpu.h
+
+STAGE4_OBJS := $(BUILD)/stage4_main.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
                $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
 stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
 
-$(BUILD)/libfa_gpu.so: kernels/stage4_forward.cu kernels/stage4_forward.h | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -shared -Xcompiler -fPIC $< -o $@ $(GPU_LIBS)
+$(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
+	$(NVCC) $(GENCODE) -shared $^ -o $@ $(GPU_LIBS)
 
 # Version 3 (Hopper): wgmma and setmaxnreg exist only in the sm_90a target,
 # so this file alone is built for it (and only for it). ptxas's resource

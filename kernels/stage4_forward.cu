@@ -3,7 +3,8 @@
  *
  * What it adds: the first CUDA code of the project. Three versions of the same
  * function O = softmax(softmax_scale Q K^T) V (and L = logsumexp per row),
- * selected by a number (--kernel K), each kernel beside its launcher:
+ * selected by a number (--kernel K), each kernel beside its launcher and its
+ * row of the table of versions (kernels/versions.def):
  *
  *   version | what                                   | slow-memory traffic (per head)
  *   --------+----------------------------------------+---------------------------------
@@ -20,11 +21,13 @@
  *           | m16n8k16 for Q K^T and P V, P stays in  |
  *           | registers, cp.async double-buffered K/V |
  *           | tiles; fp16/bf16, d = 16, 32, ..., 128  |
- *   3       | reserved: Hopper's wgmma and the tensor | (a later issue)
- *           | copy engine, a new case in fa_forward   |
+ *   3       | Hopper's wgmma and the tensor copy     | kernels/stage4_v3_hopper.cu
+ *           | engine                                 |
  *
  * es is the element size of the dtype (fp32 4, fp16 and bf16 2); L is fp32.
  * Inputs fp32, fp16 or bf16; every product and sum is accumulated in fp32.
+ * The harness these kernels share (errors, dtypes, mma/ldmatrix/cp.async)
+ * is kernels/gpu_common.cuh; the entry points are kernels/fa_api.cu.
  *
  * Build:   make stage4          (the host program src/stage4_main.c links this)
  *          make build/libfa_gpu.so   (the same launchers for Python/ctypes)
@@ -32,131 +35,56 @@
  * Cost:    4 B H N^2 d FLOPs in every version; version 0 also needs 2 B H N^2
  *          elements of workspace (S and P), versions 1 and 2 need none.
  */
-#include "stage4_forward.h"
-
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "gpu_common.cuh"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 
-#include <algorithm>
-#include <type_traits>
-#include <vector>
-
-/* ------------------------------------------------------------------------- */
-/* Errors: one line, kept until the next failure.                            */
-/* ------------------------------------------------------------------------- */
-static char g_err[512] = "no error";
-
-static int set_err(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_err, sizeof g_err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-extern "C" const char *fa_error_string(void) { return g_err; }
-
-#define CUDA_TRY(call)                                                                      \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess)                                                              \
-            return set_err(FA_ERR_CUDA, "%s: %s", #call, cudaGetErrorString(e_));           \
-    } while (0)
-#define CUBLAS_TRY(call)                                                                    \
-    do {                                                                                    \
-        cublasStatus_t s_ = (call);                                                         \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return set_err(FA_ERR_CUDA, "%s: %s", #call, cublasGetStatusString(s_));        \
-    } while (0)
-
-/* ------------------------------------------------------------------------- */
-/* Dtypes: loads convert to fp32, stores round from fp32.                     */
-/* ------------------------------------------------------------------------- */
-__device__ __forceinline__ float to_f(float x) { return x; }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x)
-{
-    return __float2bfloat16_rn(x);
-}
-
-/* One 16-byte load: 4 fp32 or 8 fp16/bf16 elements, converted to fp32. The
- * 16-byte width is what makes a warp's 32 loads one 512-byte transaction. */
-template <typename T> struct vec16 { static constexpr int n = 16 / sizeof(T); };
-template <typename T> __device__ __forceinline__ void load16(const T *p, float *out)
-{
-    uint4 raw = __ldg(reinterpret_cast<const uint4 *>(p));
-    const T *e = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-    for (int u = 0; u < vec16<T>::n; u++) out[u] = to_f(e[u]);
-}
-
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-extern "C" size_t fa_dtype_bytes(int dtype) { return dtype == FA_FP32 ? 4 : 2; }
-extern "C" const char *fa_dtype_name(int dtype)
-{
-    return dtype == FA_FP32 ? "fp32" : dtype == FA_FP16 ? "fp16" : dtype == FA_BF16 ? "bf16" : "?";
-}
-extern "C" const char *fa_kernel_name(int kernel)
-{
-    switch (kernel) {
-    case 0: return "v0 materialized (cuBLAS + softmax)";
-    case 1: return "v1 tiled (smem K/V, fp32 CUDA cores)";
-    case 2: return "v2 tiled, tensor cores (mma.sync m16n8k16, cp.async)";
-    default: return "?";
-    }
-}
-
+#define FA_V1_BR 64   /* query rows per thread block in version 1 */
 /* ========================================================================= */
 /* Version 0: the materialized baseline                                      */
 /* ========================================================================= */
 
 //> v0-softmax
-/* P = softmax(S) row by row, L = logsumexp(S), one warp per row of N
- * entries; S is already scaled (cuBLAS applied softmax_scale). Pass 1 keeps
- * a running max and sum per lane (stage 2's online softmax, in base 2), the
- * warp merges the 32 partial (m, l) pairs; pass 2 reads S again and writes
- * P = exp(S - L). The second read of a row mostly hits L2; the IO model
- * counts S once. */
+/* P = softmax(S) row by row, L = logsumexp(S), one warp per row of seqlen_k
+ * entries; S is fp32 and already scaled (cuBLAS applied softmax_scale), so
+ * fp16 inputs cannot overflow it. Pass 1 keeps a running max and sum per
+ * lane (stage 2's online softmax, in base 2) over the keys the row sees
+ * (mask.h's range), the warp merges the 32 partial (m, l) pairs; pass 2 reads
+ * S again and writes P = 2^(y - log2 sum) in the dtype, 0 for masked keys.
+ * y = S log2(e) is rounded once (__fmul_rn: never contracted into an FMA) in
+ * both passes, so the max and the exponent come from the same value and no
+ * exponent is positive even when S is ~1e10. The second read of a row mostly
+ * hits L2; the IO model counts S once. Row r of the (B H seqlen_q) rows is
+ * query r % seqlen_q. */
 template <typename T>
-__global__ void __launch_bounds__(256) v0_softmax_rows(const T *__restrict__ S, T *__restrict__ P,
+__global__ void __launch_bounds__(256) v0_softmax_rows(const float *__restrict__ S, T *__restrict__ P,
                                                        float *__restrict__ L, long long rows,
-                                                       int N, bool vec)
+                                                       attn_mask mask, bool vec)
 {
     const float LOG2E = 1.4426950408889634f;
+    const int Sk = mask.seqlen_k;
     long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const T *s = S + row * N;
-    T *p = P + row * N;
-    constexpr int VEC = vec16<T>::n;
+    const float *s = S + row * Sk;
+    T *p = P + row * Sk;
+    const int i = (int)(row % mask.seqlen_q);
+    const int lo = mask_key_first(mask, i), hi = mask_key_last(mask, i);   /* empty if lo > hi */
 
     float m = -INFINITY, l = 0.f;   /* base-2 running max and sum of this lane */
-    auto update = [&](float y) {    /* y = S * log2(e) */
+    auto update = [&](float y) {    /* y = S * log2(e), finite */
         if (y > m) { l = l * exp2f(m - y) + 1.f; m = y; }
         else l += exp2f(y - m);
     };
-    if (vec) {
-        for (int c = lane * VEC; c < N; c += 32 * VEC) {
-            float x[VEC];
-            load16(s + c, x);
-#pragma unroll
-            for (int u = 0; u < VEC; u++) update(x[u] * LOG2E);
+    if (vec) {   /* every key visible, rows 16-byte aligned */
+        for (int c = lane * 4; c < Sk; c += 32 * 4) {
+            float4 x = __ldg(reinterpret_cast<const float4 *>(s + c));
+            update(__fmul_rn(x.x, LOG2E)); update(__fmul_rn(x.y, LOG2E));
+            update(__fmul_rn(x.z, LOG2E)); update(__fmul_rn(x.w, LOG2E));
         }
     } else {
-        for (int c = lane; c < N; c += 32) update(to_f(s[c]) * LOG2E);
+        for (int c = lo + lane; c <= hi; c += 32) update(__fmul_rn(s[c], LOG2E));
     }
     /* Merge lanes: (m, l) and (m2, l2) -> (max, l 2^(m-max) + l2 2^(m2-max)).
      * A lane that saw no entry has m = -inf and contributes nothing. */
@@ -167,24 +95,23 @@ __global__ void __launch_bounds__(256) v0_softmax_rows(const T *__restrict__ S, 
         l = (m == -INFINITY ? 0.f : l * exp2f(m - mn)) + (m2 == -INFINITY ? 0.f : l2 * exp2f(m2 - mn));
         m = mn;
     }
-    float lse2 = m + log2f(l);   /* log2 of sum_j 2^(S_j log2 e) */
+    /* log2 of sum_j 2^(y_j); a row that sees no key: -inf + log2(0) = -inf */
+    float lse2 = m + log2f(l);
     if (lane == 0) L[row] = lse2 * 0.6931471805599453f;
     if (vec) {
-        for (int c = lane * VEC; c < N; c += 32 * VEC) {
-            float x[VEC];
-            load16(s + c, x);
+        constexpr int VEC = vec16<T>::n;
+        for (int c = lane * VEC; c < Sk; c += 32 * VEC) {
             alignas(16) T out[VEC];
 #pragma unroll
-            for (int u = 0; u < VEC; u++) out[u] = from_f<T>(exp2f(x[u] * LOG2E - lse2));
+            for (int u = 0; u < VEC; u++) out[u] = from_f<T>(exp2f(__fmul_rn(s[c + u], LOG2E) - lse2));
             *reinterpret_cast<uint4 *>(p + c) = *reinterpret_cast<const uint4 *>(out);
         }
     } else {
-        for (int c = lane; c < N; c += 32) p[c] = from_f<T>(exp2f(to_f(s[c]) * LOG2E - lse2));
+        for (int c = lane; c < Sk; c += 32)
+            p[c] = from_f<T>(c >= lo && c <= hi ? exp2f(__fmul_rn(s[c], LOG2E) - lse2) : 0.f);
     }
 }
 //< v0-softmax
-
-static cublasHandle_t g_cublas = nullptr;
 
 static cudaDataType_t cuda_type(int dtype)
 {
@@ -192,49 +119,51 @@ static cudaDataType_t cuda_type(int dtype)
 }
 
 //> v0-launch
-/* Version 0. cuBLAS is column-major: a row-major (N, d) head is a
- * column-major d x N matrix, so S (row-major N x N, S[i][j] = q_i . k_j)
- * is the column-major product K^T Q with K, Q as d x N (op T, op N), and
- * O (row-major N x d) is the column-major product V P with V d x N and P
- * N x N. One strided-batched call covers all B H heads. */
-static int v0_forward(int dtype, const void *Q, const void *K, const void *V, void *O, float *L,
-                      int B, int H, int N, int d, float softmax_scale, void *ws, size_t ws_bytes,
+/* Version 0. cuBLAS is column-major: a row-major (rows, d) block is a
+ * column-major d x rows matrix, so S (row-major, S[i][j] = q_i . k_j) is the
+ * column-major product K^T Q (op T, op N), and O (row-major) the product
+ * V P. Grouped heads: the H / H_kv query heads that share a K/V head are
+ * consecutive in Q, so their rows form one (H/H_kv seqlen_q, d) matrix, and
+ * one strided-batched call over the B H_kv K/V heads covers everything.
+ * S is kept in fp32 whatever the dtype (fp16 would overflow at |S| > 65504);
+ * P is in the dtype, as the second product takes it. */
+static int v0_forward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                       cudaStream_t stream)
 {
-    int batch = B * H;
-    size_t es = fa_dtype_bytes(dtype);
-    long long nn = (long long)N * N, nd = (long long)N * d;
-    if (ws_bytes < fa_workspace_bytes(0, dtype, B, H, N, d) || !ws)
-        return set_err(FA_ERR_UNSUPPORTED, "version 0 needs %zu bytes of workspace, got %zu",
-                       fa_workspace_bytes(0, dtype, B, H, N, d), ws_bytes);
-    void *S = ws, *P = (char *)ws + (size_t)batch * nn * es;
-    if (!g_cublas) CUBLAS_TRY(cublasCreate(&g_cublas));
-    CUBLAS_TRY(cublasSetStream(g_cublas, stream));
+    (void)deterministic;
+    const int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d;
+    const int rows_g = (p->H / p->H_kv) * Sq;   /* query rows per K/V head */
+    const int batch = p->B * p->H_kv;
+    const size_t es = fa_dtype_bytes(dtype);
+    const long long sq_k = (long long)rows_g * Sk;
+    float *S = (float *)x->workspace;
+    void *P = (char *)x->workspace + (size_t)batch * sq_k * sizeof(float);
+    cublasHandle_t h;
+    if (int rc = fa_cublas(&h, stream)) return rc;
     cudaDataType_t t = cuda_type(dtype);
-    float alpha = softmax_scale, one = 1.f, zero = 0.f;
-    /* S = softmax_scale Q K^T, fp32 accumulation, stored in the dtype */
-    CUBLAS_TRY(cublasGemmStridedBatchedEx(g_cublas, CUBLAS_OP_T, CUBLAS_OP_N, N, N, d, &alpha, K,
-                                          t, d, nd, Q, t, d, nd, &zero, S, t, N, nn, batch,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    long long rows = (long long)batch * N;
+    float alpha = (float)p->softmax_scale, one = 1.f, zero = 0.f;
+    /* S = softmax_scale Q K^T, fp32 accumulation, fp32 result */
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, rows_g, d, &alpha, x->k, t,
+                                          d, (long long)Sk * d, x->q, t, d, (long long)rows_g * d,
+                                          &zero, S, CUDA_R_32F, Sk, sq_k, batch, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT));
+    long long rows = (long long)batch * rows_g;
     unsigned blocks = (unsigned)((rows + 7) / 8);
-    bool vec = (N % (int)(16 / es)) == 0;   /* rows start 16-byte aligned */
-    switch (dtype) {
-    case FA_FP32:
-        v0_softmax_rows<float><<<blocks, 256, 0, stream>>>((const float *)S, (float *)P, L, rows, N, vec);
-        break;
-    case FA_FP16:
-        v0_softmax_rows<__half><<<blocks, 256, 0, stream>>>((const __half *)S, (__half *)P, L, rows, N, vec);
-        break;
-    default:
-        v0_softmax_rows<__nv_bfloat16><<<blocks, 256, 0, stream>>>(
-            (const __nv_bfloat16 *)S, (__nv_bfloat16 *)P, L, rows, N, vec);
-    }
-    CUDA_TRY(cudaGetLastError());
+    bool vec = !attn_is_masked(p) && Sk % 8 == 0;   /* rows of S and P start 16-byte aligned */
+    attn_mask mask = attn_mask_of(p);
+    int rc = fa_dispatch_dtype(dtype, [&](auto zero_of_T) -> int {
+        using T = decltype(zero_of_T);
+        v0_softmax_rows<T><<<blocks, 256, 0, stream>>>(S, (T *)P, x->softmax_lse, rows, mask, vec);
+        LAUNCH_CHECK();
+        return FA_OK;
+    });
+    if (rc) return rc;
     /* O = P V */
-    CUBLAS_TRY(cublasGemmStridedBatchedEx(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, d, N, N, &one, V, t,
-                                          d, nd, P, t, N, nn, &zero, O, t, d, nd, batch,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, d, rows_g, Sk, &one, x->v, t,
+                                          d, (long long)Sk * d, P, t, Sk, sq_k, &zero, x->o, t, d,
+                                          (long long)rows_g * d, batch, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT));
+    (void)es;
     return FA_OK;
 }
 //< v0-launch
@@ -289,13 +218,18 @@ __device__ __forceinline__ void load_tile(float *dst, int ld, const T *__restric
  * D: head dimension rounded up to the template (16, 32, 64, 80, 96, 128);
  * Bc: key rows per tile (64, or 32 when D > 64 so that two blocks fit an SM).
  * Scores are kept in base 2: Q is pre-multiplied by softmax_scale log2(e),
- * so exp(x) becomes exp2f, one MUFU instruction. */
+ * so exp(x) becomes exp2f, one MUFU instruction.
+ *
+ * Masks (mask.h): the block visits only the key blocks its rows can see
+ * (mask_key_blocks); a block whose rows see no key writes O = 0, L = -inf
+ * and reads nothing; scores of invisible keys are -inf only on the tiles
+ * that mask_tile_unmasked says need it. */
 template <typename T, int D, int BC>
 __global__ void __launch_bounds__(256, 2)
     v1_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                      T *__restrict__ O, float *__restrict__ L, int N, int d, float scale_log2,
-                      bool vec)
+                      T *__restrict__ O, float *__restrict__ L, fa_kargs a, bool vec)
 {
+    const int Nq = a.seqlen_q, Nk = a.seqlen_k, d = a.d;
     constexpr int BR = FA_V1_BR;
     /* Row stride D + 4 floats: rows stay 16-byte aligned for float4, and
      * 8 consecutive rows fall in 8 different 16-byte bank groups, so the
@@ -310,11 +244,17 @@ __global__ void __launch_bounds__(256, 2)
     float *Pt = Vs + BC * LDQ;                      /* Bc x Br: P_ij transposed */
 
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int i0 = blockIdx.x * BR;
-    const size_t head = (size_t)blockIdx.y * N * d;
-    const T *Qh = Q + head, *Kh = K + head, *Vh = V + head;
+    const int i0 = blockIdx.x * BR, i1 = min(i0 + BR, Nq);
+    const T *Qh = Q + a.q_off(blockIdx.y), *Kh = K + a.kv_off(blockIdx.y), *Vh = V + a.kv_off(blockIdx.y);
+    T *Oh = O + a.q_off(blockIdx.y);
+    float *Lh = L + a.row_off(blockIdx.y);
+    int jb0 = 0, jb1 = (Nk + BC - 1) / BC;
+    if (a.masked && mask_key_blocks(a.mask, i0, i1, BC, &jb0, &jb1) == 0) {
+        write_empty_rows(Oh, Lh, i0, i1, d);
+        return;
+    }
 
-    load_tile<T, D>(Qs, LDQ, Qh, i0, BR, N, d, vec, scale_log2);
+    load_tile<T, D>(Qs, LDQ, Qh, i0, BR, Nq, d, vec, a.scale_log2);
 
     float m[4], l[4], o[4][NO];   /* running max (base 2), this thread's share of l, O_i */
 #pragma unroll
@@ -325,12 +265,11 @@ __global__ void __launch_bounds__(256, 2)
         for (int c = 0; c < NO; c++) o[r][c] = 0.f;
     }
 
-    const int Tc = (N + BC - 1) / BC;
-    for (int j = 0; j < Tc; j++) {
+    for (int j = jb0; j < jb1; j++) {
         const int j0 = j * BC;
         __syncthreads();   /* the previous tile's K, V, P are no longer read */
-        load_tile<T, D>(Ks, LDQ, Kh, j0, BC, N, d, vec, 1.f);
-        load_tile<T, D>(Vs, LDQ, Vh, j0, BC, N, d, vec, 1.f);
+        load_tile<T, D>(Ks, LDQ, Kh, j0, BC, Nk, d, vec, 1.f);
+        load_tile<T, D>(Vs, LDQ, Vh, j0, BC, Nk, d, vec, 1.f);
         __syncthreads();
 
         /* S_ij = Q_i K_j^T (already times softmax_scale log2 e): a 4 x NS
@@ -357,19 +296,28 @@ __global__ void __launch_bounds__(256, 2)
                     s[r][k] = fmaf(q[r].w, kk[k].w, s[r][k]);
                 }
         }
-        /* Keys past N exist only in the last tile. */
-        if (j0 + BC > N) {
+        /* Keys past seqlen_k exist only in the last tile; masked keys only
+         * in the tiles the mask cuts. */
+        if (j0 + BC > Nk) {
 #pragma unroll
             for (int k = 0; k < NS; k++)
-                if (j0 + tx + 16 * k >= N)
+                if (j0 + tx + 16 * k >= Nk)
 #pragma unroll
                     for (int r = 0; r < 4; r++) s[r][k] = -INFINITY;
         }
+        if (a.masked && !mask_tile_unmasked(a.mask, i0, i1, j0, min(j0 + BC, Nk))) {
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int k = 0; k < NS; k++)
+                    if (!mask_visible(a.mask, i0 + 4 * ty + r, j0 + tx + 16 * k)) s[r][k] = -INFINITY;
+        }
 
         /* Online softmax (stage 2), per row: m_new = max(m, rowmax),
-         * alpha = 2^(m - m_new) rescales l and O, P = 2^(S - m_new). Every
-         * tile holds at least one key < N, so m_new is finite; on the first
-         * tile m = -inf and alpha = 0. */
+         * alpha = 2^(m - m_new) rescales l and O, P = 2^(S - m_new). A row
+         * that has seen only masked keys so far has m_new = -inf: it is
+         * rescaled against 0 instead (softmax_ref_max), which keeps l = 0 and
+         * O = 0 rather than -inf - (-inf) = NaN. */
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             float mx = s[r][0];
@@ -378,12 +326,13 @@ __global__ void __launch_bounds__(256, 2)
 #pragma unroll
             for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
             float m_new = fmaxf(m[r], mx);
-            float alpha = exp2f(m[r] - m_new);
+            float m_ref = softmax_ref_max(m_new);
+            float alpha = exp2f(m[r] - m_ref);
             m[r] = m_new;
             float rs = 0.f;
 #pragma unroll
             for (int k = 0; k < NS; k++) {
-                s[r][k] = exp2f(s[r][k] - m_new);
+                s[r][k] = exp2f(s[r][k] - m_ref);
                 rs += s[r][k];
             }
             l[r] = l[r] * alpha + rs;   /* summed across the row group once, at the end */
@@ -425,28 +374,28 @@ __global__ void __launch_bounds__(256, 2)
         }
     }
 
-    /* Normalize once: O = O / l, L = (m + log2 l) ln 2 (natural log). */
-    T *Oh = O + head;
-    float *Lh = L + (size_t)blockIdx.y * N;
+    /* Normalize once: O = O / l, L = (m + log2 l) ln 2 (natural log); a row
+     * that saw no key has l = 0: O = 0, L = -inf. */
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         float lt = l[r];
 #pragma unroll
         for (int off = 8; off > 0; off >>= 1) lt += __shfl_xor_sync(0xffffffffu, lt, off);
         int row = i0 + 4 * ty + r;
-        if (row >= N) continue;
-        float inv = 1.f / lt;
+        if (row >= Nq) continue;
+        float inv = lt > 0.f ? 1.f / lt : 0.f;
 #pragma unroll
         for (int c = 0; c < NO; c++) {
             int col = (NO % 4 == 0) ? 64 * (c / 4) + 4 * tx + (c % 4) : NO * tx + c;
             if (col < d) Oh[(size_t)row * d + col] = from_f<T>(o[r][c] * inv);
         }
-        if (tx == 0) Lh[row] = (m[r] + log2f(lt)) * 0.6931471805599453f;
+        if (tx == 0) Lh[row] = lt > 0.f ? (m[r] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
     }
 }
 //< v1-kernel
 
-extern "C" int fa_v1_block_cols(int d) { return d > 64 ? 32 : 64; }
+static int v1_block_rows(int d) { (void)d; return FA_V1_BR; }
+static int v1_block_cols(int d) { return d > 64 ? 32 : 64; }
 
 static size_t v1_smem_bytes(int D, int BC)
 {
@@ -455,34 +404,39 @@ static size_t v1_smem_bytes(int D, int BC)
 }
 
 template <typename T, int D>
-static int v1_launch_d(const T *Q, const T *K, const T *V, T *O, float *L, int BH, int N, int d,
-                       float softmax_scale, cudaStream_t stream)
+static int v1_launch_d(const T *Q, const T *K, const T *V, T *O, float *L, const attn_params *p,
+                       cudaStream_t stream)
 {
+    const int d = p->d;
     constexpr int BC = D > 64 ? 32 : 64;
     size_t smem = v1_smem_bytes(D, BC);
     /* Above 48 KB a kernel must ask for its dynamic shared memory. */
     CUDA_TRY(cudaFuncSetAttribute(v1_forward_kernel<T, D, BC>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     bool vec = d % vec16<T>::n == 0 && aligned16(Q) && aligned16(K) && aligned16(V);
-    dim3 grid((N + FA_V1_BR - 1) / FA_V1_BR, BH);
-    v1_forward_kernel<T, D, BC><<<grid, 256, smem, stream>>>(
-        Q, K, V, O, L, N, d, softmax_scale * 1.4426950408889634f, vec);
-    CUDA_TRY(cudaGetLastError());
+    dim3 grid((p->seqlen_q + FA_V1_BR - 1) / FA_V1_BR, p->B * p->H);
+    v1_forward_kernel<T, D, BC><<<grid, 256, smem, stream>>>(Q, K, V, O, L, fa_kargs_make(p), vec);
+    LAUNCH_CHECK();
     return FA_OK;
 }
 
-template <typename T>
-static int v1_launch(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
-                     int N, int d, float sc, cudaStream_t st)
+static int v1_forward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
 {
-    const T *q = (const T *)Q, *k = (const T *)K, *v = (const T *)V;
-    T *o = (T *)O;
-    if (d <= 16) return v1_launch_d<T, 16>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 32) return v1_launch_d<T, 32>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 64) return v1_launch_d<T, 64>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 80) return v1_launch_d<T, 80>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 96) return v1_launch_d<T, 96>(q, k, v, o, L, BH, N, d, sc, st);
-    return v1_launch_d<T, 128>(q, k, v, o, L, BH, N, d, sc, st);
+    (void)deterministic;
+    return fa_dispatch_dtype(dtype, [&](auto zero) -> int {
+        using T = decltype(zero);
+        const T *q = (const T *)x->q, *k = (const T *)x->k, *v = (const T *)x->v;
+        T *o = (T *)x->o;
+        float *L = x->softmax_lse;
+        const int d = p->d;
+        if (d <= 16) return v1_launch_d<T, 16>(q, k, v, o, L, p, st);
+        if (d <= 32) return v1_launch_d<T, 32>(q, k, v, o, L, p, st);
+        if (d <= 64) return v1_launch_d<T, 64>(q, k, v, o, L, p, st);
+        if (d <= 80) return v1_launch_d<T, 80>(q, k, v, o, L, p, st);
+        if (d <= 96) return v1_launch_d<T, 96>(q, k, v, o, L, p, st);
+        return v1_launch_d<T, 128>(q, k, v, o, L, p, st);
+    });
 }
 
 /* ========================================================================= */
@@ -503,58 +457,6 @@ static int v1_launch(const void *Q, const void *K, const void *V, void *O, float
  *               never touches shared memory; B = V via ldmatrix.trans.
  * P is rounded to the input dtype before P V, as in FlashAttention-2;
  * every sum is fp32. Shared tiles: see v2_smem (swizzled or padded rows). */
-__device__ __forceinline__ unsigned smem_u32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
-                 "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int n> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(n));
-}
-__device__ __forceinline__ void ldsm_x4(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
-                                        const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldsm_x4_t(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
-                                          const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_u32(p)));
-}
-/* D (16 x 8, fp32) += A (16 x 16) B (16 x 8) */
-template <typename T>
-__device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1)
-{
-    if constexpr (std::is_same<T, __half>::value)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-/* two fp32 -> one register of two 16-bit values, lo in the low half */
-template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
-{
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    } else {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    }
-}
 
 /* Shared-memory layout of a tile row r, element column c (c a multiple of
  * 8, one 16-byte chunk). Default: rows padded by 8 elements (16 bytes), so
@@ -595,12 +497,6 @@ __device__ __forceinline__ void v2_load_tile(T *dst, const T *__restrict__ src, 
 
 /* 2^x on the special-function unit, flushing subnormals (P entries below
  * 2^-126 are zero either way once rounded to fp16/bf16). */
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* Query rows per warp: 32, two m-tiles of 16, so that every K and V
  * fragment read from shared memory feeds two mma instructions (with one
@@ -618,8 +514,10 @@ template <int D> struct v2_cfg {
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2)
     v2_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                      T *__restrict__ O, float *__restrict__ L, int N, float scale_log2)
+                      T *__restrict__ O, float *__restrict__ L, fa_kargs a)
 {
+    const int Nq = a.seqlen_q, Nk = a.seqlen_k;
+    const float scale_log2 = a.scale_log2;
     constexpr int MT = v2_cfg<D>::MT, BR = v2_cfg<D>::BR, BC = 64, LD = v2_smem<D>::LD;
     using S = v2_smem<D>;
     constexpr int KD = D / 16, NT = BC / 8, DT = D / 8;
@@ -632,14 +530,20 @@ __global__ void __launch_bounds__(128, 2)
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;   /* the mma fragment coordinates */
-    const int i0 = blockIdx.x * BR;
-    const size_t head = (size_t)blockIdx.y * N * D;
-    const T *Qh = Q + head, *Kh = K + head, *Vh = V + head;
-    const int Tc = (N + BC - 1) / BC;
+    const int i0 = blockIdx.x * BR, i1 = min(i0 + BR, Nq);
+    const T *Qh = Q + a.q_off(blockIdx.y), *Kh = K + a.kv_off(blockIdx.y), *Vh = V + a.kv_off(blockIdx.y);
+    T *Oh = O + a.q_off(blockIdx.y);
+    float *Lh = L + a.row_off(blockIdx.y);
+    /* key blocks [jb0, jb1): all of them, or those the mask lets the rows see */
+    int jb0 = 0, jb1 = (Nk + BC - 1) / BC;
+    if (a.masked && mask_key_blocks(a.mask, i0, i1, BC, &jb0, &jb1) == 0) {
+        write_empty_rows(Oh, Lh, i0, i1, D);
+        return;
+    }
 
-    v2_load_tile<T, D, BR>(Qs, Qh, i0, N);
-    v2_load_tile<T, D, BC>(Ks, Kh, 0, N);
-    v2_load_tile<T, D, BC>(Vs, Vh, 0, N);
+    v2_load_tile<T, D, BR>(Qs, Qh, i0, Nq);
+    v2_load_tile<T, D, BC>(Ks, Kh, jb0 * BC, Nk);
+    v2_load_tile<T, D, BC>(Vs, Vh, jb0 * BC, Nk);
     cp_async_commit();
 
     /* m-tile mt of this warp holds block rows warp 16 MT + 16 mt + (0..15) */
@@ -654,18 +558,18 @@ __global__ void __launch_bounds__(128, 2)
         for (int c = 0; c < DT; c++) o[mt][c][0] = o[mt][c][1] = o[mt][c][2] = o[mt][c][3] = 0.f;
     }
 
-    for (int j = 0; j < Tc; j++) {
-        const int st = j & 1, j0 = j * BC;
-        if (j + 1 < Tc) {   /* prefetch the next tile into the other stage */
-            v2_load_tile<T, D, BC>(Ks + (st ^ 1) * BC * LD, Kh, j0 + BC, N);
-            v2_load_tile<T, D, BC>(Vs + (st ^ 1) * BC * LD, Vh, j0 + BC, N);
+    for (int j = jb0; j < jb1; j++) {
+        const int st = (j - jb0) & 1, j0 = j * BC;
+        if (j + 1 < jb1) {   /* prefetch the next tile into the other stage */
+            v2_load_tile<T, D, BC>(Ks + (st ^ 1) * BC * LD, Kh, j0 + BC, Nk);
+            v2_load_tile<T, D, BC>(Vs + (st ^ 1) * BC * LD, Vh, j0 + BC, Nk);
             cp_async_commit();
             cp_async_wait<1>();   /* everything but the prefetch has landed */
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (QREG && j == 0) {
+        if (QREG && j == jb0) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -705,35 +609,61 @@ __global__ void __launch_bounds__(128, 2)
                 }
             }
         }
-        if (j0 + BC > N) {   /* keys past N: only in the last tile */
+        if (j0 + BC > Nk) {   /* keys past seqlen_k: only in the last tile */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int n = 0; n < NT; n++)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
-                        if (j0 + n * 8 + 2 * t + (e & 1) >= N) s[mt][n][e] = -INFINITY;
+                        if (j0 + n * 8 + 2 * t + (e & 1) >= Nk) s[mt][n][e] = -INFINITY;
+        }
+        /* the mask, only on the tiles it cuts */
+        if (a.masked && !mask_tile_unmasked(a.mask, i0, i1, j0, min(j0 + BC, Nk))) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (!mask_visible(a.mask, i0 + warp * 16 * MT + mt * 16 + g + 8 * (e >> 1),
+                                          j0 + n * 8 + 2 * t + (e & 1)))
+                            s[mt][n][e] = -INFINITY;
         }
 
-        /* online softmax; s[.][n][0..1] belong to row g, s[.][n][2..3] to row g + 8 */
+        /* online softmax; s[.][n][0..1] belong to row g, s[.][n][2..3] to row g + 8.
+         * Each score is scaled once, x = s * scale_log2 rounded, and both
+         * the running max and the exponent x - m use that same x: the
+         * exponent is then never positive and is exactly 0 at the max, so
+         * l >= 1. (An FMA s * scale_log2 - m against a separately rounded
+         * max, as FlashAttention-2 writes it, can be +-half an ulp of the
+         * product off: about 1000 for scaled logits near 2e10, where 2^1000
+         * overflows and 2^-1000 underflows the whole row.) softmax_ref_max
+         * guards rows that have seen only masked keys (m = -inf). */
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float mx = -INFINITY;
 #pragma unroll
-                for (int n = 0; n < NT; n++) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 2 * h; e < 2 * h + 2; e++) {
+                        s[mt][n][e] *= scale_log2;
+                        mx = fmaxf(mx, s[mt][n][e]);
+                    }
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                float m_new = fmaxf(m[mt][h], mx * scale_log2);
-                float alpha = ex2(m[mt][h] - m_new);
+                float m_new = fmaxf(m[mt][h], mx);
+                float m_ref = softmax_ref_max(m_new);
+                float alpha = ex2(m[mt][h] - m_ref);
                 m[mt][h] = m_new;
                 float rs = 0.f;
 #pragma unroll
                 for (int n = 0; n < NT; n++)
 #pragma unroll
                     for (int e = 2 * h; e < 2 * h + 2; e++) {
-                        s[mt][n][e] = ex2(fmaf(s[mt][n][e], scale_log2, -m_new));
+                        s[mt][n][e] = ex2(s[mt][n][e] - m_ref);
                         rs += s[mt][n][e];
                     }
                 l[mt][h] = l[mt][h] * alpha + rs;
@@ -771,9 +701,7 @@ __global__ void __launch_bounds__(128, 2)
         __syncthreads();   /* this stage is refilled two iterations on */
     }
 
-    /* normalize once, write O and L */
-    T *Oh = O + head;
-    float *Lh = L + (size_t)blockIdx.y * N;
+    /* normalize once, write O and L (a row that saw no key: O = 0, L = -inf) */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -782,254 +710,95 @@ __global__ void __launch_bounds__(128, 2)
             lt += __shfl_xor_sync(0xffffffffu, lt, 1);
             lt += __shfl_xor_sync(0xffffffffu, lt, 2);
             int row = i0 + warp * 16 * MT + mt * 16 + g + 8 * h;
-            if (row >= N) continue;
-            float inv = 1.f / lt;
+            if (row >= Nq) continue;
+            float inv = lt > 0.f ? 1.f / lt : 0.f;
 #pragma unroll
             for (int c = 0; c < DT; c++)
                 *reinterpret_cast<unsigned *>(Oh + (size_t)row * D + c * 8 + 2 * t) =
                     pack2<T>(o[mt][c][2 * h] * inv, o[mt][c][2 * h + 1] * inv);
-            if (t == 0) Lh[row] = (m[mt][h] + log2f(lt)) * 0.6931471805599453f;
+            if (t == 0) Lh[row] = lt > 0.f ? (m[mt][h] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
         }
 }
 //< v2-kernel
 
 template <typename T, int D>
-static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
-                       int N, float softmax_scale, cudaStream_t stream)
+static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, float *L,
+                       const attn_params *p, cudaStream_t stream)
 {
     constexpr int BR = v2_cfg<D>::BR;
     size_t smem = sizeof(T) * (size_t)(BR + 4 * 64) * v2_smem<D>::LD;
     CUDA_TRY(cudaFuncSetAttribute(v2_forward_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((N + BR - 1) / BR, BH);
-    v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>(
-        (const T *)Q, (const T *)K, (const T *)V, (T *)O, L, N, softmax_scale * 1.4426950408889634f);
-    CUDA_TRY(cudaGetLastError());
+    dim3 grid((p->seqlen_q + BR - 1) / BR, p->B * p->H);
+    v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>((const T *)Q, (const T *)K, (const T *)V,
+                                                        (T *)O, L, fa_kargs_make(p));
+    LAUNCH_CHECK();
     return FA_OK;
 }
 
-extern "C" int fa_block_rows(int kernel, int d)
-{
-    (void)d;   /* the same for every d in versions 1 and 2 */
-    if (kernel == 2) return v2_cfg<64>::BR;
-    return FA_V1_BR;
-}
+static int v2_block_rows(int d) { (void)d; return v2_cfg<64>::BR; }
+static int v2_block_cols(int d) { (void)d; return 64; }
 
 template <typename T>
-static int v2_launch(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
-                     int N, int d, float sc, cudaStream_t st)
+static int v2_launch(const fa_ptrs *x, const attn_params *p, cudaStream_t st)
 {
-    switch (d) {
-    case 16: return v2_launch_d<T, 16>(Q, K, V, O, L, BH, N, sc, st);
-    case 32: return v2_launch_d<T, 32>(Q, K, V, O, L, BH, N, sc, st);
-    case 48: return v2_launch_d<T, 48>(Q, K, V, O, L, BH, N, sc, st);
-    case 64: return v2_launch_d<T, 64>(Q, K, V, O, L, BH, N, sc, st);
-    case 80: return v2_launch_d<T, 80>(Q, K, V, O, L, BH, N, sc, st);
-    case 96: return v2_launch_d<T, 96>(Q, K, V, O, L, BH, N, sc, st);
-    case 112: return v2_launch_d<T, 112>(Q, K, V, O, L, BH, N, sc, st);
-    default: return v2_launch_d<T, 128>(Q, K, V, O, L, BH, N, sc, st);
+    const void *Q = x->q, *K = x->k, *V = x->v;
+    void *O = x->o;
+    float *L = x->softmax_lse;
+    switch (p->d) {
+    case 16: return v2_launch_d<T, 16>(Q, K, V, O, L, p, st);
+    case 32: return v2_launch_d<T, 32>(Q, K, V, O, L, p, st);
+    case 48: return v2_launch_d<T, 48>(Q, K, V, O, L, p, st);
+    case 64: return v2_launch_d<T, 64>(Q, K, V, O, L, p, st);
+    case 80: return v2_launch_d<T, 80>(Q, K, V, O, L, p, st);
+    case 96: return v2_launch_d<T, 96>(Q, K, V, O, L, p, st);
+    case 112: return v2_launch_d<T, 112>(Q, K, V, O, L, p, st);
+    default: return v2_launch_d<T, 128>(Q, K, V, O, L, p, st);
     }
+}
+
+static int v2_forward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
+{
+    (void)deterministic;
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->o))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "version 2 needs 16-byte aligned Q, K, V, O");
+    if (dtype == FA_FP16) return v2_launch<__half>(x, p, st);
+    return v2_launch<__nv_bfloat16>(x, p, st);
 }
 
 /* ========================================================================= */
-/* The switch on K, sizes and models                                          */
+/* The three rows of the table of versions                                   */
 /* ========================================================================= */
 
-extern "C" int fa_check_supported(int kernel, int dtype, int N, int d)
+/* Version 0 keeps S (fp32) and P (dtype) of every head: B H seqlen_q seqlen_k each. */
+static size_t v0_workspace(int dtype, const attn_params *p)
 {
-    if (dtype != FA_FP32 && dtype != FA_FP16 && dtype != FA_BF16)
-        return set_err(FA_ERR_UNSUPPORTED, "unknown dtype code %d", dtype);
-    if (N < 1 || d < 1) return set_err(FA_ERR_UNSUPPORTED, "N = %d, d = %d: need N, d >= 1", N, d);
-    switch (kernel) {
-    case 0: return FA_OK;
-    case 1:
-        if (d < 16 || d > 128)
-            return set_err(FA_ERR_UNSUPPORTED,
-                           "--d %d: version 1 supports head dimensions 16 to 128", d);
-        return FA_OK;
-    case 2:
-        if (dtype == FA_FP32)
-            return set_err(FA_ERR_UNSUPPORTED,
-                           "--dtype fp32: version 2 (tensor cores) takes fp16 or bf16; use version 1");
-        if (d % 16 != 0 || d > 128)
-            return set_err(FA_ERR_UNSUPPORTED,
-                           "--d %d: version 2 supports d = 16, 32, ..., 128 (multiples of 16)", d);
-        return FA_OK;
-    default:
-        return set_err(FA_ERR_UNSUPPORTED, "--kernel %d: versions 0 to %d exist", kernel,
-                       FA_NUM_KERNELS - 1);
-    }
+    return (size_t)p->B * p->H * (size_t)p->seqlen_q * p->seqlen_k * (4 + fa_dtype_bytes(dtype));
+}
+/* stage1_naive.h's count, tensor by tensor, in bytes: S written and read
+ * (fp32), P written and read (dtype), Q, K, V read and O written (dtype), L
+ * written (fp32); per query head, with Sq = seqlen_q, Sk = seqlen_k:
+ *   8 Sq Sk + 2 es Sq Sk + 2 es Sq d + 4 Sq,
+ * K and V read once per K/V head (2 es Sk d), as the strided batch reads
+ * them once for the whole group of query heads. */
+static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
+{
+    (void)Br; (void)Bc;
+    double es = (double)fa_dtype_bytes(dtype), sq = p->seqlen_q, sk = p->seqlen_k, d = p->d;
+    return (double)p->B * (p->H * (8 * sq * sk + 2 * es * sq * sk + 2 * es * sq * d + 4 * sq) +
+                           p->H_kv * 2 * es * sk * d);
 }
 
-extern "C" size_t fa_workspace_bytes(int kernel, int dtype, int B, int H, int N, int d)
-{
-    (void)d;
-    if (kernel != 0) return 0;
-    return 2 * (size_t)B * H * (size_t)N * N * fa_dtype_bytes(dtype);
-}
-
-extern "C" double fa_model_bytes(int kernel, int dtype, int B, int H, int N, int d)
-{
-    double es = (double)fa_dtype_bytes(dtype), n = N, dd = d, bh = (double)B * H;
-    if (kernel == 0) return bh * (es * (4 * n * n + 4 * n * dd) + 4 * n);
-    int Br = fa_block_rows(kernel, d);
-    double Tr = (double)((N + Br - 1) / Br);
-    return bh * (es * (2 * n * dd + 2 * n * dd * Tr) + 4 * n);
-}
-
-extern "C" double fa_compulsory_bytes(int dtype, int B, int H, int N, int d)
-{
-    return (double)B * H * ((double)fa_dtype_bytes(dtype) * 4.0 * N * d + 4.0 * N);
-}
-
-extern "C" int fa_forward(int kernel, int dtype, const void *Q, const void *K, const void *V,
-                          void *O, float *L, int B, int H, int N, int d, float softmax_scale,
-                          void *workspace, size_t workspace_bytes, void *stream)
-{
-    int rc = fa_check_supported(kernel, dtype, N, d);
-    if (rc) return rc;
-    if (B < 1 || H < 1 || (long long)B * H > 65535)
-        return set_err(FA_ERR_UNSUPPORTED, "B = %d, H = %d: need 1 <= B H <= 65535", B, H);
-    cudaStream_t st = (cudaStream_t)stream;
-    switch (kernel) {
-    case 0:
-        return v0_forward(dtype, Q, K, V, O, L, B, H, N, d, softmax_scale, workspace,
-                          workspace_bytes, st);
-    case 1:
-        switch (dtype) {
-        case FA_FP32: return v1_launch<float>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        case FA_FP16: return v1_launch<__half>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        default: return v1_launch<__nv_bfloat16>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        }
-    case 2:
-        if (!aligned16(Q) || !aligned16(K) || !aligned16(V) || !aligned16(O))
-            return set_err(FA_ERR_UNSUPPORTED, "version 2 needs 16-byte aligned Q, K, V, O");
-        if (dtype == FA_FP16) return v2_launch<__half>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-        return v2_launch<__nv_bfloat16>(Q, K, V, O, L, B * H, N, d, softmax_scale, st);
-    /* case 3: wgmma (Hopper) -- a later issue */
-    default:
-        return set_err(FA_ERR_UNSUPPORTED, "--kernel %d: no such version", kernel);
-    }
-}
-
-/* ========================================================================= */
-/* Runtime helpers for the C host program                                     */
-/* ========================================================================= */
-
-extern "C" int fa_device_count(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
-extern "C" int fa_device_info(char *buf, size_t n, int *sm_count)
-{
-    cudaDeviceProp p;
-    int dev = 0, drv = 0, rt = 0;
-    CUDA_TRY(cudaGetDevice(&dev));
-    CUDA_TRY(cudaGetDeviceProperties(&p, dev));
-    CUDA_TRY(cudaDriverGetVersion(&drv));
-    CUDA_TRY(cudaRuntimeGetVersion(&rt));
-    snprintf(buf, n, "%s, cc %d.%d, %d SMs, %.0f MB L2, CUDA driver %d.%d, runtime %d.%d",
-             p.name, p.major, p.minor, p.multiProcessorCount, p.l2CacheSize / 1e6, drv / 1000,
-             (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
-    if (sm_count) *sm_count = p.multiProcessorCount;
-    return FA_OK;
-}
-
-extern "C" void *fa_malloc(size_t bytes)
-{
-    void *p = nullptr;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        set_err(FA_ERR_CUDA, "cudaMalloc(%zu bytes): %s", bytes, cudaGetErrorString(cudaGetLastError()));
-        return nullptr;
-    }
-    return p;
-}
-extern "C" void fa_free(void *p) { if (p) cudaFree(p); }
-extern "C" int fa_copy_to_device(void *dst, const void *src, size_t bytes)
-{
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    return FA_OK;
-}
-extern "C" int fa_copy_to_host(void *dst, const void *src, size_t bytes)
-{
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-    return FA_OK;
-}
-extern "C" int fa_poison(void *p, size_t bytes)
-{
-    CUDA_TRY(cudaMemset(p, 0xFF, bytes));
-    return FA_OK;
-}
-extern "C" int fa_synchronize(void)
-{
-    CUDA_TRY(cudaDeviceSynchronize());
-    CUDA_TRY(cudaGetLastError());
-    return FA_OK;
-}
-
-__global__ void fa_marker_kernel(void) {}
-extern "C" int fa_marker(int tag)
-{
-    fa_marker_kernel<<<tag > 0 ? tag : 1, 1>>>();
-    CUDA_TRY(cudaGetLastError());
-    return FA_OK;
-}
-
-extern "C" int fa_time_forward(int kernel, int dtype, const void *Q, const void *K, const void *V,
-                               void *O, float *L, int B, int H, int N, int d, float softmax_scale,
-                               void *workspace, size_t workspace_bytes, int repeats,
-                               double *median_ms)
-{
-    size_t obytes = (size_t)B * H * N * d * fa_dtype_bytes(dtype), lbytes = (size_t)B * H * N * 4;
-    cudaEvent_t e0, e1;
-    CUDA_TRY(cudaEventCreate(&e0));
-    CUDA_TRY(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int r = -1; r < repeats; r++) {   /* r = -1: warm-up (cuBLAS handle, module load) */
-        CUDA_TRY(cudaMemsetAsync(O, 0xFF, obytes));
-        CUDA_TRY(cudaMemsetAsync(L, 0xFF, lbytes));
-        CUDA_TRY(cudaEventRecord(e0));
-        int rc = fa_forward(kernel, dtype, Q, K, V, O, L, B, H, N, d, softmax_scale, workspace,
-                            workspace_bytes, nullptr);
-        if (rc) return rc;
-        CUDA_TRY(cudaEventRecord(e1));
-        CUDA_TRY(cudaEventSynchronize(e1));
-        float t = 0;
-        CUDA_TRY(cudaEventElapsedTime(&t, e0, e1));
-        if (r >= 0) ms.push_back(t);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    std::sort(ms.begin(), ms.end());
-    *median_ms = ms.empty() ? 0 : (ms.size() % 2 ? ms[ms.size() / 2]
-                                                 : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]));
-    return FA_OK;
-}
-
-/* ========================================================================= */
-/* Host conversions                                                          */
-/* ========================================================================= */
-
-extern "C" void fa_host_from_double(void *dst, const double *src, size_t n, int dtype)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (dtype == FA_FP32) ((float *)dst)[i] = (float)src[i];
-        else if (dtype == FA_FP16) ((__half *)dst)[i] = __double2half(src[i]);
-        else ((__nv_bfloat16 *)dst)[i] = __double2bfloat16(src[i]);
-    }
-}
-
-extern "C" void fa_host_to_double(double *dst, const void *src, size_t n, int dtype)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (dtype == FA_FP32) dst[i] = ((const float *)src)[i];
-        else if (dtype == FA_FP16) dst[i] = __half2float(((const __half *)src)[i]);
-        else dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
-    }
-}
+const fa_row fa_row_fwd_v0 = {
+    {FA_FORWARD, 0, "v0", "materialized (cuBLAS + softmax)",
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 0, 0, "materialized"},
+    v0_forward, nullptr, v0_workspace, nullptr, nullptr, v0_model};
+const fa_row fa_row_fwd_v1 = {
+    {FA_FORWARD, 1, "v1", "tiled (smem K/V, fp32 CUDA cores)",
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 0, 0, "tiled"},
+    v1_forward, nullptr, nullptr, v1_block_rows, v1_block_cols, fa_model_tiled_forward};
+const fa_row fa_row_fwd_v2 = {
+    {FA_FORWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, cp.async)",
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 0, 80, "mma"},
+    v2_forward, nullptr, nullptr, v2_block_rows, v2_block_cols, fa_model_tiled_forward};

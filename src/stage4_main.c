@@ -7,7 +7,7 @@
  * now runs on a GPU, on the CUDA cores in fp32 arithmetic (version 1) and on
  * the tensor cores (version 2, fp16/bf16), beside a materialized GPU
  * baseline (version 0). This file is plain C: it calls the extern "C" launchers and
- * runtime helpers of stage4_forward.h and never includes a CUDA header.
+ * runtime helpers of kernels/fa_gpu.h and never includes a CUDA header.
  *
  * Build and run:   make stage4 && ./stage4
  *   ./stage4                          real input (all-MiniLM-L6-v2, (1,12,148,32)) and two
@@ -43,7 +43,7 @@
 #include "common.h"
 #include "stage1_naive.h"
 #include "stage3_tiled.h"
-#include "stage4_forward.h"
+#include "fa_gpu.h"
 
 static const char USAGE[] =
     "stage4: the attention forward on a CUDA GPU (version 0 materialized, 1 tiled on the CUDA\n"
@@ -145,19 +145,27 @@ static void gpu_problem_free(gpu_problem *g)
 
 /* One version on one problem: poison, launch, check every output written,
  * compare; then time `repeats` launches (0: no timing). */
+static attn_params params_of(attn_shape s, double scale)
+{
+    return attn_params_make(s.B, s.H, s.N, s.d, scale);
+}
+
 static result run_version(const gpu_problem *g, int kernel, double scale, int repeats)
 {
     result res = {0};
     attn_shape s = g->s;
-    if (fa_check_supported(kernel, g->dtype, s.N, s.d) != 0) return res;
+    attn_params ap = params_of(s, scale);
+    if (fa_check_supported(FA_FORWARD, kernel, g->dtype, &ap) != 0) return res;
     size_t n = shape_numel(s), rows = shape_rows(s), es = fa_dtype_bytes(g->dtype);
-    size_t wsb = fa_workspace_bytes(kernel, g->dtype, s.B, s.H, s.N, s.d);
+    size_t wsb = fa_workspace_bytes(FA_FORWARD, kernel, g->dtype, &ap);
     void *ws = NULL;
     if (wsb && !(ws = fa_malloc(wsb))) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
     GPU_TRY(fa_poison(g->dO, n * es));
     GPU_TRY(fa_poison(g->dL, rows * sizeof(float)));
-    GPU_TRY(fa_forward(kernel, g->dtype, g->dQ, g->dK, g->dV, g->dO, g->dL, s.B, s.H, s.N, s.d,
-                       (float)scale, ws, wsb, NULL));
+    fa_ptrs x = {0};
+    x.q = g->dQ; x.k = g->dK; x.v = g->dV; x.o = g->dO; x.softmax_lse = g->dL;
+    x.workspace = ws; x.workspace_bytes = wsb;
+    GPU_TRY(fa_forward(kernel, g->dtype, &ap, &x, NULL));
     GPU_TRY(fa_synchronize());
     void *h = xmalloc(n, es, "O from the GPU");
     float *hl = xmalloc(rows, sizeof(float), "L from the GPU");
@@ -177,25 +185,30 @@ static result run_version(const gpu_problem *g, int kernel, double scale, int re
     }
     res.normO = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
     if (repeats > 0)
-        GPU_TRY(fa_time_forward(kernel, g->dtype, g->dQ, g->dK, g->dV, g->dO, g->dL, s.B, s.H,
-                                s.N, s.d, (float)scale, ws, wsb, repeats, &res.ms));
+        GPU_TRY(fa_time(FA_FORWARD, kernel, g->dtype, &ap, &x, 1, 0, repeats, 1, &res.ms));
     fa_free(ws);
     free(h); free(hl); free(O); free(L);
     return res;
 }
 
-/* The bytes model of stage4_forward.h against stage 1's and stage 3's
+/* The bytes model of the versions (fa_model_bytes) against stage 1's and stage 3's
  * element counts (same tensors; L counted in fp32 bytes, the rest in the
  * dtype): 1 when they agree. */
 static int model_matches_counts(int dtype, attn_shape s)
 {
     double es = (double)fa_dtype_bytes(dtype), bh = (double)s.B * s.H;
-    double v0 = bh * (es * (double)(naive_forward_io_formula(s.N, s.d) - (uint64_t)s.N) + 4.0 * s.N);
-    if (fa_model_bytes(0, dtype, s.B, s.H, s.N, s.d) != v0) return 0;
-    for (int k = 1; k < FA_NUM_KERNELS; k++) {
-        uint64_t el = flash_forward_io_formula(s.N, s.d, fa_block_rows(k, s.d),
-                                               fa_v1_block_cols(s.d), false);
-        if (fa_model_bytes(k, dtype, s.B, s.H, s.N, s.d) !=
+    attn_params ap = params_of(s, 1.0);
+    /* stage 1 counts 4 N^2 + 4 N d + N elements: S and P written and read
+     * (N^2 each way), Q, K, V read and O written (4 N d), L written (N).
+     * Version 0 keeps S in fp32 (4 bytes), P in the dtype, L in fp32. */
+    double nn = (double)s.N * s.N;
+    double qkvo = (double)naive_forward_io_formula(s.N, s.d) - 4 * nn - s.N;
+    double v0 = bh * (es * qkvo + 4.0 * 2 * nn + es * 2 * nn + 4.0 * s.N);
+    if (fa_model_bytes(FA_FORWARD, 0, dtype, &ap) != v0) return 0;
+    for (int k = 1; k < fa_num_versions(FA_FORWARD); k++) {
+        uint64_t el = flash_forward_io_formula(s.N, s.d, fa_block_rows(FA_FORWARD, k, s.d),
+                                               fa_block_cols(FA_FORWARD, k, s.d), false);
+        if (fa_model_bytes(FA_FORWARD, k, dtype, &ap) !=
             bh * (es * (double)(el - (uint64_t)s.N) + 4.0 * s.N))
             return 0;
     }
@@ -262,7 +275,8 @@ static void print_row(FILE *csv, const char *device, const attn_problem *p, int 
 {
     attn_shape s = p->shape;
     double flops = 4.0 * s.B * s.H * (double)s.N * s.N * s.d;
-    double mb = fa_model_bytes(kernel, dtype, s.B, s.H, s.N, s.d);
+    attn_params ap = params_of(s, 1.0);
+    double mb = fa_model_bytes(FA_FORWARD, kernel, dtype, &ap);
     if (!r->ran) {
         if (!quiet) printf("  v%d  %-5s  (not run: %s)\n", kernel, fa_dtype_name(dtype), fa_error_string());
         return;
@@ -294,7 +308,7 @@ static int run_problem(const attn_problem *p, const options *opt, const int *dty
     for (int t = 0; t < nd; t++) {
         gpu_problem g;
         gpu_problem_init(&g, p, dtypes[t], scale);
-        result r[FA_NUM_KERNELS];
+        result r[16];
         for (int i = 0; i < nk; i++) {
             r[i] = run_version(&g, kernels[i], scale, repeats);
             print_row(csv, device, p, dtypes[t], kernels[i], &r[i], tests);
@@ -362,32 +376,35 @@ int main(int argc, char **argv)
         dtypes[0] = parse_dtype(opt.dtype);
         nd = 1;
     }
-    int kernels[FA_NUM_KERNELS], nk = 0;
+    int kernels[16], nk = 0;
     if (opt.kernel >= 0) {
-        if (opt.kernel >= FA_NUM_KERNELS)
+        if (!fa_version(FA_FORWARD, opt.kernel))
             fatal(EXIT_BAD_INPUT, "--kernel %d: versions 0 to %d exist", opt.kernel,
-                  FA_NUM_KERNELS - 1);
+                  fa_num_versions(FA_FORWARD) - 1);
         kernels[nk++] = opt.kernel;
     } else {
-        for (int k = 0; k < FA_NUM_KERNELS; k++) kernels[nk++] = k;
+        for (int k = 0; k < fa_num_versions(FA_FORWARD) && nk < 16; k++) kernels[nk++] = k;
     }
     /* --kernel K without --dtype: the dtypes K takes. */
     if (opt.kernel >= 0 && !(opt.given & OPT_DTYPE)) {
         int n2 = 0;
         for (int t = 0; t < nd; t++)
-            if (fa_check_supported(opt.kernel, dtypes[t], 64, 64) == 0) dtypes[n2++] = dtypes[t];
+            if (fa_version(FA_FORWARD, opt.kernel)->dtypes & FA_DT(dtypes[t])) dtypes[n2++] = dtypes[t];
         nd = n2;
     }
     /* A shape or dtype the chosen version cannot run is a bad input (exit
      * 2), with or without a GPU. */
+    attn_params probe = attn_params_make(1, 1, 64, 64, 0.125);
     for (int t = 0; t < nd && opt.kernel >= 0; t++)
-        if (fa_check_supported(opt.kernel, dtypes[t], 64, 64) != 0)
+        if (fa_check_problem(FA_FORWARD, opt.kernel, dtypes[t], &probe) != 0)
             fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
     bool shape_given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM);
     if (shape_given && opt.kernel >= 0)
-        for (int t = 0; t < nd; t++)
-            if (fa_check_supported(opt.kernel, dtypes[t], opt.N, opt.d) != 0)
+        for (int t = 0; t < nd; t++) {
+            attn_params ap = attn_params_make(opt.batch, opt.heads, opt.N, opt.d, 1.0);
+            if (fa_check_problem(FA_FORWARD, opt.kernel, dtypes[t], &ap) != 0)
                 fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
+        }
 
     if (fa_device_count() == 0) {
         printf("stage4: no CUDA GPU here; nothing to run (the GPU stages need one)\n");
@@ -412,14 +429,16 @@ int main(int argc, char **argv)
            "    err O (max) = max|O - O_ref| / max|O_ref|, err O (norm) = ||O - O_ref|| / ||O_ref||,\n"
            "    err L = max|L - L_ref| / max(1, max|L_ref|); unwritten = NaN left of the poison\n"
            "  time: median of %d launches (CUDA events); FLOPs = 4 B H N^2 d; model bytes: "
-           "stage4_forward.h\n", repeats);
+           "kernels/fa_gpu.h\n", repeats);
     int bad = 0;
     if (opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS)) {
         attn_problem p;
         load_problem(&opt, &p);
-        for (int t = 0; t < nd && opt.kernel >= 0; t++)   /* e.g. --q files with d = 256 */
-            if (fa_check_supported(opt.kernel, dtypes[t], p.shape.N, p.shape.d) != 0)
+        for (int t = 0; t < nd && opt.kernel >= 0; t++) {   /* e.g. --q files with d = 256 */
+            attn_params ap = params_of(p.shape, 1.0);
+            if (fa_check_problem(FA_FORWARD, opt.kernel, dtypes[t], &ap) != 0)
                 fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
+        }
         if ((double)p.shape.N * p.shape.N > 64e6)
             fatal(EXIT_BAD_INPUT, "--n %d: the CPU reference builds N x N matrices; use N <= 8000",
                   p.shape.N);

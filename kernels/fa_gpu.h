@@ -1,0 +1,154 @@
+/*
+ * fa_gpu.h -- the C interface of the project's CUDA kernels (libfa_gpu.so and
+ * the host programs stage4, stage5, stage7). Plain C: the host programs and
+ * the Python tools (scripts/fa.py mirrors this file through ctypes) never
+ * include a CUDA header.
+ *
+ * A call names a pass (forward or backward), a version and a dtype, and
+ * takes the problem (attn_params, src/attn_params.h: sizes, grouped heads,
+ * softmax_scale, window) and the device pointers (fa_ptrs). Versions are
+ * rows of one table (kernels/fa_api.cu); fa_version() describes each, so the
+ * programs, tests and tools loop over the table instead of knowing versions.
+ *
+ * Layout: Q, O, dO, dQ (B, H, seqlen_q, d); K, V, dK, dV (B, H_kv, seqlen_k,
+ * d), all row-major in the dtype; L = softmax_lse (B, H, seqlen_q) fp32, the
+ * natural-log logsumexp of each row of softmax_scale Q K^T over the keys the
+ * row sees, -inf for a row that sees none (its O row is 0). All pointers are
+ * device pointers. Every function returns FA_OK or an FA_ERR_* code;
+ * fa_error_string() gives the last error as one line.
+ */
+#ifndef FA_GPU_H
+#define FA_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn_params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum fa_dtype { FA_FP32 = 0, FA_FP16 = 1, FA_BF16 = 2 };
+#define FA_DT(t) (1u << (t))   /* a dtype's bit in fa_version.dtypes */
+enum {
+    FA_OK = 0,
+    FA_ERR_UNSUPPORTED = 2,   /* a shape/dtype/version/GPU this version does not run (exit 2) */
+    FA_ERR_CUDA = 3,          /* a CUDA or cuBLAS call failed */
+};
+enum fa_pass { FA_FORWARD = 0, FA_BACKWARD = 1 };
+
+/* Device pointers of one call. The forward reads q, k, v and writes o and
+ * softmax_lse; the backward reads q, k, v, o, softmax_lse, do_ and writes dq,
+ * dk, dv. workspace: fa_workspace_bytes() bytes (NULL when that is 0). */
+typedef struct {
+    const void *q, *k, *v;   /* (B,H,Sq,d), (B,H_kv,Sk,d), (B,H_kv,Sk,d) */
+    void *o;                 /* (B,H,Sq,d) */
+    float *softmax_lse;      /* (B,H,Sq) fp32 */
+    const void *do_;         /* (B,H,Sq,d), the upstream gradient dO ("do" is a C keyword) */
+    void *dq, *dk, *dv;      /* shapes of q, k, v */
+    void *workspace;
+    size_t workspace_bytes;
+} fa_ptrs;
+
+/* One row of the table of versions. */
+typedef struct {
+    int pass;                /* FA_FORWARD or FA_BACKWARD */
+    int version;             /* the number given to --kernel */
+    const char *name;        /* "v2" */
+    const char *what;        /* one line: what the version is */
+    unsigned dtypes;         /* FA_DT bits of the dtypes it takes */
+    int d_min, d_max;        /* head dimensions it takes ... */
+    int d_multiple;          /* ... that are multiples of this */
+    int masks;               /* 1: takes windows, seqlen_q != seqlen_k and H_kv < H */
+    int deterministic;       /* 1: has a deterministic mode (backward) */
+    int min_cc;              /* least compute capability (major*10+minor), e.g. 90 */
+    const char *slug;        /* "mma": with the name, the benchmarks' label (ours_v2_mma) */
+} fa_version_info;
+
+int fa_num_versions(int pass);
+/* The row of (pass, version), NULL when there is none. */
+const fa_version_info *fa_version(int pass, int version);
+
+/* FA_OK when (pass, version) runs this dtype and problem on this GPU (the
+ * GPU part is skipped when there is none), else FA_ERR_UNSUPPORTED with the
+ * reason, naming the flag, in fa_error_string(). Needs no GPU for the shape
+ * part: the host programs call it before looking for one. */
+int fa_check_supported(int pass, int version, int dtype, const attn_params *p);
+/* The same without the GPU check (what a machine without a GPU can say). */
+int fa_check_problem(int pass, int version, int dtype, const attn_params *p);
+
+/* Device workspace in bytes (0 for most versions). */
+size_t fa_workspace_bytes(int pass, int version, int dtype, const attn_params *p);
+
+/* Query rows (Br) and key rows (Bc) per tile of a tiled version at head
+ * dimension d; 0 for a materialized one. */
+int fa_block_rows(int pass, int version, int d);
+int fa_block_cols(int pass, int version, int d);
+
+/* Tiles (query block, key block) the version computes, and those the mask
+ * lets it skip, from src/mask.h and the version's Br, Bc (0, 0 for a
+ * materialized version, which computes everything). Per head. */
+void fa_tiles(int pass, int version, const attn_params *p, int64_t *visited, int64_t *skipped);
+
+/* The IO model of the version: bytes of slow memory (HBM) it reads and
+ * writes, L and D in fp32, the rest in the dtype (see each version's file). */
+double fa_model_bytes(int pass, int version, int dtype, const attn_params *p);
+/* The floor of any algorithm: each input read once, each output written once. */
+double fa_compulsory_bytes(int pass, int dtype, const attn_params *p);
+/* FLOPs as the FlashAttention papers count them: forward 4 B H Sq Sk d
+ * scaled by the visible fraction of the score matrix (1/2 for causal with
+ * Sq = Sk, as the papers halve it), backward 2.5 times the forward. */
+double fa_flops(int pass, const attn_params *p);
+
+/* visible[i * seqlen_k + j] = 1 when query i sees key j (src/mask.h), for
+ * tools that build a reference in another language from the one definition. */
+void fa_mask_matrix(const attn_params *p, unsigned char *visible);
+
+/* Run one pass. Asynchronous on `stream` (a cudaStream_t, NULL = default):
+ * returns after the launches. deterministic (backward only): dQ, dK, dV
+ * are bitwise the same on every call with the same inputs. */
+int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream);
+int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                void *stream);
+
+/* Median time in milliseconds of `repeats` runs (after one warm-up), with
+ * CUDA events around each run; the outputs are poisoned and, when flush_l2
+ * is set, the L2 cache overwritten before each, outside the timed region;
+ * runs rotate over n_sets pointer sets (so that inputs smaller than the L2
+ * are not served from it when flush_l2 is 0). */
+int fa_time(int pass, int version, int dtype, const attn_params *p, const fa_ptrs *sets,
+            int n_sets, int deterministic, int repeats, int flush_l2, double *median_ms);
+
+/* Bytes of one element of the dtype (4, 2, 2), and its name. */
+size_t fa_dtype_bytes(int dtype);
+const char *fa_dtype_name(int dtype);
+
+/* Runtime helpers for the C host programs (thin wrappers over the CUDA runtime). */
+int fa_device_count(void);                       /* 0 when no GPU (or no driver) */
+/* "NVIDIA H200, cc 9.0, 132 SMs, 60 MiB L2, CUDA driver 13.0, runtime 13.0" */
+int fa_device_info(char *buf, size_t n, int *sm_count);
+int fa_device_cc(void);                          /* major*10+minor of the current GPU, 0 if none */
+int fa_set_device(int device);
+void *fa_malloc(size_t bytes);                   /* NULL on failure */
+void fa_free(void *p);
+int fa_copy_to_device(void *dst, const void *src, size_t bytes);
+int fa_copy_to_host(void *dst, const void *src, size_t bytes);
+int fa_poison(void *p, size_t bytes);            /* all bytes 0xFF: NaN in every dtype */
+int fa_synchronize(void);
+
+/* Launch an empty kernel with `tag` blocks: the Nsight Compute script
+ * (scripts/ncu_io.py) splits its kernel list at these markers. */
+int fa_marker(int tag);
+
+/* Host conversions between fp64 and the dtype (round to nearest even). */
+void fa_host_from_double(void *dst, const double *src, size_t n, int dtype);
+void fa_host_to_double(double *dst, const void *src, size_t n, int dtype);
+
+/* One line describing the last error of this library. */
+const char *fa_error_string(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FA_GPU_H */

@@ -1,0 +1,128 @@
+"""fa.py -- the one ctypes mirror of kernels/fa_gpu.h, for every Python tool
+(scripts/bench_gpu.py, scripts/ncu_io.py, python/flash_op.py).
+
+It mirrors attn_params (src/attn_params.h), fa_ptrs and fa_version_info
+field by field, loads build/libfa_gpu.so, and reads the table of versions
+from the library, so a new kernel version needs no change here.
+
+    lib = fa.load()                       # build/libfa_gpu.so
+    for v in fa.versions(lib, fa.FORWARD): print(v.version, v.name, v.what)
+    p = fa.params(B, H, N, d, H_kv=H, seqlen_k=N, window=(-1, 0))   # causal
+    fa.check(lib.fa_forward(2, fa.BF16, ctypes.byref(p), ctypes.byref(ptrs), stream))
+
+Tensors are handed over as device pointers (torch's data_ptr()); nothing
+here needs torch.
+"""
+import ctypes
+import math
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORWARD, BACKWARD = 0, 1
+FP32, FP16, BF16 = 0, 1, 2
+DTYPE_NAMES = {FP32: "fp32", FP16: "fp16", BF16: "bf16"}
+OK, ERR_UNSUPPORTED, ERR_CUDA = 0, 2, 3
+
+
+class Params(ctypes.Structure):
+    """attn_params: sizes, grouped heads, softmax_scale, window (-1: unbounded)."""
+    _fields_ = [("B", ctypes.c_int), ("H", ctypes.c_int), ("H_kv", ctypes.c_int),
+                ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int), ("d", ctypes.c_int),
+                ("softmax_scale", ctypes.c_double),
+                ("window_size_left", ctypes.c_int), ("window_size_right", ctypes.c_int)]
+
+
+class Ptrs(ctypes.Structure):
+    """fa_ptrs: device pointers of one call (None where a pass does not use one)."""
+    _fields_ = [("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("o", ctypes.c_void_p), ("softmax_lse", ctypes.c_void_p),
+                ("do_", ctypes.c_void_p), ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p),
+                ("dv", ctypes.c_void_p), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_size_t)]
+
+
+class VersionInfo(ctypes.Structure):
+    """fa_version_info: one row of the table of versions."""
+    _fields_ = [("pass_", ctypes.c_int), ("version", ctypes.c_int), ("name", ctypes.c_char_p),
+                ("what", ctypes.c_char_p), ("dtypes", ctypes.c_uint), ("d_min", ctypes.c_int),
+                ("d_max", ctypes.c_int), ("d_multiple", ctypes.c_int), ("masks", ctypes.c_int),
+                ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p)]
+
+    def label(self):
+        """ours_v2_mma: how the benchmarks' CSVs name the version."""
+        return f"ours_{self.name.decode()}_{self.slug.decode()}"
+
+
+def params(B, H, N, d, H_kv=None, seqlen_k=None, window=(-1, -1), softmax_scale=None):
+    """An attn_params; causal is window (-1, 0)."""
+    return Params(B, H, H if H_kv is None else H_kv, N, N if seqlen_k is None else seqlen_k, d,
+                  1.0 / math.sqrt(d) if softmax_scale is None else softmax_scale,
+                  window[0], window[1])
+
+
+def load(path=None):
+    """build/libfa_gpu.so with every entry point's argument types set."""
+    lib = ctypes.CDLL(path or os.path.join(ROOT, "build", "libfa_gpu.so"))
+    i, vp, d, sz = ctypes.c_int, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
+    P, X = ctypes.POINTER(Params), ctypes.POINTER(Ptrs)
+    sig = {
+        "fa_num_versions": ([i], i),
+        "fa_version": ([i, i], ctypes.POINTER(VersionInfo)),
+        "fa_check_supported": ([i, i, i, P], i),
+        "fa_check_problem": ([i, i, i, P], i),
+        "fa_workspace_bytes": ([i, i, i, P], sz),
+        "fa_block_rows": ([i, i, i], i),
+        "fa_block_cols": ([i, i, i], i),
+        "fa_tiles": ([i, i, P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)], None),
+        "fa_model_bytes": ([i, i, i, P], d),
+        "fa_compulsory_bytes": ([i, i, P], d),
+        "fa_flops": ([i, P], d),
+        "fa_forward": ([i, i, P, X, vp], i),
+        "fa_backward": ([i, i, P, X, i, vp], i),
+        "fa_time": ([i, i, i, P, X, i, i, i, i, ctypes.POINTER(d)], i),
+        "fa_dtype_bytes": ([i], sz),
+        "fa_device_cc": ([], i),
+        "fa_marker": ([i], i),
+        "fa_error_string": ([], ctypes.c_char_p),
+        "fa_mask_matrix": ([P, ctypes.c_void_p], None),
+    }
+    for name, (args, res) in sig.items():
+        f = getattr(lib, name)
+        f.argtypes, f.restype = args, res
+    return lib
+
+
+class FaError(RuntimeError):
+    pass
+
+
+def check(lib, rc):
+    """Raise FaError with the library's one-line message unless rc is FA_OK."""
+    if rc != OK:
+        raise FaError(lib.fa_error_string().decode())
+
+
+def versions(lib, pass_):
+    """The rows of the table for one pass, in order."""
+    out = []
+    for v in range(64):
+        r = lib.fa_version(pass_, v)
+        if r:
+            out.append(r.contents)
+        if len(out) == lib.fa_num_versions(pass_):
+            break
+    return out
+
+
+def tiles(lib, pass_, version, p):
+    vis, skip = ctypes.c_int64(), ctypes.c_int64()
+    lib.fa_tiles(pass_, version, ctypes.byref(p), ctypes.byref(vis), ctypes.byref(skip))
+    return vis.value, skip.value
+
+
+def mask_matrix(lib, p):
+    """numpy bool (seqlen_q, seqlen_k): True where query i sees key j (src/mask.h)."""
+    import numpy as np
+    m = np.zeros((p.seqlen_q, p.seqlen_k), dtype=np.uint8)
+    lib.fa_mask_matrix(ctypes.byref(p), m.ctypes.data)
+    return m.astype(bool)
