@@ -43,49 +43,26 @@
  *
  * Build: -gencode=arch=compute_90a,code=sm_90a (wgmma and setmaxnreg exist
  * only in the "a" target); kernels/gpu.mk gives these flags to this file
- * alone. On any other GPU fa_v3_check refuses with one line.
+ * alone. On any other GPU its launcher refuses with one line. Version 3 is
+ * one row of the table of versions (kernels/versions.def, fa_row_fwd_v3
+ * below); the step runs is chosen by FA_V3_STEP in the environment.
  */
+#include "gpu_common.cuh"
 #include "stage4_v3_hopper.h"
 
 #include <cuda.h>           /* CUtensorMap and its enums (types only: libcuda is not linked) */
 #include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <algorithm>
 #include <type_traits>
 #include <vector>
-
-/* ------------------------------------------------------------------------- */
-/* Errors: one line with the file and line of the failing call.              */
-/* ------------------------------------------------------------------------- */
-static char v3_err[512] = "no error";
-
-static int v3_fail(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(v3_err, sizeof v3_err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-extern "C" const char *fa_v3_error(void) { return v3_err; }
-
-#define V3_CUDA_TRY(call)                                                                   \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess)                                                              \
-            return v3_fail(FA_ERR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,         \
-                           cudaGetErrorString(e_));                                         \
-    } while (0)
 
 /* ------------------------------------------------------------------------- */
 /* The steps                                                                  */
@@ -116,11 +93,6 @@ template <int D, int STEP> struct v3_cfg {
 /* ------------------------------------------------------------------------- */
 /* PTX wrappers: shared addresses, mbarriers, the tensor copy, wgmma          */
 /* ------------------------------------------------------------------------- */
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 //> v3-mbarrier
 /* An mbarrier is a 64-bit word in shared memory that counts arrivals and
  * bytes. A phase completes when `count` threads have arrived and every byte
@@ -297,25 +269,6 @@ __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t d
     }
 }
 
-/* 2^x on the special-function unit (2^-inf = +0). */
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-/* two fp32 -> one register of two 16-bit values, lo in the low half */
-template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    } else {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-}
-
 /* ------------------------------------------------------------------------- */
 /* The two matrix products of one key tile, as a warpgroup issues them       */
 /* ------------------------------------------------------------------------- */
@@ -366,18 +319,21 @@ struct v3_args {
     int H, H_kv, BH;          /* BH = B H query heads */
     int seqlen_q, seqlen_k;
     int n_qblocks, n_tiles;   /* query blocks per head; n_qblocks * BH */
+    int heads_per_group;      /* step 5, causal: heads whose K, V fit half the L2 */
     float scale_log2;         /* softmax_scale log2(e) */
 };
 
 //> v3-schedule
 /* The tile (query head bh, query block qb) that CTA `cta` of `grid` takes as
- * its k-th. Steps 1-4: one tile per CTA, in launch order, query blocks of one
- * head adjacent (they share K and V in L2). Step 5 (persistent): when later
- * query blocks see more keys (causal: window_size_left unbounded, right
- * bounded) the longest query blocks of every head come first, and waves
- * alternate direction (CTA c takes tile c of even waves and grid-1-c of odd
- * ones) so that no CTA collects the longest tile of every wave. Returns
- * false when the CTA has no k-th tile. */
+ * its k-th. Steps 1-4: one tile per CTA, in launch order, the query blocks
+ * of one head adjacent (they share K and V in L2). Step 5 (persistent): when
+ * later query blocks see more keys (causal: window_size_left unbounded,
+ * right bounded) the tiles go longest first inside groups of heads_per_group
+ * heads (a group's K and V fit in half the L2, so the heads running at the
+ * same time find their keys there), heads alternating within a query block;
+ * waves alternate direction (CTA c takes tile c of even waves and grid-1-c
+ * of odd ones) so that no CTA collects the longest tile of every wave.
+ * Returns false when the CTA has no k-th tile. */
 template <bool PERSIST>
 __device__ __forceinline__ bool v3_tile(const v3_args &a, int cta, int grid, int k, int &bh,
                                         int &qb)
@@ -392,8 +348,11 @@ __device__ __forceinline__ bool v3_tile(const v3_args &a, int cta, int grid, int
     if (t >= a.n_tiles) return false;
     bool longest_first = PERSIST && a.mask.window_size_left < 0 && a.mask.window_size_right >= 0;
     if (longest_first) {
-        qb = a.n_qblocks - 1 - t / a.BH;
-        bh = t % a.BH;
+        const int per_group = a.heads_per_group * a.n_qblocks;
+        const int grp = t / per_group, u = t - grp * per_group;
+        const int gsize = min(a.heads_per_group, a.BH - grp * a.heads_per_group);
+        qb = a.n_qblocks - 1 - u / gsize;
+        bh = grp * a.heads_per_group + u % gsize;
     } else {
         qb = t % a.n_qblocks;
         bh = t / a.n_qblocks;
@@ -427,28 +386,21 @@ __device__ __forceinline__ int v3_kv_head(const v3_args &a, int bh)
 }
 
 //> v3-producer
-/* Load number n of the K/V ring goes to stage n % STAGES. Before reusing a
- * stage the producer waits for the consumers to have released the load that
- * used it STAGES loads ago: the empty barrier's phase (n / STAGES - 1), whose
- * parity is (n / STAGES + 1) & 1; for the first STAGES loads that names the
- * phase "before the first", which a fresh barrier counts as complete. */
+/* Load number n of the K ring (is_v false) or the V ring goes to stage
+ * n % STAGES. Before reusing a stage the producer waits for the consumers to
+ * have released the load that used it STAGES loads ago: the empty barrier's
+ * phase (n / STAGES - 1), whose parity is (n / STAGES + 1) & 1; for the
+ * first STAGES loads that names the phase "before the first", which a fresh
+ * barrier counts as complete. */
 template <int D, int STEP>
-__device__ __forceinline__ void produce_k(const v3_smem<D, STEP> &sm, const CUtensorMap *tmK,
-                                          int n, int jb, int kvh, bool issue = true)
+__device__ __forceinline__ void produce(const v3_smem<D, STEP> &sm, const CUtensorMap *map, bool is_v,
+                                        int n, int jb, int kvh, bool issue = true)
 {
     using C = v3_cfg<D, STEP>;
     const int st = n % C::STAGES, ph = (n / C::STAGES) & 1;
-    mbar_wait(sm.empty_k(st), ph ^ 1);
-    tma_tile<C::CB, C::BC>(tmK, sm.k(st), sm.full_k(st), jb * C::BC, kvh, issue);
-}
-template <int D, int STEP>
-__device__ __forceinline__ void produce_v(const v3_smem<D, STEP> &sm, const CUtensorMap *tmV,
-                                          int n, int jb, int kvh, bool issue = true)
-{
-    using C = v3_cfg<D, STEP>;
-    const int st = n % C::STAGES, ph = (n / C::STAGES) & 1;
-    mbar_wait(sm.empty_v(st), ph ^ 1);
-    tma_tile<C::CB, C::BC>(tmV, sm.v(st), sm.full_v(st), jb * C::BC, kvh, issue);
+    mbar_wait(is_v ? sm.empty_v(st) : sm.empty_k(st), ph ^ 1);
+    tma_tile<C::CB, C::BC>(map, is_v ? sm.v(st) : sm.k(st), is_v ? sm.full_v(st) : sm.full_k(st),
+                           jb * C::BC, kvh, issue);
 }
 
 /* The producer warpgroup's one working thread: for every tile of this CTA,
@@ -469,8 +421,8 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
         nq++;
         const int kvh = v3_kv_head(a, bh);
         for (int jb = jb0; jb < jb1; jb++, n++) {
-            produce_k<D, STEP>(sm, tmK, n, jb, kvh);
-            produce_v<D, STEP>(sm, tmV, n, jb, kvh);
+            produce<D, STEP>(sm, tmK, false, n, jb, kvh);
+            produce<D, STEP>(sm, tmV, true, n, jb, kvh);
         }
     }
 }
@@ -599,8 +551,8 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             if constexpr (self_load) {   /* step 1: Q and the first STAGES blocks */
                 tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, bh, issuer);
                 for (int b = 0; b < S && b < nblk; b++) {
-                    produce_k<D, STEP>(sm, tmK, n + b, jb0 + b, kvh, issuer);
-                    produce_v<D, STEP>(sm, tmV, n + b, jb0 + b, kvh, issuer);
+                    produce<D, STEP>(sm, tmK, false, n + b, jb0 + b, kvh, issuer);
+                    produce<D, STEP>(sm, tmV, true, n + b, jb0 + b, kvh, issuer);
                 }
             }
             mbar_wait(sm.full_q(), nq & 1);
@@ -660,8 +612,8 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
                 v3_release(sm.empty_v(pst));
                 if constexpr (self_load)   /* step 1: refill that stage */
                     if (jb - jb0 - 1 + S < nblk) {
-                        produce_k<D, STEP>(sm, tmK, n - 1 + S, jb - 1 + S, kvh, issuer);
-                        produce_v<D, STEP>(sm, tmV, n - 1 + S, jb - 1 + S, kvh, issuer);
+                        produce<D, STEP>(sm, tmK, false, n - 1 + S, jb - 1 + S, kvh, issuer);
+                        produce<D, STEP>(sm, tmV, true, n - 1 + S, jb - 1 + S, kvh, issuer);
                     }
 #pragma unroll
                 for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i >> 1) & 1];
@@ -776,7 +728,7 @@ static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, in
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();
     if (!encode)
-        return v3_fail(FA_ERR_CUDA, "%s:%d: the driver has no cuTensorMapEncodeTiled", __FILE__, __LINE__);
+        return fa_set_error(FA_ERR_CUDA, "%s:%d: the driver has no cuTensorMapEncodeTiled", __FILE__, __LINE__);
     cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)seqlen, (cuuint64_t)heads};
     cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)seqlen * d * 2};
     cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, elem[3] = {1, 1, 1};
@@ -785,19 +737,33 @@ static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, in
                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
-        return v3_fail(FA_ERR_CUDA, "%s:%d: cuTensorMapEncodeTiled (d %d, seqlen %d, heads %d, box rows %d): CUresult %d",
+        return fa_set_error(FA_ERR_CUDA, "%s:%d: cuTensorMapEncodeTiled (d %d, seqlen %d, heads %d, box rows %d): CUresult %d",
                        __FILE__, __LINE__, d, seqlen, heads, rows, (int)r);
     return FA_OK;
 }
 //< v3-tensormap
 
-static int v3_step_of(int step) { return step == 0 ? FA_V3_STEPS : step; }
+//> v3-step
+/* The step a launch runs: FA_V3_STEP in the environment (1 .. 5), else the
+ * last. The version table has one row for version 3; the steps are read
+ * here, at each launch, so that every program and tool that runs "version
+ * 3" (stage4, bench_gpu.py, v3_check) can be pointed at any step. 0 when
+ * the variable holds anything else. */
+static int v3_step(void)
+{
+    const char *e = getenv("FA_V3_STEP");
+    if (!e || !*e) return FA_V3_STEPS;
+    char *end;
+    long k = strtol(e, &end, 10);
+    return (*end == '\0' && k >= 1 && k <= FA_V3_STEPS) ? (int)k : 0;
+}
+//< v3-step
 
-extern "C" int fa_v3_block_rows(int step) { return v3_step_of(step) == 1 ? 64 : 128; }
+extern "C" int fa_v3_current_step(void) { return v3_step(); }
 
 extern "C" const char *fa_v3_step_name(int step)
 {
-    switch (v3_step_of(step)) {
+    switch (step) {
     case 1: return "step 1: TMA + wgmma, one warpgroup (64 rows) issues its own copies";
     case 2: return "step 2: producer warpgroup + 2 consumer warpgroups, setmaxnreg";
     case 3: return "step 3: + ping-pong of the consumers on the tensor cores";
@@ -822,27 +788,23 @@ static int v3_device(int *cc, int *sms)
     return 0;
 }
 
-extern "C" int fa_v3_check(int step, int dtype, const attn_params *p)
+/* The limits beyond the table row's (fp16/bf16, d = 64 or 128, masks and
+ * GQA taken): the step, fp16 in the last step only, sizes. No GPU check
+ * here (fa_check_problem is what a machine without a GPU can say). */
+static int v3_check(int dtype, const attn_params *p)
 {
-    char why[256];
-    if (step < 0 || step > FA_V3_STEPS)
-        return v3_fail(FA_ERR_UNSUPPORTED, "--v3-step %d: version 3 has steps 1 to %d", step, FA_V3_STEPS);
-    if (dtype != FA_FP16 && dtype != FA_BF16)
-        return v3_fail(FA_ERR_UNSUPPORTED, "--dtype %s: version 3 (wgmma) takes fp16 or bf16",
-                       fa_dtype_name(dtype));
-    if (attn_params_check(p, why, sizeof why)) return v3_fail(FA_ERR_UNSUPPORTED, "%s", why);
-    if (p->d != 64 && p->d != 128)
-        return v3_fail(FA_ERR_UNSUPPORTED, "--d %d: version 3 supports d = 64 and 128", p->d);
+    const int step = v3_step();
+    if (!step)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_V3_STEP=%s: version 3 has steps 1 to %d",
+                            getenv("FA_V3_STEP"), FA_V3_STEPS);
+    if (dtype == FA_FP16 && step != FA_V3_STEPS)
+        return fa_set_error(FA_ERR_UNSUPPORTED,
+                            "FA_V3_STEP=%d: steps 1 to %d of version 3 are kept in bf16 only (the "
+                            "record of how it was built); fp16 runs in step %d", step,
+                            FA_V3_STEPS - 1, FA_V3_STEPS);
     if ((long long)p->B * p->H * ((p->seqlen_q + 63) / 64) > INT32_MAX / 2 ||
         (long long)p->B * p->H_kv * p->seqlen_k * p->d > (1ll << 40))
-        return v3_fail(FA_ERR_UNSUPPORTED, "version 3: problem too large (tile count or tensor extent)");
-    int cc = 0, sms = 0;
-    if (v3_device(&cc, &sms) != 0)
-        return v3_fail(FA_ERR_UNSUPPORTED, "version 3 needs a CUDA GPU of compute capability 9.0; none found");
-    if (cc != 90)
-        return v3_fail(FA_ERR_UNSUPPORTED,
-                       "version 3 needs a Hopper GPU (compute capability 9.0, sm_90a); this one is %d.%d",
-                       cc / 10, cc % 10);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "version 3: problem too large (tile count or tensor extent)");
     return FA_OK;
 }
 
@@ -871,17 +833,24 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
     a.n_qblocks = (p->seqlen_q + C::BR - 1) / C::BR;
     a.n_tiles = a.n_qblocks * BH;
     a.scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
-    int cc = 0, sms = 132;
+    int cc = 0, sms = 132, dev = 0, l2 = 50 << 20;
     if (v3_device(&cc, &sms) != 0) sms = 132;
+    (void)cc;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        l2 = 50 << 20;
+    }
+    const double kv_head_bytes = 2.0 * p->seqlen_k * D * 2;
+    a.heads_per_group = (int)std::max(1.0, std::min((double)BH, 0.5 * l2 / kv_head_bytes));
     int grid = C::PERSIST ? std::min(a.n_tiles, sms) : a.n_tiles;
     static bool attr_set = false;   /* per instantiation */
     if (!attr_set) {
-        V3_CUDA_TRY(cudaFuncSetAttribute(v3_kernel<T, D, STEP>,
+        CUDA_TRY(cudaFuncSetAttribute(v3_kernel<T, D, STEP>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
         attr_set = true;
     }
     v3_kernel<T, D, STEP><<<grid, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, a);
-    V3_CUDA_TRY(cudaGetLastError());
+    CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
 
@@ -898,52 +867,75 @@ static int v3_launch_step(int step, const attn_params *p, const void *q, const v
     }
 }
 
-extern "C" int fa_v3_forward(int step, int dtype, const attn_params *p, const void *q,
-                             const void *k, const void *v, void *o, float *lse, void *stream)
+/* The row's launcher: fa_api.cu has checked the dtype, d, masks and
+ * v3_check; what is left is the GPU (sm_90a code runs on 9.0 only: refuse
+ * elsewhere with one line instead of failing at launch) and alignment. */
+static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                  cudaStream_t st)
 {
-    int rc = fa_v3_check(step, dtype, p);
-    if (rc) return rc;
-    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15u)
-        return v3_fail(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy engine's rule)");
-    if ((uintptr_t)o & 3u) return v3_fail(FA_ERR_UNSUPPORTED, "version 3 needs a 4-byte aligned O");
-    step = v3_step_of(step);
-    cudaStream_t st = (cudaStream_t)stream;
+    (void)deterministic;
+    int cc = 0, sms = 0;
+    if (v3_device(&cc, &sms) != 0)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 needs a CUDA GPU of compute capability 9.0; none found");
+    if (cc != 90)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 is built for sm_90a (H100/H200) only, "
+                            "this GPU has %d.%d", cc / 10, cc % 10);
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
+                            "engine's rule) and a 4-byte aligned O");
+    const int step = v3_step();
     if (dtype == FA_BF16)
-        return p->d == 64 ? v3_launch_step<__nv_bfloat16, 64>(step, p, q, k, v, o, lse, st)
-                          : v3_launch_step<__nv_bfloat16, 128>(step, p, q, k, v, o, lse, st);
-    return p->d == 64 ? v3_launch_step<__half, 64>(step, p, q, k, v, o, lse, st)
-                      : v3_launch_step<__half, 128>(step, p, q, k, v, o, lse, st);
+        return p->d == 64 ? v3_launch_step<__nv_bfloat16, 64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
+                          : v3_launch_step<__nv_bfloat16, 128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
+    return p->d == 64 ? v3_launch<__half, 64, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
+                      : v3_launch<__half, 128, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
 }
 
-extern "C" int fa_v3_time(int step, int dtype, const attn_params *p, const void *q, const void *k,
-                          const void *v, void *o, float *lse, int repeats, size_t flush_bytes,
-                          double *median_ms)
+static int v3_block_rows(int d)
 {
-    void *flush = nullptr;
-    if (flush_bytes) V3_CUDA_TRY(cudaMalloc(&flush, flush_bytes));
-    cudaEvent_t e0, e1;
-    V3_CUDA_TRY(cudaEventCreate(&e0));
-    V3_CUDA_TRY(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    int rc = FA_OK;
-    for (int r = -1; r < repeats && rc == FA_OK; r++) {   /* r = -1: warm-up */
-        if (flush) V3_CUDA_TRY(cudaMemsetAsync(flush, r & 0xFF, flush_bytes));
-        V3_CUDA_TRY(cudaEventRecord(e0));
-        rc = fa_v3_forward(step, dtype, p, q, k, v, o, lse, nullptr);
-        V3_CUDA_TRY(cudaEventRecord(e1));
-        V3_CUDA_TRY(cudaEventSynchronize(e1));
-        float t = 0;
-        V3_CUDA_TRY(cudaEventElapsedTime(&t, e0, e1));
-        if (r >= 0) ms.push_back(t);
+    (void)d;
+    return v3_step() == 1 ? 64 : 128;
+}
+static int v3_block_cols(int d)
+{
+    (void)d;
+    return FA_V3_BC;
+}
+
+//> v3-row
+/* Version 3's row of the table (kernels/versions.def): fp16 and bf16, d = 64
+ * and 128 (d_min 64, d_max 128, multiples of 64), masks and grouped heads,
+ * compute capability 9.0; the IO model is the tiled forward's with Br = 128
+ * (64 in step 1) and Bc = 128. */
+const fa_row fa_row_fwd_v3 = {
+    {FA_FORWARD, 3, "v3", "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax",
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 64, 128, 64, 1, 0, 90, "hopper"},
+    v3_run, v3_check, nullptr, v3_block_rows, v3_block_cols, fa_model_tiled_forward};
+//< v3-row
+
+extern "C" int fa_v3_wait(double seconds)
+{
+    cudaEvent_t e;
+    CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(e));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cudaError_t r = cudaEventQuery(e);
+        if (r == cudaSuccess) break;
+        if (r != cudaErrorNotReady) {
+            cudaEventDestroy(e);
+            return fa_set_error(FA_ERR_CUDA, "%s:%d: kernel failed: %s", __FILE__, __LINE__, cudaGetErrorString(r));
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec) > seconds)
+            return fa_set_error(FA_ERR_CUDA, "%s:%d: the kernel is still running after %.0f s (a deadlock: "
+                                "a barrier phase nobody completes)", __FILE__, __LINE__, seconds);
+        struct timespec nap = {0, 200000};
+        nanosleep(&nap, NULL);
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (flush) cudaFree(flush);
-    if (rc) return rc;
-    std::sort(ms.begin(), ms.end());
-    *median_ms = ms.empty() ? 0
-                 : ms.size() % 2 ? ms[ms.size() / 2]
-                                 : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+    cudaEventDestroy(e);
+    CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
 
@@ -1071,7 +1063,7 @@ static int v3_selftest_tma(void)
     V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMemset(dout, 0xEE, 2 * 128 * 128));
     CUtensorMap map;
     if (v3_tensor_map(&map, dx, FA_BF16, d, rows, heads, 128)) {
-        printf("FAIL v3-piece-tma-swizzle128: %s\n", v3_err);
+        printf("FAIL v3-piece-tma-swizzle128: %s\n", fa_error_string());
         return 1;
     }
     const int smem = 2 * 128 * 128 + 64 + 1024;
@@ -1139,7 +1131,7 @@ template <typename T, int D> static int v3_selftest_gemms(int dtype)
     CUtensorMap tq, tk, tv;
     if (v3_tensor_map(&tq, dq, dtype, D, 64, 1, 64) || v3_tensor_map(&tk, dk, dtype, D, 128, 1, 128) ||
         v3_tensor_map(&tv, dv, dtype, D, 128, 1, 128)) {
-        printf("FAIL v3-piece-wgmma: %s\n", v3_err);
+        printf("FAIL v3-piece-wgmma: %s\n", fa_error_string());
         return 1;
     }
     const int smem = (64 + 256) * D * 2 + 64 + 1024;
@@ -1196,9 +1188,9 @@ template <typename T, int D> static int v3_selftest_gemms(int dtype)
 
 extern "C" int fa_v3_selftest(void)
 {
-    attn_params p = attn_params_make(1, 1, 64, 64, 0.125);
-    if (fa_v3_check(0, FA_BF16, &p) != FA_OK) {
-        printf("SKIP v3-pieces: %s\n", v3_err);
+    int cc = 0, sms = 0;
+    if (v3_device(&cc, &sms) != 0 || cc != 90) {
+        printf("SKIP v3-pieces: version 3 needs a GPU of compute capability 9.0 (sm_90a)\n");
         return 0;
     }
     int fails = v3_selftest_tma();

@@ -1,15 +1,16 @@
 /*
- * stage4_v3_hopper.h -- the C interface of version 3 of the forward
- * (kernels/stage4_v3_hopper.cu): FlashAttention's forward on Hopper's own
- * hardware (sm_90a): the tensor copy engine (TMA) brings Q, K, V tiles into
- * shared memory and signals mbarriers, warpgroup matrix instructions (wgmma)
- * compute S = Q K^T and O += P V, a producer warpgroup and two consumer
- * warpgroups split the work, and the softmax of one tile overlaps the
- * matrix products of another.
+ * stage4_v3_hopper.h -- what version 3 of the forward (kernels/
+ * stage4_v3_hopper.cu) offers beyond its row of the table of versions
+ * (fa_gpu.h: fa_forward(3, ...), fa_time(FA_FORWARD, 3, ...)): the steps it
+ * was built in, the self-tests of its pieces, a launch watchdog.
  *
- * Version 3 was built in five steps, each kept and selectable (step 5 is the
- * version; the others are the record of how it was reached, timed side by
- * side by tests/gpu/v3_check and described in chapters/04c-hopper.md):
+ * Version 3 is FlashAttention's forward on Hopper's own hardware (sm_90a):
+ * the tensor copy engine (TMA) brings Q, K, V tiles into shared memory and
+ * signals mbarriers, warpgroup matrix instructions (wgmma) compute
+ * S = Q K^T and O += P V, a producer warpgroup and two consumer warpgroups
+ * split the work, and the softmax of one tile overlaps the matrix products
+ * of another. It was built in five steps, each kept and selectable with
+ * FA_V3_STEP=k in the environment (default: the last, which is the version):
  *   1  TMA + wgmma, one warpgroup of 64 query rows that issues its own copies
  *   2  warp specialization: a producer warpgroup (copies only, 24 registers)
  *      and two consumer warpgroups (64 rows each, 240 registers, setmaxnreg)
@@ -20,61 +21,41 @@
  *   5  a persistent grid whose tiles go longest first (causal), so that the
  *      work is balanced across multiprocessors and the next tile's loads
  *      overlap this tile's epilogue
- *
- * Problem: attn_params (src/attn_params.h): Q, O (B, H, seqlen_q, d), K, V
- * (B, H_kv, seqlen_k, d) row-major in fp16 or bf16, L (B, H, seqlen_q) fp32
- * natural-log logsumexp of softmax_scale Q K^T; causal and sliding window
- * through src/mask.h (a row that sees no key: O = 0, L = -inf). d = 64 or
- * 128. Every pointer is a device pointer; Q, K, V 16-byte aligned, O 4-byte.
- * Needs a GPU of compute capability 9.0 (H100, H200).
- *
- * Errors: every function returns 0 or an FA_ERR_* code (stage4_forward.h);
- * fa_v3_error() is the one line saying why.
+ * Steps 1-4 run bf16 only; step 5 runs fp16 and bf16. d = 64 or 128; masks,
+ * seqlen_q != seqlen_k and grouped K/V heads as every version (mask.h).
+ * Needs a GPU of compute capability 9.0 (H100, H200); refuses others with
+ * FA_ERR_UNSUPPORTED and one line.
  */
 #ifndef FA_STAGE4_V3_HOPPER_H
 #define FA_STAGE4_V3_HOPPER_H
 
-#include <stddef.h>
-#include "attn_params.h"
-#include "stage4_forward.h"   /* FA_FP16, FA_BF16, FA_OK, FA_ERR_* */
+#include "fa_gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define FA_V3_STEPS 5        /* steps 1 .. FA_V3_STEPS; 0 means the last */
+#define FA_V3_STEPS 5        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
 #define FA_V3_BC 128         /* key rows per K/V tile */
 
-/* Query rows per thread block (64 in step 1, 128 after it). */
-int fa_v3_block_rows(int step);
-/* One line naming the step ("step 3: ... ping-pong"). */
+/* The step launches run now (FA_V3_STEP), 0 when the variable is not a step. */
+int fa_v3_current_step(void);
+/* One line naming step k ("step 3: + ping-pong ..."). */
 const char *fa_v3_step_name(int step);
 
-/* 0 when version 3 (at `step`) runs this problem in `dtype` on the current
- * GPU; FA_ERR_UNSUPPORTED with one line in fa_v3_error() otherwise (not a
- * Hopper GPU, d not 64 or 128, dtype not fp16/bf16, a malformed problem). */
-int fa_v3_check(int step, int dtype, const attn_params *p);
-
-/* The forward. Asynchronous on `stream` (a cudaStream_t, NULL: default). */
-int fa_v3_forward(int step, int dtype, const attn_params *p, const void *q, const void *k,
-                  const void *v, void *o, float *lse, void *stream);
-
-/* Median time in milliseconds of `repeats` launches (one warm-up first),
- * each timed with CUDA events after `flush_bytes` of a scratch buffer were
- * written (0: no flush) so that no launch finds its inputs in L2. */
-int fa_v3_time(int step, int dtype, const attn_params *p, const void *q, const void *k,
-               const void *v, void *o, float *lse, int repeats, size_t flush_bytes,
-               double *median_ms);
+/* Wait for the work queued on the default stream, at most `seconds`:
+ * FA_ERR_CUDA with "still running" when it does not finish (a kernel that
+ * deadlocked on a barrier; the process must then exit), or with the
+ * kernel's error. */
+int fa_v3_wait(double seconds);
 
 /* The pieces, tested alone on the GPU: the tensor copy engine's 128-byte
  * swizzle (where each element lands in shared memory), the wgmma S = Q K^T
  * accumulator layout and the P V product with P from registers and V
  * transposed, on small integer matrices whose products are exact. Prints one
  * PASS/FAIL line per piece (with the first wrong places) and returns the
- * number failed. */
+ * number failed; SKIP and 0 on a GPU that is not compute capability 9.0. */
 int fa_v3_selftest(void);
-
-const char *fa_v3_error(void);
 
 #ifdef __cplusplus
 }

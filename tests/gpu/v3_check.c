@@ -1,9 +1,10 @@
 /*
  * v3_check.c -- checks and times version 3 of the forward (Hopper: TMA,
  * wgmma, warp specialization; kernels/stage4_v3_hopper.cu), every step of
- * its construction, against a CPU fp64 reference. Plain C: it calls the
- * extern "C" functions of stage4_v3_hopper.h and the runtime helpers of
- * stage4_forward.h.
+ * its construction, against a CPU fp64 reference. Plain C: it runs version
+ * 3 through the library's table (fa_gpu.h: fa_forward, fa_time), choosing
+ * the step with FA_V3_STEP as any program can, plus the piece self-tests
+ * and the launch watchdog of stage4_v3_hopper.h.
  *
  * Usage (on a Hopper GPU; elsewhere it says so and exits 0):
  *   build/v3_check                       pieces, tests, timings (all below)
@@ -14,8 +15,12 @@
  *   build/v3_check --time [--csv F]      TFLOP/s of every step, bf16, B N = 16384 tokens,
  *                                        H = 2048 / d, d 64 and 128, causal and not
  *   build/v3_check --small               every step once on a small masked GQA problem
- *                                        (for compute-sanitizer and ncu)
- *   --steps A-B   only steps A..B;  --ns N1,N2,..  sequence lengths of --time
+ *                                        (for compute-sanitizer)
+ *   build/v3_check --one N,d,causal      every step launched once at the timing shape (ncu)
+ *   --steps LIST  only these steps (1-5, 1,5, ...); fp16 runs in step 5 only
+ *   --ns N1,N2,..  sequence lengths of --time
+ * A launch that has not finished after 20 s (a deadlock) ends the program
+ * with a FAIL line naming it and exit status 3.
  *
  * Checks per (case, dtype, step): outputs poisoned (NaN) before the launch;
  * no NaN or +inf left in O or L; err O = max|O - O_ref| / max|O_ref| at most
@@ -36,10 +41,43 @@
 #include <string.h>
 
 #include "common.h"
-#include "stage4_forward.h"
+#include "fa_gpu.h"
 #include "stage4_v3_hopper.h"
 
-static int g_step_lo = 1, g_step_hi = FA_V3_STEPS;
+static int g_step_on[FA_V3_STEPS + 1] = {0, 1, 1, 1, 1, 1};   /* --steps */
+static int g_first_step = 1;
+
+/* Launches wait at most this long: a deadlocked kernel ends the program
+ * with a FAIL line naming the step (exit 3) instead of hanging it. */
+#define V3_WATCHDOG_S 20.0
+static void wait_or_die(const char *what)
+{
+    if (fa_v3_wait(V3_WATCHDOG_S)) {
+        printf("FAIL %s: %s\n", what, fa_error_string());
+        fflush(stdout);
+        exit(3);
+    }
+}
+
+/* Launches of version 3 from here on run step k (read at each launch). */
+static void use_step(int k)
+{
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", k);
+    setenv("FA_V3_STEP", buf, 1);
+}
+
+static fa_ptrs ptrs(const void *q, const void *k, const void *v, void *o, float *L)
+{
+    fa_ptrs x;
+    memset(&x, 0, sizeof x);
+    x.q = q;
+    x.k = k;
+    x.v = v;
+    x.o = o;
+    x.softmax_lse = L;
+    return x;
+}
 
 /* ---- inputs and the fp64 reference ------------------------------------- */
 
@@ -279,10 +317,13 @@ static int run_case(const problem *g, int step, verdict *v, int verbose_fail, co
     memset(v, 0, sizeof *v);
     if (fa_poison(g->dO, g->nq * es) || fa_poison(g->dL, g->rows * sizeof(float)))
         fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
-    if (fa_v3_forward(step, g->dtype, p, g->dq, g->dk, g->dv, g->dO, g->dL, NULL) || fa_synchronize()) {
-        printf("FAIL %s: %s\n", name, fa_v3_error()[0] ? fa_v3_error() : fa_error_string());
+    use_step(step);
+    fa_ptrs x = ptrs(g->dq, g->dk, g->dv, g->dO, g->dL);
+    if (fa_forward(3, g->dtype, p, &x, NULL)) {
+        printf("FAIL %s: %s\n", name, fa_error_string());
         return 1;
     }
+    wait_or_die(name);
     void *h = xmalloc(g->nq, es, "O");
     float *hl = xmalloc(g->rows, sizeof(float), "L");
     double *O = xmalloc(g->nq, sizeof(double), "O"), *L = xmalloc(g->rows, sizeof(double), "L");
@@ -362,7 +403,8 @@ static int run_tests(uint64_t seed, int sms)
         for (int t = 0; t < 2; t++) {
             problem g;
             problem_init(&g, &cases[c], dtypes[t], seed + 101 * c + t);
-            for (int step = g_step_lo; step <= g_step_hi; step++) {
+            for (int step = 1; step <= FA_V3_STEPS; step++) {
+                if (!g_step_on[step] || (dtypes[t] == FA_FP16 && step != FA_V3_STEPS)) continue;
                 char name[200];
                 const tcase *k = &cases[c];
                 snprintf(name, sizeof name, "v3-step%d %s %s (B %d, H %d, H_kv %d, Sq %d, Sk %d, d %d, window %d,%d)",
@@ -379,14 +421,17 @@ static int run_tests(uint64_t seed, int sms)
             problem_free(&g);
         }
     /* refusals: one line, FA_ERR_UNSUPPORTED, nothing launched */
-    attn_params bad = attn_params_make(1, 1, 64, 96, 0.1);
-    int rc1 = fa_v3_check(0, FA_BF16, &bad);
-    printf("%s v3-refuses-d96 (%s)\n", rc1 == FA_ERR_UNSUPPORTED ? "PASS" : "FAIL", fa_v3_error());
-    bad.d = 64;
-    int rc2 = fa_v3_check(0, FA_FP32, &bad);
-    printf("%s v3-refuses-fp32 (%s)\n", rc2 == FA_ERR_UNSUPPORTED ? "PASS" : "FAIL", fa_v3_error());
-    fails += (rc1 != FA_ERR_UNSUPPORTED) + (rc2 != FA_ERR_UNSUPPORTED);
-    printf("v3 tests: %d of %d runs failed\n", fails, runs + 2);
+    struct { const char *name; int dtype, d, step; } ref[4] = {
+        {"v3-refuses-d96", FA_BF16, 96, 5}, {"v3-refuses-fp32", FA_FP32, 64, 5},
+        {"v3-refuses-fp16-step2", FA_FP16, 64, 2}, {"v3-refuses-step9", FA_BF16, 64, 9}};
+    for (int i = 0; i < 4; i++) {
+        attn_params bad = attn_params_make(1, 1, 64, ref[i].d, 0.1);
+        use_step(ref[i].step);
+        int rc = fa_check_supported(FA_FORWARD, 3, ref[i].dtype, &bad);
+        printf("%s %s (%s)\n", rc == FA_ERR_UNSUPPORTED ? "PASS" : "FAIL", ref[i].name, fa_error_string());
+        fails += rc != FA_ERR_UNSUPPORTED;
+    }
+    printf("v3 tests: %d of %d runs failed\n", fails, runs + 4);
     return fails;
 }
 
@@ -444,11 +489,14 @@ static int run_timing(const char *csv_path, int argc, char **argv, const char *d
                 }
                 double flops = 4.0 * d * visible_pairs(&p) * B * H;
                 unsigned short *h1 = xmalloc(nq, es, "O step 1"), *h2 = xmalloc(nq, es, "O");
-                for (int step = g_step_lo; step <= g_step_hi; step++) {
+                for (int step = 1; step <= FA_V3_STEPS; step++) {
+                    if (!g_step_on[step]) continue;
                     double ms = 0;
-                    int rc = fa_v3_time(step, FA_BF16, &p, q, kk, v, o, L, 15, (size_t)256 << 20, &ms);
+                    use_step(step);
+                    fa_ptrs x = ptrs(q, kk, v, o, L);
+                    int rc = fa_time(FA_FORWARD, 3, FA_BF16, &p, &x, 1, 0, 15, 1, &ms);
                     if (rc) {
-                        printf("FAIL v3-time step %d d %d N %d causal %d: %s\n", step, d, N, causal, fa_v3_error());
+                        printf("FAIL v3-time step %d d %d N %d causal %d: %s\n", step, d, N, causal, fa_error_string());
                         fails++;
                         continue;
                     }
@@ -457,10 +505,11 @@ static int run_timing(const char *csv_path, int argc, char **argv, const char *d
                      * expected 0) */
                     double diff = 0;
                     int same = 1;
-                    if (fa_poison(o, nq * es) || fa_v3_forward(step, FA_BF16, &p, q, kk, v, o, L, NULL) ||
-                        fa_synchronize() || fa_copy_to_host(h2, o, nq * es))
-                        fatal(EXIT_CHECK_FAILED, "%s", fa_v3_error());
-                    if (step == g_step_lo) memcpy(h1, h2, nq * es);
+                    if (fa_poison(o, nq * es) || fa_forward(3, FA_BF16, &p, &x, NULL))
+                        fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+                    wait_or_die("v3-time");
+                    if (fa_copy_to_host(h2, o, nq * es)) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+                    if (step == g_first_step) memcpy(h1, h2, nq * es);
                     double *a = xmalloc(nq, sizeof(double), "a"), *b = xmalloc(nq, sizeof(double), "b");
                     fa_host_to_double(a, h1, nq, FA_BF16);
                     fa_host_to_double(b, h2, nq, FA_BF16);
@@ -469,8 +518,10 @@ static int run_timing(const char *csv_path, int argc, char **argv, const char *d
                         if (!(e <= diff)) diff = isnan(e) ? INFINITY : e;
                     }
                     /* repeat: bitwise identical to the run just checked */
-                    if (fa_v3_forward(step, FA_BF16, &p, q, kk, v, o1, L, NULL) || fa_synchronize())
-                        fatal(EXIT_CHECK_FAILED, "%s", fa_v3_error());
+                    fa_ptrs x1 = ptrs(q, kk, v, o1, L);
+                    if (fa_forward(3, FA_BF16, &p, &x1, NULL))
+                        fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+                    wait_or_die("v3-time (repeat)");
                     unsigned short *h3 = xmalloc(nq, es, "O again");
                     if (fa_copy_to_host(h3, o1, nq * es)) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
                     same = memcmp(h2, h3, nq * es) == 0;
@@ -480,7 +531,7 @@ static int run_timing(const char *csv_path, int argc, char **argv, const char *d
                            same ? "yes" : "NO");
                     if (!same || !(diff < 1e-2)) {
                         printf("FAIL v3-consistency step %d d %d N %d causal %d: diff to step %d %.3g, "
-                               "repeatable %s\n", step, d, N, causal, g_step_lo, diff, same ? "yes" : "no");
+                               "repeatable %s\n", step, d, N, causal, g_first_step, diff, same ? "yes" : "no");
                         fails++;
                     }
                     if (csv)
@@ -505,7 +556,8 @@ static int run_small(void)
         t.d = d;
         problem g;
         problem_init(&g, &t, FA_BF16, 5);
-        for (int step = g_step_lo; step <= g_step_hi; step++) {
+        for (int step = 1; step <= FA_V3_STEPS; step++) {
+            if (!g_step_on[step]) continue;
             char name[64];
             snprintf(name, sizeof name, "v3-small step %d d %d", step, d);
             verdict v;
@@ -518,11 +570,48 @@ static int run_small(void)
     return fails;
 }
 
+/* --one N,d,causal: each selected step launched once at the timing shape,
+ * bf16, no checks (for ncu: one launch per kernel) */
+static int run_one(const char *spec)
+{
+    int N, d, causal;
+    if (sscanf(spec, "%d,%d,%d", &N, &d, &causal) != 3 || N < 1 || N > 16384 || (d != 64 && d != 128))
+        fatal(EXIT_BAD_INPUT, "--one %s: give N,d,causal with 1 <= N <= 16384, d 64 or 128", spec);
+    attn_params p = attn_params_make(16384 / N > 0 ? 16384 / N : 1, 2048 / d, N, d, 1.0 / sqrt((double)d));
+    if (causal) p.window_size_right = 0;
+    size_t nq = attn_q_numel(&p);
+    void *q = fa_malloc(nq * 2), *k = fa_malloc(nq * 2), *v = fa_malloc(nq * 2), *o = fa_malloc(nq * 2);
+    float *L = fa_malloc(attn_rows(&p) * 4);
+    if (!q || !k || !v || !o || !L) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+    double *x = xmalloc(nq, sizeof(double), "x");
+    void *h = xmalloc(nq, 2, "h");
+    rng_t r;
+    rng_seed(&r, 9);
+    void *dst[3] = {q, k, v};
+    for (int t = 0; t < 3; t++) {
+        for (size_t i = 0; i < nq; i++) x[i] = rng_normal(&r);
+        fa_host_from_double(h, x, nq, FA_BF16);
+        if (fa_copy_to_device(dst[t], h, nq * 2)) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+    }
+    free(x);
+    free(h);
+    for (int step = 1; step <= FA_V3_STEPS; step++) {
+        if (!g_step_on[step]) continue;
+        use_step(step);
+        fa_ptrs xp = ptrs(q, k, v, o, L);
+        if (fa_forward(3, FA_BF16, &p, &xp, NULL)) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+        wait_or_die("v3-one");
+        printf("ran step %d at B %d H %d N %d d %d causal %d\n", step, p.B, p.H, N, d, causal);
+    }
+    fa_free(q); fa_free(k); fa_free(v); fa_free(o); fa_free(L);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);
     int pieces = 0, tests = 0, timing = 0, small = 0;
-    const char *csv = NULL;
+    const char *csv = NULL, *one = NULL;
     uint64_t seed = 0;
     int have_seed = 0, ns[8] = {2048, 8192, 16384}, nn = 3;
     for (int i = 1; i < argc; i++) {
@@ -531,11 +620,20 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--time")) timing = 1;
         else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+        else if (!strcmp(argv[i], "--one") && i + 1 < argc) one = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) { seed = strtoull(argv[++i], NULL, 10); have_seed = 1; }
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
-            if (sscanf(argv[++i], "%d-%d", &g_step_lo, &g_step_hi) != 2 || g_step_lo < 1 ||
-                g_step_hi > FA_V3_STEPS || g_step_lo > g_step_hi)
-                fatal(EXIT_BAD_INPUT, "--steps %s: give A-B with 1 <= A <= B <= %d", argv[i], FA_V3_STEPS);
+            /* a list of steps and ranges: 1-5, 1,5, 2-4,5 */
+            char *spec = argv[++i];
+            memset(g_step_on, 0, sizeof g_step_on);
+            for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ",")) {
+                int a, b, n = sscanf(tok, "%d-%d", &a, &b);
+                if (n == 1) b = a;
+                if (n < 1 || a < 1 || b > FA_V3_STEPS || a > b)
+                    fatal(EXIT_BAD_INPUT, "--steps %s: give steps 1 to %d as a list of A or A-B", tok, FA_V3_STEPS);
+                for (int k = a; k <= b; k++) g_step_on[k] = 1;
+            }
+            for (g_first_step = 1; !g_step_on[g_first_step]; g_first_step++) {}
         } else if (!strcmp(argv[i], "--ns") && i + 1 < argc) {
             nn = 0;
             for (char *s = strtok(argv[++i], ","); s && nn < 8; s = strtok(NULL, ",")) {
@@ -545,13 +643,13 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--help")) {
             printf("usage: build/v3_check [--pieces] [--tests [--seed S]] [--time [--csv F] [--ns N,..]] "
-                   "[--small] [--steps A-B]\n");
+                   "[--small] [--one N,d,causal] [--steps LIST]\n");
             return 0;
         } else {
             fatal(EXIT_BAD_INPUT, "%s: unknown flag (see --help)", argv[i]);
         }
     }
-    if (!pieces && !tests && !timing && !small) pieces = tests = timing = 1;
+    if (!pieces && !tests && !timing && !small && !one) pieces = tests = timing = 1;
     if (fa_device_count() == 0) {
         printf("v3_check: no CUDA GPU here; nothing to run\n");
         return 0;
@@ -560,14 +658,16 @@ int main(int argc, char **argv)
     int sms = 0;
     if (fa_device_info(device, sizeof device, &sms)) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
     attn_params probe = attn_params_make(1, 1, 64, 64, 0.125);
-    if (fa_v3_check(0, FA_BF16, &probe) != FA_OK) {
-        printf("SKIP v3: %s\n", fa_v3_error());
+    use_step(FA_V3_STEPS);
+    if (fa_check_supported(FA_FORWARD, 3, FA_BF16, &probe) != FA_OK) {
+        printf("SKIP v3: %s\n", fa_error_string());
         return 0;
     }
     printf("v3_check on %s\n", device);
     int fails = 0;
     if (pieces) fails += fa_v3_selftest();
     if (small) fails += run_small();
+    if (one) fails += run_one(one);
     if (tests) fails += run_tests(have_seed ? seed : fresh_seed(), sms);
     if (timing) fails += run_timing(csv, argc, argv, device, ns, nn);
     printf("v3_check: %s\n", fails ? "FAILED" : "all checks passed");
