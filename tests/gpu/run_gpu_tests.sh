@@ -54,6 +54,8 @@ expect_exit2 stage4-cli-causal --causal
 expect_exit2 stage4-cli-bad-kernel --kernel 7
 expect_exit2 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
 expect_exit2 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+expect_exit2 stage4-cli-v3-fp32 --kernel 3 --dtype fp32
+expect_exit2 stage4-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
 
 probe=$(./stage4 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
 case "$probe" in
