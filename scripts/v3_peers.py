@@ -58,7 +58,7 @@ def main():
                 g = torch.Generator(device="cuda").manual_seed(77 + N + d)
                 q, k, v = [torch.randn((B, H, N, d), device="cuda", dtype=torch.bfloat16, generator=g)
                            for _ in range(3)]
-                pairs = N * (N + 1) / 2 if causal else float(N) * N
+                pairs = 0.5 * N * N if causal else float(N) * N
                 flops = 4.0 * d * B * H * pairs
                 for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
                                       ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):

@@ -437,18 +437,6 @@ static int run_tests(uint64_t seed, int sms)
 
 /* ---- timing -------------------------------------------------------------- */
 
-/* visible (query, key) pairs of one head: FLOPs = 4 d pairs per head */
-static double visible_pairs(const attn_params *p)
-{
-    attn_mask m = attn_mask_of(p);
-    double n = 0;
-    for (int i = 0; i < p->seqlen_q; i++) {
-        int a = mask_key_first(m, i), b = mask_key_last(m, i);
-        if (b >= a) n += b - a + 1;
-    }
-    return n;
-}
-
 static int run_timing(const char *csv_path, int argc, char **argv, const char *device, const int *ns, int nn)
 {
     FILE *csv = csv_path ? csv_open(csv_path, argc, argv,
@@ -487,7 +475,7 @@ static int run_timing(const char *csv_path, int argc, char **argv, const char *d
                     free(x);
                     free(h);
                 }
-                double flops = 4.0 * d * visible_pairs(&p) * B * H;
+                double flops = fa_flops(FA_FORWARD, &p);   /* the papers' count: causal = half */
                 unsigned short *h1 = xmalloc(nq, es, "O step 1"), *h2 = xmalloc(nq, es, "O");
                 for (int step = 1; step <= FA_V3_STEPS; step++) {
                     if (!g_step_on[step]) continue;
