@@ -1057,13 +1057,13 @@ static double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 const fa_row fa_row_bwd_v0 = {
     {FA_BACKWARD, 0, "v0", "materialized (cuBLAS; S, dP, dS in fp32)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 1, 0},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 1, 0, "materialized"},
     v0_backward, v0_bwd_check, v0_bwd_workspace, nullptr, nullptr, v0_bwd_model};
 const fa_row fa_row_bwd_v1 = {
     {FA_BACKWARD, 1, "v1", "tiled (smem tiles, fp32 CUDA cores, dQ atomics)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 1, 0},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 1, 0, "tiled"},
     v1_backward, nullptr, tiled_bwd_workspace, v1_bwd_block_rows, v1_bwd_block_cols, tiled_bwd_model};
 const fa_row fa_row_bwd_v2 = {
     {FA_BACKWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80},
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma"},
     v2_backward, nullptr, tiled_bwd_workspace, v2_bwd_block_rows, v2_bwd_block_cols, tiled_bwd_model};

@@ -6,7 +6,8 @@
 # What it runs:
 #   - command-line checks that need no GPU (one-line error, exit 2): for
 #     stage 4 an unsupported head dimension for versions 1 and 2, fp32 for
-#     version 2, a bad flag, --dtype fp64, --causal (not in stage 4); for
+#     versions 2 and 3, d = 96 for version 3, a bad flag, --dtype fp64,
+#     --causal (not in stage 4); for
 #     stage 5 the same kinds, a missing input file, output files without one
 #     --kernel and --dtype, and --deterministic where a version has none;
 #   - ./stage5 --sweep model: the backward's IO models against stage 1's and
@@ -19,6 +20,10 @@
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
 #     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
 #     mode (30 runs bitwise equal) and the key-block split of stage 7;
+#   - version 3 (Hopper, build/v3_check): the piece self-tests and every
+#     step against the fp64 reference (it prints SKIP on a GPU that is not
+#     compute capability 9.0), then memcheck, racecheck and synccheck on a
+#     small masked GQA problem, every step;
 #   - compute-sanitizer: stage 4 memcheck and racecheck on a small shape;
 #     stage 5 memcheck, racecheck, synccheck and initcheck on --sweep small
 #     (every backward version and dtype; racecheck and synccheck, which look
@@ -28,8 +33,8 @@
 # the CPU reference and the sanitizers.
 cd "$(dirname "$0")/../.." || exit 2
 
-GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck stage5-gpu-correctness
-stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck"
+GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck v3-tests v3-sanitizers
+stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
@@ -62,6 +67,8 @@ expect_exit2 ./stage4 stage4-cli-causal --causal
 expect_exit2 ./stage4 stage4-cli-bad-kernel --kernel 7
 expect_exit2 ./stage4 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
 expect_exit2 ./stage4 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+expect_exit2 ./stage4 stage4-cli-v3-fp32 --kernel 3 --dtype fp32
+expect_exit2 ./stage4 stage4-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
 
 expect_exit2 ./stage5 stage5-cli-unsupported-d --kernel 1 --random --n 10 --d 130
 expect_exit2 ./stage5 stage5-cli-bad-flag --bogus
@@ -85,7 +92,25 @@ esac
 ./stage4 --sweep tests || true   # prints its own PASS/FAIL lines
 ./stage5 --sweep tests || true
 
+if [ -x build/v3_check ]; then
+    build/v3_check --pieces --tests | grep -E '^(PASS|FAIL|SKIP) ' || true
+else
+    echo "SKIP v3-tests: build/v3_check not built"
+fi
+
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x build/v3_check ] && [ -x "$SAN" ]; then
+    for tool in memcheck racecheck synccheck; do
+        log=/tmp/v3_san.$$
+        if "$SAN" --tool $tool --error-exitcode 9 build/v3_check --small >$log 2>&1; then
+            echo "PASS v3-$tool ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SKIP' $log))"
+        else
+            echo "FAIL v3-$tool: $(grep -m1 -i 'error\|hazard\|FAIL' $log)"
+            tail -40 $log
+        fi
+        rm -f $log
+    done
+fi
 if [ ! -x "$SAN" ]; then
     for t in stage4-memcheck stage4-racecheck stage5-memcheck stage5-racecheck stage5-synccheck \
              stage5-initcheck; do
