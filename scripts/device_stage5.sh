@@ -35,37 +35,48 @@ cuobjdump --dump-resource-usage build/stage5_backward.o 2>/dev/null |
     grep -E 'Function|REG' | paste - - |
     sed -E 's/.*Function ([^:]*):.*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 REG=\2 STACK=\3 LOCAL=\5/' |
     while read -r f rest; do echo "$(echo "$f" | c++filt) $rest"; done > "$out/registers.txt"
-echo "kernels (registers, local memory = spills):"
-grep 'backward_kernel' "$out/registers.txt" | sed 's/^void /  /; s/(bwd_args.*) / /'
+echo "backward kernels, registers per head dimension (local memory bytes = spills, all listed in registers.txt):"
+grep 'backward_kernel' "$out/registers.txt" |
+    sed -E 's/^void (v[12])_backward_kernel<([^,]*), ([0-9]+)[^>]*>.* REG=([0-9]+) STACK=[0-9]+ LOCAL=([0-9]+)/\1 \2 \3 \4 \5/' |
+    awk '{k = $1 " " $2; line[k] = line[k] " d" $3 ":" $4 ($5 > 0 ? "(LOCAL " $5 ")" : "")}
+         END {for (k in line) print "  " k ":" line[k]}' | sort
 
 stamp "./stage5 (real input and two random problems, timed)"
 timeout 240 ./stage5 --csv "$out/stage5_default.csv" > "$out/stage5_default.log" 2>&1
 echo "  exit status $?"
 grep -A12 '^real\|^random\|^all-MiniLM\|check failed\|^stage5:' "$out/stage5_default.log" | grep -v '^--' | head -n 50
 
-stamp "./stage5 --sweep tests"
-timeout 300 ./stage5 --sweep tests > "$out/stage5_tests.log" 2>&1
-echo "  exit status $?"
-head -n 1 "$out/stage5_tests.log"
-show "$out/stage5_tests.log"
-
+# The test sweep and the sanitizers do not time anything: run them side by
+# side (the GPU and 16 cores have room), then read their logs in order.
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-if [ ! -x "$SAN" ]; then
-    echo "compute-sanitizer not found: sanitizers skipped"
-    exit 0
-fi
-# sanitize TOOL LOGNAME ARGS...: one line per run
+stamp "in parallel: ./stage5 --sweep tests and compute-sanitizer on ./stage5 --sweep small"
+timeout 330 ./stage5 --sweep tests > "$out/stage5_tests.log" 2>&1 &
+tests_pid=$!
+# sanitize TOOL LOGNAME ARGS...: one run in the background, its exit status in LOGNAME.rc
 sanitize() {
     tool=$1 name=$2; shift 2
-    stamp "compute-sanitizer --tool $tool ./stage5 $*"
-    timeout 150 "$SAN" --tool "$tool" --error-exitcode 9 ./stage5 "$@" > "$out/$name.log" 2>&1
-    echo "  exit status $? ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$out/$name.log"))"
-    grep -m5 -i 'hazard\|uninitialized\|invalid\|barrier error\|^FAIL' "$out/$name.log"
+    ( timeout 300 "$SAN" --tool "$tool" --error-exitcode 9 ./stage5 "$@" > "$out/$name.log" 2>&1
+      echo $? > "$out/$name.rc" ) &
 }
-sanitize memcheck san_memcheck --sweep small
-sanitize initcheck san_initcheck --sweep small
-sanitize racecheck san_racecheck_v1 --sweep small --kernel 1 --dtype fp32
-sanitize racecheck san_racecheck_v2 --sweep small --kernel 2 --dtype bf16
-sanitize synccheck san_synccheck_v1 --sweep small --kernel 1 --dtype fp16
-sanitize synccheck san_synccheck_v2 --sweep small --kernel 2 --dtype fp16
+if [ -x "$SAN" ]; then
+    sanitize memcheck san_memcheck --sweep small
+    sanitize initcheck san_initcheck --sweep small
+    sanitize racecheck san_racecheck_v1 --sweep small --kernel 1 --dtype fp32
+    sanitize racecheck san_racecheck_v2 --sweep small --kernel 2 --dtype bf16
+    sanitize synccheck san_synccheck_v1 --sweep small --kernel 1 --dtype fp16
+    sanitize synccheck san_synccheck_v2 --sweep small --kernel 2 --dtype fp16
+fi
+wait "$tests_pid"
+echo "./stage5 --sweep tests: exit status $?"
+head -n 1 "$out/stage5_tests.log"
+show "$out/stage5_tests.log"
+wait
+if [ -x "$SAN" ]; then
+    for name in san_memcheck san_initcheck san_racecheck_v1 san_racecheck_v2 san_synccheck_v1 san_synccheck_v2; do
+        echo "$name: exit status $(cat "$out/$name.rc") ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$out/$name.log"))"
+        grep -m5 -i 'hazard\|uninitialized\|invalid\|barrier error\|^FAIL' "$out/$name.log"
+    done
+else
+    echo "compute-sanitizer not found: sanitizers skipped"
+fi
 stamp "done; logs in $out"
