@@ -44,7 +44,6 @@ for s in ./stage1 ./stage3; do
     expect_error "$s rank 1" "rank 1 array" $s --q $B/rank1.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s rank 5" "rank 5 array" $s --q $B/rank5.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s empty dimension" "empty" $s --q $B/empty_dim.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
-    expect_error "$s Fortran order" "Fortran-order" $s --q $B/fortran.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s NaN in input" "NaN" $s --q $B/nan.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s data too short" "shorter than the shape" $s --q $B/short_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s data too long" "beyond what the shape" $s --q $B/long_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
@@ -54,8 +53,18 @@ for s in ./stage1 ./stage3; do
     expect_error "$s bad magic" "not a .npy file" $s --q $B/bad_magic.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s implausible header length" "truncated header" $s --q $B/huge_header_len.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s unknown format version" "version 9" $s --q $B/version9.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
-    expect_error "$s K has other N" "shape mismatch: Q is (1, 1, 16, 8) but K is (1, 1, 20, 8)" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_16x8.npy
-    expect_error "$s V has other d" "shape mismatch: Q is (1, 1, 16, 8) but V is (1, 1, 16, 4)" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x4.npy
+    expect_error "$s K and V lengths differ" "shape mismatch: K is (1, 1, 20, 8) but V is (1, 1, 16, 8)" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_16x8.npy
+    expect_error "$s V has other d" "shape mismatch: K is (1, 1, 16, 8) but V is (1, 1, 16, 4)" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x4.npy
+    expect_error "$s K has other d than Q" "shape mismatch: Q is (1, 1, 16, 8) but K is (1, 1, 16, 4)" $s --q $B/good_16x8.npy --k $B/good_16x4.npy --v $B/good_16x4.npy
+    expect_error "$s Q heads not a multiple of K heads" "Q is (1, 3, 16, 8) but K is (1, 2, 16, 8)" $s --q $B/heads3_1x3x16x8.npy --k $B/heads2_1x2x16x8.npy --v $B/heads2_1x2x16x8.npy
+    expect_error "$s window side below -1" "each side is -1 (unbounded)" $s --random --n 8 --window -2,0
+    expect_error "$s window of one number" "expected two integers L,R" $s --window 5
+    expect_error "$s window and causal" "causal is --window -1,0" $s --random --n 8 --causal --window 3,0
+    expect_error "$s heads not a multiple of kv heads" "the 6 query heads must be a multiple" $s --random --n 8 --heads 6 --kv-heads 4
+    expect_error "$s --seqlen-k with files" "the --k file gives seqlen_k" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_20x8.npy --seqlen-k 20
+    expect_error "$s --kv-heads against a file" "the --k file has 2 heads" $s --q $B/heads2_1x2x16x8.npy --k $B/heads2_1x2x16x8.npy --v $B/heads2_1x2x16x8.npy --kv-heads 1
+    expect_error "$s --seqlen-k past the real input" "the real input has 148 keys" $s --seqlen-k 200
+    expect_error "$s --kv-heads not dividing the real input" "the 12 query heads must be a multiple" $s --kv-heads 5
     expect_error "$s dO has other shape" "but dO is" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy --do $B/good_20x8.npy
     expect_error "$s files and --random" "cannot be combined" $s --random --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s zero softmax scale" "must be positive" $s --scale 0
@@ -87,6 +96,20 @@ expect_error "stage2 bad input file before any output" "cannot open" ./stage2 --
 [ ! -s "$tmp/out" ] && echo "PASS stage2 reports a bad file before printing results" || echo "FAIL stage2 printed results before the file error"
 ./stage2 --trace --logits=-inf,3,1,6 --block 2 >"$tmp/out" 2>&1 && grep -q "L = m + log l = 6.0" "$tmp/out" \
     && echo "PASS stage2 --trace accepts -inf (a masked logit)" || echo "FAIL stage2 --trace accepts -inf (a masked logit)"
+
+# A Fortran-order file (np.save of a transposed array) is read as the array
+# it holds: the same outputs, bit for bit, as from its C-order twin.
+for s in ./stage1 ./stage3; do
+    $s --q $B/ramp_16x8_fortran.npy --k $B/good_20x8.npy --v $B/good_20x8.npy --out $B/of.npy >/dev/null 2>&1 &&
+        $s --q $B/ramp_16x8.npy --k $B/good_20x8.npy --v $B/good_20x8.npy --out $B/oc.npy >/dev/null 2>&1 &&
+        cmp -s $B/of.npy $B/oc.npy \
+        && echo "PASS $s reads a Fortran-order .npy as its C-order twin" \
+        || echo "FAIL $s reads a Fortran-order .npy as its C-order twin"
+    rm -f $B/of.npy $B/oc.npy
+done
+if [ -x ./stage4 ]; then
+    expect_error "stage4 refuses a window" "unknown flag '--window'" ./stage4 --window 3,0
+fi
 
 # Good files in every accepted rank work, and --help exits 0.
 ./stage3 --q $B/good_1x2x16x8_v2.npy --k $B/good_1x2x16x8_v2.npy --v $B/good_1x2x16x8_v2.npy >/dev/null 2>&1 \
