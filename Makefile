@@ -109,7 +109,8 @@ sweep: stage3 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sw
 	./stage3 --sweep blocks --csv data/cpu/block_sweep.csv
 	./stage3 --sweep blocks --causal --csv data/cpu/causal_sweep.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
-sweep-masks: stage1 stage6                ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv (minutes)
+sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
+	$(BUILD)/test_masks --csv data/cpu/masks_property.csv
 	./stage6 --sweep window --br 64 --bc 64 --csv data/cpu/window_sweep.csv
 	./stage6 --sweep lse --csv data/cpu/lse_error.csv
 	./stage6 --sweep memory --csv data/cpu/memory_vs_n.csv

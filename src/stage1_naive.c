@@ -145,6 +145,16 @@ void naive_require_size(const attn_params *p, const char *origin)
           "%.1f GB); at most 8.6 GB", origin, p->seqlen_q, p->seqlen_k, bytes / 1e9);
 }
 
+void naive_require_size_flags(const options *opt)
+{
+    if (!(opt->given & OPT_N)) return;
+    attn_params want = attn_params_make(1, 1, opt->N, 1, 1.0);
+    if (opt->given & OPT_SEQLEN_K) want.seqlen_k = opt->seqlen_k;
+    char origin[64];
+    snprintf(origin, sizeof origin, "--n %d", opt->N);
+    naive_require_size(&want, origin);
+}
+
 void naive_require_finite_scores(const double *L, const attn_params *p)
 {
     size_t rows = attn_rows(p), N = (size_t)p->seqlen_q;
@@ -225,13 +235,8 @@ int main(int argc, char **argv)
     bool fp32 = !strcmp(opt.dtype, "fp32");
     if (!fp32 && strcmp(opt.dtype, "fp64"))
         fatal(EXIT_BAD_INPUT, "--dtype: stage1 runs fp64 or fp32, not %s", opt.dtype);
+    naive_require_size_flags(&opt);
     char origin[64];
-    snprintf(origin, sizeof origin, "--n %d", opt.N);
-    if (opt.given & OPT_N) {
-        attn_params want = attn_params_make(1, 1, opt.N, 1, 1.0);
-        if (opt.given & OPT_SEQLEN_K) want.seqlen_k = opt.seqlen_k;
-        naive_require_size(&want, origin);
-    }
 
     attn_problem prob;
     load_problem(&opt, &prob);

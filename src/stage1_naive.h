@@ -74,6 +74,10 @@ double gradcheck_central(const attn_params *p, const double *Q, const double *K,
  * where the sizes came from. */
 void naive_require_size(const attn_params *p, const char *origin);
 
+/* The same before any input is read, for the sizes --n and --seqlen-k ask
+ * for (nothing when --n is not given). */
+void naive_require_size_flags(const options *opt);
+
 /* Exit with status 2 and one line when a logsumexp in L (B H seqlen_q
  * entries) is +inf or NaN: the scores softmax_scale * Q K^T overflowed fp64,
  * so no finite softmax can be computed from them here. (-inf is an empty

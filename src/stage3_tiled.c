@@ -105,12 +105,14 @@ void flash_forward(const attn_params *p, const double *Q, const double *K, const
 
     for (int i = 0; i < Tr; i++) {                 /* outer loop: query blocks */
         int i0 = i * Br, br = imin(Br, Sq - i0);
+        //> forward-skip
         /* The key blocks [jb, je) that hold a key some row of this block
          * sees: all Tc without a mask; under causal, none wholly in the
          * future. The rest are never loaded. */
         int jb, je, visits = mask_key_blocks(mask, i0, i0 + br, Bc, &jb, &je);
         if (stats) stats->tiles_skipped += (uint64_t)(Tc - visits);
         if (visits) hbm_load(Qi, Q + (size_t)i0 * d, br, d, d, io, T_Q);
+        //< forward-skip
         for (int r = 0; r < br; r++) {
             m[r] = -INFINITY;
             l[r] = 0.0;
@@ -196,6 +198,7 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
 
     for (int j = 0; j < Tc; j++) {                 /* outer loop: key/value blocks */
         int j0 = j * Bc, bc = imin(Bc, Sk - j0);
+        //> backward-skip
         /* The query blocks [ib, ie) that see a key of this block; a key
          * block nobody sees gets dK_j = dV_j = 0 without reading K_j, V_j. */
         int ib, ie, visits = mask_query_blocks(mask, j0, j0 + bc, Br, &ib, &ie);
@@ -208,6 +211,7 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
 
         for (int h = 0; h < G; h++)                /* the query heads that share K_j, V_j */
         for (int i = ib; i < ie; i++) {            /* inner loop: query blocks */
+        //< backward-skip
             int i0 = i * Br, br = imin(Br, Sq - i0);
             hbm_load(Qi, Q + h * qd + (size_t)i0 * d, br, d, d, io, T_Q);
             hbm_load(dOi, dO + h * qd + (size_t)i0 * d, br, d, d, io, T_dO);
@@ -562,13 +566,8 @@ int main(int argc, char **argv)
     }
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
 
+    naive_require_size_flags(&opt);   /* the reference is naive */
     char origin[64];
-    snprintf(origin, sizeof origin, "--n %d", opt.N);
-    if (opt.given & OPT_N) {   /* the reference is naive */
-        attn_params want = attn_params_make(1, 1, opt.N, 1, 1.0);
-        if (opt.given & OPT_SEQLEN_K) want.seqlen_k = opt.seqlen_k;
-        naive_require_size(&want, origin);
-    }
     attn_problem prob;
     load_problem(&opt, &prob);
     const attn_params *p = &prob.params;

@@ -19,7 +19,10 @@
  *      that cover every key give the unbounded or causal result bit for bit;
  *      a gradient check with grouped heads and a mask.
  *
- *   build/test_masks [--seed S] [--quick]     (fresh seed each run, printed)
+ *   build/test_masks [--seed S] [--quick] [--csv data/cpu/masks_property.csv]
+ *
+ * A fresh seed each run, printed. --csv writes the property test's summary
+ * (worst errors, counts) for the chapter on masks.
  */
 #include <float.h>
 #include <math.h>
@@ -33,25 +36,15 @@
 #include "stage1_naive.h"
 #include "stage3_tiled.h"
 
-static int n_pass, n_fail;
-static uint64_t seed;
+#include "test_report.h"
 
-static void result(bool ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void result(bool ok, const char *name, const char *fmt, ...)
+static FILE *csv;
+
+static void csv_row(const char *check, long draws, double value, double tolerance, long count)
 {
-    char why[512] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    if (ok) {
-        printf("PASS %s (%s)\n", name, why);
-        n_pass++;
-    } else {
-        printf("FAIL %s: %s [seed %llu]\n", name, why, (unsigned long long)seed);
-        n_fail++;
-    }
+    if (csv)
+        fprintf(csv, "%s,%ld,%.6e,%.6e,%ld,%llu\n", check, draws, value, tolerance, count,
+                (unsigned long long)seed);
 }
 
 static int random_side(rng_t *rng, int n)
@@ -298,6 +291,12 @@ static void test_property(rng_t *rng, int draws)
         free(ref);
         free_problem(&in);
     }
+    csv_row("forward_rel_err", draws, wf, FLASH_FWD_TOL, bad_fwd);
+    csv_row("backward_rel_err", draws, wb, FLASH_BWD_TOL, bad_bwd);
+    csv_row("tiles_wrong", draws, bad_tiles, 0, skipped);
+    csv_row("tiles_all", draws, (double)all_tiles, 0, skipped);
+    csv_row("io_wrong", draws, bad_io, 0, bad_hw);
+    csv_row("empty_rows", draws, (double)empty_rows, 0, bad_empty + bad_nan);
     result(bad_fwd == 0, "property: tiled forward vs stage 1 masked",
            "%d draws (B, H, H_kv, Sq, Sk <= 64, d, window or causal, Br != Bc up to past the lengths): "
            "worst relative %.2e (<= %.0e), %d over", draws, wf, FLASH_FWD_TOL, bad_fwd);
@@ -439,7 +438,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else fatal(EXIT_BAD_INPUT, "usage: test_masks [--seed S] [--quick]");
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
+            csv = csv_open(argv[i + 1], argc, argv, "check,draws,value,tolerance,count,seed");
+            i++;
+        } else fatal(EXIT_BAD_INPUT, "usage: test_masks [--seed S] [--quick] [--csv FILE]");
     }
     printf("test_masks: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
            (unsigned long long)seed);
@@ -452,6 +454,7 @@ int main(int argc, char **argv)
     test_neg_inf_mask();
     test_full_cover(&rng, quick ? 20 : 100);
     test_gradcheck_gqa(&rng, quick ? 2 : 8);
+    if (csv) fclose(csv);
     printf("test_masks: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
