@@ -19,9 +19,9 @@ TEST_SUITES :=
 TEST_DEPS   :=
 GPU_TARGETS :=
 
-.PHONY: all cpu gpu help clean test bench sweep setup sanitize
+.PHONY: all cpu gpu help clean test bench sweep sweep-masks setup sanitize
 all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
-cpu: stage1 stage2 stage3                 ## build the CPU stages
+cpu: stage1 stage2 stage3 stage6          ## build the CPU stages
 
 help:                                     ## list the targets
 	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -42,12 +42,36 @@ stage2: $(BUILD)/stage2_online_softmax.o $(BUILD)/stage1_naive.lib.o $(HARNESS) 
 stage3: $(BUILD)/stage3_tiled.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## tiled FlashAttention, CPU
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+stage6: $(BUILD)/stage6_masks.o $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## masks: causal, window, Sq != Sk, grouped heads; long sequences
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The one mask definition as a shared library, for the NumPy reference (ctypes).
+$(BUILD)/libfa_mask.so: src/mask_lib.c src/mask.h | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -shared -fPIC $< -o $@
+
 # ---- tests of the CPU stages -------------------------------------------------
 CPU_LIBS := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
             $(BUILD)/stage1_naive.lib.o $(HARNESS)
 
 $(BUILD)/test_cpu: tests/test_cpu.c $(CPU_LIBS) | $(BUILD)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/test_masks: tests/test_masks.c $(CPU_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# IO mutants: stage 1 with a pass that moves more or less than the model
+# says (tests/mutants/*.sed applied to its body); test_io must catch each.
+MUTANTS := $(basename $(notdir $(wildcard tests/mutants/*.sed)))
+$(BUILD)/test_io: tests/test_io.c $(BUILD)/stage1_naive.lib.o $(HARNESS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/mutants/%/stage1_naive_body.h: src/stage1_naive_body.h tests/mutants/%.sed
+	@mkdir -p $(@D)
+	@sed -f tests/mutants/$*.sed $< > $@ && ! cmp -s $< $@ || { echo "tests/mutants/$*.sed changes nothing" >&2; rm -f $@; exit 1; }
+$(BUILD)/mutants/%/test_io: tests/test_io.c src/stage1_naive.c $(BUILD)/mutants/%/stage1_naive_body.h $(HARNESS)
+	@cp src/stage1_naive.c $(@D)/stage1_naive.c
+	$(CC) $(CPPFLAGS) -DSTAGE_NO_MAIN $(CFLAGS) tests/test_io.c $(@D)/stage1_naive.c $(HARNESS) -o $@ $(LDLIBS)
+MUTANT_BINS := $(foreach m,$(MUTANTS),$(BUILD)/mutants/$(m)/test_io)
+# Kept: make would otherwise delete the generated headers after the test count.
+.SECONDARY: $(foreach m,$(MUTANTS),$(BUILD)/mutants/$(m)/stage1_naive_body.h)
 
 # The same programs under AddressSanitizer and UndefinedBehaviorSanitizer,
 # built apart in build/asan so that the normal build stays optimized.
@@ -64,23 +88,34 @@ $(ASAN)/stage2: src/stage2_online_softmax.c $(ASAN)/stage1_naive.lib.o $(SAN_SRC
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 $(ASAN)/stage3: src/stage3_tiled.c $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(ASAN)/stage6: src/stage6_masks.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 $(ASAN)/test_cpu: tests/test_cpu.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/test_cpu
+$(ASAN)/test_masks: tests/test_masks.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/stage6 $(ASAN)/test_cpu $(ASAN)/test_masks
 
 sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan
-	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "sh tests/stages.sh $(ASAN)"
+	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/test_cpu $(SANITIZED)
-TEST_SUITES += $(BUILD)/test_cpu "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/test_reference.py" \
-               "$(ASAN)/test_cpu --quick" "sh tests/stages.sh $(ASAN)"
+TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_io $(MUTANT_BINS) \
+               $(BUILD)/libfa_mask.so $(SANITIZED)
+TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks "sh tests/io_mutants.sh" "sh tests/stages.sh" \
+               "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/test_reference.py" \
+               "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
-sweep: stage3 $(BUILD)/test_cpu           ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
+sweep: stage3 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
 	./stage3 --sweep blocks --csv data/cpu/block_sweep.csv
 	./stage3 --sweep blocks --causal --csv data/cpu/causal_sweep.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
+sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
+	$(BUILD)/test_masks --csv data/cpu/masks_property.csv
+	./stage6 --sweep window --br 64 --bc 64 --csv data/cpu/window_sweep.csv
+	./stage6 --sweep lse --csv data/cpu/lse_error.csv
+	./stage6 --sweep memory --csv data/cpu/memory_vs_n.csv
 bench: sweep                              ## the CPU benchmark: same as sweep
 
 setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot

@@ -79,9 +79,12 @@
  *   Sk without a mask):
  *       2 es Kr d + 2 es Sk d                 K_j, V_j read once, dK, dV written
  *   The deterministic mode's counters (4 bytes per query block) are left out.
- *   Against stage 3's count (fp64 elements, no dtype): the accumulator's
- *   zeroing and the first key block's dQ read (atomics cannot know they come
- *   first) add 8 Sq d bytes in fp32; stage 5 checks the difference.
+ *   Against stage 3's count (elements, one type): in fp32 the model is 4
+ *   bytes times stage 3's count plus 8 R' d per query head, R' the rows some
+ *   key block adds to (mask_query_rows_active; Sq without a mask): the
+ *   accumulator's zeroing and the first key block's dQ read, which stage 3
+ *   skips and an atomic addition cannot know to skip. ./stage5 --sweep model
+ *   checks it.
  *
  * Tiles: version 1 Br = 64 query rows, Bc = 64 keys (32 when d > 64);
  * version 2 Br = Bc = 64, 4 warps of 16 keys each.
@@ -1036,16 +1039,12 @@ static int v2_bwd_block_rows(int d) { (void)d; return v2b_cfg<64>::BR; }
 static int v2_bwd_block_cols(int d) { (void)d; return v2b_cfg<64>::BC; }
 
 /* The header's formula for versions 1 and 2. Kr: rows of the key blocks
- * that some query block sees (the others only write zero dK, dV). */
+ * that some query sees (mask.h; the others only write zero dK, dV). */
 static double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 {
     const attn_mask m = attn_mask_of(p);
     double es = (double)fa_dtype_bytes(dtype), d = p->d, Sq = p->seqlen_q, Sk = p->seqlen_k;
-    double R = (double)mask_query_rows_read(m, Br, Bc), Kr = 0;
-    for (int j0 = 0; j0 < p->seqlen_k; j0 += Bc) {
-        int b, e, j1 = mask_imin(j0 + Bc, p->seqlen_k);
-        if (mask_query_blocks(m, j0, j1, Br, &b, &e)) Kr += j1 - j0;
-    }
+    double R = (double)mask_query_rows_read(m, Br, Bc), Kr = (double)mask_key_rows_active(m, Bc);
     double per_q = es * 2 * Sq * d + 4 * Sq + 4 * Sq * d + R * (2 * es * d + 8 + 8 * d);
     if (dtype != FA_FP32) per_q += (4 + es) * Sq * d;
     double per_kv = 2 * es * Kr * d + 2 * es * Sk * d;

@@ -23,7 +23,7 @@ PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-
 # when data/gpu/ has them), the exactness errors when data/cpu/ has none yet
 # (the property tests write them), and a causal sweep to set beside
 # data/cpu/block_sweep.csv when data/cpu/ has none.
-paper-data: stage2 stage3
+paper-data: stage2 stage3 stage6
 	@mkdir -p $(PAPER_DIR)
 	@python3 scripts/paper_gpu.py --out $(PAPER_DIR)
 	@if [ ! -s data/cpu/exactness.csv ]; then \

@@ -38,6 +38,9 @@ draw io_vs_n   data/cpu/io_sweep.csv    csv
 draw io_vs_m   data/cpu/io_sweep.csv    csv
 draw blocks    data/cpu/block_sweep.csv csv
 draw exactness "$exact"                 csv
+draw window_sweep data/cpu/window_sweep.csv csv
+draw lse_error   data/cpu/lse_error.csv   csv
+draw memory_vs_n data/cpu/memory_vs_n.csv csv
 draw gpu_fig2  build/paper/gpu_fig2.dat dat
 draw gpu_speed build/paper/gpu_speed.dat dat
 draw gpu_io_vs_n build/paper/gpu_io_sweep.dat dat

@@ -147,9 +147,6 @@ uint64_t fresh_seed(void)
 /* Shapes, validation, timing                                                 */
 /* ------------------------------------------------------------------------- */
 
-size_t shape_rows(attn_shape s) { return (size_t)s.B * (size_t)s.H * (size_t)s.N; }
-size_t shape_numel(attn_shape s) { return shape_rows(s) * (size_t)s.d; }
-
 err_stats compare(const char *name, const double *got, const double *ref, size_t n,
                   double atol, double rtol, int max_print)
 {
@@ -195,6 +192,30 @@ void err_merge(err_stats *a, err_stats b)
     a->rel_norm = fmax(a->rel_norm, b.rel_norm);
     a->mismatches += b.mismatches;
     a->n += b.n;
+}
+
+double rel_err(const double *got, const double *ref, size_t n, double scale)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i];
+        if (isinf(g) || isinf(r)) {
+            if (g != r) return INFINITY;   /* also catches NaN against inf */
+            continue;
+        }
+        double e = fabs(g - r);
+        if (isnan(e)) return INFINITY;
+        if (e > worst) worst = e;
+    }
+    return worst / (scale > 0 ? scale : 1.0);
+}
+
+double max_abs_finite(const double *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
 }
 
 double now_seconds(void)
@@ -275,6 +296,22 @@ void hbm_store(double *dst, const double *tile, int rows, int cols, int ld,
     io_write(io, t, (uint64_t)rows * (uint64_t)cols);
 }
 
+void hbm_load_f32(float *tile, const float *src, int rows, int cols, int ld,
+                  io_counter *io, tensor_id t)
+{
+    for (int r = 0; r < rows; r++)
+        memcpy(tile + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof(float));
+    io_read(io, t, (uint64_t)rows * (uint64_t)cols);
+}
+
+void hbm_store_f32(float *dst, const float *tile, int rows, int cols, int ld,
+                   io_counter *io, tensor_id t)
+{
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * ld, tile + (size_t)r * cols, (size_t)cols * sizeof(float));
+    io_write(io, t, (uint64_t)rows * (uint64_t)cols);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Command-line options                                                       */
 /* ------------------------------------------------------------------------- */
@@ -296,11 +333,14 @@ static const opt_spec SPECS[] = {
     {"--heads", OPT_HEADS, ARG_INT, "H", "number of heads of random input"},
     {"--random", OPT_RANDOM, ARG_NONE, NULL, "random N(0,1) input instead of the real model input"},
     {"--seed", OPT_SEED, ARG_U64, "S", "seed of the random generator (default 1234)"},
-    {"--causal", OPT_CAUSAL, ARG_NONE, NULL, "causal mask: query i sees keys j <= i"},
+    {"--causal", OPT_CAUSAL, ARG_NONE, NULL, "causal mask, the window (-1, 0): query i sees keys j <= i + seqlen_k - seqlen_q"},
+    {"--window", OPT_WINDOW, ARG_STR, "L,R", "sliding window: query i sees keys i + seqlen_k - seqlen_q - L .. + R (-1: unbounded)"},
+    {"--kv-heads", OPT_KV_HEADS, ARG_INT, "G", "key/value heads H_kv (H a multiple of it; default H)"},
+    {"--seqlen-k", OPT_SEQLEN_K, ARG_INT, "NK", "key/value rows seqlen_k (random input: default --n; real input: its first NK keys)"},
     {"--scale", OPT_SCALE, ARG_DOUBLE, "X", "softmax_scale (default 1/sqrt(d))"},
     {"--q", OPT_INPUTS, ARG_STR, "FILE", "Q from a .npy file, (N,d), (H,N,d) or (B,H,N,d)"},
-    {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, same shape as Q"},
-    {"--v", OPT_INPUTS, ARG_STR, "FILE", "V from a .npy file, same shape as Q"},
+    {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, (B,H_kv,seqlen_k,d): fewer heads or other length than Q allowed"},
+    {"--v", OPT_INPUTS, ARG_STR, "FILE", "V from a .npy file, same shape as K"},
     {"--do", OPT_INPUTS, ARG_STR, "FILE", "dO (upstream gradient), same shape as Q (default: random, --seed)"},
     {"--out", OPT_OUTPUTS, ARG_STR, "FILE", "write O as .npy (float64, (B,H,N,d))"},
     {"--lse", OPT_OUTPUTS, ARG_STR, "FILE", "write L = logsumexp per row as .npy (B,H,N)"},
@@ -316,6 +356,7 @@ static const opt_spec SPECS[] = {
     {"--trace", OPT_TRACE, ARG_NONE, NULL, "print m, l, alpha block by block"},
     {"--logits", OPT_LOGITS, ARG_LIST, "X,Y,...", "the logits to stream (with --trace)"},
     {"--sweep", OPT_SWEEP, ARG_STR, "NAME", "run a sweep and write --csv"},
+    {"--check", OPT_CHECK, ARG_STR, "C", "naive (default: every output against stage 1) or rows (sampled rows, O(N) memory)"},
     {"--csv", OPT_CSV, ARG_STR, "FILE", "write measured rows as CSV"},
     {"--kernel", OPT_KERNEL, ARG_INT, "K", "kernel version"},
     {"--repeats", OPT_REPEATS, ARG_INT, "R", "timed repetitions"},
@@ -378,6 +419,33 @@ static void parse_value(const opt_spec *sp, const char *val, options *o)
         o->softmax_scale = parse_real(f, val);
         if (o->softmax_scale <= 0) fatal(EXIT_BAD_INPUT, "%s: must be positive, got '%s'", f, val);
         break;
+    case OPT_KV_HEADS: o->kv_heads = (int)parse_integer(f, val, 1, 1 << 16); break;
+    case OPT_SEQLEN_K: o->seqlen_k = (int)parse_integer(f, val, 1, 1 << 20); break;
+    case OPT_WINDOW: {
+        /* "L,R", each an integer >= -1; anything else is refused here,
+         * before any input is read. */
+        char *end;
+        errno = 0;
+        long l = strtol(val, &end, 10), r = 0;
+        bool ok = end != val && *end == ',' && !errno;
+        if (ok) {
+            const char *rs = end + 1;
+            r = strtol(rs, &end, 10);
+            ok = end != rs && *end == '\0' && !errno;
+        }
+        if (!ok)
+            fatal(EXIT_BAD_INPUT, "--window: expected two integers L,R (e.g. 255,0), got '%s'", val);
+        if (l < -1 || r < -1 || l > (1L << 30) || r > (1L << 30))
+            fatal(EXIT_BAD_INPUT, "--window %s: each side is -1 (unbounded) or between 0 and 2^30", val);
+        o->window_left = (int)l;
+        o->window_right = (int)r;
+        break;
+    }
+    case OPT_CHECK:
+        if (strcmp(val, "naive") && strcmp(val, "rows"))
+            fatal(EXIT_BAD_INPUT, "--check: expected 'naive' or 'rows', got '%s'", val);
+        o->check = val;
+        break;
     case OPT_CSV: o->csv = val; break;
     case OPT_SWEEP: o->sweep = val; break;
     case OPT_RULE:
@@ -437,6 +505,8 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
     o->repeats = 0;
     o->dtype = "fp64";
     o->rule = "paper";
+    o->window_left = o->window_right = -1;
+    o->check = "naive";
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -489,8 +559,21 @@ double effective_scale(const options *opt, int d)
  * elements per tensor (1 GiB each) a run is refused rather than swapped. */
 #define MAX_TENSOR_ELEMENTS (1ull << 27)
 
+/* The four dimensions of a tensor file, brought to (B, H, rows, d). */
+typedef struct { int B, H, N, d; } dims4;
+
+static void dims_str(dims4 s, char *buf, size_t n)
+{
+    snprintf(buf, n, "(%d, %d, %d, %d)", s.B, s.H, s.N, s.d);
+}
+
+static bool same_dims(dims4 a, dims4 b)
+{
+    return a.B == b.B && a.H == b.H && a.N == b.N && a.d == b.d;
+}
+
 /* Read one tensor file and bring it to (B, H, N, d). */
-static double *load_tensor(const char *flag, const char *path, attn_shape *s)
+static double *load_tensor(const char *flag, const char *path, dims4 *s)
 {
     npy_array a;
     char err[256];
@@ -515,18 +598,8 @@ static double *load_tensor(const char *flag, const char *path, attn_shape *s)
         npy_free(&a);
         fatal(EXIT_BAD_INPUT, "%s %s: contains NaN or infinity", flag, path);
     }
-    *s = (attn_shape){(int)B, (int)H, (int)N, (int)d};
+    *s = (dims4){(int)B, (int)H, (int)N, (int)d};
     return a.data;
-}
-
-static bool same_shape(attn_shape a, attn_shape b)
-{
-    return a.B == b.B && a.H == b.H && a.N == b.N && a.d == b.d;
-}
-
-static void shape_str(attn_shape s, char *buf, size_t n)
-{
-    snprintf(buf, n, "(%d, %d, %d, %d)", s.B, s.H, s.N, s.d);
 }
 
 static bool same_file(const char *a, const char *b)
@@ -565,6 +638,41 @@ static void check_outputs(const options *opt)
     }
 }
 
+/* The mask the options give: --causal is the window (-1, 0). */
+static void mask_of_options(const options *opt, int *left, int *right)
+{
+    if ((opt->given & OPT_CAUSAL) && (opt->given & OPT_WINDOW))
+        fatal(EXIT_BAD_INPUT, "--causal and --window %d,%d: causal is --window -1,0; give one of them",
+              opt->window_left, opt->window_right);
+    *left = -1;
+    *right = opt->causal ? 0 : -1;
+    if (opt->given & OPT_WINDOW) {
+        *left = opt->window_left;
+        *right = opt->window_right;
+    }
+}
+
+static void require_valid(const attn_params *ap)
+{
+    char why[256];
+    if (attn_params_check(ap, why, sizeof why) != 0) fatal(EXIT_BAD_INPUT, "%s", why);
+}
+
+/* The real input's K or V thinned to H_kv heads (every (H/H_kv)-th) and cut
+ * to its first seqlen_k rows; frees x. */
+static double *cut_kv(double *x, dims4 s, int H_kv, int seqlen_k)
+{
+    if (H_kv == s.H && seqlen_k == s.N) return x;
+    double *y = xmalloc((size_t)s.B * H_kv * seqlen_k * s.d, sizeof(double), "K or V, cut");
+    for (int b = 0; b < s.B; b++)
+        for (int g = 0; g < H_kv; g++)
+            memcpy(y + ((size_t)b * H_kv + g) * seqlen_k * s.d,
+                   x + ((size_t)b * s.H + (size_t)g * (s.H / H_kv)) * s.N * s.d,
+                   (size_t)seqlen_k * s.d * sizeof(double));
+    free(x);
+    return y;
+}
+
 void load_problem(const options *opt, attn_problem *p)
 {
     memset(p, 0, sizeof *p);
@@ -575,22 +683,32 @@ void load_problem(const options *opt, attn_problem *p)
     bool random = opt->random || (opt->given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS));
     if (files && random)
         fatal(EXIT_BAD_INPUT, "--q/--k/--v cannot be combined with --random, --n, --d, --batch or --heads");
+    if (files && (opt->given & OPT_SEQLEN_K))
+        fatal(EXIT_BAD_INPUT, "--seqlen-k %d: the --k file gives seqlen_k; drop the flag", opt->seqlen_k);
+    int left, right;
+    mask_of_options(opt, &left, &right);
+    attn_params *ap = &p->params;
 
     if (!files && random) {
-        p->shape = (attn_shape){opt->batch, opt->heads, opt->N, opt->d};
-        size_t n = shape_numel(p->shape);
-        if ((double)opt->batch * opt->heads * opt->N * opt->d > (double)MAX_TENSOR_ELEMENTS)
-            fatal(EXIT_BAD_INPUT, "--batch %d --heads %d --n %d --d %d: %.3g elements per tensor; "
-                  "the CPU stages take at most %llu", opt->batch, opt->heads, opt->N, opt->d,
-                  (double)opt->batch * opt->heads * opt->N * opt->d, MAX_TENSOR_ELEMENTS);
-        p->Q = xmalloc(n, sizeof(double), "Q");
-        p->K = xmalloc(n, sizeof(double), "K");
-        p->V = xmalloc(n, sizeof(double), "V");
-        p->dO = xmalloc(n, sizeof(double), "dO");
-        fill_normal(p->Q, n, 0, 1, &rng);
-        fill_normal(p->K, n, 0, 1, &rng);
-        fill_normal(p->V, n, 0, 1, &rng);
-        fill_normal(p->dO, n, 0, 1, &rng);
+        int H_kv = (opt->given & OPT_KV_HEADS) ? opt->kv_heads : opt->heads;
+        int Sk = (opt->given & OPT_SEQLEN_K) ? opt->seqlen_k : opt->N;
+        *ap = (attn_params){opt->batch, opt->heads, H_kv, opt->N, Sk, opt->d,
+                            effective_scale(opt, opt->d), left, right};
+        require_valid(ap);
+        double big = (double)opt->batch * opt->heads * fmax(opt->N, (double)Sk) * opt->d;
+        if (big > (double)MAX_TENSOR_ELEMENTS)
+            fatal(EXIT_BAD_INPUT, "--batch %d --heads %d --n %d --seqlen-k %d --d %d: %.3g elements "
+                  "per tensor; the CPU stages take at most %llu", opt->batch, opt->heads, opt->N,
+                  Sk, opt->d, big, MAX_TENSOR_ELEMENTS);
+        size_t nq = attn_q_numel(ap), nkv = attn_kv_numel(ap);
+        p->Q = xmalloc(nq, sizeof(double), "Q");
+        p->K = xmalloc(nkv, sizeof(double), "K");
+        p->V = xmalloc(nkv, sizeof(double), "V");
+        p->dO = xmalloc(nq, sizeof(double), "dO");
+        fill_normal(p->Q, nq, 0, 1, &rng);
+        fill_normal(p->K, nkv, 0, 1, &rng);
+        fill_normal(p->V, nkv, 0, 1, &rng);
+        fill_normal(p->dO, nq, 0, 1, &rng);
         snprintf(p->source, sizeof p->source, "random N(0,1), seed %llu", (unsigned long long)opt->seed);
         return;
     }
@@ -612,30 +730,59 @@ void load_problem(const options *opt, attn_problem *p)
         snprintf(p->source, sizeof p->source, "all-MiniLM-L6-v2 on a real passage (%s)",
                  DEFAULT_INPUT_DIR);
     }
-    attn_shape sq, sk, sv, sd;
+    dims4 sq, sk, sv, sd;
     p->Q = load_tensor("--q", qp, &sq);
     p->K = load_tensor("--k", kp, &sk);
     p->V = load_tensor("--v", vp, &sv);
     char a[80], b[80];
-    if (!same_shape(sq, sk) || !same_shape(sq, sv)) {
-        attn_shape other = same_shape(sq, sk) ? sv : sk;
-        shape_str(sq, a, sizeof a);
-        shape_str(other, b, sizeof b);
-        fatal(EXIT_BAD_INPUT, "shape mismatch: Q is %s but %s is %s", a,
-              same_shape(sq, sk) ? "V" : "K", b);
+    if (!same_dims(sk, sv)) {
+        dims_str(sk, a, sizeof a);
+        dims_str(sv, b, sizeof b);
+        fatal(EXIT_BAD_INPUT, "shape mismatch: K is %s but V is %s (K and V share one shape "
+              "(B, H_kv, seqlen_k, d))", a, b);
     }
-    p->shape = sq;
+    if (sq.B != sk.B || sq.d != sk.d || sq.H % sk.H != 0) {
+        dims_str(sq, a, sizeof a);
+        dims_str(sk, b, sizeof b);
+        fatal(EXIT_BAD_INPUT, "shape mismatch: Q is %s but K is %s (same B and d; Q's heads a "
+              "multiple of K's)", a, b);
+    }
+    int H_kv = sk.H, Sk = sk.N;
+    if (files && (opt->given & OPT_KV_HEADS) && opt->kv_heads != sk.H)
+        fatal(EXIT_BAD_INPUT, "--kv-heads %d: the --k file has %d heads", opt->kv_heads, sk.H);
+    if (!files) {   /* the real input: fewer key/value heads, fewer keys */
+        if (opt->given & OPT_SEQLEN_K) {
+            if (opt->seqlen_k > sk.N)
+                fatal(EXIT_BAD_INPUT, "--seqlen-k %d: the real input has %d keys", opt->seqlen_k, sk.N);
+            Sk = opt->seqlen_k;
+        }
+        if (opt->given & OPT_KV_HEADS) {
+            if (sk.H % opt->kv_heads != 0)
+                fatal(EXIT_BAD_INPUT, "--kv-heads %d: the %d query heads must be a multiple of the "
+                      "key/value heads", opt->kv_heads, sq.H);
+            H_kv = opt->kv_heads;
+        }
+        p->K = cut_kv(p->K, sk, H_kv, Sk);
+        p->V = cut_kv(p->V, sv, H_kv, Sk);
+        if (H_kv != sk.H || Sk != sk.N) {
+            size_t len = strlen(p->source);
+            snprintf(p->source + len, sizeof p->source - len, "; keys cut to %d of %d, %d of %d "
+                     "key/value heads", Sk, sk.N, H_kv, sk.H);
+        }
+    }
+    *ap = (attn_params){sq.B, sq.H, H_kv, sq.N, Sk, sq.d, effective_scale(opt, sq.d), left, right};
+    require_valid(ap);
     if (dp) {
         p->dO = load_tensor("--do", dp, &sd);
-        if (!same_shape(sq, sd)) {
-            shape_str(sq, a, sizeof a);
-            shape_str(sd, b, sizeof b);
+        if (!same_dims(sq, sd)) {
+            dims_str(sq, a, sizeof a);
+            dims_str(sd, b, sizeof b);
             fatal(EXIT_BAD_INPUT, "shape mismatch: Q is %s but dO is %s", a, b);
         }
     } else {
         /* Gradients need a dO; without --do it is drawn at random, and the
          * source line says so, since dQ, dK, dV then depend on --seed. */
-        size_t n = shape_numel(p->shape);
+        size_t n = attn_q_numel(ap);
         p->dO = xmalloc(n, sizeof(double), "dO");
         fill_normal(p->dO, n, 0, 1, &rng);
         size_t len = strlen(p->source);
@@ -655,28 +802,48 @@ void free_problem(attn_problem *p)
 
 attn_problem problem_slice(const attn_problem *p, int n, int dn)
 {
+    const attn_params *ap = &p->params;
     attn_problem sl;
     memset(&sl, 0, sizeof sl);
-    n = n < p->shape.N ? n : p->shape.N;
-    dn = dn < p->shape.d ? dn : p->shape.d;
-    sl.shape = (attn_shape){1, 1, n, dn};
+    int nq = n < ap->seqlen_q ? n : ap->seqlen_q;
+    int nk = nq + (ap->seqlen_k - ap->seqlen_q);
+    nk = nk < 1 ? 1 : (nk > ap->seqlen_k ? ap->seqlen_k : nk);
+    dn = dn < ap->d ? dn : ap->d;
+    sl.params = (attn_params){1, 1, 1, nq, nk, dn, ap->softmax_scale, ap->window_size_left,
+                              ap->window_size_right};
     const double *src[4] = {p->Q, p->K, p->V, p->dO};
     double **dst[4] = {&sl.Q, &sl.K, &sl.V, &sl.dO};
     for (int t = 0; t < 4; t++) {
-        *dst[t] = xmalloc((size_t)n * dn, sizeof(double), "problem slice");
-        for (int i = 0; i < n; i++)
-            memcpy(*dst[t] + (size_t)i * dn, src[t] + (size_t)i * p->shape.d, (size_t)dn * sizeof(double));
+        int rows = (t == 1 || t == 2) ? nk : nq;
+        *dst[t] = xmalloc((size_t)rows * dn, sizeof(double), "problem slice");
+        for (int i = 0; i < rows; i++)
+            memcpy(*dst[t] + (size_t)i * dn, src[t] + (size_t)i * ap->d, (size_t)dn * sizeof(double));
     }
-    snprintf(sl.source, sizeof sl.source, "slice %dx%d of head 0", n, dn);
+    snprintf(sl.source, sizeof sl.source, "slice of head 0: %d queries, %d keys, d = %d", nq, nk, dn);
     return sl;
 }
 
-void save_tensor(const char *path, const double *x, attn_shape s, bool rows_only)
+void save_tensor(const char *path, const double *x, int B, int H, int rows, int d)
 {
-    int64_t shape[4] = {s.B, s.H, s.N, s.d};
+    int64_t shape[4] = {B, H, rows, d};
     char err[256];
-    if (npy_write(path, x, rows_only ? 3 : 4, shape, false, err, sizeof err) != 0)
+    if (npy_write(path, x, d ? 4 : 3, shape, false, err, sizeof err) != 0)
         fatal(EXIT_BAD_INPUT, "%s: %s", path, err);
+}
+
+void save_q_like(const char *path, const double *x, const attn_params *p)
+{
+    save_tensor(path, x, p->B, p->H, p->seqlen_q, p->d);
+}
+
+void save_kv_like(const char *path, const double *x, const attn_params *p)
+{
+    save_tensor(path, x, p->B, p->H_kv, p->seqlen_k, p->d);
+}
+
+void save_rows(const char *path, const double *x, const attn_params *p)
+{
+    save_tensor(path, x, p->B, p->H, p->seqlen_q, 0);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -4,7 +4,7 @@
  * A stage file should hold only what is new in it; everything else lives here:
  *   - fatal errors and checked allocation          (one-line message, exit status)
  *   - a fixed-seed random number generator         (xoshiro256**, Box-Muller normals)
- *   - tensor shapes (B, H, N, d)                   (row-major, C order)
+ *   - the problem: attn_params (attn_params.h)     (row-major, C order)
  *   - validation                                   (max abs / max rel error, mismatches)
  *   - wall-clock timing
  *   - IO counters and the bounded "SRAM" scratch  (what the IO accounting counts)
@@ -65,23 +65,17 @@ void fill_normal(double *x, size_t n, double mean, double std, rng_t *rng);
 uint64_t fresh_seed(void);
 
 /* ---------------------------------------------------------------------------
- * Shapes. Every tensor is row-major (B, H, N, d); one head is a contiguous
- * (N, d) block at offset ((b * H) + h) * N * d.
+ * Shapes. The problem itself (sizes, heads, mask, softmax_scale) is an
+ * attn_params (attn_params.h); every tensor is row-major, one head a
+ * contiguous (rows, d) block.
  * ------------------------------------------------------------------------- */
-typedef struct {
-    int B, H;   /* batch, heads */
-    int N;      /* sequence length (queries = keys) */
-    int d;      /* head dimension */
-} attn_shape;
-
-size_t shape_numel(attn_shape s);          /* B*H*N*d */
+#include "attn_params.h"
 
 /* Number of blocks of size b that cover a (the last may be short), and min. */
 static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static inline int imin(int a, int b) { return a < b ? a : b; }
 /* max that keeps a NaN (fmax drops it): an error that is NaN must not pass. */
 static inline double nanmax(double a, double b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
-size_t shape_rows(attn_shape s);           /* B*H*N: one L or D entry per row */
 
 /* ---------------------------------------------------------------------------
  * Validation
@@ -102,6 +96,15 @@ err_stats compare(const char *name, const double *got, const double *ref, size_t
                   double atol, double rtol, int max_print);
 /* Fold b into a (maxima, sums of counts). */
 void err_merge(err_stats *a, err_stats b);
+
+/* max |got - ref| / scale over n entries: the error relative to a magnitude
+ * the caller chooses (max|V| for O, max(1, max|L|) for L, max|ref| for a
+ * gradient), so that a correctly rounded result passes whatever its size.
+ * Entries where both are the same infinity (L = -inf of an empty row) count
+ * 0; a NaN, or an infinity on one side only, makes the result +inf. */
+double rel_err(const double *got, const double *ref, size_t n, double scale);
+/* max |x_i| over the finite entries (0 when there are none). */
+double max_abs_finite(const double *x, size_t n);
 
 /* ---------------------------------------------------------------------------
  * Timing
@@ -160,6 +163,11 @@ void hbm_load(double *tile, const double *src, int rows, int cols, int ld,
               io_counter *io, tensor_id t);
 void hbm_store(double *dst, const double *tile, int rows, int cols, int ld,
                io_counter *io, tensor_id t);
+/* The same for float tensors (stage 1's fp32 arithmetic). */
+void hbm_load_f32(float *tile, const float *src, int rows, int cols, int ld,
+                  io_counter *io, tensor_id t);
+void hbm_store_f32(float *dst, const float *tile, int rows, int cols, int ld,
+                   io_counter *io, tensor_id t);
 
 /* ---------------------------------------------------------------------------
  * Command-line options. One convention for every stage: `--flag value` or
@@ -177,6 +185,12 @@ enum opt_flag {
     OPT_SWEEP = 1u << 17, OPT_RANDOM = 1u << 19,
     OPT_KERNEL = 1u << 21, OPT_REPEATS = 1u << 22,
     OPT_RULE = 1u << 23,
+    OPT_WINDOW = 1u << 18,   /* --window L,R */
+    OPT_KV_HEADS = 1u << 20, /* --kv-heads */
+    OPT_SEQLEN_K = 1u << 24, /* --seqlen-k */
+    OPT_CHECK = 1u << 25,    /* --check naive|rows */
+    /* The flags that describe the problem's mask and shape beyond (B, H, N, d). */
+    OPT_MASKS = OPT_CAUSAL | OPT_WINDOW | OPT_KV_HEADS | OPT_SEQLEN_K,
     OPT_DETERMINISTIC = 1u << 26,   /* --deterministic (GPU backward) */
 };
 
@@ -186,7 +200,11 @@ typedef struct {
     unsigned given;          /* OPT_* bits of the flags present on the command line */
     int N, d, batch, heads;  /* --n --d --batch --heads (random input) */
     uint64_t seed;           /* --seed */
-    bool causal;             /* --causal */
+    bool causal;             /* --causal: window (-1, 0) */
+    int window_left, window_right;  /* --window L,R (each -1 or >= 0) */
+    int kv_heads;            /* --kv-heads: key/value heads H_kv */
+    int seqlen_k;            /* --seqlen-k: key rows (random or the real input) */
+    const char *check;       /* --check naive|rows: the reference a tiled run is held to */
     double softmax_scale;    /* --scale; 0 means 1/sqrt(d) */
     const char *q, *k, *v, *dO;                 /* --q --k --v --do input files */
     const char *out, *lse, *dq, *dk, *dv;       /* output files */
@@ -209,7 +227,8 @@ typedef struct {
 /* One line per accepted flag, printed by --help. */
 typedef struct { unsigned flag; const char *text; } flag_help;
 
-/* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234).
+/* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234,
+ * no mask).
  * `accepted` is the OR of OPT_* flags this stage takes; `usage` is the
  * stage's own summary printed above the flag list by --help (exit 0). */
 void parse_options(int argc, char **argv, unsigned accepted, const char *usage,
@@ -219,9 +238,9 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage,
  * Inputs and outputs of an attention problem, all fp64 in memory.
  * ------------------------------------------------------------------------- */
 typedef struct {
-    attn_shape shape;
-    double *Q, *K, *V;   /* (B, H, N, d) */
-    double *dO;          /* (B, H, N, d), upstream gradient */
+    attn_params params;  /* sizes, heads, mask, softmax_scale: complete */
+    double *Q, *dO;      /* (B, H, seqlen_q, d); dO is the upstream gradient */
+    double *K, *V;       /* (B, H_kv, seqlen_k, d) */
     char source[512];    /* where it came from, for the printed table */
 } attn_problem;
 
@@ -229,25 +248,42 @@ typedef struct {
  * sentence (data/input/, see its README.md). */
 #define DEFAULT_INPUT_DIR DATA_DIR "/input"
 
-/* Load the problem the options describe: the files --q --k --v [--do] if
- * given (all three of q, k, v or none), else random N(0,1) input of shape
- * (--batch, --heads, --n, --d) if --random or any of those flags is given,
- * else the real default input. A missing dO is drawn at random (seeded).
- * Errors (missing file, bad .npy, mismatched shapes) exit with status 2. */
+/* Load the problem the options describe and fill p->params completely:
+ *   tensors  the files --q --k --v [--do] if given (all three of q, k, v or
+ *            none; K and V of one shape (B, H_kv, seqlen_k, d), Q and dO of
+ *            (B, H, seqlen_q, d), H a multiple of H_kv); else random N(0,1)
+ *            input of (--batch, --heads, --n, --d) with --kv-heads key/value
+ *            heads (default --heads) and --seqlen-k keys (default --n) if
+ *            --random or any of those flags is given; else the real default
+ *            input, whose keys --seqlen-k truncates to the first seqlen_k and
+ *            whose key/value heads --kv-heads thins to every (H/H_kv)-th one.
+ *   mask     --causal (window (-1, 0)) or --window L,R; none: (-1, -1).
+ *   scale    --scale, else 1/sqrt(d).
+ * A missing dO is drawn at random (seeded). Every error (missing file, bad
+ * .npy, shapes that do not fit together, a flag the input already decides,
+ * attn_params_check) exits with status 2 and one line, before any work. */
 void load_problem(const options *opt, attn_problem *p);
 void free_problem(attn_problem *p);
 
-/* A small problem of its own, (1, 1, n, dn), cut from head 0 of p: the first
- * n rows and dn columns of Q, K, V and dO (clamped to p's N and d). Used for
- * gradient checks, whose cost grows as (n dn)^2. Free with free_problem. */
+/* A small problem of its own, B = H = H_kv = 1, cut from query head 0 and
+ * its key/value head: the first n query rows, the first n + (seqlen_k -
+ * seqlen_q) key rows (clamped to [1, seqlen_k]; keeping the difference keeps
+ * every row's visible keys, since the mask depends on j - i - (seqlen_k -
+ * seqlen_q) only) and the first dn columns; same mask and softmax_scale.
+ * Used for gradient checks, whose cost grows as (n dn)^2. Free with
+ * free_problem. */
 attn_problem problem_slice(const attn_problem *p, int n, int dn);
 
 /* softmax_scale in effect: --scale if given, else 1/sqrt(d). */
 double effective_scale(const options *opt, int d);
 
-/* Write x (shape s, or rows-only when d_or_0 == 0) to path as .npy <f8 with
- * shape (B, H, N, d) or (B, H, N). Exits with status 2 if it cannot. */
-void save_tensor(const char *path, const double *x, attn_shape s, bool rows_only);
+/* Write x to path as .npy <f8 of shape (B, H, rows, d), or (B, H, rows)
+ * when d == 0. Exits with status 2 if it cannot. */
+void save_tensor(const char *path, const double *x, int B, int H, int rows, int d);
+/* The four shapes of an attention problem's tensors. */
+void save_q_like(const char *path, const double *x, const attn_params *p);    /* Q, O, dQ */
+void save_kv_like(const char *path, const double *x, const attn_params *p);   /* dK, dV */
+void save_rows(const char *path, const double *x, const attn_params *p);      /* L */
 
 /* ---------------------------------------------------------------------------
  * CSV with provenance: opens path for writing, writes '# key: value' lines

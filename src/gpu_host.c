@@ -200,99 +200,16 @@ void gh_fetch(const gh_problem *g, gh_tensor t, double *dst)
 /* The reference                                                              */
 /* ------------------------------------------------------------------------- */
 
-//> rowwise-reference
-/* Attention forward and backward in fp64, one query row at a time, over the
- * keys the mask lets the row see (mask.h's key range): s_j = softmax_scale
- * q . k_j, P_j = exp(s_j - L), O = sum P_j v_j, D = dO . O, dS_j = P_j
- * (dO . v_j - D), dQ = softmax_scale sum dS_j k_j, and each key's dK_j +=
- * softmax_scale dS_j q, dV_j += P_j dO into its key/value head (so grouped
- * heads sum). O(seqlen_k) extra memory. A row that sees no key: O = 0,
- * L = -inf, dQ = 0. */
-static void rowwise_reference(const attn_params *p, const double *Q, const double *K,
-                              const double *V, const double *dO, double *O, double *L, double *dQ,
-                              double *dK, double *dV)
-{
-    const int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d;
-    const attn_mask m = attn_mask_of(p);
-    double *P = xmalloc((size_t)Sk, sizeof(double), "reference row");
-    if (dQ) {
-        memset(dK, 0, attn_kv_numel(p) * sizeof(double));
-        memset(dV, 0, attn_kv_numel(p) * sizeof(double));
-    }
-    for (int b = 0; b < p->B; b++)
-        for (int h = 0; h < p->H; h++) {
-            const size_t qo = attn_q_offset(p, b, h), ko = attn_kv_offset(p, b, h);
-            const size_t ro = attn_row_offset(p, b, h);
-            for (int i = 0; i < Sq; i++) {
-                const double *q = Q + qo + (size_t)i * d;
-                double *o = O + qo + (size_t)i * d;
-                const int lo = mask_key_first(m, i), hi = mask_key_last(m, i);
-                memset(o, 0, (size_t)d * sizeof(double));
-                if (dQ) memset(dQ + qo + (size_t)i * d, 0, (size_t)d * sizeof(double));
-                if (lo > hi) {
-                    L[ro + i] = -INFINITY;
-                    continue;
-                }
-                double mx = -INFINITY, l = 0;
-                for (int j = lo; j <= hi; j++) {
-                    double s = 0;
-                    for (int c = 0; c < d; c++) s += q[c] * K[ko + (size_t)j * d + c];
-                    P[j] = s * p->softmax_scale;
-                    mx = fmax(mx, P[j]);
-                }
-                for (int j = lo; j <= hi; j++) l += exp(P[j] - mx);
-                L[ro + i] = mx + log(l);
-                for (int j = lo; j <= hi; j++) {
-                    P[j] = exp(P[j] - L[ro + i]);
-                    for (int c = 0; c < d; c++) o[c] += P[j] * V[ko + (size_t)j * d + c];
-                }
-                if (!dQ) continue;
-                const double *g = dO + qo + (size_t)i * d;
-                double Di = 0;
-                for (int c = 0; c < d; c++) Di += g[c] * o[c];
-                for (int j = lo; j <= hi; j++) {
-                    const double *k = K + ko + (size_t)j * d, *v = V + ko + (size_t)j * d;
-                    double dp = 0;
-                    for (int c = 0; c < d; c++) dp += g[c] * v[c];
-                    const double ds = P[j] * (dp - Di) * p->softmax_scale;
-                    for (int c = 0; c < d; c++) {
-                        dQ[qo + (size_t)i * d + c] += ds * k[c];
-                        dK[ko + (size_t)j * d + c] += ds * q[c];
-                        dV[ko + (size_t)j * d + c] += P[j] * g[c];
-                    }
-                }
-            }
-        }
-    free(P);
-}
-//< rowwise-reference
 
 void gh_reference(const attn_params *p, const double *Q, const double *K, const double *V,
                   const double *dO, double *O, double *L, double *dQ, double *dK, double *dV)
 {
-    /* Stage 1 takes one length and no grouped heads; causal it takes. */
-    bool square = p->seqlen_q == p->seqlen_k && p->H == p->H_kv;
-    bool plain = !attn_is_masked(p) || attn_is_causal(p);
-    if (square && plain) {
-        attn_shape s = {p->B, p->H, p->seqlen_q, p->d};
-        naive_attention_all_heads(Q, K, V, dQ ? dO : NULL, s, p->softmax_scale, attn_is_causal(p), O,
-                                  L, dQ, dK, dV, NULL, NULL, NULL, NULL);
-    } else {
-        rowwise_reference(p, Q, K, V, dO, O, L, dQ, dK, dV);
-    }
+    naive_attention_all_heads(p, Q, K, V, dO, O, L, dQ, dK, dV, NULL, NULL, NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Error measures and output                                                  */
 /* ------------------------------------------------------------------------- */
-
-double gh_max_abs(const double *x, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
-    return m;
-}
 
 gh_err gh_compare(const double *got, const double *ref, size_t n, double fallback)
 {
@@ -309,7 +226,7 @@ gh_err gh_compare(const double *got, const double *ref, size_t n, double fallbac
         d2 += diff * diff;
         if (isfinite(ref[i])) r2 += ref[i] * ref[i];
     }
-    e.scale = gh_max_abs(ref, n);
+    e.scale = max_abs_finite(ref, n);
     if (e.scale == 0) e.scale = fallback > 0 ? fallback : 1;
     e.err = e.nonfinite ? INFINITY : worst / e.scale;
     e.norm = e.nonfinite ? INFINITY : (r2 > 0 ? sqrt(d2 / r2) : sqrt(d2));
@@ -318,8 +235,7 @@ gh_err gh_compare(const double *got, const double *ref, size_t n, double fallbac
 
 void gh_save(const char *path, const double *x, const attn_params *p, gh_tensor t)
 {
-    int64_t shape[4] = {p->B, is_kv(t) ? p->H_kv : p->H, is_kv(t) ? p->seqlen_k : p->seqlen_q, p->d};
-    char err[256];
-    if (npy_write(path, x, t == GH_L ? 3 : 4, shape, false, err, sizeof err) != 0)
-        fatal(EXIT_BAD_INPUT, "%s: %s", path, err);
+    if (t == GH_L) save_rows(path, x, p);
+    else if (is_kv(t)) save_kv_like(path, x, p);
+    else save_q_like(path, x, p);
 }

@@ -80,9 +80,8 @@ size_t gh_bytes(const gh_problem *g, gh_tensor t);
 void gh_fetch_raw(const gh_problem *g, gh_tensor t, void *dst);
 
 /* The fp64 reference over every head of p: O, L and, when dQ is not NULL,
- * dQ, dK, dV (gradients of sum(dO * O)). Tensors as in the header above.
- * Until the masked naive reference of stage 1 lands, problems with a window,
- * seqlen_q != seqlen_k or H_kv < H are computed row by row here. */
+ * dQ, dK, dV (gradients of sum(dO * O)); stage 1, masked, grouped heads
+ * summed. Tensors as in the header above. */
 void gh_reference(const attn_params *p, const double *Q, const double *K, const double *V,
                   const double *dO, double *O, double *L, double *dQ, double *dK, double *dV);
 
@@ -99,9 +98,6 @@ typedef struct {
     size_t nonfinite;
 } gh_err;
 gh_err gh_compare(const double *got, const double *ref, size_t n, double fallback);
-
-/* max |x_i| over the finite entries (0 when there are none). */
-double gh_max_abs(const double *x, size_t n);
 
 /* Write x (tensor t of p) to path as .npy, float64, with t's shape. Exit 2
  * with one line if it cannot. */

@@ -17,7 +17,7 @@
  *     (W-1, 0)  causal sliding window of W keys, the query's own included
  * Window sizes are -1 or >= 0 (attn_params_check refuses anything else).
  *
- * Consequences used below (proved in chapters/06-masks.md):
+ * Consequences used below (proved in chapters/03b-masks.md):
  *   - a row's visible keys form one interval [key_first(i), key_last(i)],
  *     both ends non-decreasing in i; with left, right >= -1 a row is empty
  *     only when i + delta + right < 0 (a prefix of the rows: seqlen_q >
@@ -167,6 +167,28 @@ FA_HD int64_t mask_query_rows_read(attn_mask m, int Br, int Bc)
         int b, e;
         if (mask_query_blocks(m, j0, mask_imin(j0 + Bc, m.seqlen_k), Br, &b, &e))
             n += mask_imin(e * Br, m.seqlen_q) - b * Br;
+    }
+    return n;
+}
+/* Rows of the query blocks (size Br) that visit at least one key block: the
+ * rows whose Q a forward reads. The others belong to blocks of empty rows. */
+FA_HD int64_t mask_query_rows_active(attn_mask m, int Br)
+{
+    int64_t n = 0;
+    for (int i0 = 0; i0 < m.seqlen_q; i0 += Br) {
+        int i1 = mask_imin(i0 + Br, m.seqlen_q), b, e;
+        if (mask_key_blocks(m, i0, i1, 1, &b, &e)) n += i1 - i0;
+    }
+    return n;
+}
+/* Rows of the key blocks (size Bc) that some query sees: the rows of K and V
+ * a backward reads, once per key/value head. */
+FA_HD int64_t mask_key_rows_active(attn_mask m, int Bc)
+{
+    int64_t n = 0;
+    for (int j0 = 0; j0 < m.seqlen_k; j0 += Bc) {
+        int j1 = mask_imin(j0 + Bc, m.seqlen_k), b, e;
+        if (mask_query_blocks(m, j0, j1, 1, &b, &e)) n += j1 - j0;
     }
     return n;
 }

@@ -46,7 +46,7 @@ static const char *dict_value(const char *hdr, const char *key)
     return NULL;
 }
 
-static int parse_header(const char *hdr, npy_array *a, char *err, size_t errlen)
+static int parse_header(const char *hdr, npy_array *a, bool *fortran, char *err, size_t errlen)
 {
     if (hdr[0] != '{')
         return fail(err, errlen, "header is not a dict literal");
@@ -74,8 +74,10 @@ static int parse_header(const char *hdr, npy_array *a, char *err, size_t errlen)
     if (!fo)
         return fail(err, errlen, "header has no 'fortran_order'");
     if (strncmp(fo, "True", 4) == 0)
-        return fail(err, errlen, "Fortran-order arrays are not supported (save with C order)");
-    if (strncmp(fo, "False", 5) != 0)
+        *fortran = true;
+    else if (strncmp(fo, "False", 5) == 0)
+        *fortran = false;
+    else
         return fail(err, errlen, "header 'fortran_order' is neither True nor False");
 
     const char *sh = dict_value(hdr, "shape");
@@ -106,6 +108,33 @@ static int parse_header(const char *hdr, npy_array *a, char *err, size_t errlen)
         else if (*sh != ')')
             return fail(err, errlen, "header 'shape' is malformed");
     }
+    return 0;
+}
+
+/* Bring column-major (Fortran-order) data to row-major in place: element
+ * (i_0, ..., i_{k-1}) sits at i_0 + s_0 (i_1 + s_1 (i_2 + ...)) in the file.
+ * Returns -1 when the scratch copy cannot be allocated. */
+static int fortran_to_c(npy_array *a)
+{
+    if (a->ndim < 2 || a->numel < 2) return 0;
+    double *c = malloc(a->numel * sizeof(double));
+    if (!c) return -1;
+    size_t stride[NPY_MAX_DIMS], idx[NPY_MAX_DIMS] = {0}, f = 0;
+    stride[0] = 1;
+    for (int k = 1; k < a->ndim; k++) stride[k] = stride[k - 1] * (size_t)a->shape[k - 1];
+    for (size_t n = 0; n < a->numel; n++) {   /* walk in C order, the last index fastest */
+        c[n] = a->data[f];
+        for (int k = a->ndim - 1; k >= 0; k--) {
+            if (++idx[k] < (size_t)a->shape[k]) {
+                f += stride[k];
+                break;
+            }
+            f -= stride[k] * (idx[k] - 1);
+            idx[k] = 0;
+        }
+    }
+    free(a->data);
+    a->data = c;
     return 0;
 }
 
@@ -163,7 +192,8 @@ int npy_read(const char *path, npy_array *a, char *err, size_t errlen)
         fail(err, errlen, "corrupt header (not text ending in a newline)");
         goto out;
     }
-    if (parse_header(hdr, a, err, errlen) != 0)
+    bool fortran = false;
+    if (parse_header(hdr, a, &fortran, err, errlen) != 0)
         goto out;
 
     a->data = malloc((a->numel ? a->numel : 1) * sizeof(double));
@@ -191,6 +221,10 @@ int npy_read(const char *path, npy_array *a, char *err, size_t errlen)
     }
     if (fgetc(f) != EOF) {
         fail(err, errlen, "file has data beyond what the shape in its header says");
+        goto out;
+    }
+    if (fortran && fortran_to_c(a) != 0) {
+        fail(err, errlen, "out of memory reordering a Fortran-order array");
         goto out;
     }
     rc = 0;

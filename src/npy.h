@@ -1,11 +1,12 @@
 /*
  * npy.h -- reading and writing NumPy .npy files (format versions 1.0, 2.0, 3.0).
  *
- * Supported: little-endian float64 ('<f8') and float32 ('<f4'), C order, rank
- * 0 to NPY_MAX_DIMS. Everything is held as double in memory: float32 widens
- * exactly. Anything else (another dtype, Fortran order, a truncated or corrupt
- * header, data shorter or longer than the shape says) is refused with a
- * one-line reason, never guessed at.
+ * Supported: little-endian float64 ('<f8') and float32 ('<f4'), C or Fortran
+ * order (what np.save writes for a transposed array), rank 0 to NPY_MAX_DIMS.
+ * Everything is held as double in C (row-major) order in memory: float32
+ * widens exactly, Fortran-order data is reordered on reading. Anything else
+ * (another dtype, a truncated or corrupt header, data shorter or longer than
+ * the shape says) is refused with a one-line reason, never guessed at.
  *
  * Format reference: numpy/lib/format.py ("The .npy format", NEP 1).
  */

@@ -27,6 +27,7 @@
  */
 #include "stage3_tiled.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,10 +84,13 @@ int derive_blocks_io(long M, int d, bool backward, int *Br, int *Bc)
 //< derive-blocks-io
 
 //> tiled-forward
-void flash_forward(const double *Q, const double *K, const double *V, int N, int d,
-                   double softmax_scale, bool causal, int Br, int Bc,
-                   double *O, double *L, sram_arena *sram, io_counter *io, tile_stats *stats)
+void flash_forward(const attn_params *p, const double *Q, const double *K, const double *V,
+                   int Br, int Bc, double *O, double *L, sram_arena *sram, io_counter *io,
+                   tile_stats *stats)
 {
+    int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d;
+    double softmax_scale = p->softmax_scale;
+    attn_mask mask = attn_mask_of(p);
     /* Everything the loops touch, other than Q, K, V, O, L themselves, is
      * carved out of the arena: nothing here grows with N. */
     sram_reset(sram);
@@ -97,42 +101,48 @@ void flash_forward(const double *Q, const double *K, const double *V, int N, int
     double *Kj = sram_alloc(sram, (size_t)Bc * d, "K_j");
     double *Vj = sram_alloc(sram, (size_t)Bc * d, "V_j");
     double *Sij = sram_alloc(sram, (size_t)Br * Bc, "S_ij");
-    int Tr = ceil_div(N, Br), Tc = ceil_div(N, Bc);
+    int Tr = ceil_div(Sq, Br), Tc = ceil_div(Sk, Bc);
 
     for (int i = 0; i < Tr; i++) {                 /* outer loop: query blocks */
-        int i0 = i * Br, br = imin(Br, N - i0);
-        hbm_load(Qi, Q + (size_t)i0 * d, br, d, d, io, T_Q);
+        int i0 = i * Br, br = imin(Br, Sq - i0);
+        //> forward-skip
+        /* The key blocks [jb, je) that hold a key some row of this block
+         * sees: all Tc without a mask; under causal, none wholly in the
+         * future. The rest are never loaded. */
+        int jb, je, visits = mask_key_blocks(mask, i0, i0 + br, Bc, &jb, &je);
+        if (stats) stats->tiles_skipped += (uint64_t)(Tc - visits);
+        if (visits) hbm_load(Qi, Q + (size_t)i0 * d, br, d, d, io, T_Q);
+        //< forward-skip
         for (int r = 0; r < br; r++) {
             m[r] = -INFINITY;
             l[r] = 0.0;
             for (int c = 0; c < d; c++) Oi[(size_t)r * d + c] = 0.0;
         }
-        for (int j = 0; j < Tc; j++) {             /* inner loop: key/value blocks */
-            int j0 = j * Bc, bc = imin(Bc, N - j0);
-            /* Causal: a key block that starts after this query block's last
-             * row is entirely in the future, and so is every later one. */
-            if (causal && j0 > i0 + br - 1) {
-                if (stats) stats->tiles_skipped += (uint64_t)(Tc - j);
-                break;
-            }
+        for (int j = jb; j < je; j++) {            /* inner loop: key/value blocks */
+            int j0 = j * Bc, bc = imin(Bc, Sk - j0);
             hbm_load(Kj, K + (size_t)j0 * d, bc, d, d, io, T_K);
             hbm_load(Vj, V + (size_t)j0 * d, bc, d, d, io, T_V);
 
-            /* The score tile, born and consumed in SRAM. */
+            /* The score tile, born and consumed in SRAM; a hidden key's
+             * score is -inf. Only tiles the mask cuts need the test. */
+            bool whole = mask_tile_unmasked(mask, i0, i0 + br, j0, j0 + bc);
             for (int r = 0; r < br; r++)
                 for (int c = 0; c < bc; c++) {
                     double s = 0.0;
                     for (int k = 0; k < d; k++) s += Qi[(size_t)r * d + k] * Kj[(size_t)c * d + k];
-                    Sij[(size_t)r * bc + c] =
-                        (causal && j0 + c > i0 + r) ? -INFINITY : s * softmax_scale;
+                    Sij[(size_t)r * bc + c] = whole || mask_visible(mask, i0 + r, j0 + c)
+                                                  ? s * softmax_scale : -INFINITY;
                 }
-            /* Stage 2's update, row by row: rescale by alpha, add this tile. */
+            /* Stage 2's update, row by row: rescale by alpha, add this tile.
+             * A row that sees nothing in this tile keeps its state (the
+             * update's guard against -inf - -inf). */
             for (int r = 0; r < br; r++)
                 online_softmax_update(&m[r], &l[r], Oi + (size_t)r * d, Sij + (size_t)r * bc,
                                       Vj, bc, d, d, NULL);
             if (stats) stats->tiles_visited++;
         }
-        /* Normalize once; L = m + log l replaces the row's N probabilities. */
+        /* Normalize once; L = m + log l replaces the row's N probabilities.
+         * A row that saw no key gets O = 0 and L = -inf. */
         for (int r = 0; r < br; r++)
             online_softmax_finalize(m[r], l[r], Oi + (size_t)r * d, d, &m[r]);
         hbm_store(O + (size_t)i0 * d, Oi, br, d, d, io, T_O);
@@ -142,11 +152,15 @@ void flash_forward(const double *Q, const double *K, const double *V, int N, int
 //< tiled-forward
 
 //> tiled-backward
-void flash_backward(const double *Q, const double *K, const double *V, const double *O,
-                    const double *L, const double *dO, int N, int d, double softmax_scale,
-                    bool causal, int Br, int Bc, double *dQ, double *dK, double *dV,
-                    double *D, sram_arena *sram, io_counter *io, tile_stats *stats)
+void flash_backward(const attn_params *p, const double *Q, const double *K, const double *V,
+                    const double *O, const double *L, const double *dO, int Br, int Bc,
+                    double *dQ, double *dK, double *dV, double *D, sram_arena *sram,
+                    io_counter *io, tile_stats *stats)
 {
+    int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d, G = p->H / p->H_kv;
+    double softmax_scale = p->softmax_scale;
+    attn_mask mask = attn_mask_of(p);
+    size_t qd = (size_t)Sq * d;   /* one query head of Q, O, dO, dQ */
     sram_reset(sram);
     double *Kj = sram_alloc(sram, (size_t)Bc * d, "K_j");
     double *Vj = sram_alloc(sram, (size_t)Bc * d, "V_j");
@@ -159,51 +173,66 @@ void flash_backward(const double *Q, const double *K, const double *V, const dou
     double *Di = sram_alloc(sram, (size_t)Br, "D_i");
     double *Pij = sram_alloc(sram, (size_t)Br * Bc, "P_ij");
     double *dSij = sram_alloc(sram, (size_t)Br * Bc, "dP_ij, then dS_ij");
-    int Tr = ceil_div(N, Br), Tc = ceil_div(N, Bc);
+    int Tr = ceil_div(Sq, Br), Tc = ceil_div(Sk, Bc);
 
     /* D_i = dO_i . O_i, once per row (it equals sum_j P_ij dP_ij). The O
-     * block passes through Q_i's tile, which is free until the main loop. */
-    for (int i = 0; i < Tr; i++) {
-        int i0 = i * Br, br = imin(Br, N - i0);
-        hbm_load(dOi, dO + (size_t)i0 * d, br, d, d, io, T_dO);
-        hbm_load(Qi, O + (size_t)i0 * d, br, d, d, io, T_O);
-        for (int r = 0; r < br; r++) {
-            double s = 0.0;
-            for (int k = 0; k < d; k++) s += dOi[(size_t)r * d + k] * Qi[(size_t)r * d + k];
-            Di[r] = s;
+     * block passes through Q_i's tile, which is free until the main loop.
+     * A query block that sees no key gets dQ = 0 here: no key block will
+     * visit it. */
+    for (int h = 0; h < G; h++)
+        for (int i = 0; i < Tr; i++) {
+            int i0 = i * Br, br = imin(Br, Sq - i0), kb, ke;
+            hbm_load(dOi, dO + h * qd + (size_t)i0 * d, br, d, d, io, T_dO);
+            hbm_load(Qi, O + h * qd + (size_t)i0 * d, br, d, d, io, T_O);
+            for (int r = 0; r < br; r++) {
+                double s = 0.0;
+                for (int k = 0; k < d; k++) s += dOi[(size_t)r * d + k] * Qi[(size_t)r * d + k];
+                Di[r] = s;
+            }
+            hbm_store(D + (size_t)h * Sq + i0, Di, br, 1, 1, io, T_D);
+            if (!mask_key_blocks(mask, i0, i0 + br, Bc, &kb, &ke)) {
+                for (size_t x = 0; x < (size_t)br * d; x++) dQi[x] = 0.0;
+                hbm_store(dQ + h * qd + (size_t)i0 * d, dQi, br, d, d, io, T_dQ);
+            }
         }
-        hbm_store(D + i0, Di, br, 1, 1, io, T_D);
-    }
 
     for (int j = 0; j < Tc; j++) {                 /* outer loop: key/value blocks */
-        int j0 = j * Bc, bc = imin(Bc, N - j0);
-        hbm_load(Kj, K + (size_t)j0 * d, bc, d, d, io, T_K);
-        hbm_load(Vj, V + (size_t)j0 * d, bc, d, d, io, T_V);
+        int j0 = j * Bc, bc = imin(Bc, Sk - j0);
+        //> backward-skip
+        /* The query blocks [ib, ie) that see a key of this block; a key
+         * block nobody sees gets dK_j = dV_j = 0 without reading K_j, V_j. */
+        int ib, ie, visits = mask_query_blocks(mask, j0, j0 + bc, Br, &ib, &ie);
+        if (stats) stats->tiles_skipped += (uint64_t)G * (uint64_t)(Tr - visits);
+        if (visits) {
+            hbm_load(Kj, K + (size_t)j0 * d, bc, d, d, io, T_K);
+            hbm_load(Vj, V + (size_t)j0 * d, bc, d, d, io, T_V);
+        }
         for (size_t x = 0; x < (size_t)bc * d; x++) dKj[x] = dVj[x] = 0.0;
 
-        /* Causal: query blocks that end before key j0 cannot see this block. */
-        int i_start = causal ? j0 / Br : 0;
-        if (stats) stats->tiles_skipped += (uint64_t)i_start;
-        for (int i = i_start; i < Tr; i++) {       /* inner loop: query blocks */
-            int i0 = i * Br, br = imin(Br, N - i0);
-            hbm_load(Qi, Q + (size_t)i0 * d, br, d, d, io, T_Q);
-            hbm_load(dOi, dO + (size_t)i0 * d, br, d, d, io, T_dO);
-            hbm_load(Li, L + i0, br, 1, 1, io, T_L);
-            hbm_load(Di, D + i0, br, 1, 1, io, T_D);
+        for (int h = 0; h < G; h++)                /* the query heads that share K_j, V_j */
+        for (int i = ib; i < ie; i++) {            /* inner loop: query blocks */
+        //< backward-skip
+            int i0 = i * Br, br = imin(Br, Sq - i0);
+            hbm_load(Qi, Q + h * qd + (size_t)i0 * d, br, d, d, io, T_Q);
+            hbm_load(dOi, dO + h * qd + (size_t)i0 * d, br, d, d, io, T_dO);
+            hbm_load(Li, L + (size_t)h * Sq + i0, br, 1, 1, io, T_L);
+            hbm_load(Di, D + (size_t)h * Sq + i0, br, 1, 1, io, T_D);
 
-            /* Rebuild P from S and L: exp(S - L) is already normalized. */
+            /* Rebuild P from S and L: exp(S - L) is already normalized. A
+             * hidden key, or a row that sees no key (L = -inf), gives 0. */
+            bool whole = mask_tile_unmasked(mask, i0, i0 + br, j0, j0 + bc);
             for (int r = 0; r < br; r++)
                 for (int c = 0; c < bc; c++) {
                     double s = 0.0;
                     for (int k = 0; k < d; k++) s += Qi[(size_t)r * d + k] * Kj[(size_t)c * d + k];
-                    bool masked = (causal && j0 + c > i0 + r) || Li[r] == -INFINITY;
-                    Pij[(size_t)r * bc + c] = masked ? 0.0 : exp(s * softmax_scale - Li[r]);
+                    bool hidden = !(whole || mask_visible(mask, i0 + r, j0 + c)) || Li[r] == -INFINITY;
+                    Pij[(size_t)r * bc + c] = hidden ? 0.0 : exp(s * softmax_scale - Li[r]);
                 }
             /* dV_j += P^T dO_i */
             for (int r = 0; r < br; r++)
                 for (int c = 0; c < bc; c++) {
-                    double p = Pij[(size_t)r * bc + c];
-                    for (int k = 0; k < d; k++) dVj[(size_t)c * d + k] += p * dOi[(size_t)r * d + k];
+                    double p_rc = Pij[(size_t)r * bc + c];
+                    for (int k = 0; k < d; k++) dVj[(size_t)c * d + k] += p_rc * dOi[(size_t)r * d + k];
                 }
             /* dP = dO_i V_j^T, then dS = P * (dP - D) in the same tile */
             for (int r = 0; r < br; r++)
@@ -219,84 +248,149 @@ void flash_backward(const double *Q, const double *K, const double *V, const dou
                     for (int k = 0; k < d; k++) dKj[(size_t)c * d + k] += g * Qi[(size_t)r * d + k];
                 }
             /* dQ_i += scale * dS K_j, accumulated in slow memory across key
-             * blocks; the first key block starts it instead of reading it. */
-            if (j == 0)
+             * blocks; the query block's first key block starts it instead of
+             * reading it. */
+            int kb, ke;
+            mask_key_blocks(mask, i0, i0 + br, Bc, &kb, &ke);
+            if (j == kb)
                 for (size_t x = 0; x < (size_t)br * d; x++) dQi[x] = 0.0;
             else
-                hbm_load(dQi, dQ + (size_t)i0 * d, br, d, d, io, T_dQ);
+                hbm_load(dQi, dQ + h * qd + (size_t)i0 * d, br, d, d, io, T_dQ);
             for (int r = 0; r < br; r++)
                 for (int c = 0; c < bc; c++) {
                     double g = dSij[(size_t)r * bc + c] * softmax_scale;
                     for (int k = 0; k < d; k++) dQi[(size_t)r * d + k] += g * Kj[(size_t)c * d + k];
                 }
-            hbm_store(dQ + (size_t)i0 * d, dQi, br, d, d, io, T_dQ);
+            hbm_store(dQ + h * qd + (size_t)i0 * d, dQi, br, d, d, io, T_dQ);
             if (stats) stats->tiles_visited++;
         }
-        /* dK_j and dV_j are complete: every query block has been seen. */
+        /* dK_j and dV_j are complete: every query block of every head of the
+         * group has been seen. */
         hbm_store(dK + (size_t)j0 * d, dKj, bc, d, d, io, T_dK);
         hbm_store(dV + (size_t)j0 * d, dVj, bc, d, d, io, T_dV);
     }
 }
 //< tiled-backward
 
-//> tiled-io-formula
-uint64_t flash_forward_io_formula(int64_t N, int64_t d, int64_t Br, int64_t Bc, bool causal)
+void flash_attention_all_heads(const attn_params *p, const double *Q, const double *K,
+                               const double *V, const double *dO, flash_blocks b, double *O,
+                               double *L, double *dQ, double *dK, double *dV, sram_arena *sram,
+                               io_counter *io_f, io_counter *io_b, tile_stats *st_f,
+                               tile_stats *st_b, double *t_f, double *t_b)
 {
-    int64_t Tr = (N + Br - 1) / Br;
-    if (!causal) return (uint64_t)(2 * N * d * (Tr + 1) + N);
-    int64_t kv_rows = 0;   /* keys read, summed over query blocks */
-    for (int64_t i = 0; i < Tr; i++) {
-        int64_t e = (i + 1) * Br < N ? (i + 1) * Br : N;   /* end of query block i */
-        int64_t keys = Bc * ((e - 1) / Bc + 1);
-        kv_rows += keys < N ? keys : N;
-    }
-    return (uint64_t)(2 * N * d + N + 2 * d * kv_rows);
+    int G = p->H / p->H_kv;
+    double tf = 0, tb = 0;
+    double *D = dQ ? xmalloc((size_t)G * p->seqlen_q, sizeof(double), "D") : NULL;
+    for (int bi = 0; bi < p->B; bi++)
+        for (int g = 0; g < p->H_kv; g++) {
+            int h0 = g * G;   /* the group's first query head */
+            size_t ko = attn_kv_offset(p, bi, h0);
+            double t0 = now_seconds();
+            for (int h = h0; h < h0 + G; h++)
+                flash_forward(p, Q + attn_q_offset(p, bi, h), K + ko, V + ko, b.fBr, b.fBc,
+                              O + attn_q_offset(p, bi, h), L + attn_row_offset(p, bi, h), sram,
+                              io_f, st_f);
+            double t1 = now_seconds();
+            if (dQ) {
+                size_t qo = attn_q_offset(p, bi, h0), ro = attn_row_offset(p, bi, h0);
+                poison(D, (size_t)G * p->seqlen_q);
+                flash_backward(p, Q + qo, K + ko, V + ko, O + qo, L + ro, dO + qo, b.bBr, b.bBc,
+                               dQ + qo, dK + ko, dV + ko, D, sram, io_b, st_b);
+            }
+            tf += t1 - t0;
+            tb += now_seconds() - t1;
+        }
+    if (t_f) *t_f = tf;
+    if (t_b) *t_b = tb;
+    free(D);
 }
 
-uint64_t flash_backward_io_formula(int64_t N, int64_t d, int64_t Br, int64_t Bc, bool causal)
+//> tiled-io-formula
+uint64_t flash_forward_io_formula(const attn_params *p, int Br, int Bc)
 {
-    int64_t Tc = (N + Bc - 1) / Bc;
-    if (!causal) return (uint64_t)(5 * N * d + N + Tc * (4 * N * d + 2 * N));
-    int64_t total = 6 * N * d + N;
-    for (int64_t j = 0; j < Tc; j++) {
-        int64_t R = N - Br * ((j * Bc) / Br);   /* query rows key block j reaches */
-        total += R * (3 * d + 2) + (j > 0 ? R * d : 0);
-    }
-    return (uint64_t)total;
+    attn_mask m = attn_mask_of(p);
+    int64_t Sq = p->seqlen_q, d = p->d;
+    int64_t R = mask_query_rows_active(m, Br);      /* rows whose Q is read */
+    int64_t KR = mask_key_rows_read(m, Br, Bc);     /* K, V rows read, over query blocks */
+    int64_t per_head = R * d + 2 * KR * d + Sq * d + Sq;
+    return (uint64_t)((int64_t)p->B * p->H * per_head);
+}
+
+uint64_t flash_backward_io_formula(const attn_params *p, int Br, int Bc)
+{
+    attn_mask m = attn_mask_of(p);
+    int64_t Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d;
+    int64_t R = mask_query_rows_active(m, Br);
+    int64_t QR = mask_query_rows_read(m, Br, Bc);   /* Q, dO, L, D rows read, over key blocks */
+    int64_t C = mask_key_rows_active(m, Bc);        /* K, V rows read, once per kv head */
+    int64_t per_q_head = 2 * Sq * d + Sq + (Sq - R) * d + QR * (3 * d + 2) + (QR - R) * d;
+    int64_t per_kv_head = 2 * C * d + 2 * Sk * d;
+    return (uint64_t)((int64_t)p->B * (p->H * per_q_head + p->H_kv * per_kv_head));
+}
+
+uint64_t flash_tiles_formula(const attn_params *p, int Br, int Bc)
+{
+    return (uint64_t)((int64_t)p->B * p->H * mask_tiles_visited(attn_mask_of(p), Br, Bc));
 }
 //< tiled-io-formula
 
-/* ------------------------------------------------------------------------- */
-/* The demonstration program                                                  */
-/* ------------------------------------------------------------------------- */
-#ifndef STAGE_NO_MAIN
-
-#define DEFAULT_M 16384L   /* elements: 128 KiB of fp64, an SM's shared memory */
-
-static const char USAGE[] =
-    "stage3: tiled FlashAttention on the CPU, forward and backward, against naive attention\n"
-    "usage: ./stage3 [options]\n"
-    "With no options: the real input (all-MiniLM-L6-v2 Q, K, V, dO; every head), M = 16384\n"
-    "elements of SRAM, Br and Bc derived from M. Exit 0 only if every check passes.\n"
-    "--sweep io|blocks writes --csv (see make sweep).";
-
-/* Block sizes for forward and backward from the options; exits 2 on a bad
- * combination. Explicit --br/--bc serve both passes. */
-typedef struct { int fBr, fBc, bBr, bBc; long M; } blocks_t;
-
-static blocks_t choose_blocks(const options *opt, int d, int N)
+//> tolerances
+flash_errors flash_errors_vs(const attn_problem *in, const double *O, const double *L,
+                             const double *dQ, const double *dK, const double *dV,
+                             const double *rO, const double *rL, const double *rdQ,
+                             const double *rdK, const double *rdV)
 {
-    blocks_t b;
+    const attn_params *p = &in->params;
+    size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);
+    flash_errors e = {0, 0, 0, 0, 0};
+    /* O is a convex combination of rows of V: its rounding scales with
+     * max|V|, however small O itself comes out. L = m + log l rounds
+     * relative to its own size, and log l is O(1). */
+    double mV = max_abs_finite(in->V, nkv);
+    e.O = rel_err(O, rO, nq, mV);
+    e.L = rel_err(L, rL, rows, fmax(1.0, max_abs_finite(rL, rows)));
+    if (dQ) {
+        /* A gradient is a sum of terms whose size the inputs set: dV of
+         * P dO (|dO|), dQ and dK of scale P (dP - D) K or Q, with
+         * |dP - D| of order |dO| |V|. When the terms cancel (equal keys give
+         * dQ = 0 exactly), max|ref| is rounding noise and no scale at all, so
+         * the larger of the two is the scale. */
+        double mdO = max_abs_finite(in->dO, nq), s = p->softmax_scale * mdO * mV;
+        e.dQ = rel_err(dQ, rdQ, nq, fmax(max_abs_finite(rdQ, nq), s * max_abs_finite(in->K, nkv)));
+        e.dK = rel_err(dK, rdK, nkv, fmax(max_abs_finite(rdK, nkv), s * max_abs_finite(in->Q, nq)));
+        e.dV = rel_err(dV, rdV, nkv, fmax(max_abs_finite(rdV, nkv), mdO));
+    }
+    return e;
+}
+
+double flash_backward_tol(const double *L, size_t rows)
+{
+    /* P = exp(S - L) with L rounded to within half an ulp of |L|: each P
+     * carries a relative error of about eps |L|, which no care in the
+     * backward can remove once only L is kept (see the chapter). */
+    return FLASH_BWD_TOL + FLASH_BWD_L_FACTOR * DBL_EPSILON * max_abs_finite(L, rows);
+}
+//< tolerances
+
+flash_blocks flash_blocks_from_options(const options *opt, const attn_params *p, long *M)
+{
+    flash_blocks b;
+    int d = p->d;
     if (!!(opt->given & OPT_BR) != !!(opt->given & OPT_BC))
         fatal(EXIT_BAD_INPUT, "--br and --bc go together (or give neither and derive them from --sram)");
     if ((opt->given & OPT_BR) && (opt->given & OPT_RULE))
         fatal(EXIT_BAD_INPUT, "--rule derives Br and Bc from --sram; it does not go with --br/--bc");
     if (opt->given & OPT_BR) {
-        /* A block longer than the sequence only wastes SRAM: cut it to N. */
-        int Br = imin(opt->Br, N), Bc = imin(opt->Bc, N);
-        if (Br != opt->Br || Bc != opt->Bc)
-            printf("  (--br %d --bc %d exceed N = %d: using Br = %d, Bc = %d)\n", opt->Br,
-                   opt->Bc, N, Br, Bc);
+        /* A block longer than the sequence only wastes SRAM: cut it. */
+        int Br = imin(opt->Br, p->seqlen_q), Bc = imin(opt->Bc, p->seqlen_k);
+        if (Br != opt->Br || Bc != opt->Bc) {
+            if (p->seqlen_q == p->seqlen_k)
+                printf("  (--br %d --bc %d exceed N = %d: using Br = %d, Bc = %d)\n", opt->Br,
+                       opt->Bc, p->seqlen_q, Br, Bc);
+            else
+                printf("  (--br %d --bc %d exceed seqlen_q = %d or seqlen_k = %d: using Br = %d, "
+                       "Bc = %d)\n", opt->Br, opt->Bc, p->seqlen_q, p->seqlen_k, Br, Bc);
+        }
         b.fBr = b.bBr = Br;
         b.fBc = b.bBc = Bc;
         size_t need = flash_backward_sram_elements(Br, Bc, d);
@@ -305,17 +399,29 @@ static blocks_t choose_blocks(const options *opt, int d, int N)
         if ((opt->given & OPT_SRAM) && need > (size_t)opt->M)
             fatal(EXIT_BAD_INPUT, "--sram %ld: tiles Br = %d, Bc = %d at d = %d need %zu elements",
                   opt->M, Br, Bc, d, need);
-        b.M = (opt->given & OPT_SRAM) ? opt->M : (long)need;
+        *M = (opt->given & OPT_SRAM) ? opt->M : (long)need;
         return b;
     }
-    b.M = (opt->given & OPT_SRAM) ? opt->M : DEFAULT_M;
+    *M = (opt->given & OPT_SRAM) ? opt->M : FLASH_DEFAULT_M;
     int (*rule)(long, int, bool, int *, int *) =
         strcmp(opt->rule, "io") ? derive_blocks : derive_blocks_io;
-    if (rule(b.M, d, false, &b.fBr, &b.fBc) != 0 || rule(b.M, d, true, &b.bBr, &b.bBc) != 0)
+    if (rule(*M, d, false, &b.fBr, &b.fBc) != 0 || rule(*M, d, true, &b.bBr, &b.bBc) != 0)
         fatal(EXIT_BAD_INPUT, "--sram %ld: M is too small for one tile at d = %d (the backward "
-              "needs at least %zu elements)", b.M, d, flash_backward_sram_elements(1, 1, d));
+              "needs at least %zu elements)", *M, d, flash_backward_sram_elements(1, 1, d));
     return b;
 }
+
+/* ------------------------------------------------------------------------- */
+/* The demonstration program                                                  */
+/* ------------------------------------------------------------------------- */
+#ifndef STAGE_NO_MAIN
+
+static const char USAGE[] =
+    "stage3: tiled FlashAttention on the CPU, forward and backward, against naive attention\n"
+    "usage: ./stage3 [options]\n"
+    "With no options: the real input (all-MiniLM-L6-v2 Q, K, V, dO; every head), M = 16384\n"
+    "elements of SRAM, Br and Bc derived from M. Exit 0 only if every check passes.\n"
+    "--sweep io|blocks writes --csv (see make sweep).";
 
 static int report(const char *what, double err, double tol)
 {
@@ -324,87 +430,59 @@ static int report(const char *what, double err, double tol)
     return ok ? 0 : 1;
 }
 
-/* Tiled forward and backward over every head; returns wall times. */
-static void tiled_all_heads(const attn_problem *p, double scale, bool causal, blocks_t b,
-                            double *O, double *L, double *dQ, double *dK, double *dV,
-                            sram_arena *sram, io_counter *io_f, io_counter *io_b,
-                            tile_stats *st_f, tile_stats *st_b, double *t_f, double *t_b)
-{
-    attn_shape s = p->shape;
-    size_t nd = (size_t)s.N * s.d;
-    double *D = xmalloc((size_t)s.N, sizeof(double), "D");
-    *t_f = *t_b = 0;
-    for (int bh = 0; bh < s.B * s.H; bh++) {
-        size_t off = (size_t)bh * nd, loff = (size_t)bh * s.N;
-        double t0 = now_seconds();
-        flash_forward(p->Q + off, p->K + off, p->V + off, s.N, s.d, scale, causal, b.fBr, b.fBc,
-                      O + off, L + loff, sram, io_f, st_f);
-        double t1 = now_seconds();
-        if (dQ) {
-            poison(D, (size_t)s.N);
-            flash_backward(p->Q + off, p->K + off, p->V + off, O + off, L + loff, p->dO + off,
-                           s.N, s.d, scale, causal, b.bBr, b.bBc, dQ + off, dK + off, dV + off,
-                           D, sram, io_b, st_b);
-        }
-        *t_f += t1 - t0;
-        *t_b += now_seconds() - t1;
-    }
-    free(D);
-}
-
 /* One naive and one tiled run of a random (1, 1, N, d) problem, forward and
  * backward, written as CSV rows. Returns the number of counted != formula. */
-static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, bool with_naive,
-                       const char *label)
+static int sweep_point(FILE *csv, const options *opt, int N, int d, flash_blocks b, long M,
+                       bool with_naive, const char *label)
 {
     options o = *opt;
     o.N = N;
     o.d = d;
     o.batch = o.heads = 1;
     o.given |= OPT_N | OPT_D;
-    attn_problem p;
-    load_problem(&o, &p);
-    size_t n = shape_numel(p.shape);
+    attn_problem prob;
+    load_problem(&o, &prob);
+    const attn_params *p = &prob.params;
+    size_t n = attn_q_numel(p);
     double *buf = xmalloc(5 * n + (size_t)N, sizeof(double), "sweep buffers");
     double *O = buf, *dQ = buf + n, *dK = buf + 2 * n, *dV = buf + 3 * n, *L = buf + 4 * n;
-    double scale = 1.0 / sqrt((double)d);
-    int bad = 0;
+    int causal = attn_is_causal(p), bad = 0;
     if (with_naive) {
         io_counter nf, nb;
         io_reset(&nf);
         io_reset(&nb);
         double t_nf, t_nb;
-        naive_attention_all_heads(p.Q, p.K, p.V, p.dO, p.shape, scale, o.causal, O, L, dQ, dK,
-                                  dV, &nf, &nb, &t_nf, &t_nb);
+        naive_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, O, L, dQ, dK, dV, &nf, &nb,
+                                  &t_nf, &t_nb);
         uint64_t fwd = io_total(&nf), bwd = io_total(&nb);
-        uint64_t ff = naive_forward_io_formula(N, d), bf = naive_backward_io_formula(N, d);
-        fprintf(csv, "naive,forward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", o.causal, N, d,
+        uint64_t ff = naive_forward_io_formula(p), bf = naive_backward_io_formula(p);
+        fprintf(csv, "naive,forward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", causal, N, d,
                 (unsigned long long)fwd, (unsigned long long)ff, 8ull * fwd, t_nf);
-        fprintf(csv, "naive,backward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", o.causal, N, d,
+        fprintf(csv, "naive,backward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", causal, N, d,
                 (unsigned long long)bwd, (unsigned long long)bf, 8ull * bwd, t_nb);
         bad += (fwd != ff) + (bwd != bf);
     }
     sram_arena sram;
-    sram_init(&sram, (size_t)b.M);
+    sram_init(&sram, (size_t)M);
     io_counter tf, tb;
     io_reset(&tf);
     io_reset(&tb);
     double t_f, t_b;
-    tiled_all_heads(&p, scale, o.causal, b, O, L, dQ, dK, dV, &sram, &tf, &tb, NULL, NULL, &t_f,
-                    &t_b);
-    uint64_t ff = flash_forward_io_formula(N, d, b.fBr, b.fBc, o.causal);
-    uint64_t bf = flash_backward_io_formula(N, d, b.bBr, b.bBc, o.causal);
-    fprintf(csv, "%s,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, o.causal, N,
-            d, b.M, b.fBr, b.fBc, (unsigned long long)io_total(&tf), (unsigned long long)ff,
+    flash_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, b, O, L, dQ, dK, dV, &sram, &tf,
+                              &tb, NULL, NULL, &t_f, &t_b);
+    uint64_t ff = flash_forward_io_formula(p, b.fBr, b.fBc);
+    uint64_t bf = flash_backward_io_formula(p, b.bBr, b.bBc);
+    fprintf(csv, "%s,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, causal, N,
+            d, M, b.fBr, b.fBc, (unsigned long long)io_total(&tf), (unsigned long long)ff,
             8ull * io_total(&tf), sram.high_water, t_f);
-    fprintf(csv, "%s,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, o.causal, N,
-            d, b.M, b.bBr, b.bBc, (unsigned long long)io_total(&tb), (unsigned long long)bf,
+    fprintf(csv, "%s,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, causal, N,
+            d, M, b.bBr, b.bBc, (unsigned long long)io_total(&tb), (unsigned long long)bf,
             8ull * io_total(&tb), sram.high_water, t_b);
     fflush(csv);
-    bad += (io_total(&tf) != ff) + (io_total(&tb) != bf) + (sram.high_water > (size_t)b.M);
+    bad += (io_total(&tf) != ff) + (io_total(&tb) != bf) + (sram.high_water > (size_t)M);
     sram_free(&sram);
     free(buf);
-    free_problem(&p);
+    free_problem(&prob);
     return bad;
 }
 
@@ -412,12 +490,20 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, 
     "algorithm,pass,causal,N,d,M,Br,Bc,counted_elements,formula_elements,bytes_fp64," \
     "sram_high_water,wall_s"
 
+/* Blocks for a sweep point of length N: --br/--bc or --sram as options say. */
+static flash_blocks sweep_blocks(const options *o, int d, int N, long *M)
+{
+    attn_params p = attn_params_make(1, 1, N, d, 1.0);
+    return flash_blocks_from_options(o, &p, M);
+}
+
 /* --sweep io: traffic over N (M fixed) and over M (N fixed). --sweep blocks:
  * Br = Bc over powers of two at one N, with wall time. d is --d or 64. */
 static int run_sweep(const options *opt, int argc, char **argv)
 {
     if (!opt->csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
     int d = (opt->given & OPT_D) ? opt->d : 64, bad = 0;
+    long M;
     FILE *csv = csv_open(opt->csv, argc, argv, SWEEP_HEADER);
     if (!strcmp(opt->sweep, "io")) {
         static const int Ns[] = {128, 256, 512, 1024, 2048, 4096};
@@ -426,9 +512,10 @@ static int run_sweep(const options *opt, int argc, char **argv)
         for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++) {
             options o = *opt;
             o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
-            o.M = DEFAULT_M;
+            o.M = FLASH_DEFAULT_M;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", Ns[a], o.M);
-            bad += sweep_point(csv, &o, Ns[a], d, choose_blocks(&o, d, Ns[a]), true, "tiled");
+            flash_blocks b = sweep_blocks(&o, d, Ns[a], &M);
+            bad += sweep_point(csv, &o, Ns[a], d, b, M, true, "tiled");
         }
         for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
             options o = *opt;
@@ -436,12 +523,13 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.M = Ms[a];
             if (derive_blocks(o.M, d, true, &(int){0}, &(int){0}) != 0) continue;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", N_fixed, o.M);
-            bad += sweep_point(csv, &o, N_fixed, d, choose_blocks(&o, d, N_fixed), a == 0, "tiled");
+            flash_blocks b = sweep_blocks(&o, d, N_fixed, &M);
+            bad += sweep_point(csv, &o, N_fixed, d, b, M, a == 0, "tiled");
             /* the same M with the blocks that minimize the model's count */
-            blocks_t io = {0, 0, 0, 0, o.M};
+            flash_blocks io = {0, 0, 0, 0};
             derive_blocks_io(o.M, d, false, &io.fBr, &io.fBc);
             derive_blocks_io(o.M, d, true, &io.bBr, &io.bBc);
-            bad += sweep_point(csv, &o, N_fixed, d, io, false, "tiled-io");
+            bad += sweep_point(csv, &o, N_fixed, d, io, o.M, false, "tiled-io");
         }
     } else if (!strcmp(opt->sweep, "blocks")) {
         int N = (opt->given & OPT_N) ? opt->N : 2048;
@@ -450,7 +538,8 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.given = (o.given & ~(unsigned)OPT_SRAM) | OPT_BR | OPT_BC;
             o.Br = o.Bc = B;
             fprintf(stderr, "sweep blocks: N = %d, Br = Bc = %d\n", N, B);
-            bad += sweep_point(csv, &o, N, d, choose_blocks(&o, d, N), B == 4, "tiled");
+            flash_blocks b = sweep_blocks(&o, d, N, &M);
+            bad += sweep_point(csv, &o, N, d, b, M, B == 4, "tiled");
         }
     } else {
         fatal(EXIT_BAD_INPUT, "--sweep: expected 'io' or 'blocks', got '%s'", opt->sweep);
@@ -465,99 +554,113 @@ int main(int argc, char **argv)
 {
     options opt;
     parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
+                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
                       OPT_SWEEP | OPT_CSV | OPT_RULE,
                   USAGE, &opt);
-    if (opt.sweep) return run_sweep(&opt, argc, argv);
+    if (opt.sweep) {
+        if (opt.given & (OPT_MASKS & ~(unsigned)OPT_CAUSAL))
+            fatal(EXIT_BAD_INPUT, "--sweep io|blocks runs square problems (--causal or none); "
+                  "masks and lengths are swept by ./stage6 --sweep window");
+        return run_sweep(&opt, argc, argv);
+    }
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
 
+    naive_require_size_flags(&opt);   /* the reference is naive */
     char origin[64];
-    snprintf(origin, sizeof origin, "--n %d", opt.N);
-    if (opt.given & OPT_N) naive_require_size(opt.N, origin);   /* the reference is naive */
-    attn_problem p;
-    load_problem(&opt, &p);
-    attn_shape s = p.shape;
-    snprintf(origin, sizeof origin, "the input's N = %d", s.N);
-    naive_require_size(s.N, origin);
-    blocks_t b = choose_blocks(&opt, s.d, s.N);
-    double scale = effective_scale(&opt, s.d);
-    size_t n = shape_numel(s), rows = shape_rows(s);
-    uint64_t BH = (uint64_t)s.B * s.H;
+    attn_problem prob;
+    load_problem(&opt, &prob);
+    const attn_params *p = &prob.params;
+    snprintf(origin, sizeof origin, "the input's N = %d", p->seqlen_q);
+    naive_require_size(p, origin);
+    long M;
+    flash_blocks b = flash_blocks_from_options(&opt, p, &M);
+    size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);
+    int d = p->d;
 
-    printf("stage3: tiled FlashAttention (CPU, fp64), %s\n", p.source);
-    printf("  shape (B, H, N, d) = (%d, %d, %d, %d), softmax_scale = %.6g, causal = %s\n", s.B,
-           s.H, s.N, s.d, scale, opt.causal ? "yes" : "no");
+    printf("stage3: tiled FlashAttention (CPU, fp64), %s\n", prob.source);
+    if (p->seqlen_q == p->seqlen_k && p->H_kv == p->H)
+        printf("  shape (B, H, N, d) = (%d, %d, %d, %d), softmax_scale = %.6g, causal = %s%s\n",
+               p->B, p->H, p->seqlen_q, d, p->softmax_scale, attn_is_causal(p) ? "yes" : "no",
+               attn_is_masked(p) && !attn_is_causal(p) ? ", window set (see stage6)" : "");
+    else
+        printf("  B = %d, H = %d, H_kv = %d, seqlen_q = %d, seqlen_k = %d, d = %d, softmax_scale "
+               "= %.6g, window = (%d, %d)\n", p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, d,
+               p->softmax_scale, p->window_size_left, p->window_size_right);
     printf("  SRAM M = %ld elements, rule %s; forward Br = %d, Bc = %d (%zu elements); "
-           "backward Br = %d, Bc = %d (%zu elements)\n\n", b.M,
+           "backward Br = %d, Bc = %d (%zu elements)\n\n", M,
            (opt.given & OPT_BR) ? "--br/--bc" : opt.rule, b.fBr, b.fBc,
-           flash_forward_sram_elements(b.fBr, b.fBc, s.d), b.bBr, b.bBc,
-           flash_backward_sram_elements(b.bBr, b.bBc, s.d));
+           flash_forward_sram_elements(b.fBr, b.fBc, d), b.bBr, b.bBc,
+           flash_backward_sram_elements(b.bBr, b.bBc, d));
 
-    /* The reference: stage 1, every N x N matrix materialized. */
-    double *ref = xmalloc(4 * n + rows, sizeof(double), "naive outputs");
-    double *rO = ref, *rdQ = ref + n, *rdK = ref + 2 * n, *rdV = ref + 3 * n, *rL = ref + 4 * n;
+    /* The reference: stage 1, every score matrix materialized. */
+    double *ref = xmalloc(2 * nq + 2 * nkv + rows, sizeof(double), "naive outputs");
+    double *rO = ref, *rdQ = rO + nq, *rdK = rdQ + nq, *rdV = rdK + nkv, *rL = rdV + nkv;
     io_counter nf, nb;
     io_reset(&nf);
     io_reset(&nb);
     double t_naive_f, t_naive_b;
-    naive_attention_all_heads(p.Q, p.K, p.V, p.dO, s, scale, opt.causal, rO, rL, rdQ, rdK, rdV,
-                              &nf, &nb, &t_naive_f, &t_naive_b);
+    naive_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, rO, rL, rdQ, rdK, rdV, &nf, &nb,
+                              &t_naive_f, &t_naive_b);
     uint64_t naive_f = io_total(&nf), naive_b = io_total(&nb);
-    naive_require_finite_scores(rL, rows, s.N);
+    naive_require_finite_scores(rL, p);
 
     /* The tiled algorithm, outputs poisoned first. */
-    double *out = xmalloc(4 * n + rows, sizeof(double), "tiled outputs");
-    double *O = out, *dQ = out + n, *dK = out + 2 * n, *dV = out + 3 * n, *L = out + 4 * n;
-    poison(out, 4 * n + rows);
+    size_t nout = 2 * nq + 2 * nkv + rows;
+    double *out = xmalloc(nout, sizeof(double), "tiled outputs");
+    double *O = out, *dQ = O + nq, *dK = dQ + nq, *dV = dK + nkv, *L = dV + nkv;
+    poison(out, nout);
     sram_arena sram;
-    sram_init(&sram, (size_t)b.M);
+    sram_init(&sram, (size_t)M);
     io_counter tf, tb;
     io_reset(&tf);
     io_reset(&tb);
     tile_stats sf = {0}, sb = {0};
     double t_f, t_b;
-    tiled_all_heads(&p, scale, opt.causal, b, O, L, dQ, dK, dV, &sram, &tf, &tb, &sf, &sb, &t_f,
-                    &t_b);
+    flash_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, b, O, L, dQ, dK, dV, &sram, &tf,
+                              &tb, &sf, &sb, &t_f, &t_b);
 
     int failed = 0;
-    printf("checks (tiled against naive, fp64, max abs error over all heads: %d)\n", s.B * s.H);
-    failed += report("O", compare("O", O, rO, n, 1e-14, 0, 3).max_abs, 1e-14);
-    failed += report("L", compare("L", L, rL, rows, 1e-14, 0, 3).max_abs, 1e-14);
-    failed += report("dQ", compare("dQ", dQ, rdQ, n, 1e-12, 0, 3).max_abs, 1e-12);
-    failed += report("dK", compare("dK", dK, rdK, n, 1e-12, 0, 3).max_abs, 1e-12);
-    failed += report("dV", compare("dV", dV, rdV, n, 1e-12, 0, 3).max_abs, 1e-12);
+    flash_errors e = flash_errors_vs(&prob, O, L, dQ, dK, dV, rO, rL, rdQ, rdK, rdV);
+    double btol = flash_backward_tol(rL, rows);
+    printf("checks (tiled against naive, fp64, all %d heads; errors relative to the magnitudes)\n",
+           p->B * p->H);
+    failed += report("O: max|O - O_ref| / max|V|", e.O, FLASH_FWD_TOL);
+    failed += report("L: max|L - L_ref| / max(1, max|L_ref|)", e.L, FLASH_FWD_TOL);
+    failed += report("dQ: max|dQ - dQ_ref| / its scale (flash_errors_vs)", e.dQ, btol);
+    failed += report("dK: max|dK - dK_ref| / its scale", e.dK, btol);
+    failed += report("dV: max|dV - dV_ref| / its scale", e.dV, btol);
     failed += report("non-finite outputs (poisoned before the run)",
-                     (double)count_nonfinite(out, 4 * n + rows, false), 0);
+                     (double)(count_nonfinite(out, nout, false) - count_nonfinite(L, rows, false) +
+                              count_nonfinite(L, rows, true)), 0);
 
     /* Gradient check of the tiled backward on a slice of head 0, in small
      * tiles (Br = 4, Bc = 3) so that it crosses many tile edges. */
     {
-        attn_problem g = problem_slice(&p, 13, 8);
-        int ng = g.shape.N, dg = g.shape.d;
-        size_t m = (size_t)ng * dg;
-        double *buf = xmalloc(4 * m + 2 * (size_t)ng, sizeof(double), "gradcheck buffers");
-        double *o = buf, *gq = buf + m, *gk = buf + 2 * m, *gv = buf + 3 * m, *l = buf + 4 * m;
+        attn_problem g = problem_slice(&prob, 13, 8);
+        const attn_params *gp = &g.params;
+        size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp), gr = attn_rows(gp);
+        double *buf = xmalloc(2 * gq + 2 * gk + gr, sizeof(double), "gradcheck buffers");
+        double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
         sram_arena small;
-        sram_init(&small, flash_backward_sram_elements(4, 3, dg));
-        flash_forward(g.Q, g.K, g.V, ng, dg, scale, opt.causal, 4, 3, o, l, &small, NULL, NULL);
-        flash_backward(g.Q, g.K, g.V, o, l, g.dO, ng, dg, scale, opt.causal, 4, 3, gq, gk, gv,
-                       l + ng, &small, NULL, NULL);
+        sram_init(&small, flash_backward_sram_elements(4, 3, gp->d));
+        flash_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, (flash_blocks){4, 3, 4, 3}, o, l, gdq,
+                                  gdk, gdv, &small, NULL, NULL, NULL, NULL, NULL, NULL);
         char what[96];
-        snprintf(what, sizeof what, "tiled backward vs central differences (%d x %d, head 0)", ng, dg);
-        failed += report(what, gradcheck_central(g.Q, g.K, g.V, g.dO, ng, dg, scale, opt.causal,
-                                                 gq, gk, gv, 1e-5), 1e-6);
+        snprintf(what, sizeof what, "tiled backward vs central differences (%d x %d, head 0)",
+                 gp->seqlen_q, gp->d);
+        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), 1e-6);
         sram_free(&small);
         free(buf);
         free_problem(&g);
     }
     printf("  %-48s %10zu   <= %ld   %s\n", "SRAM high-water mark (elements)", sram.high_water,
-           b.M, sram.high_water <= (size_t)b.M ? "ok" : "FAIL");
-    failed += sram.high_water > (size_t)b.M;
+           M, sram.high_water <= (size_t)M ? "ok" : "FAIL");
+    failed += sram.high_water > (size_t)M;
 
-    uint64_t ff = BH * flash_forward_io_formula(s.N, s.d, b.fBr, b.fBc, opt.causal);
-    uint64_t bf = BH * flash_backward_io_formula(s.N, s.d, b.bBr, b.bBc, opt.causal);
-    uint64_t nff = BH * naive_forward_io_formula(s.N, s.d), nbf = BH * naive_backward_io_formula(s.N, s.d);
+    uint64_t ff = flash_forward_io_formula(p, b.fBr, b.fBc);
+    uint64_t bf = flash_backward_io_formula(p, b.bBr, b.bBc);
+    uint64_t nff = naive_forward_io_formula(p), nbf = naive_backward_io_formula(p);
     printf("\nslow-memory traffic, counted while running (elements; bytes at 8 B each)\n");
     printf("  %-16s %15s %15s %6s %13s %10s\n", "", "counted", "formula", "equal", "bytes",
            "time [s]");
@@ -572,28 +675,33 @@ int main(int argc, char **argv)
     failed += (naive_f != nff) + (naive_b != nbf) + (io_total(&tf) != ff) + (io_total(&tb) != bf);
     printf("  naive / tiled bytes: forward %.2fx, backward %.2fx\n",
            (double)naive_f / (double)io_total(&tf), (double)naive_b / (double)io_total(&tb));
-    if (!(opt.given & OPT_BR) && strcmp(opt.rule, "io") && b.fBr == s.d && s.N > b.fBr)
+    if (!(opt.given & OPT_BR) && strcmp(opt.rule, "io") && b.fBr == d && p->seqlen_q > b.fBr)
         printf("  note: the paper's rule stops Br at d = %d, so the forward re-reads K and V "
                "N/Br = %d times whatever M is;\n        --rule io gives each pass the tiles "
                "that minimize its count (see derive_blocks_io and the paper, section 4.2)\n",
-               s.d, ceil_div(s.N, b.fBr));
-    printf("  tiles computed / skipped by the causal mask: forward %llu / %llu, backward %llu / %llu\n",
+               d, ceil_div(p->seqlen_q, b.fBr));
+    uint64_t tiles_f = flash_tiles_formula(p, b.fBr, b.fBc), tiles_b = flash_tiles_formula(p, b.bBr, b.bBc);
+    printf("  tiles computed / skipped by the mask: forward %llu / %llu, backward %llu / %llu "
+           "(formula %llu, %llu: %s)\n",
            (unsigned long long)sf.tiles_visited, (unsigned long long)sf.tiles_skipped,
-           (unsigned long long)sb.tiles_visited, (unsigned long long)sb.tiles_skipped);
+           (unsigned long long)sb.tiles_visited, (unsigned long long)sb.tiles_skipped,
+           (unsigned long long)tiles_f, (unsigned long long)tiles_b,
+           sf.tiles_visited == tiles_f && sb.tiles_visited == tiles_b ? "equal" : "NOT EQUAL");
+    failed += (sf.tiles_visited != tiles_f) + (sb.tiles_visited != tiles_b);
     printf("  extra slow memory: naive S, P, dP, dS = %.4g bytes per head; tiled L, D = %.4g bytes "
-           "per head\n", 4.0 * 8 * s.N * s.N, 2.0 * 8 * s.N);
+           "per head\n", 4.0 * 8 * p->seqlen_q * p->seqlen_k, 2.0 * 8 * p->seqlen_q);
 
-    if (opt.out) save_tensor(opt.out, O, s, false);
-    if (opt.lse) save_tensor(opt.lse, L, s, true);
-    if (opt.dq) save_tensor(opt.dq, dQ, s, false);
-    if (opt.dk) save_tensor(opt.dk, dK, s, false);
-    if (opt.dv) save_tensor(opt.dv, dV, s, false);
+    if (opt.out) save_q_like(opt.out, O, p);
+    if (opt.lse) save_rows(opt.lse, L, p);
+    if (opt.dq) save_q_like(opt.dq, dQ, p);
+    if (opt.dk) save_kv_like(opt.dk, dK, p);
+    if (opt.dv) save_kv_like(opt.dv, dV, p);
 
     printf("\nstage3: %s\n", failed ? "FAILED" : "all checks passed");
     sram_free(&sram);
     free(ref);
     free(out);
-    free_problem(&p);
+    free_problem(&prob);
     return failed ? EXIT_CHECK_FAILED : 0;
 }
 #endif /* STAGE_NO_MAIN */

@@ -1,10 +1,14 @@
 /*
  * stage3_tiled.h -- tiled FlashAttention on the CPU, forward and backward.
  *
- * Shapes (one head, row-major): Q, K, V, O, dO, dQ, dK, dV are (N, d); L and
- * D are (N,). Tiles: Br query rows by Bc key rows; Tr = ceil(N/Br) query
- * blocks, Tc = ceil(N/Bc) key blocks; the last block of each may be short.
- * Every working tile lives in one sram_arena of M elements.
+ * The problem is an attn_params (attn_params.h); written Sq = seqlen_q,
+ * Sk = seqlen_k, G = H / H_kv. Tiles: Br query rows by Bc key rows;
+ * Tr = ceil(Sq/Br) query blocks, Tc = ceil(Sk/Bc) key blocks; the last block
+ * of each may be short. Every working tile lives in one sram_arena of M
+ * elements. Which tiles are visited is mask.h's business: query block i
+ * visits the key blocks mask_key_blocks gives, key block j the query blocks
+ * mask_query_blocks gives, the same set of tiles (those holding a visible
+ * (query, key) pair); without a mask, all of them.
  *
  * SRAM footprint (elements), for full tiles:
  *   forward   Q_i, O_i (Br d each), K_j, V_j (Bc d each), S_ij (Br Bc), m, l (Br each)
@@ -13,24 +17,27 @@
  *             L_i, D_i (Br each), S_ij/P_ij and dP_ij/dS_ij (Br Bc each)
  *             = 4 Bc d + 3 Br d + 2 Br Bc + 2 Br
  *
- * IO (elements of slow memory), exact for any N, tails included:
- *   forward, not causal   2 N d (Tr + 1) + N
- *       Q read once (N d); all of K and V read once per query block
- *       (2 N d Tr); O written once (N d); L written once (N).
- *   forward, causal       2 N d + N + 2 d * sum_{i<Tr} min(N, Bc * (floor((e_i - 1)/Bc) + 1))
- *       where e_i = min(N, (i+1) Br) ends query block i: the block reads the
- *       key blocks up to the one holding key e_i - 1 and skips the rest.
- *       With Br = Bc = B and B | N: 2 N d + N + d B Tr (Tr + 1).
- *   backward, not causal  5 N d + N + Tc (4 N d + 2 N)
- *       D = rowsum(dO * O): read dO, O (2 N d), write D (N).
- *       Each key block: read K_j, V_j; write dK_j, dV_j once (4 N d in all).
- *       Each (key block, query block) visit: read Q_i, dO_i, L_i, D_i and
- *       write dQ_i (3 N d + 2 N per key block); read dQ_i back except on the
- *       first key block, which starts it (N d per key block but one).
- *   backward, causal      6 N d + N + sum_{j<Tc} R_j (3 d + 2) + sum_{1<=j<Tc} R_j d
- *       where R_j = N - Br floor(j Bc / Br) counts the query rows of the
- *       blocks that key block j can reach (query blocks entirely above it,
- *       i.e. ending before key j Bc, are skipped).
+ * IO (elements of slow memory), exact for any sizes and masks, tails included.
+ * With R the rows of the query blocks that visit at least one key block
+ * (mask_query_rows_active; Sq without a mask), KR the key rows the forward
+ * reads summed over query blocks (mask_key_rows_read), QR the query rows the
+ * backward reads summed over key blocks (mask_query_rows_read), and C the
+ * rows of the key blocks some query block visits (mask_key_rows_active):
+ *   forward, per query head   R d + 2 KR d + Sq d + Sq
+ *       Q read once for each block that computes anything (R d); K, V read
+ *       for every visited tile (2 KR d); O and L written once; a block that
+ *       sees no key writes O = 0 and L = -inf without reading Q, K or V.
+ *       Without a mask KR = Sk Tr: 2 N d (Tr + 1) + N when Sq = Sk = N.
+ *   backward, per query head  2 Sq d + Sq + (Sq - R) d + QR (3 d + 2) + (QR - R) d
+ *       D = rowsum(dO * O): read dO, O, write D; blocks that see no key
+ *       write dQ = 0; each visited tile reads Q_i, dO_i, L_i, D_i and writes
+ *       dQ_i, and reads dQ_i back except at the query block's first key
+ *       block, which starts it;
+ *     plus, per key/value head    2 C d + 2 Sk d
+ *       K_j, V_j read once for each key block that is visited, whichever of
+ *       the G query heads visit it (dK_j, dV_j add up over the group in
+ *       SRAM); dK, dV written once (zero for key blocks nobody sees).
+ *       Without a mask, Sq = Sk = N, G = 1: 5 N d + N + Tc (4 N d + 2 N).
  */
 #ifndef FA_STAGE3_TILED_H
 #define FA_STAGE3_TILED_H
@@ -63,29 +70,75 @@ int derive_blocks_io(long M, int d, bool backward, int *Br, int *Bc);
 /* Counts that the tests and figures use beside the IO counter. */
 typedef struct {
     uint64_t tiles_visited;   /* (query block, key block) pairs computed */
-    uint64_t tiles_skipped;   /* pairs skipped because causal masks them entirely */
+    uint64_t tiles_skipped;   /* pairs skipped because the mask hides them entirely */
 } tile_stats;
 
-/* Tiled forward (FlashAttention-1 Algorithm 1 / the chapter's
- * flash_attention_forward): writes O (N,d) and L (N,) = logsumexp of each
- * row of S. Requires flash_forward_sram_elements(Br, Bc, d) <= sram->M.
- * io and stats may be NULL. */
-void flash_forward(const double *Q, const double *K, const double *V, int N, int d,
-                   double softmax_scale, bool causal, int Br, int Bc,
-                   double *O, double *L, sram_arena *sram, io_counter *io, tile_stats *stats);
+/* Tiled forward, one query head (FlashAttention-1 Algorithm 1 / the
+ * chapter's flash_attention_forward, with FlashAttention-2's loop order):
+ * Q (Sq, d), K, V (Sk, d) of its key/value head; writes O (Sq, d) and
+ * L (Sq,) = logsumexp of each row's visible scores (-inf and O = 0 for a row
+ * that sees no key). Requires flash_forward_sram_elements(Br, Bc, d) <=
+ * sram->M. io and stats may be NULL. */
+void flash_forward(const attn_params *p, const double *Q, const double *K, const double *V,
+                   int Br, int Bc, double *O, double *L, sram_arena *sram, io_counter *io,
+                   tile_stats *stats);
 
-/* Tiled backward (FlashAttention-2's loop order: key blocks outer, so dK_j
- * and dV_j finish in SRAM; dQ accumulates in slow memory). Rebuilds each
- * P tile as exp(S - L). D (N,) is slow-memory workspace for rowsum(dO * O).
- * Writes dQ, dK, dV (N,d). Requires flash_backward_sram_elements(Br, Bc, d)
- * <= sram->M. */
-void flash_backward(const double *Q, const double *K, const double *V, const double *O,
-                    const double *L, const double *dO, int N, int d, double softmax_scale,
-                    bool causal, int Br, int Bc, double *dQ, double *dK, double *dV,
-                    double *D, sram_arena *sram, io_counter *io, tile_stats *stats);
+/* Tiled backward, one key/value head and the G = H / H_kv query heads that
+ * read it (FlashAttention-2's loop order: key blocks outer, so dK_j and dV_j
+ * finish in SRAM, summed over the group; dQ accumulates in slow memory).
+ * Q, O, dO, dQ are (G, Sq, d), L and the workspace D (G, Sq): the group's
+ * heads, contiguous; K, V, dK, dV (Sk, d). Rebuilds each P tile as
+ * exp(S - L). Requires flash_backward_sram_elements(Br, Bc, d) <= sram->M. */
+void flash_backward(const attn_params *p, const double *Q, const double *K, const double *V,
+                    const double *O, const double *L, const double *dO, int Br, int Bc,
+                    double *dQ, double *dK, double *dV, double *D, sram_arena *sram,
+                    io_counter *io, tile_stats *stats);
 
-/* The closed forms of the header comment, in elements. */
-uint64_t flash_forward_io_formula(int64_t N, int64_t d, int64_t Br, int64_t Bc, bool causal);
-uint64_t flash_backward_io_formula(int64_t N, int64_t d, int64_t Br, int64_t Bc, bool causal);
+/* Block sizes of one run: the forward's and the backward's. */
+typedef struct { int fBr, fBc, bBr, bBc; } flash_blocks;
+
+/* The tiled algorithm over every head of p (layouts as
+ * naive_attention_all_heads): O, L, and dQ, dK, dV unless dQ is NULL. The
+ * arena must hold both passes' footprints. io_f, io_b, st_f, st_b, t_f, t_b
+ * (wall seconds) may be NULL. */
+void flash_attention_all_heads(const attn_params *p, const double *Q, const double *K,
+                               const double *V, const double *dO, flash_blocks b, double *O,
+                               double *L, double *dQ, double *dK, double *dV, sram_arena *sram,
+                               io_counter *io_f, io_counter *io_b, tile_stats *st_f,
+                               tile_stats *st_b, double *t_f, double *t_b);
+
+/* The closed forms of the header comment over the whole problem, in
+ * elements; and the tiles each pass visits (B H mask_tiles_visited). */
+uint64_t flash_forward_io_formula(const attn_params *p, int Br, int Bc);
+uint64_t flash_backward_io_formula(const attn_params *p, int Br, int Bc);
+uint64_t flash_tiles_formula(const attn_params *p, int Br, int Bc);
+
+/* Block sizes from the command line: --br/--bc (cut to seqlen_q and
+ * seqlen_k) for both passes, else derived from --sram M (default
+ * FLASH_DEFAULT_M) by --rule paper|io; *M gets the arena size that holds both
+ * passes. Exits 2 on a bad combination. */
+#define FLASH_DEFAULT_M 16384L   /* elements: 128 KiB of fp64, an SM's shared memory */
+flash_blocks flash_blocks_from_options(const options *opt, const attn_params *p, long *M);
+
+/* The errors of a tiled run on the problem `in` against the fp64 reference,
+ * each max|got - ref| over the magnitude its rounding scales with: O over
+ * max|V| (O is a convex combination of V's rows), L over max(1, max|L|),
+ * dV over max(max|dV_ref|, max|dO|), dQ over max(max|dQ_ref|, scale max|dO|
+ * max|V| max|K|), dK the same with max|Q|: the size of the terms each
+ * gradient sums, when they cancel. The backward's are 0 when dQ is NULL. */
+typedef struct { double O, L, dQ, dK, dV; } flash_errors;
+flash_errors flash_errors_vs(const attn_problem *in, const double *O, const double *L,
+                             const double *dQ, const double *dK, const double *dV,
+                             const double *rO, const double *rL, const double *rdQ,
+                             const double *rdK, const double *rdV);
+
+/* The tolerances every check of a tiled run uses, on the errors above:
+ * forward FLASH_FWD_TOL; backward FLASH_BWD_TOL plus FLASH_BWD_L_FACTOR eps
+ * max|L| (flash_backward_tol over L's rows), the loss of rebuilding P from a
+ * rounded L, measured by ./stage6 --sweep lse. */
+#define FLASH_FWD_TOL 1e-13
+#define FLASH_BWD_TOL 1e-12
+#define FLASH_BWD_L_FACTOR 16.0
+double flash_backward_tol(const double *L, size_t rows);
 
 #endif /* FA_STAGE3_TILED_H */

@@ -89,6 +89,21 @@ static int parse_dtype(const char *s)
     fatal(EXIT_BAD_INPUT, "--dtype %s: stage 4 runs fp32, fp16 or bf16", s);
 }
 
+/* Stage 4 runs the unmasked problem with seqlen_q = seqlen_k = N and
+ * H_kv = H; its (B, H, N, d) view of an attn_problem. */
+typedef struct { int B, H, N, d; } attn_shape;
+static attn_shape shape_of(const attn_problem *p)
+{
+    attn_shape s = {p->params.B, p->params.H, p->params.seqlen_q, p->params.d};
+    return s;
+}
+static size_t shape_rows(attn_shape s) { return (size_t)s.B * s.H * s.N; }
+static size_t shape_numel(attn_shape s) { return shape_rows(s) * (size_t)s.d; }
+static attn_params params_of(attn_shape s, double scale)
+{
+    return attn_params_make(s.B, s.H, s.N, s.d, scale);
+}
+
 #define GPU_TRY(call)                                                            \
     do {                                                                         \
         if ((call) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());      \
@@ -107,7 +122,7 @@ typedef struct {
 
 static void gpu_problem_init(gpu_problem *g, const attn_problem *p, int dtype, double scale)
 {
-    attn_shape s = p->shape;
+    attn_shape s = shape_of(p);
     size_t n = shape_numel(s), rows = shape_rows(s), es = fa_dtype_bytes(dtype);
     g->s = s;
     g->dtype = dtype;
@@ -128,8 +143,9 @@ static void gpu_problem_init(gpu_problem *g, const attn_problem *p, int dtype, d
     if (!g->dO || !g->dL) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
     g->O_ref = xmalloc(n, sizeof(double), "O_ref");
     g->L_ref = xmalloc(rows, sizeof(double), "L_ref");
-    naive_attention_all_heads(r[0], r[1], r[2], NULL, s, scale, false, g->O_ref, g->L_ref, NULL,
-                              NULL, NULL, NULL, NULL, NULL, NULL);
+    attn_params ap = params_of(s, scale);
+    naive_attention_all_heads(&ap, r[0], r[1], r[2], NULL, g->O_ref, g->L_ref, NULL, NULL, NULL,
+                              NULL, NULL, NULL, NULL);
     g->maxO = max_abs(g->O_ref, n);
     g->maxL = fmax(1.0, max_abs(g->L_ref, rows));
     for (int t = 0; t < 3; t++) free(r[t]);
@@ -145,11 +161,6 @@ static void gpu_problem_free(gpu_problem *g)
 
 /* One version on one problem: poison, launch, check every output written,
  * compare; then time `repeats` launches (0: no timing). */
-static attn_params params_of(attn_shape s, double scale)
-{
-    return attn_params_make(s.B, s.H, s.N, s.d, scale);
-}
-
 static result run_version(const gpu_problem *g, int kernel, double scale, int repeats)
 {
     result res = {0};
@@ -198,16 +209,17 @@ static int model_matches_counts(int dtype, attn_shape s)
 {
     double es = (double)fa_dtype_bytes(dtype), bh = (double)s.B * s.H;
     attn_params ap = params_of(s, 1.0);
+    attn_params one = params_of((attn_shape){1, 1, s.N, s.d}, 1.0);   /* one head */
     /* stage 1 counts 4 N^2 + 4 N d + N elements: S and P written and read
      * (N^2 each way), Q, K, V read and O written (4 N d), L written (N).
      * Version 0 keeps S in fp32 (4 bytes), P in the dtype, L in fp32. */
     double nn = (double)s.N * s.N;
-    double qkvo = (double)naive_forward_io_formula(s.N, s.d) - 4 * nn - s.N;
+    double qkvo = (double)naive_forward_io_formula(&one) - 4 * nn - s.N;
     double v0 = bh * (es * qkvo + 4.0 * 2 * nn + es * 2 * nn + 4.0 * s.N);
     if (fa_model_bytes(FA_FORWARD, 0, dtype, &ap) != v0) return 0;
     for (int k = 1; k < fa_num_versions(FA_FORWARD); k++) {
-        uint64_t el = flash_forward_io_formula(s.N, s.d, fa_block_rows(FA_FORWARD, k, s.d),
-                                               fa_block_cols(FA_FORWARD, k, s.d), false);
+        uint64_t el = flash_forward_io_formula(&one, fa_block_rows(FA_FORWARD, k, s.d),
+                                               fa_block_cols(FA_FORWARD, k, s.d));
         if (fa_model_bytes(FA_FORWARD, k, dtype, &ap) !=
             bh * (es * (double)(el - (uint64_t)s.N) + 4.0 * s.N))
             return 0;
@@ -273,7 +285,7 @@ static int check_dtype(const result *r, int nk, const int *kernels, int dtype, c
 static void print_row(FILE *csv, const char *device, const attn_problem *p, int dtype,
                       int kernel, const result *r, bool quiet)
 {
-    attn_shape s = p->shape;
+    attn_shape s = shape_of(p);
     double flops = 4.0 * s.B * s.H * (double)s.N * s.N * s.d;
     attn_params ap = params_of(s, 1.0);
     double mb = fa_model_bytes(FA_FORWARD, kernel, dtype, &ap);
@@ -297,7 +309,7 @@ static int run_problem(const attn_problem *p, const options *opt, const int *dty
                        const int *kernels, int nk, FILE *csv, const char *device, bool tests,
                        int repeats)
 {
-    attn_shape s = p->shape;
+    attn_shape s = shape_of(p);
     double scale = effective_scale(opt, s.d);
     int bad = 0;
     if (!tests)
@@ -434,14 +446,18 @@ int main(int argc, char **argv)
     if (opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS)) {
         attn_problem p;
         load_problem(&opt, &p);
+        if (p.params.seqlen_k != p.params.seqlen_q || p.params.H_kv != p.params.H)
+            fatal(EXIT_BAD_INPUT, "K, V of %d heads and %d keys against Q of %d heads and %d rows: "
+                  "stage 4 runs seqlen_k = seqlen_q and H_kv = H", p.params.H_kv,
+                  p.params.seqlen_k, p.params.H, p.params.seqlen_q);
         for (int t = 0; t < nd && opt.kernel >= 0; t++) {   /* e.g. --q files with d = 256 */
-            attn_params ap = params_of(p.shape, 1.0);
+            attn_params ap = params_of(shape_of(&p), 1.0);
             if (fa_check_problem(FA_FORWARD, opt.kernel, dtypes[t], &ap) != 0)
                 fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
         }
-        if ((double)p.shape.N * p.shape.N > 64e6)
+        if ((double)p.params.seqlen_q * p.params.seqlen_q > 64e6)
             fatal(EXIT_BAD_INPUT, "--n %d: the CPU reference builds N x N matrices; use N <= 8000",
-                  p.shape.N);
+                  p.params.seqlen_q);
         bad += run_problem(&p, &opt, dtypes, nd, kernels, nk, csv, device, false, repeats);
         free_problem(&p);
     } else {

@@ -168,16 +168,14 @@ static void random_problem(problem *pr, const attn_params *p, input_kind kind, u
              (unsigned long long)seed);
 }
 
-/* The problem of the options (real input, files or random), from
- * load_problem; --causal sets the window (-1, 0). */
+/* The problem of the options (real input, files or random, with the mask,
+ * key length and key/value heads they give), from load_problem. */
 static void options_problem(problem *pr, const options *opt)
 {
     attn_problem ap;
     load_problem(opt, &ap);
     memset(pr, 0, sizeof *pr);
-    attn_shape s = ap.shape;
-    pr->p = attn_params_make(s.B, s.H, s.N, s.d, effective_scale(opt, s.d));
-    if (opt->causal) pr->p.window_size_right = 0;
+    pr->p = ap.params;
     pr->Q = ap.Q;
     pr->K = ap.K;
     pr->V = ap.V;
@@ -214,7 +212,7 @@ static void ref_compute(refset *r, const attn_params *p, const double *Q, const 
     r->dK = xmalloc(nk, sizeof(double), "dK_ref");
     r->dV = xmalloc(nk, sizeof(double), "dV_ref");
     gh_reference(p, Q, K, V, dO, r->O, r->L, r->dQ, r->dK, r->dV);
-    double mq = gh_max_abs(Q, nq), mk = gh_max_abs(K, nk), mv = gh_max_abs(V, nk), mo = gh_max_abs(dO, nq);
+    double mq = max_abs_finite(Q, nq), mk = max_abs_finite(K, nk), mv = max_abs_finite(V, nk), mo = max_abs_finite(dO, nq);
     r->fallback[0] = p->softmax_scale * mo * mv * mk;
     r->fallback[1] = p->softmax_scale * mo * mv * mq;
     r->fallback[2] = mo;
@@ -672,7 +670,7 @@ static int test_determinism(const run_mode *m, const problem *pr, const int *ver
         gh_set_forward(&g, ref.O, ref.L);
         size_t n = gh_numel(&pr->p, GH_DQ);
         double *first = xmalloc(n, sizeof(double), "dQ"), *again = xmalloc(n, sizeof(double), "dQ");
-        double scale = gh_max_abs(ref.dQ, n);
+        double scale = max_abs_finite(ref.dQ, n);
         for (int i = 0; i < nv; i++) {
             if (gh_run(&g, FA_BACKWARD, versions[i], 0) != 0) continue;
             gh_fetch(&g, GH_DQ, first);
@@ -745,8 +743,9 @@ static int run_tests(const options *opt, int sm_count, const char *device)
     /* the real input, every head, its own dO */
     {
         options o = *opt;
-        o.given &= ~(unsigned)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_CAUSAL);
+        o.given &= ~(unsigned)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS);
         o.random = o.causal = false;
+        o.window_left = o.window_right = -1;
         problem pr;
         options_problem(&pr, &o);
         char shape[128], name[200];
@@ -817,41 +816,57 @@ static int run_small(const options *opt, const char *device, const int *versions
 /* ------------------------------------------------------------------------- */
 //> stage5-model-check
 /* In fp32 every tensor has 4-byte elements, so the GPU models must equal
- * 4 bytes times the element counts of stage 1 and stage 3, up to what the
- * GPU versions do differently (stage5_backward.cu's header):
- *   v0 = 4 (naive_backward + 3 N^2 (S written, read; P written)
- *           + 2 N d (Q, K read for S) + 3 N (L read, D written and read))
- *   v1 = 4 flash_backward + 8 N d (dQ accumulator zeroed; first key block's
- *           dQ read)
- * per head, with and without the causal mask. */
+ * 4 bytes times the element counts of stage 1 and stage 3 (both over the
+ * whole problem), up to what the GPU versions do differently
+ * (stage5_backward.cu's header):
+ *   v0 = 4 (naive_backward + B H (3 Sq Sk + Sq d + Sk d + 3 Sq)): S written
+ *        and read and P written (stage 1's backward starts from a stored P),
+ *        Q, K read for S, L read, D written and read
+ *   v1 = 4 flash_backward + 8 R d B H: the dQ accumulator zeroed, and the
+ *        first key block's dQ read, for the R rows some key block adds to
+ * with and without masks; v1 also with grouped heads (stage 1 sums grouped
+ * heads in a pass of its own, version 0 inside its products). */
 static int model_checks(void)
 {
     int bad = 0;
-    const int shapes[][2] = {{300, 64}, {1023, 128}, {17, 16}, {4097, 80}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int causal = 0; causal < 2; causal++) {
-            int N = shapes[s][0], d = shapes[s][1];
-            attn_params p = attn_params_make(2, 3, N, d, 1.0 / sqrt((double)d));
-            if (causal) p.window_size_right = 0;
-            double bh = (double)p.B * p.H, nd = (double)N * d;
-            double v0 = bh * 4 * ((double)naive_backward_io_formula(N, d) + 3.0 * N * N + 2 * nd + 3.0 * N);
-            int Br = fa_block_rows(FA_BACKWARD, 1, d), Bc = fa_block_cols(FA_BACKWARD, 1, d);
-            double v1 = bh * (4 * (double)flash_backward_io_formula(N, d, Br, Bc, causal) + 8 * nd);
-            double m0 = fa_model_bytes(FA_BACKWARD, 0, FA_FP32, &p), m1 = fa_model_bytes(FA_BACKWARD, 1, FA_FP32, &p);
-            int64_t vis, skip;
-            fa_tiles(FA_BACKWARD, 1, &p, &vis, &skip);
-            int64_t all = (int64_t)ceil_div(N, Br) * ceil_div(N, Bc);
-            bool ok = m0 == v0 && m1 == v1 && vis + skip == all && (causal ? skip > 0 || N <= Bc : skip == 0);
-            if (ok)
-                printf("PASS stage5 IO model N=%d d=%d%s: v0 %.6g bytes, v1 %.6g bytes (Br %d, Bc %d) == "
-                       "stage 1/3 counts; tiles %lld visited, %lld skipped\n", N, d, causal ? " causal" : "",
-                       m0, m1, Br, Bc, (long long)vis, (long long)skip);
-            else
-                printf("FAIL stage5 IO model N=%d d=%d%s: v0 %.6g vs %.6g, v1 %.6g vs %.6g, tiles %lld + %lld "
-                       "vs %lld\n", N, d, causal ? " causal" : "", m0, v0, m1, v1, (long long)vis,
-                       (long long)skip, (long long)all);
-            bad += !ok;
+    const int shapes[][7] = {   /* Sq, Sk, d, H, H_kv, left, right */
+        {300, 300, 64, 3, 3, -1, -1}, {300, 300, 64, 3, 3, -1, 0}, {1023, 1023, 128, 2, 2, -1, -1},
+        {1023, 1023, 128, 2, 2, -1, 0}, {17, 17, 16, 2, 2, -1, 0}, {4097, 4097, 80, 1, 1, -1, -1},
+        {200, 130, 64, 2, 2, -1, 0}, {100, 300, 32, 4, 4, 10, 0}, {500, 500, 64, 4, 2, 64, 0},
+        {150, 230, 128, 4, 1, -1, 0},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int *c = shapes[s];
+        attn_params p = {2, c[3], c[4], c[0], c[1], c[2], 1.0 / sqrt((double)c[2]), c[5], c[6]};
+        double bh = (double)p.B * p.H, Sq = p.seqlen_q, Sk = p.seqlen_k, d = p.d;
+        int Br = fa_block_rows(FA_BACKWARD, 1, p.d), Bc = fa_block_cols(FA_BACKWARD, 1, p.d);
+        double R = (double)mask_query_rows_active(attn_mask_of(&p), Br);
+        double v1 = 4 * (double)flash_backward_io_formula(&p, Br, Bc) + 8 * R * d * bh;
+        double m1 = fa_model_bytes(FA_BACKWARD, 1, FA_FP32, &p);
+        bool ok = m1 == v1;
+        double v0 = 0, m0 = 0;
+        if (p.H == p.H_kv) {
+            v0 = 4 * ((double)naive_backward_io_formula(&p) + bh * (3 * Sq * Sk + Sq * d + Sk * d + 3 * Sq));
+            m0 = fa_model_bytes(FA_BACKWARD, 0, FA_FP32, &p);
+            ok = ok && m0 == v0;
         }
+        int64_t vis, skip;
+        fa_tiles(FA_BACKWARD, 1, &p, &vis, &skip);
+        int64_t all = (int64_t)ceil_div(p.seqlen_q, Br) * ceil_div(p.seqlen_k, Bc);
+        ok = ok && vis + skip == all && (uint64_t)vis * p.B * p.H == flash_tiles_formula(&p, Br, Bc);
+        char shape[128];
+        describe(&p, shape, sizeof shape);
+        char v0s[64] = "v0 not compared (grouped heads)";
+        if (p.H == p.H_kv) snprintf(v0s, sizeof v0s, "v0 %.6g bytes", m0);
+        if (ok)
+            printf("PASS stage5 IO model %s: %s, v1 %.6g bytes (Br %d, Bc %d) == stage 1/3 counts; "
+                   "tiles %lld visited, %lld skipped per head\n", shape, v0s, m1, Br, Bc, (long long)vis,
+                   (long long)skip);
+        else
+            printf("FAIL stage5 IO model %s: v0 %.6g vs %.6g, v1 %.6g vs %.6g, tiles %lld + %lld vs %lld\n",
+                   shape, m0, v0, m1, v1, (long long)vis, (long long)skip, (long long)all);
+        bad += !ok;
+    }
     return bad;
 }
 //< stage5-model-check
@@ -901,7 +916,7 @@ int main(int argc, char **argv)
     set_prog_name(argv[0]);
     options opt;
     parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
+                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL |
                       OPT_REPEATS | OPT_SWEEP | OPT_DETERMINISTIC,
                   USAGE, &opt);
@@ -917,7 +932,7 @@ int main(int argc, char **argv)
     if (outputs && (nv != 1 || nd != 1))
         fatal(EXIT_BAD_INPUT, "--out/--lse/--dq/--dk/--dv write one run: give --kernel K and --dtype T");
     if (opt.sweep && (outputs || (opt.given & (OPT_CSV | OPT_INPUTS | OPT_N | OPT_D | OPT_BATCH |
-                                                OPT_HEADS | OPT_RANDOM | OPT_CAUSAL | OPT_SCALE |
+                                                OPT_HEADS | OPT_RANDOM | OPT_MASKS | OPT_SCALE |
                                                 OPT_REPEATS | OPT_DETERMINISTIC))))
         fatal(EXIT_BAD_INPUT, "--sweep %s takes only --seed (and, for small, --kernel and --dtype)", opt.sweep);
     if (opt.sweep && strcmp(opt.sweep, "small") && (opt.given & (OPT_KERNEL | OPT_DTYPE)))
@@ -936,8 +951,8 @@ int main(int argc, char **argv)
         if (opt.deterministic && opt.kernel >= 0 && !fa_version(FA_BACKWARD, opt.kernel)->deterministic)
             fatal(EXIT_BAD_INPUT, "--deterministic: backward v%d has no deterministic mode", opt.kernel);
         if ((double)pr.p.seqlen_q * pr.p.seqlen_k > 64e6)
-            fatal(EXIT_BAD_INPUT, "--n %d: the CPU reference builds seqlen_q x seqlen_k matrices; use N <= 8000",
-                  pr.p.seqlen_q);
+            fatal(EXIT_BAD_INPUT, "seqlen_q %d, seqlen_k %d: the CPU reference builds seqlen_q x seqlen_k "
+                  "matrices; use seqlen_q seqlen_k <= 64e6 (N <= 8000)", pr.p.seqlen_q, pr.p.seqlen_k);
     }
 
     if (fa_device_count() == 0) {
@@ -966,7 +981,7 @@ int main(int argc, char **argv)
            " model bytes: kernels/stage5_backward.cu%s\n", m.repeats,
            m.deterministic ? "; deterministic mode, 30 runs compared bitwise" : "");
     int bad = 0;
-    bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS);
+    bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);
     bad += run_problem(&m, &pr, dtypes, nd, versions, nv, pr.source);
     problem_free(&pr);
     if (!given) {

@@ -26,7 +26,7 @@ expect_error() {
 }
 
 B=$tmp
-for s in ./stage1 ./stage2 ./stage3; do
+for s in ./stage1 ./stage2 ./stage3 ./stage6; do
     expect_error "$s unknown flag" "unknown flag '--bogus'" $s --bogus
     expect_error "$s missing value" "missing value" $s --seed
     expect_error "$s non-numeric value" "expected an integer, got 'abc'" $s --seed abc
@@ -44,7 +44,6 @@ for s in ./stage1 ./stage3; do
     expect_error "$s rank 1" "rank 1 array" $s --q $B/rank1.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s rank 5" "rank 5 array" $s --q $B/rank5.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s empty dimension" "empty" $s --q $B/empty_dim.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
-    expect_error "$s Fortran order" "Fortran-order" $s --q $B/fortran.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s NaN in input" "NaN" $s --q $B/nan.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s data too short" "shorter than the shape" $s --q $B/short_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s data too long" "beyond what the shape" $s --q $B/long_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
@@ -54,8 +53,8 @@ for s in ./stage1 ./stage3; do
     expect_error "$s bad magic" "not a .npy file" $s --q $B/bad_magic.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s implausible header length" "truncated header" $s --q $B/huge_header_len.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s unknown format version" "version 9" $s --q $B/version9.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
-    expect_error "$s K has other N" "shape mismatch: Q is (1, 1, 16, 8) but K is (1, 1, 20, 8)" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_16x8.npy
-    expect_error "$s V has other d" "shape mismatch: Q is (1, 1, 16, 8) but V is (1, 1, 16, 4)" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x4.npy
+    expect_error "$s K and V lengths differ" "shape mismatch: K is (1, 1, 20, 8) but V is (1, 1, 16, 8)" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_16x8.npy
+    expect_error "$s V has other d" "shape mismatch: K is (1, 1, 16, 8) but V is (1, 1, 16, 4)" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x4.npy
     expect_error "$s dO has other shape" "but dO is" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy --do $B/good_20x8.npy
     expect_error "$s files and --random" "cannot be combined" $s --random --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s zero softmax scale" "must be positive" $s --scale 0
@@ -70,6 +69,31 @@ for s in ./stage1 ./stage3; do
     expect_error "$s scores overflow fp64" "overflow fp64" $s --q $B/huge_values.npy --k $B/huge_values.npy --v $B/huge_values.npy
     [ -e $B/o.npy ] && echo "FAIL $s refused run left a file behind" || echo "PASS $s refused run writes no output"
 done
+# The problem's shape and mask: one line and exit 2 before any work, in every
+# stage that takes them (stage 6 included).
+for s in ./stage1 ./stage3 ./stage6; do
+    expect_error "$s K and V lengths differ" "shape mismatch: K is (1, 1, 20, 8) but V is (1, 1, 16, 8)" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_16x8.npy
+    expect_error "$s K has other d than Q" "shape mismatch: Q is (1, 1, 16, 8) but K is (1, 1, 16, 4)" $s --q $B/good_16x8.npy --k $B/good_16x4.npy --v $B/good_16x4.npy
+    expect_error "$s Q heads not a multiple of K heads" "Q is (1, 3, 16, 8) but K is (1, 2, 16, 8)" $s --q $B/heads3_1x3x16x8.npy --k $B/heads2_1x2x16x8.npy --v $B/heads2_1x2x16x8.npy
+    expect_error "$s window side below -1" "each side is -1 (unbounded)" $s --random --n 8 --window -2,0
+    expect_error "$s window of one number" "expected two integers L,R" $s --window 5
+    expect_error "$s window and causal" "causal is --window -1,0" $s --random --n 8 --causal --window 3,0
+    expect_error "$s heads not a multiple of kv heads" "the 6 query heads must be a multiple" $s --random --n 8 --heads 6 --kv-heads 4
+    expect_error "$s --seqlen-k with files" "the --k file gives seqlen_k" $s --q $B/good_16x8.npy --k $B/good_20x8.npy --v $B/good_20x8.npy --seqlen-k 20
+    expect_error "$s --kv-heads against a file" "the --k file has 2 heads" $s --q $B/heads2_1x2x16x8.npy --k $B/heads2_1x2x16x8.npy --v $B/heads2_1x2x16x8.npy --kv-heads 1
+    expect_error "$s --seqlen-k past the real input" "the real input has 148 keys" $s --seqlen-k 200
+    expect_error "$s --kv-heads not dividing the real input" "the 12 query heads must be a multiple" $s --kv-heads 5
+    expect_error "$s output over an input" "would overwrite the input --q" $s --q $B/good_16x8.npy --k $B/good_16x8.npy --v $B/good_16x8.npy --out $B/good_16x8.npy
+    [ -e $B/o.npy ] && echo "FAIL $s refused run left a file behind" || echo "PASS $s refused run writes no output"
+done
+expect_error "stage6 bad --check" "expected 'naive' or 'rows'" ./stage6 --check all
+expect_error "stage6 bad sweep name" "expected 'window', 'memory' or 'lse'" ./stage6 --sweep nope --csv $B/x.csv
+expect_error "stage6 sweep without csv" "needs --csv" ./stage6 --sweep window
+expect_error "stage6 naive reference too large" "naive attention needs four" ./stage6 --random --n 20000 --d 1
+expect_error "stage3 sweeps square problems only" "masks and lengths are swept by ./stage6" ./stage3 --sweep io --csv $B/x.csv --window 3,0
+./stage2 --trace --logits=-inf,-inf >"$tmp/out" 2>&1 && grep -q "l = 0.000000" "$tmp/out" && ! grep -qi nan "$tmp/out" \
+    && echo "PASS stage2 --trace with every logit -inf: exit 0, l = 0, L = -inf, no NaN" \
+    || echo "FAIL stage2 --trace with every logit -inf: $(cat "$tmp/out")"
 expect_error "stage1 bad dtype" "expected fp64, fp32" ./stage1 --dtype fp8
 expect_error "stage1 fp16 refused on the CPU" "runs fp64 or fp32" ./stage1 --dtype bf16
 expect_error "stage3 M too small for one tile" "M is too small for one tile at d = 64" ./stage3 --random --n 16 --d 64 --sram 300
@@ -88,10 +112,24 @@ expect_error "stage2 bad input file before any output" "cannot open" ./stage2 --
 ./stage2 --trace --logits=-inf,3,1,6 --block 2 >"$tmp/out" 2>&1 && grep -q "L = m + log l = 6.0" "$tmp/out" \
     && echo "PASS stage2 --trace accepts -inf (a masked logit)" || echo "FAIL stage2 --trace accepts -inf (a masked logit)"
 
+# A Fortran-order file (np.save of a transposed array) is read as the array
+# it holds: the same outputs, bit for bit, as from its C-order twin.
+for s in ./stage1 ./stage3 ./stage6; do
+    $s --q $B/ramp_16x8_fortran.npy --k $B/good_20x8.npy --v $B/good_20x8.npy --out $B/of.npy >/dev/null 2>&1 &&
+        $s --q $B/ramp_16x8.npy --k $B/good_20x8.npy --v $B/good_20x8.npy --out $B/oc.npy >/dev/null 2>&1 &&
+        cmp -s $B/of.npy $B/oc.npy \
+        && echo "PASS $s reads a Fortran-order .npy as its C-order twin" \
+        || echo "FAIL $s reads a Fortran-order .npy as its C-order twin"
+    rm -f $B/of.npy $B/oc.npy
+done
+if [ -x ./stage4 ]; then
+    expect_error "stage4 refuses a window" "unknown flag '--window'" ./stage4 --window 3,0
+fi
+
 # Good files in every accepted rank work, and --help exits 0.
 ./stage3 --q $B/good_1x2x16x8_v2.npy --k $B/good_1x2x16x8_v2.npy --v $B/good_1x2x16x8_v2.npy >/dev/null 2>&1 \
     && echo "PASS stage3 reads a format 2.0 (B,H,N,d) file" || echo "FAIL stage3 reads a format 2.0 (B,H,N,d) file"
-for s in ./stage1 ./stage2 ./stage3; do
+for s in ./stage1 ./stage2 ./stage3 ./stage6; do
     $s --help >"$tmp/out" 2>&1 && grep -q -- "--seed" "$tmp/out" \
         && echo "PASS $s --help lists the flags" || echo "FAIL $s --help lists the flags"
 done

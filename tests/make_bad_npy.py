@@ -34,6 +34,19 @@ def f64(shape, value=0.5):
     return struct.pack("<%dd" % n, *([value] * n))
 
 
+def ramp(shape, fortran=False):
+    """Distinct values 0.01 k in C order; written column-major when fortran,
+    so that both files hold the same array."""
+    n = 1
+    for s in shape:
+        n *= s
+    vals = [0.01 * k for k in range(n)]
+    if fortran:   # element (i, j) of a 2-D array at i + rows * j
+        rows, cols = shape
+        vals = [vals[i * cols + j] for j in range(cols) for i in range(rows)]
+    return struct.pack("<%dd" % n, *vals)
+
+
 def main(out):
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
@@ -48,6 +61,11 @@ def main(out):
         "rank5.npy": npy("<f8", (1, 1, 1, 16, 8), f64((1, 1, 1, 16, 8))),
         "empty_dim.npy": npy("<f8", (0, 8), b""),
         "fortran.npy": npy("<f8", (16, 8), f64((16, 8)), fortran=True),
+        "ramp_16x8.npy": npy("<f8", (16, 8), ramp((16, 8))),
+        "ramp_16x8_fortran.npy": npy("<f8", (16, 8), ramp((16, 8), True), fortran=True),
+        "good_16x4.npy": npy("<f8", (16, 4), f64((16, 4))),
+        "heads3_1x3x16x8.npy": npy("<f8", (1, 3, 16, 8), f64((1, 3, 16, 8))),
+        "heads2_1x2x16x8.npy": npy("<f8", (1, 2, 16, 8), f64((1, 2, 16, 8))),
         "nan.npy": npy("<f8", (16, 8), f64((16, 8), float("nan"))),
         "huge_values.npy": npy("<f8", (16, 8), f64((16, 8), 1e200)),
         "long_20000x1.npy": npy("<f8", (20000, 1), f64((20000, 1))),

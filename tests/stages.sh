@@ -25,6 +25,12 @@ run "stage3 N below one tile" $bin/stage3 --random --n 7 --d 16 --br 32 --bc 32 
 run "stage3 tails, B x H" $bin/stage3 --random --batch 2 --heads 3 --n 113 --d 40 --br 17 --bc 23 --causal --seed $seed
 run "stage3 other softmax_scale" $bin/stage3 --random --n 50 --d 8 --scale 0.9 --seed $seed
 run "stage3 --rule io, causal" $bin/stage3 --random --n 150 --d 16 --sram 3000 --rule io --causal --seed $seed
+run "stage1 masked, keys cut, grouped heads" $bin/stage1 --window 23,0 --seqlen-k 100 --kv-heads 4
+run "stage3 masked, keys cut, grouped heads" $bin/stage3 --window 23,0 --seqlen-k 100 --kv-heads 4 --br 16 --bc 24
+run "stage6 tour of masks on the real input" $bin/stage6 --seed $seed
+run "stage6 random, Sq != Sk, grouped heads, window" $bin/stage6 --random --batch 2 --heads 4 --kv-heads 2 --n 90 --seqlen-k 61 --d 12 --window 20,3 --br 13 --bc 9 --seed $seed
+run "stage6 causal with more queries than keys" $bin/stage6 --random --n 70 --seqlen-k 30 --causal --br 16 --bc 8 --seed $seed
+run "stage6 --check rows, 20000 queries, window" $bin/stage6 --random --n 20000 --d 8 --window 63,0 --br 64 --bc 64 --check rows --seed $seed
 
 trace=$($bin/stage2 --trace 2>&1)
 if echo "$trace" | grep -q "alpha = exp(3 - 6) = 0.049787   l = 1.074841" &&

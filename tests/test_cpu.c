@@ -24,27 +24,9 @@
 #include "stage2_online_softmax.h"
 #include "stage3_tiled.h"
 
-static int n_pass, n_fail;
-static FILE *csv;
-static uint64_t seed;
+#include "test_report.h"
 
-static void result(bool ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void result(bool ok, const char *name, const char *fmt, ...)
-{
-    char why[512] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    if (ok) {
-        printf("PASS %s (%s)\n", name, why);
-        n_pass++;
-    } else {
-        printf("FAIL %s: %s [seed %llu]\n", name, why, (unsigned long long)seed);
-        n_fail++;
-    }
-}
+static FILE *csv;
 
 static void csv_row(const char *stage, const char *check, int N, int d, bool causal, int Br,
                     int Bc, double err, double tol)
@@ -68,22 +50,27 @@ static qkv random_qkv(int N, int d, rng_t *rng)
     return x;
 }
 
+/* The one-head problem (N, d) of these tests, causal or not. */
+static attn_params problem(int N, int d, double scale, bool causal)
+{
+    attn_params p = attn_params_make(1, 1, N, d, scale);
+    if (causal) p.window_size_right = 0;
+    return p;
+}
+
 /* Naive forward + backward into freshly allocated buffers. */
 typedef struct { double *O, *L, *dQ, *dK, *dV; } grads;
 static grads naive_all(qkv x, int N, int d, double scale, bool causal, io_counter *f, io_counter *b)
 {
-    size_t n = (size_t)N * d, NN = (size_t)N * N;
+    size_t n = (size_t)N * d;
+    attn_params p = problem(N, d, scale, causal);
     grads g;
     g.O = xmalloc(4 * n + (size_t)N, sizeof(double), "naive out");
     g.dQ = g.O + n;
     g.dK = g.dQ + n;
     g.dV = g.dK + n;
     g.L = g.dV + n;
-    double *tmp = xmalloc(4 * NN, sizeof(double), "naive N x N");
-    naive_forward(x.Q, x.K, x.V, N, d, scale, causal, tmp, tmp + NN, g.O, g.L, f);
-    naive_backward(x.Q, x.K, x.V, g.O, tmp + NN, x.dO, N, d, scale, tmp + 2 * NN, tmp + 3 * NN,
-                   g.dQ, g.dK, g.dV, b);
-    free(tmp);
+    naive_attention_all_heads(&p, x.Q, x.K, x.V, x.dO, g.O, g.L, g.dQ, g.dK, g.dV, f, b, NULL, NULL);
     return g;
 }
 
@@ -92,6 +79,7 @@ static grads tiled_all(qkv x, int N, int d, double scale, bool causal, int Br, i
                        tile_stats *sb)
 {
     size_t n = (size_t)N * d;
+    attn_params p = problem(N, d, scale, causal);
     grads g;
     g.O = xmalloc(4 * n + 2 * (size_t)N, sizeof(double), "tiled out");
     poison(g.O, 4 * n + 2 * (size_t)N);
@@ -99,9 +87,8 @@ static grads tiled_all(qkv x, int N, int d, double scale, bool causal, int Br, i
     g.dK = g.dQ + n;
     g.dV = g.dK + n;
     g.L = g.dV + n;
-    flash_forward(x.Q, x.K, x.V, N, d, scale, causal, Br, Bc, g.O, g.L, sram, f, sf);
-    flash_backward(x.Q, x.K, x.V, g.O, g.L, x.dO, N, d, scale, causal, Br, Bc, g.dQ, g.dK, g.dV,
-                   g.L + N, sram, b, sb);
+    flash_forward(&p, x.Q, x.K, x.V, Br, Bc, g.O, g.L, sram, f, sf);
+    flash_backward(&p, x.Q, x.K, x.V, g.O, g.L, x.dO, Br, Bc, g.dQ, g.dK, g.dV, g.L + N, sram, b, sb);
     return g;
 }
 
@@ -160,6 +147,34 @@ static void test_online_softmax(rng_t *rng, int trials)
 }
 
 /* ---- stage 3 against stage 1 ------------------------------------------- */
+
+/* Stage 3's counts in the closed forms of chapter 3 (no mask, and causal with
+ * seqlen_q = seqlen_k = N), written out here as the chapter derives them, to
+ * hold the general, mask.h-driven formulas to them. */
+static uint64_t closed_form_forward(int64_t N, int64_t d, int64_t Br, int64_t Bc, bool causal)
+{
+    int64_t Tr = (N + Br - 1) / Br;
+    if (!causal) return (uint64_t)(2 * N * d * (Tr + 1) + N);
+    int64_t kv_rows = 0;   /* keys up to the end of the key block holding each block's last row */
+    for (int64_t i = 0; i < Tr; i++) {
+        int64_t e = (i + 1) * Br < N ? (i + 1) * Br : N;
+        int64_t keys = Bc * ((e - 1) / Bc + 1);
+        kv_rows += keys < N ? keys : N;
+    }
+    return (uint64_t)(2 * N * d + N + 2 * d * kv_rows);
+}
+
+static uint64_t closed_form_backward(int64_t N, int64_t d, int64_t Br, int64_t Bc, bool causal)
+{
+    int64_t Tc = (N + Bc - 1) / Bc;
+    if (!causal) return (uint64_t)(5 * N * d + N + Tc * (4 * N * d + 2 * N));
+    int64_t total = 6 * N * d + N;
+    for (int64_t j = 0; j < Tc; j++) {
+        int64_t R = N - Br * ((j * Bc) / Br);   /* rows of the query blocks key block j reaches */
+        total += R * (3 * d + 2) + (j > 0 ? R * d : 0);
+    }
+    return (uint64_t)total;
+}
 static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
 {
     double wf = 0, wl = 0, wb = 0;
@@ -195,10 +210,13 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
                          fmax(compare("dK", g.dK, r.dK, n, 1e-12, 0, 2).max_abs,
                               compare("dV", g.dV, r.dV, n, 1e-12, 0, 2).max_abs));
         nonfinite += count_nonfinite(g.O, 4 * n + (size_t)N, false) != 0;
-        io_bad += io_total(&tf) != flash_forward_io_formula(N, d, Br, Bc, causal);
-        io_bad += io_total(&tb) != flash_backward_io_formula(N, d, Br, Bc, causal);
-        io_bad += io_total(&nf) != naive_forward_io_formula(N, d);
-        io_bad += io_total(&nb) != naive_backward_io_formula(N, d);
+        attn_params p = problem(N, d, scale, causal);
+        io_bad += io_total(&tf) != flash_forward_io_formula(&p, Br, Bc);
+        io_bad += io_total(&tb) != flash_backward_io_formula(&p, Br, Bc);
+        io_bad += io_total(&nf) != naive_forward_io_formula(&p);
+        io_bad += io_total(&nb) != naive_backward_io_formula(&p);
+        io_bad += io_total(&tf) != closed_form_forward(N, d, Br, Bc, causal);
+        io_bad += io_total(&tb) != closed_form_backward(N, d, Br, Bc, causal);
         hw_bad += sram.high_water > (size_t)M;
         if (N % 25 == 0 || N < 4) {
             csv_row("stage3", "forward_O_max_abs", N, d, causal, Br, Bc, ef, 1e-14);
@@ -217,8 +235,8 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
     result(wb <= 1e-12, "tiled backward vs naive", "%d shapes: max abs %.2e over dQ, dK, dV (<= 1e-12)",
            cases, wb);
     result(nonfinite == 0, "tiled outputs fully written", "%d shapes with a non-finite output", nonfinite);
-    result(io_bad == 0, "counted IO == closed form (naive and tiled, fwd and bwd)",
-           "%d mismatches over %d shapes x 4 counts", io_bad, cases);
+    result(io_bad == 0, "counted IO == formula == chapter 3's closed form (naive and tiled, fwd and bwd)",
+           "%d mismatches over %d shapes x 6 counts", io_bad, cases);
     result(hw_bad == 0, "SRAM high-water <= M", "%d shapes over M", hw_bad);
 }
 
@@ -234,8 +252,8 @@ static void test_gradcheck(rng_t *rng, int trials)
         sram_init(&sram, flash_backward_sram_elements(Br, Bc, d));
         grads g = tiled_all(x, N, d, 1.0 / sqrt((double)d), causal, Br, Bc, &sram, NULL, NULL,
                             NULL, NULL);
-        double e = gradcheck_central(x.Q, x.K, x.V, x.dO, N, d, 1.0 / sqrt((double)d), causal,
-                                     g.dQ, g.dK, g.dV, 1e-5);
+        attn_params p = problem(N, d, 1.0 / sqrt((double)d), causal);
+        double e = gradcheck_central(&p, x.Q, x.K, x.V, x.dO, g.dQ, g.dK, g.dV, 1e-5);
         csv_row("stage3", "gradcheck_rel", N, d, causal, Br, Bc, e, 1e-6);
         worst = fmax(worst, e);
         sram_free(&sram);
@@ -315,6 +333,32 @@ static void test_npy(rng_t *rng)
     for (int i = 0; ok && i < 105; i++) worst = fmax(worst, fabs(a.data[i] - (double)(float)x[i]));
     if (ok) npy_free(&a);
     result(ok && worst == 0, "npy float32 round trip widens exactly", "%s", ok ? "(3,5,7)" : err);
+
+    /* A Fortran-order file (what np.save writes for a transposed array):
+     * its data is column-major; the reader must give the C-order array. */
+    ok = npy_write(path, x, 3, shape, false, err, sizeof err) == 0;
+    FILE *f = ok ? fopen(path, "r+b") : NULL;
+    unsigned char pre[10];
+    char hdr[256] = "";
+    size_t hlen = 0;
+    ok = f && fread(pre, 1, 10, f) == 10;
+    if (ok) hlen = (size_t)(pre[8] | pre[9] << 8);
+    ok = ok && hlen < sizeof hdr && fread(hdr, 1, hlen, f) == hlen;
+    char *fo = ok ? strstr(hdr, "False") : NULL;
+    if ((ok = fo != NULL)) {   /* "False" -> "True " keeps the header's length */
+        memcpy(fo, "True ", 5);
+        double col[105];       /* x[a][b][c] at a + 3 (b + 5 c), column-major */
+        for (int a3 = 0; a3 < 3; a3++)
+            for (int b5 = 0; b5 < 5; b5++)
+                for (int c7 = 0; c7 < 7; c7++) col[a3 + 3 * (b5 + 5 * c7)] = x[(a3 * 5 + b5) * 7 + c7];
+        ok = fseek(f, 10, SEEK_SET) == 0 && fwrite(hdr, 1, hlen, f) == hlen &&
+             fwrite(col, sizeof col, 1, f) == 1;
+    }
+    if (f) fclose(f);
+    ok = ok && npy_read(path, &a, err, sizeof err) == 0;
+    ok = ok && a.ndim == 3 && a.shape[0] == 3 && a.shape[2] == 7 && !memcmp(a.data, x, sizeof x);
+    if (ok) npy_free(&a);
+    result(ok, "npy Fortran-order file reads as the C-order array", "%s", ok ? "(3,5,7)" : err);
     remove(path);
 }
 

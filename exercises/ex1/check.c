@@ -42,8 +42,9 @@ int main(int argc, char **argv)
     }
     int Tr = (N + Br - 1) / Br;
     double flops = 4.0 * N * (double)N * D;
-    double naive_bytes = BYTES * (double)naive_forward_io_formula(N, D);
-    double tiled_bytes = BYTES * (double)flash_forward_io_formula(N, D, Br, Bc, false);
+    attn_params head = attn_params_make(1, 1, N, D, 1.0);   /* one head, no mask */
+    double naive_bytes = BYTES * (double)naive_forward_io_formula(&head);
+    double tiled_bytes = BYTES * (double)flash_forward_io_formula(&head, Br, Bc);
     double naive_int = flops / naive_bytes, tiled_int = flops / tiled_bytes;
     double speedup_today = roofline_time(flops, naive_bytes, BW_TODAY) /
                            roofline_time(flops, tiled_bytes, BW_TODAY);

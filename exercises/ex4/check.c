@@ -18,7 +18,10 @@
  * An untouched stub gets every part as todo, so the count of parts is the
  * same for the stub and for a real attempt.
  * The reference builds each row's masked score row in full, then a two-pass
- * softmax: nothing of the tiled algorithm is shared with it.
+ * softmax: nothing of the tiled algorithm is shared with it. The mask is
+ * mask.h's, the one definition every stage uses: i - W < j <= i is the
+ * window (W - 1, 0), and both the reference and the tile count ask
+ * mask_visible about each (query, key) pair.
  *
  * Usage: check [DIR] [--seed S] [--cases K]
  * DIR only names what is marked: the checker is built with DIR/swa_forward.c.
@@ -63,16 +66,20 @@ static void fail(part *p, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The exercise's window of W keys as a mask: query i sees i - W < j <= i. */
+static attn_mask window_mask(int N, int W) { return mask_make(N, N, W - 1, 0); }
+
 /* Materialized reference: for each row, the full masked score row, then the
  * softmax over it. */
 static void reference(const double *Q, const double *K, const double *V, int N, int d,
                       double scale, int W, double *O, double *L)
 {
     double *s = xmalloc((size_t)N, sizeof(double), "score row");
+    attn_mask mask = window_mask(N, W);
     for (int i = 0; i < N; i++) {
         double mx = -INFINITY;
         for (int j = 0; j < N; j++) {
-            bool visible = j <= i && j > i - W;
+            bool visible = mask_visible(mask, i, j);
             double v = 0.0;
             for (int k = 0; k < d; k++) v += Q[(size_t)i * d + k] * K[(size_t)j * d + k];
             s[j] = visible ? v * scale : -INFINITY;
@@ -96,9 +103,10 @@ static void band_tiles(int N, int W, int Br, int Bc, uint64_t *tiles, uint64_t *
 {
     int Tr = (N + Br - 1) / Br, Tc = (N + Bc - 1) / Bc;
     unsigned char *hit = xcalloc((size_t)Tr * Tc, 1, "tile marks");
+    attn_mask mask = window_mask(N, W);
     for (int i = 0; i < N; i++)
-        for (int j = i - W + 1 < 0 ? 0 : i - W + 1; j <= i; j++)
-            hit[(size_t)(i / Br) * Tc + j / Bc] = 1;
+        for (int j = 0; j < N; j++)
+            if (mask_visible(mask, i, j)) hit[(size_t)(i / Br) * Tc + j / Bc] = 1;
     *tiles = *key_rows = 0;
     for (int a = 0; a < Tr; a++)
         for (int b = 0; b < Tc; b++)
@@ -153,17 +161,18 @@ static void run_case(swa_case c, rng_t *rng)
         for (int k = 0; k < d; k++) {
             double g = O[(size_t)i * d + k], r = Or[(size_t)i * d + k];
             if (!(fabs(g - r) <= ATOL + RTOL * fabs(r))) {
-                int lo = i - c.W + 1 < 0 ? 0 : i - c.W + 1;
+                attn_mask mask = window_mask(N, c.W);
                 fail(&p_O, "%s: row %d (sees keys %d..%d) differs from the reference "
-                     "by %.3g at column %d", where, i, lo, i, fabs(g - r), k);
+                     "by %.3g at column %d", where, i, mask_key_first(mask, i),
+                     mask_key_last(mask, i), fabs(g - r), k);
                 break;
             }
         }
     for (int i = 0; i < N && !p_L.failed; i++)
         if (!(fabs(L[i] - Lr[i]) <= ATOL + RTOL * fabs(Lr[i]))) {
-            int lo = i - c.W + 1 < 0 ? 0 : i - c.W + 1;
+            attn_mask mask = window_mask(N, c.W);
             fail(&p_L, "%s: L[%d] (keys %d..%d) differs from the reference by %.3g",
-                 where, i, lo, i, fabs(L[i] - Lr[i]));
+                 where, i, mask_key_first(mask, i), mask_key_last(mask, i), fabs(L[i] - Lr[i]));
         }
 
     uint64_t tiles, key_rows;
@@ -291,12 +300,12 @@ int main(int argc, char **argv)
     parse_options(1, fake_argv, 0, "", &opt);
     attn_problem prob;
     load_problem(&opt, &prob);
-    int heads = prob.shape.B * prob.shape.H;
-    size_t head = (size_t)prob.shape.N * prob.shape.d;
+    int heads = prob.params.B * prob.params.H;
+    size_t head = (size_t)prob.params.seqlen_q * prob.params.d;
     for (int h = 0; h < heads; h++) {
         char what[64];
         snprintf(what, sizeof what, "real input, head %d:", h);
-        swa_case c = {prob.shape.N, prob.shape.d, 24, 16, 16, prob.Q + h * head,
+        swa_case c = {prob.params.seqlen_q, prob.params.d, 24, 16, 16, prob.Q + h * head,
                       prob.K + h * head, prob.V + h * head, what};
         run_case(c, &rng);
     }

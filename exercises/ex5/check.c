@@ -47,7 +47,9 @@ static void run_case(const double *Q, const double *K, const double *V, int N, i
     double *rs = xmalloc((size_t)N, sizeof(double), "row sums");
     sram_arena sram;
     sram_init(&sram, flash_forward_sram_elements(Br, Bc, d));
-    flash_forward(Q, K, V, N, d, scale, causal, Br, Bc, O, L, &sram, NULL, NULL);
+    attn_params p = attn_params_make(1, 1, N, d, scale);
+    if (causal) p.window_size_right = 0;   /* the window (-1, 0) */
+    flash_forward(&p, Q, K, V, Br, Bc, O, L, &sram, NULL, NULL);
     sram_free(&sram);
 
     char where[160];
@@ -134,13 +136,13 @@ int main(int argc, char **argv)
     parse_options(1, fake_argv, 0, "", &opt);
     attn_problem p;
     load_problem(&opt, &p);
-    int N = p.shape.N, d = p.shape.d, Br, Bc;
+    int N = p.params.seqlen_q, d = p.params.d, Br, Bc;
     if (derive_blocks(16384, d, false, &Br, &Bc) != 0) {
         printf("  internal error: derive_blocks refused d = %d\n", d);
         return 2;
     }
     size_t head = (size_t)N * d;
-    for (int h = 0; h < p.shape.B * p.shape.H; h++)
+    for (int h = 0; h < p.params.B * p.params.H; h++)
         for (int causal = 0; causal < 2; causal++) {
             char what[64];
             snprintf(what, sizeof what, "real input head %d", h);

@@ -8,14 +8,17 @@
  * it visits exactly the key blocks that meet that interval and skips the
  * rest without loading them; inside a visited tile the mask is exact per
  * (row, key).
+ *
+ * The project writes a mask once, in src/mask.h: the window i - W < j <= i
+ * is FlashAttention's window_size (W - 1, 0); mask_visible is the per-pair
+ * test and mask_key_blocks the interval above, cut into key blocks.
  */
 #include "swa_forward.h"
 
 #include <math.h>
 
+#include "mask.h"
 #include "stage2_online_softmax.h"
-
-static inline int imax(int a, int b) { return a > b ? a : b; }
 
 void swa_forward(const double *Q, const double *K, const double *V, int N, int d,
                  double softmax_scale, int W, int Br, int Bc,
@@ -30,12 +33,15 @@ void swa_forward(const double *Q, const double *K, const double *V, int N, int d
     double *Vj = sram_alloc(sram, (size_t)Bc * d, "V_j");
     double *Sij = sram_alloc(sram, (size_t)Br * Bc, "S_ij");
     int Tr = (N + Br - 1) / Br, Tc = (N + Bc - 1) / Bc;
+    attn_mask mask = mask_make(N, N, W - 1, 0);   /* query i sees i - W < j <= i */
 
     for (int i = 0; i < Tr; i++) {
         int i0 = i * Br, br = imin(Br, N - i0);
-        int first_key = imax(0, i0 - W + 1);      /* leftmost key any row sees */
-        int last_key = i0 + br - 1;               /* rightmost: the last row itself */
-        int j_lo = first_key / Bc, j_hi = last_key / Bc;
+        /* key blocks [j_lo, j_hi] hold keys [i0 - W + 1, i0 + br - 1], the
+         * leftmost key any row sees to the last row itself */
+        int j_lo, j_end;
+        mask_key_blocks(mask, i0, i0 + br, Bc, &j_lo, &j_end);
+        int j_hi = j_end - 1;
         if (stats) stats->tiles_skipped += (uint64_t)(Tc - (j_hi - j_lo + 1));
 
         hbm_load(Qi, Q + (size_t)i0 * d, br, d, d, io, T_Q);
@@ -53,7 +59,7 @@ void swa_forward(const double *Q, const double *K, const double *V, int N, int d
                 for (int c = 0; c < bc; c++) {
                     int key = j0 + c;
                     double s = -INFINITY;
-                    if (key <= row && key > row - W) {
+                    if (mask_visible(mask, row, key)) {
                         s = 0.0;
                         for (int k = 0; k < d; k++)
                             s += Qi[(size_t)r * d + k] * Kj[(size_t)c * d + k];
