@@ -320,17 +320,18 @@ static void ranges(const bool *flag, int n, char *buf, size_t len)
     size_t at = 0;
     int shown = 0;
     buf[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        if (!flag[i]) continue;
-        int j = i;
-        while (j + 1 < n && flag[j + 1]) j++;
+    for (int first = 0; first < n; first++) {
+        if (!flag[first]) continue;
+        int last = first;
+        while (last + 1 < n && flag[last + 1]) last++;
         if (shown++ == 8) {
             snprintf(buf + at, len - at, ", ...");
             return;
         }
-        at += (size_t)snprintf(buf + at, len - at, j > i ? "%s%d-%d" : "%s%d", at ? ", " : "", i, j);
+        at += (size_t)snprintf(buf + at, len - at, last > first ? "%s%d-%d" : "%s%d", at ? ", " : "",
+                               first, last);
         if (at >= len) return;
-        i = j;
+        first = last;
     }
 }
 

@@ -81,6 +81,8 @@ expect_exit2 ./stage5 stage5-cli-outputs-need-one-run --dq /tmp/stage5_dq_never_
 expect_exit2 ./stage5 stage5-cli-bad-sweep --sweep bogus
 expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
 expect_exit2 ./stage5 stage5-cli-large-n --kernel 1 --random --n 9000 --d 64
+expect_exit2 ./stage5 stage5-cli-kv-heads --random --n 64 --heads 4 --kv-heads 3
+expect_exit2 ./stage5 stage5-cli-window --random --n 64 --window 3
 
 ./stage5 --sweep model || true   # prints its own PASS/FAIL lines
 
