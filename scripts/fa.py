@@ -70,6 +70,7 @@ def load(path=None):
         "fa_block_rows": ([i, i, i], i),
         "fa_block_cols": ([i, i, i], i),
         "fa_tiles": ([i, i, P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)], None),
+        "fa_mask_fill": ([P, vp], i),
         "fa_model_bytes": ([i, i, i, P], d),
         "fa_compulsory_bytes": ([i, i, P], d),
         "fa_flops": ([i, P], d),
@@ -107,6 +108,14 @@ def versions(lib, pass_):
         if len(out) == lib.fa_num_versions(pass_):
             break
     return out
+
+
+def mask(lib, p):
+    """The mask of src/mask.h for problem p as bytes: row i, column j is 1
+    when query i sees key j (fa_mask_fill; nothing here spells the rule)."""
+    buf = (ctypes.c_ubyte * (p.seqlen_q * p.seqlen_k))()
+    check(lib, lib.fa_mask_fill(ctypes.byref(p), buf))
+    return bytes(buf)
 
 
 def tiles(lib, pass_, version, p):
