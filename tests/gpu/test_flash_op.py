@@ -188,8 +188,8 @@ class Problem:
         q, k, v = (t.detach().clone().requires_grad_() for t in (self.q, self.k, self.v))
         kk, vv = k.repeat_interleave(self.group, 1), v.repeat_interleave(self.group, 1)
         s = (q @ kk.transpose(-1, -2)) * (self.scale or 1.0 / math.sqrt(q.shape[-1]))
-        if self.sdpa_mask is not None or self.sdpa_causal:
-            s = s.masked_fill(~(self.sdpa_mask if self.sdpa_mask is not None else self.mask), -math.inf)
+        if self.sdpa_mask is not None:
+            s = s.masked_fill(~self.sdpa_mask, -math.inf)
         o = torch.softmax(s, dim=-1) @ vv
         o.backward(self.do_ref)
         return "torch_materialized", self.errors(o, q, k, v)
@@ -327,13 +327,14 @@ def deterministic_tests(gen):
 
 def plumbing_tests(gen):
     dtype = torch.bfloat16
-    B, H, H_kv, S, d = 2, 4, 2, 192, 64
+    # the plainest problem (no mask, H_kv = H), so that these run on any table
+    B, H, H_kv, S, d = 2, 4, 4, 192, 64
     q = torch.randn(B, S, H, d, generator=gen, device=DEV).to(dtype)
     k = torch.randn(B, S, H_kv, d, generator=gen, device=DEV).to(dtype)
     v = torch.randn(B, S, H_kv, d, generator=gen, device=DEV).to(dtype)
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))   # (B, H, S, d) views, strided
     try:
-        base = flash_attention(qt.contiguous(), kt.contiguous(), vt.contiguous(), causal=True)
+        base = flash_attention(qt.contiguous(), kt.contiguous(), vt.contiguous())
     except ValueError as e:
         for g in GROUPS[3:]:
             print(f"SKIP {g}: {e}")
@@ -345,18 +346,18 @@ def plumbing_tests(gen):
         else:
             print(f"FAIL {name}: O differs from the plain call ({note})")
 
-    same("flash_op-noncontiguous", flash_attention(qt, kt, vt, causal=True), "transposed views")
+    same("flash_op-noncontiguous", flash_attention(qt, kt, vt), "transposed views")
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        o = flash_attention(qt, kt, vt, causal=True)
+        o = flash_attention(qt, kt, vt)
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     same("flash_op-stream", o, "on a side stream")
     leaves = [t.float().requires_grad_() for t in (qt, kt, vt)]
     try:
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            o = flash_attention(*leaves, causal=True)
+            o = flash_attention(*leaves)
         o.float().sum().backward()
     except ValueError as e:   # e.g. no backward version for this problem
         print(f"SKIP flash_op-autocast: {e}")
@@ -367,7 +368,7 @@ def plumbing_tests(gen):
         else:
             print("FAIL flash_op-autocast: the fp32 leaves got no finite fp32 gradient")
     with torch.no_grad():
-        o = flash_attention(*[t.detach().requires_grad_() for t in (qt, kt, vt)], causal=True)
+        o = flash_attention(*[t.detach().requires_grad_() for t in (qt, kt, vt)])
     if o.requires_grad:
         print("FAIL flash_op-no-grad: O requires grad under torch.no_grad()")
     else:
