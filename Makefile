@@ -127,6 +127,8 @@ setup:                                    ## the one set-up command: NumPy, Pand
 
 gpu: $(GPU_TARGETS)
 
+# '+': suites run make themselves (the paper, the exercises); under make -j
+# they must get the jobserver, or make warns on a line the tests count.
 test: cpu $(TEST_DEPS)                    ## every test suite; ends with "N passed, N failed, N skipped"
 	+@sh tests/run.sh $(TEST_SUITES)
 
