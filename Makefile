@@ -49,6 +49,12 @@ CPU_LIBS := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
 $(BUILD)/test_cpu: tests/test_cpu.c $(CPU_LIBS) | $(BUILD)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# The merge rule and the ring plan of stage 7, tested on the CPU first
+# (tests/test_ring.c runs the plan through stage 3 in fp64).
+RING_LIBS := $(BUILD)/merge.lib.o $(BUILD)/ring.lib.o
+$(BUILD)/test_ring: tests/test_ring.c $(RING_LIBS) $(CPU_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 # The same programs under AddressSanitizer and UndefinedBehaviorSanitizer,
 # built apart in build/asan so that the normal build stays optimized.
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -64,16 +70,18 @@ $(ASAN)/stage2: src/stage2_online_softmax.c $(ASAN)/stage1_naive.lib.o $(SAN_SRC
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 $(ASAN)/stage3: src/stage3_tiled.c $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(ASAN)/test_ring: tests/test_ring.c src/merge.c src/ring.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 $(ASAN)/test_cpu: tests/test_cpu.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/test_cpu
+SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/test_cpu $(ASAN)/test_ring
 
 sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan
-	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "sh tests/stages.sh $(ASAN)"
+	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/test_cpu $(SANITIZED)
-TEST_SUITES += $(BUILD)/test_cpu "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/test_reference.py" \
-               "$(ASAN)/test_cpu --quick" "sh tests/stages.sh $(ASAN)"
+TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_ring $(SANITIZED)
+TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_ring "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/test_reference.py" \
+               "$(ASAN)/test_cpu --quick" "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
 sweep: stage3 $(BUILD)/test_cpu           ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
