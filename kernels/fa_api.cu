@@ -227,6 +227,14 @@ extern "C" double fa_compulsory_bytes(int pass, int dtype, const attn_params *p)
     return es * (4 * q + 4 * kv) + 4 * rows;
 }
 
+extern "C" void fa_mask_matrix(const attn_params *p, unsigned char *visible)
+{
+    attn_mask m = attn_mask_of(p);
+    for (int i = 0; i < p->seqlen_q; i++)
+        for (int j = 0; j < p->seqlen_k; j++)
+            visible[(size_t)i * p->seqlen_k + j] = mask_visible(m, i, j);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Running a pass                                                            */
 /* ------------------------------------------------------------------------- */

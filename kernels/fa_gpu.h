@@ -63,6 +63,7 @@ typedef struct {
     int masks;               /* 1: takes windows, seqlen_q != seqlen_k and H_kv < H */
     int deterministic;       /* 1: has a deterministic mode (backward) */
     int min_cc;              /* least compute capability (major*10+minor), e.g. 90 */
+    const char *slug;        /* "mma": with the name, the benchmarks' label (ours_v2_mma) */
 } fa_version_info;
 
 int fa_num_versions(int pass);
@@ -99,6 +100,10 @@ double fa_compulsory_bytes(int pass, int dtype, const attn_params *p);
  * scaled by the visible fraction of the score matrix (1/2 for causal with
  * Sq = Sk, as the papers halve it), backward 2.5 times the forward. */
 double fa_flops(int pass, const attn_params *p);
+
+/* visible[i * seqlen_k + j] = 1 when query i sees key j (src/mask.h), for
+ * tools that build a reference in another language from the one definition. */
+void fa_mask_matrix(const attn_params *p, unsigned char *visible);
 
 /* Run one pass. Asynchronous on `stream` (a cudaStream_t, NULL = default):
  * returns after the launches. deterministic (backward only): dQ, dK, dV

@@ -142,6 +142,16 @@ static inline fa_kargs fa_kargs_make(const attn_params *p)
  * finishes as O = 0, L = -inf (mask.h's convention). */
 __device__ __forceinline__ float softmax_ref_max(float m) { return m == -INFINITY ? 0.f : m; }
 
+/* Rows [i0, i1) of one head that see no key at all: O = 0, L = -inf, written
+ * by the whole thread block (which then returns without reading K or V). */
+template <typename T>
+__device__ void write_empty_rows(T *O, float *L, int i0, int i1, int d)
+{
+    for (int idx = threadIdx.x; idx < (i1 - i0) * d; idx += blockDim.x)
+        O[(size_t)i0 * d + idx] = from_f<T>(0.f);
+    for (int r = i0 + threadIdx.x; r < i1; r += blockDim.x) L[r] = -INFINITY;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Ampere-era instructions (sm_80+)                                          */
 /* ------------------------------------------------------------------------- */

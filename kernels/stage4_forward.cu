@@ -46,39 +46,45 @@
 /* ========================================================================= */
 
 //> v0-softmax
-/* P = softmax(S) row by row, L = logsumexp(S), one warp per row of N
- * entries; S is already scaled (cuBLAS applied softmax_scale). Pass 1 keeps
- * a running max and sum per lane (stage 2's online softmax, in base 2), the
- * warp merges the 32 partial (m, l) pairs; pass 2 reads S again and writes
- * P = exp(S - L). The second read of a row mostly hits L2; the IO model
- * counts S once. */
+/* P = softmax(S) row by row, L = logsumexp(S), one warp per row of seqlen_k
+ * entries; S is fp32 and already scaled (cuBLAS applied softmax_scale), so
+ * fp16 inputs cannot overflow it. Pass 1 keeps a running max and sum per
+ * lane (stage 2's online softmax, in base 2) over the keys the row sees
+ * (mask.h's range), the warp merges the 32 partial (m, l) pairs; pass 2 reads
+ * S again and writes P = 2^(y - log2 sum) in the dtype, 0 for masked keys.
+ * y = S log2(e) is rounded once (__fmul_rn: never contracted into an FMA) in
+ * both passes, so the max and the exponent come from the same value and no
+ * exponent is positive even when S is ~1e10. The second read of a row mostly
+ * hits L2; the IO model counts S once. Row r of the (B H seqlen_q) rows is
+ * query r % seqlen_q. */
 template <typename T>
-__global__ void __launch_bounds__(256) v0_softmax_rows(const T *__restrict__ S, T *__restrict__ P,
+__global__ void __launch_bounds__(256) v0_softmax_rows(const float *__restrict__ S, T *__restrict__ P,
                                                        float *__restrict__ L, long long rows,
-                                                       int N, bool vec)
+                                                       attn_mask mask, bool vec)
 {
     const float LOG2E = 1.4426950408889634f;
+    const int Sk = mask.seqlen_k;
     long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const T *s = S + row * N;
-    T *p = P + row * N;
-    constexpr int VEC = vec16<T>::n;
+    const float *s = S + row * Sk;
+    T *p = P + row * Sk;
+    const int i = (int)(row % mask.seqlen_q);
+    const int lo = mask_key_first(mask, i), hi = mask_key_last(mask, i);   /* empty if lo > hi */
 
     float m = -INFINITY, l = 0.f;   /* base-2 running max and sum of this lane */
-    auto update = [&](float y) {    /* y = S * log2(e) */
+    auto update = [&](float y) {    /* y = S * log2(e), finite */
         if (y > m) { l = l * exp2f(m - y) + 1.f; m = y; }
         else l += exp2f(y - m);
     };
-    if (vec) {
-        for (int c = lane * VEC; c < N; c += 32 * VEC) {
-            float x[VEC];
-            load16(s + c, x);
-#pragma unroll
-            for (int u = 0; u < VEC; u++) update(x[u] * LOG2E);
+    if (vec) {   /* every key visible, rows 16-byte aligned */
+        for (int c = lane * 4; c < Sk; c += 32 * 4) {
+            float4 x = __ldg(reinterpret_cast<const float4 *>(s + c));
+            update(__fmul_rn(x.x, LOG2E)); update(__fmul_rn(x.y, LOG2E));
+            update(__fmul_rn(x.z, LOG2E)); update(__fmul_rn(x.w, LOG2E));
         }
     } else {
-        for (int c = lane; c < N; c += 32) update(to_f(s[c]) * LOG2E);
+        for (int c = lo + lane; c <= hi; c += 32) update(__fmul_rn(s[c], LOG2E));
     }
     /* Merge lanes: (m, l) and (m2, l2) -> (max, l 2^(m-max) + l2 2^(m2-max)).
      * A lane that saw no entry has m = -inf and contributes nothing. */
@@ -89,19 +95,20 @@ __global__ void __launch_bounds__(256) v0_softmax_rows(const T *__restrict__ S, 
         l = (m == -INFINITY ? 0.f : l * exp2f(m - mn)) + (m2 == -INFINITY ? 0.f : l2 * exp2f(m2 - mn));
         m = mn;
     }
-    float lse2 = m + log2f(l);   /* log2 of sum_j 2^(S_j log2 e) */
+    /* log2 of sum_j 2^(y_j); a row that sees no key: -inf + log2(0) = -inf */
+    float lse2 = m + log2f(l);
     if (lane == 0) L[row] = lse2 * 0.6931471805599453f;
     if (vec) {
-        for (int c = lane * VEC; c < N; c += 32 * VEC) {
-            float x[VEC];
-            load16(s + c, x);
+        constexpr int VEC = vec16<T>::n;
+        for (int c = lane * VEC; c < Sk; c += 32 * VEC) {
             alignas(16) T out[VEC];
 #pragma unroll
-            for (int u = 0; u < VEC; u++) out[u] = from_f<T>(exp2f(x[u] * LOG2E - lse2));
+            for (int u = 0; u < VEC; u++) out[u] = from_f<T>(exp2f(__fmul_rn(s[c + u], LOG2E) - lse2));
             *reinterpret_cast<uint4 *>(p + c) = *reinterpret_cast<const uint4 *>(out);
         }
     } else {
-        for (int c = lane; c < N; c += 32) p[c] = from_f<T>(exp2f(to_f(s[c]) * LOG2E - lse2));
+        for (int c = lane; c < Sk; c += 32)
+            p[c] = from_f<T>(c >= lo && c <= hi ? exp2f(__fmul_rn(s[c], LOG2E) - lse2) : 0.f);
     }
 }
 //< v0-softmax
@@ -112,49 +119,51 @@ static cudaDataType_t cuda_type(int dtype)
 }
 
 //> v0-launch
-/* Version 0. cuBLAS is column-major: a row-major (N, d) head is a
- * column-major d x N matrix, so S (row-major N x N, S[i][j] = q_i . k_j)
- * is the column-major product K^T Q with K, Q as d x N (op T, op N), and
- * O (row-major N x d) is the column-major product V P with V d x N and P
- * N x N. One strided-batched call covers all B H heads. */
+/* Version 0. cuBLAS is column-major: a row-major (rows, d) block is a
+ * column-major d x rows matrix, so S (row-major, S[i][j] = q_i . k_j) is the
+ * column-major product K^T Q (op T, op N), and O (row-major) the product
+ * V P. Grouped heads: the H / H_kv query heads that share a K/V head are
+ * consecutive in Q, so their rows form one (H/H_kv seqlen_q, d) matrix, and
+ * one strided-batched call over the B H_kv K/V heads covers everything.
+ * S is kept in fp32 whatever the dtype (fp16 would overflow at |S| > 65504);
+ * P is in the dtype, as the second product takes it. */
 static int v0_forward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                       cudaStream_t stream)
 {
     (void)deterministic;
-    const void *Q = x->q, *K = x->k, *V = x->v;
-    void *O = x->o;
-    float *L = x->softmax_lse;
-    int N = p->seqlen_q, d = p->d, batch = p->B * p->H;
-    size_t es = fa_dtype_bytes(dtype);
-    long long nn = (long long)N * N, nd = (long long)N * d;
-    void *S = x->workspace, *P = (char *)x->workspace + (size_t)batch * nn * es;
-    cublasHandle_t g_cublas;
-    if (int rc = fa_cublas(&g_cublas, stream)) return rc;
+    const int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d;
+    const int rows_g = (p->H / p->H_kv) * Sq;   /* query rows per K/V head */
+    const int batch = p->B * p->H_kv;
+    const size_t es = fa_dtype_bytes(dtype);
+    const long long sq_k = (long long)rows_g * Sk;
+    float *S = (float *)x->workspace;
+    void *P = (char *)x->workspace + (size_t)batch * sq_k * sizeof(float);
+    cublasHandle_t h;
+    if (int rc = fa_cublas(&h, stream)) return rc;
     cudaDataType_t t = cuda_type(dtype);
     float alpha = (float)p->softmax_scale, one = 1.f, zero = 0.f;
-    /* S = softmax_scale Q K^T, fp32 accumulation, stored in the dtype */
-    CUBLAS_TRY(cublasGemmStridedBatchedEx(g_cublas, CUBLAS_OP_T, CUBLAS_OP_N, N, N, d, &alpha, K,
-                                          t, d, nd, Q, t, d, nd, &zero, S, t, N, nn, batch,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    long long rows = (long long)batch * N;
+    /* S = softmax_scale Q K^T, fp32 accumulation, fp32 result */
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, rows_g, d, &alpha, x->k, t,
+                                          d, (long long)Sk * d, x->q, t, d, (long long)rows_g * d,
+                                          &zero, S, CUDA_R_32F, Sk, sq_k, batch, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT));
+    long long rows = (long long)batch * rows_g;
     unsigned blocks = (unsigned)((rows + 7) / 8);
-    bool vec = (N % (int)(16 / es)) == 0;   /* rows start 16-byte aligned */
-    switch (dtype) {
-    case FA_FP32:
-        v0_softmax_rows<float><<<blocks, 256, 0, stream>>>((const float *)S, (float *)P, L, rows, N, vec);
-        break;
-    case FA_FP16:
-        v0_softmax_rows<__half><<<blocks, 256, 0, stream>>>((const __half *)S, (__half *)P, L, rows, N, vec);
-        break;
-    default:
-        v0_softmax_rows<__nv_bfloat16><<<blocks, 256, 0, stream>>>(
-            (const __nv_bfloat16 *)S, (__nv_bfloat16 *)P, L, rows, N, vec);
-    }
-    LAUNCH_CHECK();
+    bool vec = !attn_is_masked(p) && Sk % 8 == 0;   /* rows of S and P start 16-byte aligned */
+    attn_mask mask = attn_mask_of(p);
+    int rc = fa_dispatch_dtype(dtype, [&](auto zero_of_T) -> int {
+        using T = decltype(zero_of_T);
+        v0_softmax_rows<T><<<blocks, 256, 0, stream>>>(S, (T *)P, x->softmax_lse, rows, mask, vec);
+        LAUNCH_CHECK();
+        return FA_OK;
+    });
+    if (rc) return rc;
     /* O = P V */
-    CUBLAS_TRY(cublasGemmStridedBatchedEx(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, d, N, N, &one, V, t,
-                                          d, nd, P, t, N, nn, &zero, O, t, d, nd, batch,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, d, rows_g, Sk, &one, x->v, t,
+                                          d, (long long)Sk * d, P, t, Sk, sq_k, &zero, x->o, t, d,
+                                          (long long)rows_g * d, batch, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT));
+    (void)es;
     return FA_OK;
 }
 //< v0-launch
@@ -209,13 +218,18 @@ __device__ __forceinline__ void load_tile(float *dst, int ld, const T *__restric
  * D: head dimension rounded up to the template (16, 32, 64, 80, 96, 128);
  * Bc: key rows per tile (64, or 32 when D > 64 so that two blocks fit an SM).
  * Scores are kept in base 2: Q is pre-multiplied by softmax_scale log2(e),
- * so exp(x) becomes exp2f, one MUFU instruction. */
+ * so exp(x) becomes exp2f, one MUFU instruction.
+ *
+ * Masks (mask.h): the block visits only the key blocks its rows can see
+ * (mask_key_blocks); a block whose rows see no key writes O = 0, L = -inf
+ * and reads nothing; scores of invisible keys are -inf only on the tiles
+ * that mask_tile_unmasked says need it. */
 template <typename T, int D, int BC>
 __global__ void __launch_bounds__(256, 2)
     v1_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                      T *__restrict__ O, float *__restrict__ L, int N, int d, float scale_log2,
-                      bool vec)
+                      T *__restrict__ O, float *__restrict__ L, fa_kargs a, bool vec)
 {
+    const int Nq = a.seqlen_q, Nk = a.seqlen_k, d = a.d;
     constexpr int BR = FA_V1_BR;
     /* Row stride D + 4 floats: rows stay 16-byte aligned for float4, and
      * 8 consecutive rows fall in 8 different 16-byte bank groups, so the
@@ -230,11 +244,17 @@ __global__ void __launch_bounds__(256, 2)
     float *Pt = Vs + BC * LDQ;                      /* Bc x Br: P_ij transposed */
 
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int i0 = blockIdx.x * BR;
-    const size_t head = (size_t)blockIdx.y * N * d;
-    const T *Qh = Q + head, *Kh = K + head, *Vh = V + head;
+    const int i0 = blockIdx.x * BR, i1 = min(i0 + BR, Nq);
+    const T *Qh = Q + a.q_off(blockIdx.y), *Kh = K + a.kv_off(blockIdx.y), *Vh = V + a.kv_off(blockIdx.y);
+    T *Oh = O + a.q_off(blockIdx.y);
+    float *Lh = L + a.row_off(blockIdx.y);
+    int jb0 = 0, jb1 = (Nk + BC - 1) / BC;
+    if (a.masked && mask_key_blocks(a.mask, i0, i1, BC, &jb0, &jb1) == 0) {
+        write_empty_rows(Oh, Lh, i0, i1, d);
+        return;
+    }
 
-    load_tile<T, D>(Qs, LDQ, Qh, i0, BR, N, d, vec, scale_log2);
+    load_tile<T, D>(Qs, LDQ, Qh, i0, BR, Nq, d, vec, a.scale_log2);
 
     float m[4], l[4], o[4][NO];   /* running max (base 2), this thread's share of l, O_i */
 #pragma unroll
@@ -245,12 +265,11 @@ __global__ void __launch_bounds__(256, 2)
         for (int c = 0; c < NO; c++) o[r][c] = 0.f;
     }
 
-    const int Tc = (N + BC - 1) / BC;
-    for (int j = 0; j < Tc; j++) {
+    for (int j = jb0; j < jb1; j++) {
         const int j0 = j * BC;
         __syncthreads();   /* the previous tile's K, V, P are no longer read */
-        load_tile<T, D>(Ks, LDQ, Kh, j0, BC, N, d, vec, 1.f);
-        load_tile<T, D>(Vs, LDQ, Vh, j0, BC, N, d, vec, 1.f);
+        load_tile<T, D>(Ks, LDQ, Kh, j0, BC, Nk, d, vec, 1.f);
+        load_tile<T, D>(Vs, LDQ, Vh, j0, BC, Nk, d, vec, 1.f);
         __syncthreads();
 
         /* S_ij = Q_i K_j^T (already times softmax_scale log2 e): a 4 x NS
@@ -277,19 +296,28 @@ __global__ void __launch_bounds__(256, 2)
                     s[r][k] = fmaf(q[r].w, kk[k].w, s[r][k]);
                 }
         }
-        /* Keys past N exist only in the last tile. */
-        if (j0 + BC > N) {
+        /* Keys past seqlen_k exist only in the last tile; masked keys only
+         * in the tiles the mask cuts. */
+        if (j0 + BC > Nk) {
 #pragma unroll
             for (int k = 0; k < NS; k++)
-                if (j0 + tx + 16 * k >= N)
+                if (j0 + tx + 16 * k >= Nk)
 #pragma unroll
                     for (int r = 0; r < 4; r++) s[r][k] = -INFINITY;
         }
+        if (a.masked && !mask_tile_unmasked(a.mask, i0, i1, j0, min(j0 + BC, Nk))) {
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int k = 0; k < NS; k++)
+                    if (!mask_visible(a.mask, i0 + 4 * ty + r, j0 + tx + 16 * k)) s[r][k] = -INFINITY;
+        }
 
         /* Online softmax (stage 2), per row: m_new = max(m, rowmax),
-         * alpha = 2^(m - m_new) rescales l and O, P = 2^(S - m_new). Every
-         * tile holds at least one key < N, so m_new is finite; on the first
-         * tile m = -inf and alpha = 0. */
+         * alpha = 2^(m - m_new) rescales l and O, P = 2^(S - m_new). A row
+         * that has seen only masked keys so far has m_new = -inf: it is
+         * rescaled against 0 instead (softmax_ref_max), which keeps l = 0 and
+         * O = 0 rather than -inf - (-inf) = NaN. */
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             float mx = s[r][0];
@@ -298,12 +326,13 @@ __global__ void __launch_bounds__(256, 2)
 #pragma unroll
             for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
             float m_new = fmaxf(m[r], mx);
-            float alpha = exp2f(m[r] - m_new);
+            float m_ref = softmax_ref_max(m_new);
+            float alpha = exp2f(m[r] - m_ref);
             m[r] = m_new;
             float rs = 0.f;
 #pragma unroll
             for (int k = 0; k < NS; k++) {
-                s[r][k] = exp2f(s[r][k] - m_new);
+                s[r][k] = exp2f(s[r][k] - m_ref);
                 rs += s[r][k];
             }
             l[r] = l[r] * alpha + rs;   /* summed across the row group once, at the end */
@@ -345,23 +374,22 @@ __global__ void __launch_bounds__(256, 2)
         }
     }
 
-    /* Normalize once: O = O / l, L = (m + log2 l) ln 2 (natural log). */
-    T *Oh = O + head;
-    float *Lh = L + (size_t)blockIdx.y * N;
+    /* Normalize once: O = O / l, L = (m + log2 l) ln 2 (natural log); a row
+     * that saw no key has l = 0: O = 0, L = -inf. */
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         float lt = l[r];
 #pragma unroll
         for (int off = 8; off > 0; off >>= 1) lt += __shfl_xor_sync(0xffffffffu, lt, off);
         int row = i0 + 4 * ty + r;
-        if (row >= N) continue;
-        float inv = 1.f / lt;
+        if (row >= Nq) continue;
+        float inv = lt > 0.f ? 1.f / lt : 0.f;
 #pragma unroll
         for (int c = 0; c < NO; c++) {
             int col = (NO % 4 == 0) ? 64 * (c / 4) + 4 * tx + (c % 4) : NO * tx + c;
             if (col < d) Oh[(size_t)row * d + col] = from_f<T>(o[r][c] * inv);
         }
-        if (tx == 0) Lh[row] = (m[r] + log2f(lt)) * 0.6931471805599453f;
+        if (tx == 0) Lh[row] = lt > 0.f ? (m[r] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
     }
 }
 //< v1-kernel
@@ -376,18 +404,18 @@ static size_t v1_smem_bytes(int D, int BC)
 }
 
 template <typename T, int D>
-static int v1_launch_d(const T *Q, const T *K, const T *V, T *O, float *L, int BH, int N, int d,
-                       float softmax_scale, cudaStream_t stream)
+static int v1_launch_d(const T *Q, const T *K, const T *V, T *O, float *L, const attn_params *p,
+                       cudaStream_t stream)
 {
+    const int d = p->d;
     constexpr int BC = D > 64 ? 32 : 64;
     size_t smem = v1_smem_bytes(D, BC);
     /* Above 48 KB a kernel must ask for its dynamic shared memory. */
     CUDA_TRY(cudaFuncSetAttribute(v1_forward_kernel<T, D, BC>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     bool vec = d % vec16<T>::n == 0 && aligned16(Q) && aligned16(K) && aligned16(V);
-    dim3 grid((N + FA_V1_BR - 1) / FA_V1_BR, BH);
-    v1_forward_kernel<T, D, BC><<<grid, 256, smem, stream>>>(
-        Q, K, V, O, L, N, d, softmax_scale * 1.4426950408889634f, vec);
+    dim3 grid((p->seqlen_q + FA_V1_BR - 1) / FA_V1_BR, p->B * p->H);
+    v1_forward_kernel<T, D, BC><<<grid, 256, smem, stream>>>(Q, K, V, O, L, fa_kargs_make(p), vec);
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -396,18 +424,18 @@ static int v1_forward(int dtype, const attn_params *p, const fa_ptrs *x, int det
                       cudaStream_t st)
 {
     (void)deterministic;
-    return fa_dispatch_dtype(dtype, [&](auto zero) {
+    return fa_dispatch_dtype(dtype, [&](auto zero) -> int {
         using T = decltype(zero);
         const T *q = (const T *)x->q, *k = (const T *)x->k, *v = (const T *)x->v;
         T *o = (T *)x->o;
-        float *L = x->softmax_lse, sc = (float)p->softmax_scale;
-        int BH = p->B * p->H, N = p->seqlen_q, d = p->d;
-    if (d <= 16) return v1_launch_d<T, 16>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 32) return v1_launch_d<T, 32>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 64) return v1_launch_d<T, 64>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 80) return v1_launch_d<T, 80>(q, k, v, o, L, BH, N, d, sc, st);
-    if (d <= 96) return v1_launch_d<T, 96>(q, k, v, o, L, BH, N, d, sc, st);
-    return v1_launch_d<T, 128>(q, k, v, o, L, BH, N, d, sc, st);
+        float *L = x->softmax_lse;
+        const int d = p->d;
+        if (d <= 16) return v1_launch_d<T, 16>(q, k, v, o, L, p, st);
+        if (d <= 32) return v1_launch_d<T, 32>(q, k, v, o, L, p, st);
+        if (d <= 64) return v1_launch_d<T, 64>(q, k, v, o, L, p, st);
+        if (d <= 80) return v1_launch_d<T, 80>(q, k, v, o, L, p, st);
+        if (d <= 96) return v1_launch_d<T, 96>(q, k, v, o, L, p, st);
+        return v1_launch_d<T, 128>(q, k, v, o, L, p, st);
     });
 }
 
@@ -486,8 +514,10 @@ template <int D> struct v2_cfg {
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2)
     v2_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                      T *__restrict__ O, float *__restrict__ L, int N, float scale_log2)
+                      T *__restrict__ O, float *__restrict__ L, fa_kargs a)
 {
+    const int Nq = a.seqlen_q, Nk = a.seqlen_k;
+    const float scale_log2 = a.scale_log2;
     constexpr int MT = v2_cfg<D>::MT, BR = v2_cfg<D>::BR, BC = 64, LD = v2_smem<D>::LD;
     using S = v2_smem<D>;
     constexpr int KD = D / 16, NT = BC / 8, DT = D / 8;
@@ -500,14 +530,20 @@ __global__ void __launch_bounds__(128, 2)
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;   /* the mma fragment coordinates */
-    const int i0 = blockIdx.x * BR;
-    const size_t head = (size_t)blockIdx.y * N * D;
-    const T *Qh = Q + head, *Kh = K + head, *Vh = V + head;
-    const int Tc = (N + BC - 1) / BC;
+    const int i0 = blockIdx.x * BR, i1 = min(i0 + BR, Nq);
+    const T *Qh = Q + a.q_off(blockIdx.y), *Kh = K + a.kv_off(blockIdx.y), *Vh = V + a.kv_off(blockIdx.y);
+    T *Oh = O + a.q_off(blockIdx.y);
+    float *Lh = L + a.row_off(blockIdx.y);
+    /* key blocks [jb0, jb1): all of them, or those the mask lets the rows see */
+    int jb0 = 0, jb1 = (Nk + BC - 1) / BC;
+    if (a.masked && mask_key_blocks(a.mask, i0, i1, BC, &jb0, &jb1) == 0) {
+        write_empty_rows(Oh, Lh, i0, i1, D);
+        return;
+    }
 
-    v2_load_tile<T, D, BR>(Qs, Qh, i0, N);
-    v2_load_tile<T, D, BC>(Ks, Kh, 0, N);
-    v2_load_tile<T, D, BC>(Vs, Vh, 0, N);
+    v2_load_tile<T, D, BR>(Qs, Qh, i0, Nq);
+    v2_load_tile<T, D, BC>(Ks, Kh, jb0 * BC, Nk);
+    v2_load_tile<T, D, BC>(Vs, Vh, jb0 * BC, Nk);
     cp_async_commit();
 
     /* m-tile mt of this warp holds block rows warp 16 MT + 16 mt + (0..15) */
@@ -522,18 +558,18 @@ __global__ void __launch_bounds__(128, 2)
         for (int c = 0; c < DT; c++) o[mt][c][0] = o[mt][c][1] = o[mt][c][2] = o[mt][c][3] = 0.f;
     }
 
-    for (int j = 0; j < Tc; j++) {
-        const int st = j & 1, j0 = j * BC;
-        if (j + 1 < Tc) {   /* prefetch the next tile into the other stage */
-            v2_load_tile<T, D, BC>(Ks + (st ^ 1) * BC * LD, Kh, j0 + BC, N);
-            v2_load_tile<T, D, BC>(Vs + (st ^ 1) * BC * LD, Vh, j0 + BC, N);
+    for (int j = jb0; j < jb1; j++) {
+        const int st = (j - jb0) & 1, j0 = j * BC;
+        if (j + 1 < jb1) {   /* prefetch the next tile into the other stage */
+            v2_load_tile<T, D, BC>(Ks + (st ^ 1) * BC * LD, Kh, j0 + BC, Nk);
+            v2_load_tile<T, D, BC>(Vs + (st ^ 1) * BC * LD, Vh, j0 + BC, Nk);
             cp_async_commit();
             cp_async_wait<1>();   /* everything but the prefetch has landed */
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (QREG && j == 0) {
+        if (QREG && j == jb0) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -573,17 +609,36 @@ __global__ void __launch_bounds__(128, 2)
                 }
             }
         }
-        if (j0 + BC > N) {   /* keys past N: only in the last tile */
+        if (j0 + BC > Nk) {   /* keys past seqlen_k: only in the last tile */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int n = 0; n < NT; n++)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
-                        if (j0 + n * 8 + 2 * t + (e & 1) >= N) s[mt][n][e] = -INFINITY;
+                        if (j0 + n * 8 + 2 * t + (e & 1) >= Nk) s[mt][n][e] = -INFINITY;
+        }
+        /* the mask, only on the tiles it cuts */
+        if (a.masked && !mask_tile_unmasked(a.mask, i0, i1, j0, min(j0 + BC, Nk))) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (!mask_visible(a.mask, i0 + warp * 16 * MT + mt * 16 + g + 8 * (e >> 1),
+                                          j0 + n * 8 + 2 * t + (e & 1)))
+                            s[mt][n][e] = -INFINITY;
         }
 
-        /* online softmax; s[.][n][0..1] belong to row g, s[.][n][2..3] to row g + 8 */
+        /* online softmax; s[.][n][0..1] belong to row g, s[.][n][2..3] to row g + 8.
+         * The running max is kept as m = max_j s_j * scale_log2 rounded UP
+         * (__fmul_ru), so that fmaf(s, scale_log2, -m) -- one rounding of
+         * the exact s * scale_log2 - m <= 0 -- is never positive: with
+         * scaled logits near 1e10 a round-to-nearest max could sit up to
+         * half an ulp (about 1000) below the exact product, and 2^1000
+         * overflows. softmax_ref_max guards rows that have seen only
+         * masked keys (m = -inf). */
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -593,15 +648,16 @@ __global__ void __launch_bounds__(128, 2)
                 for (int n = 0; n < NT; n++) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                float m_new = fmaxf(m[mt][h], mx * scale_log2);
-                float alpha = ex2(m[mt][h] - m_new);
+                float m_new = fmaxf(m[mt][h], __fmul_ru(mx, scale_log2));
+                float m_ref = softmax_ref_max(m_new);
+                float alpha = ex2(m[mt][h] - m_ref);
                 m[mt][h] = m_new;
                 float rs = 0.f;
 #pragma unroll
                 for (int n = 0; n < NT; n++)
 #pragma unroll
                     for (int e = 2 * h; e < 2 * h + 2; e++) {
-                        s[mt][n][e] = ex2(fmaf(s[mt][n][e], scale_log2, -m_new));
+                        s[mt][n][e] = ex2(fmaf(s[mt][n][e], scale_log2, -m_ref));
                         rs += s[mt][n][e];
                     }
                 l[mt][h] = l[mt][h] * alpha + rs;
@@ -639,9 +695,7 @@ __global__ void __launch_bounds__(128, 2)
         __syncthreads();   /* this stage is refilled two iterations on */
     }
 
-    /* normalize once, write O and L */
-    T *Oh = O + head;
-    float *Lh = L + (size_t)blockIdx.y * N;
+    /* normalize once, write O and L (a row that saw no key: O = 0, L = -inf) */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -650,28 +704,28 @@ __global__ void __launch_bounds__(128, 2)
             lt += __shfl_xor_sync(0xffffffffu, lt, 1);
             lt += __shfl_xor_sync(0xffffffffu, lt, 2);
             int row = i0 + warp * 16 * MT + mt * 16 + g + 8 * h;
-            if (row >= N) continue;
-            float inv = 1.f / lt;
+            if (row >= Nq) continue;
+            float inv = lt > 0.f ? 1.f / lt : 0.f;
 #pragma unroll
             for (int c = 0; c < DT; c++)
                 *reinterpret_cast<unsigned *>(Oh + (size_t)row * D + c * 8 + 2 * t) =
                     pack2<T>(o[mt][c][2 * h] * inv, o[mt][c][2 * h + 1] * inv);
-            if (t == 0) Lh[row] = (m[mt][h] + log2f(lt)) * 0.6931471805599453f;
+            if (t == 0) Lh[row] = lt > 0.f ? (m[mt][h] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
         }
 }
 //< v2-kernel
 
 template <typename T, int D>
-static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
-                       int N, float softmax_scale, cudaStream_t stream)
+static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, float *L,
+                       const attn_params *p, cudaStream_t stream)
 {
     constexpr int BR = v2_cfg<D>::BR;
     size_t smem = sizeof(T) * (size_t)(BR + 4 * 64) * v2_smem<D>::LD;
     CUDA_TRY(cudaFuncSetAttribute(v2_forward_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((N + BR - 1) / BR, BH);
-    v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>(
-        (const T *)Q, (const T *)K, (const T *)V, (T *)O, L, N, softmax_scale * 1.4426950408889634f);
+    dim3 grid((p->seqlen_q + BR - 1) / BR, p->B * p->H);
+    v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>((const T *)Q, (const T *)K, (const T *)V,
+                                                        (T *)O, L, fa_kargs_make(p));
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -680,18 +734,20 @@ static int v2_block_rows(int d) { (void)d; return v2_cfg<64>::BR; }
 static int v2_block_cols(int d) { (void)d; return 64; }
 
 template <typename T>
-static int v2_launch(const void *Q, const void *K, const void *V, void *O, float *L, int BH,
-                     int N, int d, float sc, cudaStream_t st)
+static int v2_launch(const fa_ptrs *x, const attn_params *p, cudaStream_t st)
 {
-    switch (d) {
-    case 16: return v2_launch_d<T, 16>(Q, K, V, O, L, BH, N, sc, st);
-    case 32: return v2_launch_d<T, 32>(Q, K, V, O, L, BH, N, sc, st);
-    case 48: return v2_launch_d<T, 48>(Q, K, V, O, L, BH, N, sc, st);
-    case 64: return v2_launch_d<T, 64>(Q, K, V, O, L, BH, N, sc, st);
-    case 80: return v2_launch_d<T, 80>(Q, K, V, O, L, BH, N, sc, st);
-    case 96: return v2_launch_d<T, 96>(Q, K, V, O, L, BH, N, sc, st);
-    case 112: return v2_launch_d<T, 112>(Q, K, V, O, L, BH, N, sc, st);
-    default: return v2_launch_d<T, 128>(Q, K, V, O, L, BH, N, sc, st);
+    const void *Q = x->q, *K = x->k, *V = x->v;
+    void *O = x->o;
+    float *L = x->softmax_lse;
+    switch (p->d) {
+    case 16: return v2_launch_d<T, 16>(Q, K, V, O, L, p, st);
+    case 32: return v2_launch_d<T, 32>(Q, K, V, O, L, p, st);
+    case 48: return v2_launch_d<T, 48>(Q, K, V, O, L, p, st);
+    case 64: return v2_launch_d<T, 64>(Q, K, V, O, L, p, st);
+    case 80: return v2_launch_d<T, 80>(Q, K, V, O, L, p, st);
+    case 96: return v2_launch_d<T, 96>(Q, K, V, O, L, p, st);
+    case 112: return v2_launch_d<T, 112>(Q, K, V, O, L, p, st);
+    default: return v2_launch_d<T, 128>(Q, K, V, O, L, p, st);
     }
 }
 
@@ -701,40 +757,42 @@ static int v2_forward(int dtype, const attn_params *p, const fa_ptrs *x, int det
     (void)deterministic;
     if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->o))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 2 needs 16-byte aligned Q, K, V, O");
-    int BH = p->B * p->H;
-    float sc = (float)p->softmax_scale;
-    if (dtype == FA_FP16)
-        return v2_launch<__half>(x->q, x->k, x->v, x->o, x->softmax_lse, BH, p->seqlen_q, p->d, sc, st);
-    return v2_launch<__nv_bfloat16>(x->q, x->k, x->v, x->o, x->softmax_lse, BH, p->seqlen_q, p->d,
-                                    sc, st);
+    if (dtype == FA_FP16) return v2_launch<__half>(x, p, st);
+    return v2_launch<__nv_bfloat16>(x, p, st);
 }
 
 /* ========================================================================= */
 /* The three rows of the table of versions                                   */
 /* ========================================================================= */
 
-/* Version 0 keeps S and P of every head: 2 B H N^2 elements. */
+/* Version 0 keeps S (fp32) and P (dtype) of every head: B H seqlen_q seqlen_k each. */
 static size_t v0_workspace(int dtype, const attn_params *p)
 {
-    return 2 * (size_t)p->B * p->H * (size_t)p->seqlen_q * p->seqlen_k * fa_dtype_bytes(dtype);
+    return (size_t)p->B * p->H * (size_t)p->seqlen_q * p->seqlen_k * (4 + fa_dtype_bytes(dtype));
 }
-/* stage1_naive.h's count in bytes: es (4 N^2 + 4 N d) + 4 N per head. */
+/* stage1_naive.h's count, tensor by tensor, in bytes: S written and read
+ * (fp32), P written and read (dtype), Q, K, V read and O written (dtype), L
+ * written (fp32); per query head, with Sq = seqlen_q, Sk = seqlen_k:
+ *   8 Sq Sk + 2 es Sq Sk + 2 es Sq d + 4 Sq,
+ * K and V read once per K/V head (2 es Sk d), as the strided batch reads
+ * them once for the whole group of query heads. */
 static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
 {
     (void)Br; (void)Bc;
-    double es = (double)fa_dtype_bytes(dtype), n = p->seqlen_q, d = p->d;
-    return (double)p->B * p->H * (es * (4 * n * n + 4 * n * d) + 4 * n);
+    double es = (double)fa_dtype_bytes(dtype), sq = p->seqlen_q, sk = p->seqlen_k, d = p->d;
+    return (double)p->B * (p->H * (8 * sq * sk + 2 * es * sq * sk + 2 * es * sq * d + 4 * sq) +
+                           p->H_kv * 2 * es * sk * d);
 }
 
 const fa_row fa_row_fwd_v0 = {
     {FA_FORWARD, 0, "v0", "materialized (cuBLAS + softmax)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 0, 0, 0},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 0, 0, "materialized"},
     v0_forward, nullptr, v0_workspace, nullptr, nullptr, v0_model};
 const fa_row fa_row_fwd_v1 = {
     {FA_FORWARD, 1, "v1", "tiled (smem K/V, fp32 CUDA cores)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 0, 0, 0},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 0, 0, "tiled"},
     v1_forward, nullptr, nullptr, v1_block_rows, v1_block_cols, fa_model_tiled_forward};
 const fa_row fa_row_fwd_v2 = {
     {FA_FORWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, cp.async)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 0, 0, 80},
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 0, 80, "mma"},
     v2_forward, nullptr, nullptr, v2_block_rows, v2_block_cols, fa_model_tiled_forward};

@@ -1,30 +1,39 @@
 #!/usr/bin/env python3
-"""bench_gpu.py -- stage 4's forward kernels beside PyTorch's attention, on the GPU.
+"""bench_gpu.py -- our kernels beside PyTorch's attention on the GPU: forward and backward.
 
 What it does: loads build/libfa_gpu.so (kernels/fa_gpu.h) through ctypes
-(scripts/fa.py), and times our versions (0:
-materialized, 1: tiled on the CUDA cores, 2: tiled on the tensor cores) beside torch.nn.functional.scaled_dot_product_attention
-with its FLASH_ATTENTION and CUDNN_ATTENTION backends and the plain
-materialized torch expression softmax(Q K^T scale) V, all on the same torch
-tensors in the same run (our launchers get the tensors' data_ptr()).
+(scripts/fa.py), and times every version in the library's table of versions
+(forward and backward) beside torch.nn.functional.scaled_dot_product_attention
+with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends and
+the plain materialized torch expression softmax(Q K^T scale) V, all on the
+same torch tensors in the same run (our launchers get the tensors'
+data_ptr()). A new kernel version shows up here without a change.
 
 Protocol of the FlashAttention papers: batch x N = 16384 tokens, hidden 2048
-so H = 2048 / d; d = 64 and 128; N = 512 .. 16384; non-causal; bf16 and fp32.
-FLOPs = 4 B H N^2 d. Each timing: CUDA events around one launch, 3 warm-ups,
-then the median of --repeats launches (fewer when one launch is long: at
-least 5, stopping after about 1 s). SDPA's flash and cuDNN backends do not
-take fp32: such rows carry a note, not a number.
+so H = 2048 / d; d = 64 and 128; N = 512 .. 16384; causal and not; bf16 and
+fp16 (fp32 where asked: SDPA's flash and cuDNN backends do not take it, such
+rows carry a note). FLOPs (fa_flops): forward 4 B H N^2 d, halved when
+causal; backward 2.5 times the forward; fwd+bwd 3.5 times. Passes:
+  fwd     one forward call
+  bwd     one backward call, given the forward's saved outputs (ours:
+          fa_backward with O and L of the same version's forward, or v2's;
+          torch: out.backward(dO, retain_graph=True))
+  fwdbwd  forward then backward
+Each timing: CUDA events around one call, 3 warm-ups, the L2 overwritten
+before every timed call (outside the events), the median of --repeats calls
+(at least 5, stopping after about 1 s of timed work).
 
 Usage (on a GPU machine; make bench-gpu builds the library first):
-    python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
-    python3 scripts/bench_gpu.py --quick          # N = 1024 only, no CSV
+    python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv --bwd-csv data/gpu/bench_bwd.csv
+    python3 scripts/bench_gpu.py --quick          # N = 1024 and 4096 only, no CSV
     python3 scripts/bench_gpu.py --profile-io MAP.json   # used by scripts/ncu_io.sh
     python3 scripts/bench_gpu.py --tables         # Markdown tables from data/gpu/*.csv
-Every CSV row carries GPU name, driver, CUDA version, torch version, commit,
-date and the command (FA_COMMIT in the environment overrides git, for copies
-of the tree without .git).
-Cost: about a minute on an H200; version 0 needs 2 B H N^2 elements of
-workspace (69 GB at N = 16384 in fp32).
+Every CSV row carries GPU name, driver, CUDA version, torch and cuDNN
+versions, commit, date and the command (FA_COMMIT in the environment
+overrides git, for copies of the tree without .git).
+Cost: a few minutes on an H200. Materialized versions need B H N^2 elements
+of workspace; rows whose workspace would pass --max-workspace-gb are
+skipped with a note.
 """
 import argparse
 import ctypes
@@ -44,11 +53,14 @@ except ImportError:
     torch = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DTYPES = {"fp32": ("float32", 0), "fp16": ("float16", 1), "bf16": ("bfloat16", 2)}
+DTYPES = {"fp32": ("float32", fa.FP32), "fp16": ("float16", fa.FP16), "bf16": ("bfloat16", fa.BF16)}
+HEADER = ("gpu,driver,cuda,torch,cudnn,commit,date,command,impl,pass,dtype,causal,B,H,N,d,"
+          "median_ms,tflops,repeats,max_abs_diff,note")
+PASS_FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}
 
 
 def provenance(argv):
-    """The columns every row of bench_fwd.csv carries (scripts/provenance.py)."""
+    """The columns every row carries (scripts/provenance.py)."""
     return {
         "gpu": torch.cuda.get_device_name(0),
         "driver": prov.gpu_and_driver()[1],
@@ -61,50 +73,111 @@ def provenance(argv):
     }
 
 
-class Ours:
-    """One of our forward versions as a callable on torch tensors (B, H, N, d)."""
+class Skip(Exception):
+    """A (implementation, shape) this run does not measure, with the reason."""
 
-    def __init__(self, lib, kernel, q, k, v):
-        self.lib, self.kernel, self.q, self.k, self.v = lib, kernel, q, k, v
+
+class Ours:
+    """One of our versions on torch tensors q (B,H,N,d), k, v (B,H_kv,N,d):
+    fwd() runs the forward; bwd() the backward from the forward's O, L."""
+
+    def __init__(self, lib, info_f, info_b, q, k, v, do, causal, max_ws):
+        self.lib, self.q, self.k, self.v, self.do = lib, q, k, v, do
         B, H, N, d = q.shape
         self.dcode = {torch.float32: fa.FP32, torch.float16: fa.FP16, torch.bfloat16: fa.BF16}[q.dtype]
-        self.p = fa.params(B, H, N, d)
+        self.p = fa.params(B, H, N, d, H_kv=k.shape[1], seqlen_k=k.shape[2],
+                           window=(-1, 0) if causal else (-1, -1))
+        self.pp = ctypes.byref(self.p)
+        self.vf, self.vb = info_f, info_b
+        for info, ps in ((info_f, fa.FORWARD), (info_b, fa.BACKWARD)):
+            if info is not None and lib.fa_check_supported(ps, info.version, self.dcode, self.pp):
+                raise Skip("not supported: " + lib.fa_error_string().decode())
         self.o = torch.empty_like(q)
         self.L = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-        wsb = lib.fa_workspace_bytes(fa.FORWARD, kernel, self.dcode, ctypes.byref(self.p))
+        self.dq, self.dk, self.dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        wsb = 0
+        for info, ps in ((info_f, fa.FORWARD), (info_b, fa.BACKWARD)):
+            if info is not None:
+                wsb = max(wsb, lib.fa_workspace_bytes(ps, info.version, self.dcode, self.pp))
+        if wsb > max_ws * 1e9:
+            raise Skip(f"skipped: needs {wsb / 1e9:.1f} GB of workspace (--max-workspace-gb {max_ws:g})")
         self.ws = torch.empty(wsb, dtype=torch.uint8, device=q.device) if wsb else None
-        self.x = fa.Ptrs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=self.o.data_ptr(),
-                         softmax_lse=self.L.data_ptr(),
-                         workspace=self.ws.data_ptr() if self.ws is not None else None,
-                         workspace_bytes=wsb)
+        ptr = lambda t: t.data_ptr() if t is not None else None
+        self.x = fa.Ptrs(q=ptr(q), k=ptr(k), v=ptr(v), o=ptr(self.o), softmax_lse=ptr(self.L),
+                         do_=ptr(do), dq=ptr(self.dq), dk=ptr(self.dk), dv=ptr(self.dv),
+                         workspace=ptr(self.ws), workspace_bytes=wsb)
 
-    def __call__(self):
-        fa.check(self.lib, self.lib.fa_forward(self.kernel, self.dcode, ctypes.byref(self.p),
-                                               ctypes.byref(self.x),
+    def fwd(self):
+        fa.check(self.lib, self.lib.fa_forward(self.vf.version, self.dcode, self.pp, ctypes.byref(self.x),
                                                torch.cuda.current_stream().cuda_stream))
         return self.o
 
+    def bwd(self):
+        fa.check(self.lib, self.lib.fa_backward(self.vb.version, self.dcode, self.pp, ctypes.byref(self.x),
+                                                0, torch.cuda.current_stream().cuda_stream))
+        return self.dq
 
-def sdpa(backend, q, k, v):
-    def run():
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v)
-    return run
+    def fwdbwd(self):
+        self.fwd()
+        return self.bwd()
 
 
-def materialized_torch(q, k, v):
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    return lambda: torch.softmax((q @ k.transpose(-1, -2)) * scale, dim=-1) @ v
+class Torch:
+    """SDPA with one backend, or the materialized expression, with autograd."""
+
+    def __init__(self, backend, q, k, v, do, causal):
+        self.backend, self.do, self.causal = backend, do, causal
+        self.q, self.k, self.v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+        self.out = None
+
+    def _forward(self):
+        if self.backend is None:   # materialized: S and P in memory, in the dtype
+            q, k, v = self.q, self.k, self.v
+            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+            if self.causal:
+                n = s.shape[-1]
+                s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+            return torch.softmax(s, dim=-1) @ v
+        with sdpa_kernel(self.backend):
+            return F.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal)
+
+    def fwd(self):
+        with torch.no_grad():
+            return self._forward()
+
+    def bwd(self):
+        if self.out is None:
+            self.out = self._forward()
+        self.q.grad = self.k.grad = self.v.grad = None
+        self.out.backward(self.do, retain_graph=True)
+        return self.q.grad
+
+    def fwdbwd(self):
+        self.q.grad = self.k.grad = self.v.grad = None
+        self._forward().backward(self.do)
+        return self.q.grad
+
+
+_FLUSH = None
+
+
+def flush_l2():
+    """Overwrite the L2 (twice its size), outside the timed region."""
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8,
+                             device="cuda")
+    _FLUSH.zero_()
 
 
 def time_ms(fn, repeats):
-    """Median of per-launch CUDA-event times, after 3 warm-ups."""
+    """Median of per-call CUDA-event times, after 3 warm-ups, L2 flushed before each."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    times = []
-    spent = 0.0
+    times, spent = [], 0.0
     for r in range(repeats):
+        flush_l2()
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
         fn()
@@ -122,41 +195,55 @@ def time_ms(fn, repeats):
 
 def make_inputs(B, H, N, d, dtype, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
-    return [torch.randn((B, H, N, d), device="cuda", dtype=dtype, generator=g) for _ in range(3)]
+    return [torch.randn((B, H, N, d), device="cuda", dtype=dtype, generator=g) for _ in range(4)]
 
 
-IMPL_FILTER = None   # --impls: a subset of the names below
+IMPL_FILTER = None   # --impls: a subset of the labels
 
 
-def impls(lib, q, k, v):
-    out = [("ours_v0_materialized", lambda: Ours(lib, 0, q, k, v)),
-           ("ours_v1_tiled", lambda: Ours(lib, 1, q, k, v)),
-           ("ours_v2_mma", lambda: Ours(lib, 2, q, k, v))]
-    out.append(("sdpa_flash", lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)))
-    out.append(("sdpa_cudnn", lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)))
-    out.append(("torch_materialized", lambda: materialized_torch(q, k, v)))
+def impls(lib, q, k, v, do, causal, max_ws):
+    """(label, maker) for every implementation: our versions from the table
+    (a forward version with the backward of the same number, or v2's), then
+    the peers."""
+    fwd = {v_.version: v_ for v_ in fa.versions(lib, fa.FORWARD)}
+    bwd = {v_.version: v_ for v_ in fa.versions(lib, fa.BACKWARD)}
+    out = []
+    for ver, info in sorted(fwd.items()):
+        info_b = bwd.get(ver, bwd.get(2))
+        out.append((info.label(), lambda i=info, b=info_b: Ours(lib, i, b, q, k, v, do, causal, max_ws),
+                    info, info_b))
+    for ver, info in sorted(bwd.items()):
+        if ver not in fwd:
+            out.append((info.label(), lambda b=info: Ours(lib, fwd[2], b, q, k, v, do, causal, max_ws),
+                        None, info))
+    out.append(("sdpa_flash", lambda: Torch(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal), None, None))
+    out.append(("sdpa_cudnn", lambda: Torch(SDPBackend.CUDNN_ATTENTION, q, k, v, do, causal), None, None))
+    out.append(("torch_materialized", lambda: Torch(None, q, k, v, do, causal), None, None))
     return [x for x in out if IMPL_FILTER is None or x[0] in IMPL_FILTER]
 
 
 def bench(args, lib, prov):
-    header = ("gpu,driver,cuda,torch,cudnn,commit,date,command,impl,dtype,causal,B,H,N,d,"
-              "median_ms,tflops,repeats,max_abs_diff_vs_sdpa_or_v0,note")
+    files = {}
+    for ps, path in (("fwd", args.csv), ("bwd", args.bwd_csv), ("fwdbwd", args.bwd_csv)):
+        if path and path not in files.values():
+            f = open(path, "w")
+            f.write(HEADER + "\n")
+            files[ps] = f
+        elif path:
+            files[ps] = next(f for k, f in files.items() if f.name == path)
     rows = []
-    csv = open(args.csv, "w") if args.csv else None
-    if csv:
-        csv.write(header + "\n")
 
-    def emit(impl, dt, B, H, N, d, ms, tflops, reps, diff, note):
+    def emit(impl, ps, dt, causal, B, H, N, d, ms, tflops, reps, diff, note):
         cells = [prov[k] for k in ("gpu", "driver", "cuda", "torch", "cudnn", "commit", "date", "command")]
-        cells += [impl, dt, "0", str(B), str(H), str(N), str(d),
+        cells += [impl, ps, dt, str(int(causal)), str(B), str(H), str(N), str(d),
                   "" if ms is None else f"{ms:.4f}", "" if tflops is None else f"{tflops:.2f}",
                   "" if reps is None else str(reps), "" if diff is None else f"{diff:.3e}", note]
         line = ",".join('"' + c.replace('"', "'") + '"' if ("," in c or '"' in c) else c for c in cells)
-        rows.append((impl, dt, N, d, tflops, note))
-        if csv:
-            csv.write(line + "\n")
-            csv.flush()
-        print(f"{impl:22s} {dt:5s} N={N:6d} d={d:4d} B={B:3d} H={H:3d} "
+        rows.append((impl, ps, dt, causal, N, d, tflops, note))
+        if ps in files:
+            files[ps].write(line + "\n")
+            files[ps].flush()
+        print(f"{impl:24s} {ps:6s} {dt:5s} c={int(causal)} N={N:6d} d={d:4d} B={B:3d} H={H:3d} "
               f"{'' if ms is None else f'{ms:9.3f} ms':>12s} "
               f"{'' if tflops is None else f'{tflops:7.2f} TFLOP/s':>16s} {note}", flush=True)
 
@@ -164,103 +251,149 @@ def bench(args, lib, prov):
         tdtype = getattr(torch, DTYPES[dt][0])
         for d in args.dims:
             H = 2048 // d
-            for N in args.ns:
-                B = max(1, 16384 // N)
-                flops = 4.0 * B * H * N * N * d
-                q, k, v = make_inputs(B, H, N, d, tdtype, seed=1000 + N + d)
-                measured = []   # (name, ms, reps, note, O as fp32)
-                for name, make in impls(lib, q, k, v):
-                    try:
-                        fn = make()
-                        out = fn()
-                        torch.cuda.synchronize()
-                    except Exception as e:  # unsupported backend/dtype, out of memory
-                        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                        if name.startswith("sdpa") and dt == "fp32":
-                            note = "not supported: SDPA flash/cuDNN backends take fp16/bf16 only"
-                        elif name == "ours_v2_mma" and dt == "fp32":
-                            note = "not supported: version 2 (tensor cores) takes fp16/bf16 only"
-                        else:
-                            note = "failed: " + msg[:160]
-                        measured.append((name, None, None, note, None))
+            for causal in args.causal:
+                for N in args.ns:
+                    B = max(1, 16384 // N)
+                    p = fa.params(B, H, N, d, window=(-1, 0) if causal else (-1, -1))
+                    flops = {ps: lib.fa_flops(fa.FORWARD, ctypes.byref(p)) * f for ps, f in PASS_FLOP_FACTOR.items()}
+                    q, k, v, do = make_inputs(B, H, N, d, tdtype, seed=1000 + N + d + causal)
+                    measured = []   # (impl, pass, ms, reps, note, result as fp32)
+                    for name, make, info_f, info_b in impls(lib, q, k, v, do, causal, args.max_workspace_gb):
+                        if N > args.slow_max_n and ("_tiled" in name or "materialized" in name):
+                            for ps in args.passes:
+                                measured.append((name, ps, None, None,
+                                                 f"skipped: slow path, N > --slow-max-n {args.slow_max_n}", None))
+                            continue
+                        try:
+                            obj = make()
+                        except Skip as e:
+                            for ps in args.passes:
+                                measured.append((name, ps, None, None, str(e), None))
+                            continue
+                        except Exception as e:
+                            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                            for ps in args.passes:
+                                measured.append((name, ps, None, None, "failed: " + msg[:160], None))
+                            continue
+                        for ps in args.passes:
+                            if isinstance(obj, Ours) and ((ps != "bwd" and info_f is None) or
+                                                          (ps != "fwd" and info_b is None)):
+                                continue
+                            fn = getattr(obj, ps)
+                            try:
+                                if ps == "bwd" and isinstance(obj, Ours):
+                                    obj.fwd()
+                                out = fn()
+                                torch.cuda.synchronize()
+                                ms, reps = time_ms(fn, args.repeats)
+                                measured.append((name, ps, ms, reps, "", out.float().clone()))
+                            except Exception as e:
+                                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                                if name.startswith("sdpa") and dt == "fp32":
+                                    msg = "not supported: SDPA flash/cuDNN backends take fp16/bf16 only"
+                                else:
+                                    msg = "failed: " + msg[:160]
+                                measured.append((name, ps, None, None, msg, None))
+                        del obj
                         torch.cuda.empty_cache()
-                        continue
-                    ms, reps = time_ms(fn, args.repeats)
-                    measured.append((name, ms, reps, "", out.float()))
-                    del fn
+                    # accuracy on the same tensors: max |O - O_flash| (fwd) or |dQ - dQ_flash| (bwd)
+                    for ps in args.passes:
+                        base = {m[0]: m[5] for m in measured if m[1] == ps and m[5] is not None}
+                        bname = "sdpa_flash" if "sdpa_flash" in base else "ours_v0_materialized"
+                        for name, ps2, ms, reps, note, o in measured:
+                            if ps2 != ps:
+                                continue
+                            diff = None
+                            if o is not None and bname in base and name != bname:
+                                diff = (o - base[bname]).abs().max().item()
+                                note = note or f"diff vs {bname}"
+                            emit(name, ps, dt, causal, B, H, N, d, ms,
+                                 None if ms is None else flops[ps] / (ms * 1e-3) / 1e12, reps, diff, note)
+                    del q, k, v, do, measured
                     torch.cuda.empty_cache()
-                # accuracy on the same tensors: max |O - O_base|, base = SDPA flash
-                # where it runs (bf16), else our version 0 (fp32)
-                base = dict((m[0], m[4]) for m in measured if m[4] is not None)
-                bname = "sdpa_flash" if "sdpa_flash" in base else "ours_v0_materialized"
-                for name, ms, reps, note, o in measured:
-                    diff = None
-                    if o is not None and bname in base:
-                        diff = (o - base[bname]).abs().max().item()
-                        note = note or f"diff vs {bname}"
-                    emit(name, dt, B, H, N, d, ms, None if ms is None else flops / (ms * 1e-3) / 1e12,
-                         reps, diff, note)
-                del q, k, v, measured, base
-                torch.cuda.empty_cache()
-    if csv:
-        csv.close()
-    # the summary table the reply and README quote
-    print("\nTFLOP/s (forward, non-causal):")
-    names = ["ours_v0_materialized", "ours_v1_tiled", "ours_v2_mma", "sdpa_flash", "sdpa_cudnn",
-             "torch_materialized"]
-    print(f"{'dtype':5s} {'d':>4s} {'N':>6s} " + " ".join(f"{n[:18]:>18s}" for n in names))
-    keys = sorted({(r[1], r[3], r[2]) for r in rows})
-    for dt, d, N in keys:
-        cells = []
-        for n in names:
-            m = [r for r in rows if r[0] == n and r[1] == dt and r[2] == N and r[3] == d]
-            cells.append(f"{m[0][4]:18.2f}" if m and m[0][4] is not None else f"{'n/a':>18s}")
-        print(f"{dt:5s} {d:4d} {N:6d} " + " ".join(cells))
+    for f in set(files.values()):
+        f.close()
+    summary(rows)
+
+
+def summary(rows):
+    """The table the reply quotes: TFLOP/s by (pass, dtype, causal, d, N) and
+    our best version against the peers."""
+    names = sorted({r[0] for r in rows if r[0].startswith("ours")}) + ["sdpa_flash", "sdpa_cudnn",
+                                                                        "torch_materialized"]
+    for ps in ("fwd", "bwd", "fwdbwd"):
+        keys = sorted({(r[2], r[3], r[5], r[4]) for r in rows if r[1] == ps})
+        if not keys:
+            continue
+        print(f"\nTFLOP/s, pass {ps}:")
+        print(f"{'dtype':5s} {'c':1s} {'d':>4s} {'N':>6s} " + " ".join(f"{n[-14:]:>14s}" for n in names) +
+              "   best/flash best/cudnn")
+        for dt, causal, d, N in keys:
+            tf = {}
+            for n in names:
+                m = [r for r in rows if r[0] == n and r[1] == ps and r[2] == dt and r[3] == causal
+                     and r[4] == N and r[5] == d and r[6] is not None]
+                if m:
+                    tf[n] = m[0][6]
+            ours = [tf[n] for n in names if n.startswith("ours") and n in tf]
+            best = max(ours) if ours else None
+            rf = f"{best / tf['sdpa_flash']:10.2f}" if best and "sdpa_flash" in tf else f"{'-':>10s}"
+            rc = f"{best / tf['sdpa_cudnn']:11.2f}" if best and "sdpa_cudnn" in tf else f"{'-':>11s}"
+            print(f"{dt:5s} {int(causal):1d} {d:4d} {N:6d} " +
+                  " ".join(f"{tf[n]:14.1f}" if n in tf else f"{'-':>14s}" for n in names) + f" {rf} {rc}")
 
 
 def profile_io(args, lib):
-    """Each (config, impl) once between profiler start/stop, after a marker
-    kernel whose grid size is the tag; MAP.json maps tags to configs. Run
-    under ncu --profile-from-start off (scripts/ncu_io.sh)."""
+    """Each (config, impl, pass) once between profiler start/stop, after a
+    marker kernel whose grid size is the tag; MAP.json maps tags to configs.
+    Run under ncu --profile-from-start off (scripts/ncu_io.sh)."""
     configs = []
-    for N in (256, 512, 1024, 2048, 4096, 8192):
-        configs.append(("fp16", 16384 // N, 32, N, 64, "sweep"))
-    configs.append(("fp16", 64, 16, 1024, 64, "FlashAttention Figure 2 (B 64, H 16, N 1024, d 64)"))
-    configs.append(("bf16", 4, 16, 4096, 128, "d 128"))
-    configs.append(("fp32", 4, 32, 4096, 64, "fp32"))
+    if "fwd" in args.passes:
+        for N in (256, 512, 1024, 2048, 4096, 8192):
+            configs.append(("fwd", "fp16", 16384 // N, 32, N, 64, "sweep"))
+        configs.append(("fwd", "fp16", 64, 16, 1024, 64, "FlashAttention Figure 2 (B 64, H 16, N 1024, d 64)"))
+        configs.append(("fwd", "bf16", 4, 16, 4096, 128, "d 128"))
+        configs.append(("fwd", "fp32", 4, 32, 4096, 64, "fp32"))
+    if "bwd" in args.passes:
+        configs.append(("bwd", "bf16", 4, 32, 4096, 64, "backward"))
+        configs.append(("bwd", "bf16", 4, 16, 4096, 128, "backward d 128"))
     tagmap = {}
     tag = 1
-    for dt, B, H, N, d, label in configs:
+    for ps, dt, B, H, N, d, label in configs:
         tdtype, dcode = getattr(torch, DTYPES[dt][0]), DTYPES[dt][1]
-        q, k, v = make_inputs(B, H, N, d, tdtype, seed=N)
-        for name, make in impls(lib, q, k, v):
+        q, k, v, do = make_inputs(B, H, N, d, tdtype, seed=N)
+        p = ctypes.byref(fa.params(B, H, N, d))
+        pass_code = fa.FORWARD if ps == "fwd" else fa.BACKWARD
+        for name, make, info_f, info_b in impls(lib, q, k, v, do, False, 1e9):
             if name == "torch_materialized":
                 continue
             try:
-                fn = make()
+                obj = make()
+                fn = getattr(obj, ps)
+                if ps == "bwd" and isinstance(obj, Ours):
+                    obj.fwd()
                 fn()
                 torch.cuda.synchronize()   # warm: handles, module loads, autotuning
             except Exception as e:
-                print(f"skip {name} {dt}: {str(e).splitlines()[0][:120]}", flush=True)
+                print(f"skip {name} {ps} {dt}: {str(e).splitlines()[0][:120]}", flush=True)
                 continue
-            kernel = {"ours_v0_materialized": 0, "ours_v1_tiled": 1, "ours_v2_mma": 2}.get(name, 1)
-            p = ctypes.byref(fa.params(B, H, N, d))
-            model = lib.fa_model_bytes(fa.FORWARD, kernel, dcode, p) if name.startswith("ours") else None
-            tagmap[tag] = dict(impl=name, dtype=dt, B=B, H=H, N=N, d=d, label=label,
+            info = info_f if ps == "fwd" else info_b
+            model = lib.fa_model_bytes(pass_code, info.version, dcode, p) if info is not None else None
+            tagmap[tag] = dict(impl=name, pass_=ps, dtype=dt, B=B, H=H, N=N, d=d, label=label,
                                model_bytes=model,
-                               model_v0_bytes=lib.fa_model_bytes(fa.FORWARD, 0, dcode, p),
-                               model_v1_bytes=lib.fa_model_bytes(fa.FORWARD, 1, dcode, p),
-                               compulsory_bytes=lib.fa_compulsory_bytes(fa.FORWARD, dcode, p))
+                               model_v0_bytes=lib.fa_model_bytes(pass_code, 0, dcode, p),
+                               model_v1_bytes=lib.fa_model_bytes(pass_code, 1, dcode, p),
+                               compulsory_bytes=lib.fa_compulsory_bytes(pass_code, dcode, p))
             torch.cuda.profiler.start()
             lib.fa_marker(tag)
             fn()
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
-            print(f"profiled tag {tag}: {name} {dt} B={B} H={H} N={N} d={d}", flush=True)
+            print(f"profiled tag {tag}: {name} {ps} {dt} B={B} H={H} N={N} d={d}", flush=True)
             tag += 1
-            del fn
+            del obj
             torch.cuda.empty_cache()
-        del q, k, v
+        del q, k, v, do
         torch.cuda.empty_cache()
     with open(args.profile_io, "w") as f:
         json.dump(tagmap, f, indent=1)
@@ -389,13 +522,19 @@ def tables(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--csv", help="write the rows here (with provenance columns)")
+    ap.add_argument("--csv", help="write the forward rows here (with provenance columns)")
+    ap.add_argument("--bwd-csv", help="write the bwd and fwdbwd rows here")
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libfa_gpu.so"))
-    ap.add_argument("--dtypes", default="bf16,fp32")
+    ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
+    ap.add_argument("--passes", default="fwd,bwd,fwdbwd")
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--quick", action="store_true", help="N = 1024 only")
+    ap.add_argument("--max-workspace-gb", type=float, default=40.0)
+    ap.add_argument("--slow-max-n", type=int, default=1 << 30,
+                    help="run the materialized and CUDA-core paths only up to this N")
+    ap.add_argument("--quick", action="store_true", help="N = 1024 and 4096 only")
     ap.add_argument("--profile-io", metavar="MAP.json", help="ncu mode (scripts/ncu_io.sh)")
     ap.add_argument("--tables", action="store_true",
                     help="print the Markdown tables of data/gpu/README.md from data/gpu/*.csv (no GPU)")
@@ -408,23 +547,33 @@ def main():
     if args.tables:
         tables(args)
         return 0
-    if torch is None or not torch.cuda.is_available():
-        print("bench_gpu.py: no CUDA GPU here; nothing to run")
-        return 0
     args.dtypes = args.dtypes.split(",")
     for dt in args.dtypes:
         if dt not in DTYPES:
             print(f"bench_gpu.py: error: --dtypes: unknown dtype {dt}", file=sys.stderr)
             return 2
-    args.dims = [int(x) for x in args.dims.split(",")]
-    args.ns = [1024] if args.quick else [int(x) for x in args.ns.split(",")]
+    args.passes = args.passes.split(",")
+    for ps in args.passes:
+        if ps not in PASS_FLOP_FACTOR:
+            print(f"bench_gpu.py: error: --passes: unknown pass {ps} (fwd, bwd, fwdbwd)", file=sys.stderr)
+            return 2
+    try:
+        args.causal = [bool(int(c)) for c in args.causal.split(",")]
+        args.dims = [int(x) for x in args.dims.split(",")]
+        args.ns = [1024, 4096] if args.quick else [int(x) for x in args.ns.split(",")]
+    except ValueError as e:
+        print(f"bench_gpu.py: error: {e}", file=sys.stderr)
+        return 2
+    if torch is None or not torch.cuda.is_available():
+        print("bench_gpu.py: no CUDA GPU here; nothing to run")
+        return 0
     lib = fa.load(args.lib)
     if args.profile_io:
         profile_io(args, lib)
         return 0
-    prov = provenance(sys.argv)
-    print(f"# {prov}")
-    bench(args, lib, prov)
+    p = provenance(sys.argv)
+    print(f"# {p}")
+    bench(args, lib, p)
     return 0
 
 

@@ -46,7 +46,11 @@ class VersionInfo(ctypes.Structure):
     _fields_ = [("pass_", ctypes.c_int), ("version", ctypes.c_int), ("name", ctypes.c_char_p),
                 ("what", ctypes.c_char_p), ("dtypes", ctypes.c_uint), ("d_min", ctypes.c_int),
                 ("d_max", ctypes.c_int), ("d_multiple", ctypes.c_int), ("masks", ctypes.c_int),
-                ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int)]
+                ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p)]
+
+    def label(self):
+        """ours_v2_mma: how the benchmarks' CSVs name the version."""
+        return f"ours_{self.name.decode()}_{self.slug.decode()}"
 
 
 def params(B, H, N, d, H_kv=None, seqlen_k=None, window=(-1, -1), softmax_scale=None):
@@ -80,6 +84,7 @@ def load(path=None):
         "fa_device_cc": ([], i),
         "fa_marker": ([i], i),
         "fa_error_string": ([], ctypes.c_char_p),
+        "fa_mask_matrix": ([P, ctypes.c_void_p], None),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
@@ -113,3 +118,11 @@ def tiles(lib, pass_, version, p):
     vis, skip = ctypes.c_int64(), ctypes.c_int64()
     lib.fa_tiles(pass_, version, ctypes.byref(p), ctypes.byref(vis), ctypes.byref(skip))
     return vis.value, skip.value
+
+
+def mask_matrix(lib, p):
+    """numpy bool (seqlen_q, seqlen_k): True where query i sees key j (src/mask.h)."""
+    import numpy as np
+    m = np.zeros((p.seqlen_q, p.seqlen_k), dtype=np.uint8)
+    lib.fa_mask_matrix(ctypes.byref(p), m.ctypes.data)
+    return m.astype(bool)
