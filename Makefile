@@ -95,6 +95,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 	sh scripts/setup.sh
 
 -include kernels/gpu.mk
+-include kernels/stage7.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
 
@@ -104,6 +105,6 @@ test: cpu $(TEST_DEPS)                    ## every test suite; ends with "N pass
 	@sh tests/run.sh $(TEST_SUITES)
 
 clean:                                    ## remove build outputs
-	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6
+	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7
 
 -include $(wildcard $(BUILD)/*.d)

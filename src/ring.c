@@ -151,9 +151,10 @@ void ring_piece_put(void *whole, const void *piece, int B, int heads, int N, int
 
 double ring_forward_bytes_formula(const attn_params *p, int G, size_t es)
 {
-    return 2.0 * (G - 1) / G * p->seqlen_k * p->d * p->H_kv * p->B * (double)es;
+    /* the product first: an integer below 2^53, divided exactly by G */
+    return 2.0 * (G - 1) * p->seqlen_k * p->d * p->H_kv * p->B * (double)es / G;
 }
 double ring_backward_bytes_formula(const attn_params *p, int G, size_t es)
 {
-    return 2.0 * (G - 1) / G * p->seqlen_k * p->d * p->H_kv * p->B * (double)(es + 4);
+    return 2.0 * (G - 1) * p->seqlen_k * p->d * p->H_kv * p->B * (double)(es + 4) / G;
 }
