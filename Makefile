@@ -46,14 +46,14 @@ stage3: $(BUILD)/stage3_tiled.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/st
 CPU_LIBS := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
             $(BUILD)/stage1_naive.lib.o $(HARNESS)
 
-$(BUILD)/test_cpu: tests/test_cpu.c $(CPU_LIBS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/test_cpu: tests/test_cpu.c tests/report.h $(CPU_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDLIBS)
 
 # The merge rule and the ring plan of stage 7, tested on the CPU first
 # (tests/test_ring.c runs the plan through stage 3 in fp64).
 RING_LIBS := $(BUILD)/merge.lib.o $(BUILD)/ring.lib.o
-$(BUILD)/test_ring: tests/test_ring.c $(RING_LIBS) $(CPU_LIBS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/test_ring: tests/test_ring.c tests/report.h $(RING_LIBS) $(CPU_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDLIBS)
 
 # The same programs under AddressSanitizer and UndefinedBehaviorSanitizer,
 # built apart in build/asan so that the normal build stays optimized.
@@ -70,10 +70,10 @@ $(ASAN)/stage2: src/stage2_online_softmax.c $(ASAN)/stage1_naive.lib.o $(SAN_SRC
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 $(ASAN)/stage3: src/stage3_tiled.c $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/test_ring: tests/test_ring.c src/merge.c src/ring.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/test_cpu: tests/test_cpu.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(ASAN)/test_ring: tests/test_ring.c tests/report.h src/merge.c src/ring.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $(filter-out %.h,$^) -o $@ $(LDLIBS)
+$(ASAN)/test_cpu: tests/test_cpu.c tests/report.h $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $(filter-out %.h,$^) -o $@ $(LDLIBS)
 SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/test_cpu $(ASAN)/test_ring
 
 sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan

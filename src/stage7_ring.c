@@ -352,6 +352,53 @@ static void poison_async(const ring_ctx *x, int r, void *p, size_t bytes)
     if (x->poison && p) CU(cudaMemsetAsync(p, 0xFF, bytes, x->comp[r]));
 }
 
+/* Step t's hop of the K/V shards: every rank passes on the shard it computes
+ * on at step t and receives the next one into the other visitor buffer
+ * (the caller has made the communication streams wait until that buffer is
+ * free); kv_in[r][t & 1] marks the arrival. */
+static void hop_kv(ring_ctx *x, rank_bufs *rb, int t, size_t bytes)
+{
+    void *send[MAX_G], *recv[MAX_G];
+    for (int r = 0; r < x->G; r++) {
+        send[r] = kv_at_step(&rb[r], t);
+        recv[r] = rb[r].kv[(t + 1) & 1];
+    }
+    ring_exchange(x, send, recv, bytes);
+    for (int r = 0; r < x->G; r++) {
+        dev(x, r);
+        record(x->kv_in[r][t & 1], x->comm[r]);
+    }
+}
+
+/* A hop of the travelling dK, dV accumulators: each rank sends tacc[from]
+ * and receives its predecessor's into tacc[to]; acc_in[r] marks the arrival. */
+static void hop_acc(ring_ctx *x, rank_bufs *rb, int from, int to, size_t bytes)
+{
+    void *send[MAX_G], *recv[MAX_G];
+    for (int r = 0; r < x->G; r++) {
+        send[r] = rb[r].tacc[from];
+        recv[r] = rb[r].tacc[to];
+    }
+    ring_exchange(x, send, recv, bytes);
+    for (int r = 0; r < x->G; r++) {
+        dev(x, r);
+        record(x->acc_in[r], x->comm[r]);
+    }
+}
+
+/* The inputs every call shares: query piece a of the rank, key piece k of
+ * the shard kv, the workspace. */
+static fa_ptrs call_inputs(const rank_bufs *b, void *kv, int a, int k, int np, size_t es)
+{
+    fa_ptrs f = {0};
+    f.q = at(b->q, a * b->pq, es);
+    f.k = at(kv, k * b->pk, es);
+    f.v = at(kv, (np + k) * b->pk, es);
+    f.workspace = b->ws;
+    f.workspace_bytes = b->ws_bytes;
+    return f;
+}
+
 //> ring-forward
 /* The forward on every rank: G steps; at step t the shard of rank r - t is
  * computed on while the next one comes in. */
@@ -367,18 +414,11 @@ static void ring_forward(ring_ctx *x, const ring_job *j, rank_bufs *rb, int mode
     for (int t = 0; t < G; t++) {
         if (t < G - 1 && mode != RUN_COMPUTE) {
             /* pass the shard on; receive into the buffer step t-1 computed on */
-            void *send[MAX_G], *recv[MAX_G];
-            for (int r = 0; r < G; r++) {
+            for (int r = 0; r < G && t >= 1; r++) {
                 dev(x, r);
-                if (t >= 1) stream_wait(x->comm[r], x->comp_done[r][(t - 1) & 1]);
-                send[r] = kv_at_step(&rb[r], t);
-                recv[r] = rb[r].kv[(t + 1) & 1];
+                stream_wait(x->comm[r], x->comp_done[r][(t - 1) & 1]);
             }
-            ring_exchange(x, send, recv, shard);
-            for (int r = 0; r < G; r++) {
-                dev(x, r);
-                record(x->kv_in[r][t & 1], x->comm[r]);
-            }
+            hop_kv(x, rb, t, shard);
         }
         for (int r = 0; r < G && mode != RUN_COMM; r++) {
             rank_bufs *b = &rb[r];
@@ -389,14 +429,9 @@ static void ring_forward(ring_ctx *x, const ring_job *j, rank_bufs *rb, int mode
             int n = ring_calls(&j->lay, &j->p, r, t, c);
             for (int i = 0; i < n; i++) {
                 int a = c[i].q_piece, k = c[i].k_piece;
-                fa_ptrs f = {0};
-                f.q = at(b->q, a * b->pq, es);
-                f.k = at(kv, k * b->pk, es);
-                f.v = at(kv, (np + k) * b->pk, es);
+                fa_ptrs f = call_inputs(b, kv, a, k, np, es);
                 f.o = b->o_part;
                 f.softmax_lse = b->l_part;
-                f.workspace = b->ws;
-                f.workspace_bytes = b->ws_bytes;
                 poison_async(x, r, b->o_part, b->pq * es);
                 poison_async(x, r, b->l_part, b->pr * sizeof(float));
                 FA(fa_forward(j->fwd, j->dtype, &c[i].sub, &f, x->comp[r]));
@@ -430,33 +465,12 @@ static void ring_backward(ring_ctx *x, const ring_job *j, rank_bufs *rb, int mod
         for (int a = 0; a < np; a++) dq_first[r][a] = 1;
     for (int t = 0; t < G; t++) {
         if (mode != RUN_COMPUTE) {
-            void *send[MAX_G], *recv[MAX_G];
             for (int r = 0; r < G && t >= 1; r++) {
                 dev(x, r);
                 stream_wait(x->comm[r], x->comp_done[r][(t - 1) & 1]);
             }
-            if (t >= 2) {   /* the accumulators finished at step t-1 move on */
-                for (int r = 0; r < G; r++) {
-                    send[r] = rb[r].tacc[(t - 1) & 1];
-                    recv[r] = rb[r].tacc[t & 1];
-                }
-                ring_exchange(x, send, recv, accb);
-                for (int r = 0; r < G; r++) {
-                    dev(x, r);
-                    record(x->acc_in[r], x->comm[r]);
-                }
-            }
-            if (t < G - 1) {
-                for (int r = 0; r < G; r++) {
-                    send[r] = kv_at_step(&rb[r], t);
-                    recv[r] = rb[r].kv[(t + 1) & 1];
-                }
-                ring_exchange(x, send, recv, shard);
-                for (int r = 0; r < G; r++) {
-                    dev(x, r);
-                    record(x->kv_in[r][t & 1], x->comm[r]);
-                }
-            }
+            if (t >= 2) hop_acc(x, rb, (t - 1) & 1, t & 1, accb);   /* finished at step t-1: move on */
+            if (t < G - 1) hop_kv(x, rb, t, shard);
         }
         for (int r = 0; r < G && mode != RUN_COMM; r++) {
             rank_bufs *b = &rb[r];
@@ -470,18 +484,13 @@ static void ring_backward(ring_ctx *x, const ring_job *j, rank_bufs *rb, int mod
             int n = ring_calls(&j->lay, &j->p, r, t, c);
             for (int i = 0; i < n; i++) {
                 int a = c[i].q_piece, k = c[i].k_piece;
-                fa_ptrs f = {0};
-                f.q = at(b->q, a * b->pq, es);
-                f.k = at(kv, k * pk, es);
-                f.v = at(kv, (np + k) * pk, es);
+                fa_ptrs f = call_inputs(b, kv, a, k, np, es);
                 f.o = at(b->o, a * b->pq, es);
                 f.softmax_lse = b->l + a * b->pr;
                 f.do_ = at(b->dout, a * b->pq, es);
                 f.dq = b->dq_part;
                 f.dk = b->dk_part;
                 f.dv = b->dv_part;
-                f.workspace = b->ws;
-                f.workspace_bytes = b->ws_bytes;
                 poison_async(x, r, b->dq_part, b->pq * es);
                 poison_async(x, r, b->dk_part, pk * es);
                 poison_async(x, r, b->dv_part, pk * es);
@@ -510,18 +519,11 @@ static void ring_backward(ring_ctx *x, const ring_job *j, rank_bufs *rb, int mod
         }
     }
     if (G > 1 && mode != RUN_COMPUTE) {   /* the last hop: every accumulator home */
-        void *send[MAX_G], *recv[MAX_G];
         for (int r = 0; r < G; r++) {
             dev(x, r);
             stream_wait(x->comm[r], x->comp_done[r][(G - 1) & 1]);
-            send[r] = rb[r].tacc[(G - 1) & 1];
-            recv[r] = rb[r].tacc[G & 1];
         }
-        ring_exchange(x, send, recv, accb);
-        for (int r = 0; r < G; r++) {
-            dev(x, r);
-            record(x->acc_in[r], x->comm[r]);
-        }
+        hop_acc(x, rb, (G - 1) & 1, G & 1, accb);
     }
     for (int r = 0; r < G && mode != RUN_COMM; r++) {
         rank_bufs *b = &rb[r];
@@ -1247,6 +1249,16 @@ int main(int argc, char **argv)
             fatal(EXIT_BAD_INPUT, "%s", why);
     }
     if (scale && rf.gpus == 1) fatal(EXIT_BAD_INPUT, "--sweep scale: needs --gpus 2 or more (it sets G GPUs against one)");
+    if (scale) {   /* the first N of the sweep; the others are its doublings */
+        int d = opt.given & OPT_D ? opt.d : 128, N = opt.given & OPT_N ? opt.N : 4096;
+        attn_params p = attn_params_make(opt.given & OPT_BATCH ? opt.batch : 1, opt.given & OPT_HEADS ? opt.heads : 16,
+                                         N, d, 1.0);
+        p.window_size_right = 0;   /* the stricter layout: 2G chunks */
+        ring_job j;
+        char why[256], bwhy[256];
+        if (job_make(&j, &p, rf.gpus ? rf.gpus : 2, dtype, kernel, false, why, bwhy, sizeof why))
+            fatal(EXIT_BAD_INPUT, "%s", why);
+    }
 
     int have = fa_device_count();
     if (have == 0) {

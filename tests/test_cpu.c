@@ -23,28 +23,9 @@
 #include "stage1_naive.h"
 #include "stage2_online_softmax.h"
 #include "stage3_tiled.h"
+#include "report.h"
 
-static int n_pass, n_fail;
 static FILE *csv;
-static uint64_t seed;
-
-static void result(bool ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void result(bool ok, const char *name, const char *fmt, ...)
-{
-    char why[512] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    if (ok) {
-        printf("PASS %s (%s)\n", name, why);
-        n_pass++;
-    } else {
-        printf("FAIL %s: %s [seed %llu]\n", name, why, (unsigned long long)seed);
-        n_fail++;
-    }
-}
 
 static void csv_row(const char *stage, const char *check, int N, int d, bool causal, int Br,
                     int Bc, double err, double tol)

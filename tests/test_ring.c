@@ -35,27 +35,7 @@
 #include "ring.h"
 #include "stage2_online_softmax.h"
 #include "stage3_tiled.h"
-
-static int n_pass, n_fail;
-static uint64_t seed;
-
-static void result(bool ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void result(bool ok, const char *name, const char *fmt, ...)
-{
-    char why[512] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    if (ok) {
-        printf("PASS %s (%s)\n", name, why);
-        n_pass++;
-    } else {
-        printf("FAIL %s: %s [seed %llu]\n", name, why, (unsigned long long)seed);
-        n_fail++;
-    }
-}
+#include "report.h"
 
 static double max_abs(const double *x, size_t n)
 {
