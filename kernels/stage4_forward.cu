@@ -632,23 +632,29 @@ __global__ void __launch_bounds__(128, 2)
         }
 
         /* online softmax; s[.][n][0..1] belong to row g, s[.][n][2..3] to row g + 8.
-         * The running max is kept as m = max_j s_j * scale_log2 rounded UP
-         * (__fmul_ru), so that fmaf(s, scale_log2, -m) -- one rounding of
-         * the exact s * scale_log2 - m <= 0 -- is never positive: with
-         * scaled logits near 1e10 a round-to-nearest max could sit up to
-         * half an ulp (about 1000) below the exact product, and 2^1000
-         * overflows. softmax_ref_max guards rows that have seen only
-         * masked keys (m = -inf). */
+         * Each score is scaled once, x = s * scale_log2 rounded, and both
+         * the running max and the exponent x - m use that same x: the
+         * exponent is then never positive and is exactly 0 at the max, so
+         * l >= 1. (An FMA s * scale_log2 - m against a separately rounded
+         * max, as FlashAttention-2 writes it, can be +-half an ulp of the
+         * product off: about 1000 for scaled logits near 2e10, where 2^1000
+         * overflows and 2^-1000 underflows the whole row.) softmax_ref_max
+         * guards rows that have seen only masked keys (m = -inf). */
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float mx = -INFINITY;
 #pragma unroll
-                for (int n = 0; n < NT; n++) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 2 * h; e < 2 * h + 2; e++) {
+                        s[mt][n][e] *= scale_log2;
+                        mx = fmaxf(mx, s[mt][n][e]);
+                    }
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                float m_new = fmaxf(m[mt][h], __fmul_ru(mx, scale_log2));
+                float m_new = fmaxf(m[mt][h], mx);
                 float m_ref = softmax_ref_max(m_new);
                 float alpha = ex2(m[mt][h] - m_ref);
                 m[mt][h] = m_new;
@@ -657,7 +663,7 @@ __global__ void __launch_bounds__(128, 2)
                 for (int n = 0; n < NT; n++)
 #pragma unroll
                     for (int e = 2 * h; e < 2 * h + 2; e++) {
-                        s[mt][n][e] = ex2(fmaf(s[mt][n][e], scale_log2, -m_ref));
+                        s[mt][n][e] = ex2(s[mt][n][e] - m_ref);
                         rs += s[mt][n][e];
                     }
                 l[mt][h] = l[mt][h] * alpha + rs;

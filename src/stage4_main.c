@@ -198,7 +198,12 @@ static int model_matches_counts(int dtype, attn_shape s)
 {
     double es = (double)fa_dtype_bytes(dtype), bh = (double)s.B * s.H;
     attn_params ap = params_of(s, 1.0);
-    double v0 = bh * (es * (double)(naive_forward_io_formula(s.N, s.d) - (uint64_t)s.N) + 4.0 * s.N);
+    /* stage 1 counts 4 N^2 + 4 N d + N elements: S and P written and read
+     * (N^2 each way), Q, K, V read and O written (4 N d), L written (N).
+     * Version 0 keeps S in fp32 (4 bytes), P in the dtype, L in fp32. */
+    double nn = (double)s.N * s.N;
+    double qkvo = (double)naive_forward_io_formula(s.N, s.d) - 4 * nn - s.N;
+    double v0 = bh * (es * qkvo + 4.0 * 2 * nn + es * 2 * nn + 4.0 * s.N);
     if (fa_model_bytes(FA_FORWARD, 0, dtype, &ap) != v0) return 0;
     for (int k = 1; k < fa_num_versions(FA_FORWARD); k++) {
         uint64_t el = flash_forward_io_formula(s.N, s.d, fa_block_rows(FA_FORWARD, k, s.d),
