@@ -182,6 +182,10 @@ static void ctx_init(ring_ctx *x, int G, bool virt)
         CU(cudaEventCreateWithFlags(&x->pre[r], cudaEventDisableTiming));
         CU(cudaEventCreateWithFlags(&x->post[r], cudaEventDisableTiming));
     }
+    /* The ring needs only send and receive; NVLink SHARP (multicast) is kept
+     * off, whatever the environment says: on a shared host it can take the
+     * GPUs out of service. */
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
     if (!virt && G > 1) NC(ncclCommInitAll(x->nccl, G, x->dev));
 }
 
