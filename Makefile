@@ -101,11 +101,8 @@ setup:                                    ## the one set-up command: NumPy, Pand
 
 gpu: $(GPU_TARGETS)
 
-# The suites run as they would by hand: a make they start must not inherit
-# this one's -j jobserver, which it cannot use (make then adds a warning line
-# to output that the suites count).
 test: cpu $(TEST_DEPS)                    ## every test suite; ends with "N passed, N failed, N skipped"
-	@MAKEFLAGS= MFLAGS= sh tests/run.sh $(TEST_SUITES)
+	+@sh tests/run.sh $(TEST_SUITES)
 
 clean:                                    ## remove build outputs
 	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7

@@ -14,13 +14,17 @@
 #     64, 80, 96, 112, 128; B H above the number of SMs (version 2 runs
 #     where it applies: fp16/bf16, d a multiple of 16);
 #   - compute-sanitizer memcheck and racecheck on a small shape, both
-#     versions, every dtype.
+#     versions, every dtype;
+#   - version 3 (Hopper, build/v3_check): the piece self-tests and every
+#     step against the fp64 reference (it prints SKIP on a GPU that is not
+#     compute capability 9.0), then memcheck, racecheck and synccheck on a
+#     small masked GQA problem, every step.
 # Without a GPU (or without stage4, where nvcc is missing) the GPU tests
 # print SKIP, never PASS. Cost on an H200: about a minute, most of it the
 # CPU reference and the sanitizers.
 cd "$(dirname "$0")/../.." || exit 2
 
-GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck"
+GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck v3-tests v3-sanitizers"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
@@ -50,6 +54,8 @@ expect_exit2 stage4-cli-causal --causal
 expect_exit2 stage4-cli-bad-kernel --kernel 7
 expect_exit2 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
 expect_exit2 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+expect_exit2 stage4-cli-v3-fp32 --kernel 3 --dtype fp32
+expect_exit2 stage4-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
 
 probe=$(./stage4 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
 case "$probe" in
@@ -58,7 +64,25 @@ esac
 
 ./stage4 --sweep tests || true   # prints its own PASS/FAIL lines
 
+if [ -x build/v3_check ]; then
+    build/v3_check --pieces --tests | grep -E '^(PASS|FAIL|SKIP) ' || true
+else
+    echo "SKIP v3-tests: build/v3_check not built"
+fi
+
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x build/v3_check ] && [ -x "$SAN" ]; then
+    for tool in memcheck racecheck synccheck; do
+        log=/tmp/v3_san.$$
+        if "$SAN" --tool $tool --error-exitcode 9 build/v3_check --small >$log 2>&1; then
+            echo "PASS v3-$tool ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SKIP' $log))"
+        else
+            echo "FAIL v3-$tool: $(grep -m1 -i 'error\|hazard\|FAIL' $log)"
+            tail -40 $log
+        fi
+        rm -f $log
+    done
+fi
 if [ ! -x "$SAN" ]; then
     echo "SKIP stage4-memcheck: compute-sanitizer not found"
     echo "SKIP stage4-racecheck: compute-sanitizer not found"

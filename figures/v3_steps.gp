@@ -1,0 +1,42 @@
+# figures/v3_steps.gp -- how version 3 was built: forward TFLOP/s of each
+# step (kernels/stage4_v3_hopper.cu) at one sequence length, bf16, one panel
+# per head dimension, non-causal and causal bars, with PyTorch SDPA's cuDNN
+# and flash backends from the same run as horizontal lines (solid: cuDNN,
+# dashed: flash; non-causal darker, causal lighter).
+# Input: data/gpu/v3_steps.csv (scripts/v3_device.sh: tests/gpu/v3_check
+# --time and scripts/v3_peers.py). Columns: device, impl, step, dtype,
+# causal, B, H, N, d, median_ms, tflops, ...
+if (!exists("csv")) csv = "data/gpu/v3_steps.csv"
+if (!exists("NN")) NN = 8192
+W = 6.5
+Hgt = 3.0
+load "figures/style.gp"
+set termoption noenhanced
+set style fill solid 0.85 border rgb "#333333"
+set boxwidth 0.36
+set xrange [0.4:5.6]
+set xtics 1 nomirror
+set xlabel "step (1 TMA+wgmma, 2 warp-specialized, 3 ping-pong, 4 overlap, 5 persistent)" font ",7"
+set ylabel "forward throughput (TFLOP/s)"
+set yrange [0:*]
+set offsets 0, 0, graph 0.3, 0   # room above the bars for the key
+set key top left font ",7" spacing 0.9
+
+set multiplot layout 1, 2
+do for [dd in "64 128"] {
+    d0 = dd + 0
+    cudnn0 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_cudnn\" && $9 == %d && $8 == %d && $5 == 0 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
+    cudnn1 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_cudnn\" && $9 == %d && $8 == %d && $5 == 1 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
+    flash0 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_flash\" && $9 == %d && $8 == %d && $5 == 0 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
+    flash1 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_flash\" && $9 == %d && $8 == %d && $5 == 1 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
+    set title sprintf("d = %d, N = %d, bf16, B N = 16384 tokens", d0, NN)
+    plot csv using ((strcol(2) eq "ours_v3" && $9 == d0 && $8 == NN && $5 == 0) ? $3 - 0.19 : NaN):11 \
+             with boxes lc rgb "#2166ac" title "v3, non-causal", \
+         csv using ((strcol(2) eq "ours_v3" && $9 == d0 && $8 == NN && $5 == 1) ? $3 + 0.19 : NaN):11 \
+             with boxes lc rgb "#92c5de" title "v3, causal", \
+         (cudnn0 > 0 ? cudnn0 : NaN) with lines lw 1.2 lc rgb "#b2182b" title "cuDNN", \
+         (cudnn1 > 0 ? cudnn1 : NaN) with lines lw 1.2 lc rgb "#ef8a62" notitle, \
+         (flash0 > 0 ? flash0 : NaN) with lines lw 1.2 dt 2 lc rgb "#1b7837" title "flash (FA2)", \
+         (flash1 > 0 ? flash1 : NaN) with lines lw 1.2 dt 2 lc rgb "#7fbf7b" notitle
+}
+unset multiplot

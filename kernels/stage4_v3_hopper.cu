@@ -1,0 +1,1202 @@
+/*
+ * stage4_v3_hopper.cu -- version 3 of the forward: Hopper's copy engine,
+ * warpgroup matrix instructions and warp specialization (sm_90a only).
+ *
+ * What is new against version 2 (kernels/stage4_forward.cu), which is the
+ * same online-softmax algorithm on Ampere's instructions:
+ *   - copies: one thread asks the tensor memory accelerator (TMA) for a whole
+ *     tile (cp.async.bulk.tensor, described by a CUtensorMap built on the
+ *     host); the copy engine writes it into shared memory in the 128-byte
+ *     swizzled layout the matrix unit reads without bank conflicts, and
+ *     counts the bytes it delivered on an mbarrier that the consumers wait on.
+ *     No thread computes an address or issues a load instruction per element.
+ *   - products: wgmma, issued by a warpgroup (4 warps, 128 threads), 64 rows
+ *     by N columns by 16 per instruction, asynchronous: the instruction
+ *     returns at once, the threads go on with other work, and
+ *     wgmma.wait_group blocks only when the result is needed. S = Q K^T
+ *     reads both operands from shared memory; O += P V reads P from the
+ *     registers where the softmax left it and V from shared memory through
+ *     the transpose bit of the descriptor.
+ *   - roles: a producer warpgroup only issues copies (and gives its registers
+ *     away with setmaxnreg); two consumer warpgroups compute. They meet on
+ *     mbarriers: "full" (the copy engine has delivered a stage) and "empty"
+ *     (every consumer warp has finished reading it).
+ *   - overlap: the two consumers take turns on the tensor cores (ping-pong,
+ *     named barriers), and inside one consumer the softmax of key block j
+ *     runs while the product P V of block j-1 is still in flight.
+ * The steps that added these one by one stay selectable (v3_cfg below and
+ * stage4_v3_hopper.h), so their speeds can be measured side by side.
+ *
+ * Numerics (as version 2, plus one rule): S is fp32 from the tensor cores;
+ * x = S * softmax_scale * log2(e) is rounded once to fp32 (__fmul_rn: never
+ * fused into the subtraction), the row maximum m is a maximum of those same
+ * x, and P = 2^(x - m): the exponent's argument is never positive, so huge
+ * logits (|S| ~ 1e11) give P in [0, 1], never inf or NaN. P is rounded to
+ * the input dtype for P V (as FlashAttention does); O is divided by the
+ * row sum once at the end; L = (m + log2 l) ln 2.
+ *
+ * Layout in shared memory: a tile of R rows x d columns is stored as d/64
+ * column blocks of R rows x 128 bytes, each block in the 128-byte swizzle
+ * (16-byte chunk c of row r sits at chunk c ^ (r % 8)), every block 1024-byte
+ * aligned: the layout the TMA's CU_TENSOR_MAP_SWIZZLE_128B writes and the
+ * layout wgmma's descriptors with swizzle mode "128B" read.
+ *
+ * Build: -gencode=arch=compute_90a,code=sm_90a (wgmma and setmaxnreg exist
+ * only in the "a" target); kernels/gpu.mk gives these flags to this file
+ * alone. On any other GPU its launcher refuses with one line. Version 3 is
+ * one row of the table of versions (kernels/versions.def, fa_row_fwd_v3
+ * below); the step runs is chosen by FA_V3_STEP in the environment.
+ */
+#include "gpu_common.cuh"
+#include "stage4_v3_hopper.h"
+
+#include <cuda.h>           /* CUtensorMap and its enums (types only: libcuda is not linked) */
+#include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+/* ------------------------------------------------------------------------- */
+/* The steps                                                                  */
+/* ------------------------------------------------------------------------- */
+//> v3-config
+/* One kernel template, five configurations. NWG consumer warpgroups of 64
+ * query rows each share every K/V tile; with WS a producer warpgroup issues
+ * the copies, without it thread 0 of the one consumer does. Key tiles are
+ * BC = 128 rows; K and V have STAGES buffers each (a ring). */
+template <int D, int STEP> struct v3_cfg {
+    static constexpr int NWG = STEP == 1 ? 1 : 2;         /* consumer warpgroups */
+    static constexpr bool WS = STEP >= 2;                  /* producer warpgroup + setmaxnreg */
+    static constexpr bool PINGPONG = STEP >= 3;            /* consumers alternate on the MMA unit */
+    static constexpr bool OVERLAP = STEP >= 4;             /* softmax(S_j) under P_{j-1} V_{j-1} */
+    static constexpr bool PERSIST = STEP >= 5;             /* persistent grid, longest tiles first */
+    static constexpr int BR = 64 * NWG, BC = FA_V3_BC;
+    static constexpr int STAGES = D == 64 ? 3 : 2;
+    static constexpr int THREADS = 128 * (NWG + (WS ? 1 : 0));
+    static constexpr int CB = D / 64;                      /* 128-byte column blocks per row */
+    static constexpr int Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
+    static constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES;
+    static constexpr int OFF_BAR = OFF_V + STAGES * KV_BYTES;
+    static constexpr int SMEM = OFF_BAR + 8 * (2 + 4 * STAGES) + 1024;   /* + alignment slack */
+    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;      /* 128*24 + 256*240 <= 64K */
+};
+//< v3-config
+
+/* ------------------------------------------------------------------------- */
+/* PTX wrappers: shared addresses, mbarriers, the tensor copy, wgmma          */
+/* ------------------------------------------------------------------------- */
+//> v3-mbarrier
+/* An mbarrier is a 64-bit word in shared memory that counts arrivals and
+ * bytes. A phase completes when `count` threads have arrived and every byte
+ * announced with expect_tx has been delivered; waiters name the phase by its
+ * parity (0, 1, 0, ...). */
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    /* The retry loop is in PTX (labels are local to the { } block): a C++
+     * loop would be a divergent branch to the compiler, which then
+     * serializes the wgmma that follow it. */
+    asm volatile("{\n.reg .pred p;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+//< v3-mbarrier
+
+//> v3-tma
+/* One box of the tensor map (64 columns x rows x 1 head) into shared memory
+ * at dst; the copy engine adds the bytes to bar's transaction count when
+ * they have landed. Coordinates: {column, row, head}; rows past the tensor's
+ * extent arrive as zeros (and still count). */
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                            int c0, int c1, int c2, bool issue = true)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "@p cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n}\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "r"((int)issue)
+                 : "memory");
+}
+/* A whole tile: ROWS rows from row0 of head z, all d = 64 CB columns, as CB
+ * column blocks of ROWS x 128 bytes; one expect_tx announces all of it.
+ * Only threads with `issue` set act (a predicate, not a branch: step 1 calls
+ * this from all 128 threads of the warpgroup that also issues wgmma, and a
+ * branch there would make the compiler serialize the wgmma). */
+template <int CB, int ROWS>
+__device__ __forceinline__ void tma_tile(const CUtensorMap *map, uint32_t dst, uint32_t bar,
+                                         int row0, int z, bool issue = true)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
+                 "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(bar),
+                 "r"(CB * ROWS * 128), "r"((int)issue)
+                 : "memory");
+#pragma unroll
+    for (int cb = 0; cb < CB; cb++)
+        tma_load_3d(dst + cb * ROWS * 128, map, bar, cb * 64, row0, z, issue);
+}
+//< v3-tma
+
+__device__ __forceinline__ void fence_barrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void named_bar_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+template <int R> __device__ __forceinline__ void setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
+}
+
+/* wgmma bookkeeping: fence before a batch (orders earlier register writes
+ * before the asynchronous reads), commit closes a group, wait<N> blocks
+ * until at most N groups are still in flight. */
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accesses of a register across an
+ * asynchronous wgmma that reads or writes it (the asm "uses" the value). */
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void reg_fence(uint32_t &x) { asm volatile("" : "+r"(x)::"memory"); }
+template <int N> __device__ __forceinline__ void reg_fence(float (&x)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) reg_fence(x[i]);
+}
+template <int N> __device__ __forceinline__ void reg_fence(uint32_t (&x)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) reg_fence(x[i]);
+}
+
+//> v3-desc
+/* A wgmma shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor
+ * Format"): start address, leading and stride byte offsets (all >> 4), and
+ * the swizzle mode in bits 62-63 (1 = 128-byte swizzle).
+ *   K-major (Q, K: rows of 64 contiguous elements along the reduction
+ *   dimension): SBO = 1024 bytes between groups of 8 rows; LBO unused.
+ *   MN-major (V read transposed: 64 contiguous elements along the output
+ *   dimension d): SBO = 1024 bytes between groups of 8 keys, LBO = bytes
+ *   between 64-column blocks of d. */
+__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+//< v3-desc
+
+/* The operand lists of the wgmma wrappers: accumulators d[0..N/2). */
+#define V3_A8(i)                                                                              \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define V3_A32 V3_A8(0), V3_A8(8), V3_A8(16), V3_A8(24)
+#define V3_A64 V3_A32, V3_A8(32), V3_A8(40), V3_A8(48), V3_A8(56)
+#define V3_R32                                                                                 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define V3_R64                                                                                 \
+    V3_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+           "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+
+/* S (64 x 128, fp32) (+)= A (64 x 16) B^T (B: 128 x 16), both read from
+ * shared memory, K-major. scale_d = 0 overwrites d (the first k-step). */
+#define V3_SS_N128(TY)                                                                         \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                  \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" V3_R64 "}, "     \
+                 "%64, %65, p, 1, 1, 0, 0;\n}\n"                                               \
+                 : V3_A64                                                                      \
+                 : "l"(da), "l"(db), "r"(scale_d))
+template <typename T>
+__device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t da, uint64_t db, int scale_d)
+{
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) V3_SS_N128("bf16");
+    else V3_SS_N128("f16");
+}
+/* O (64 x N, fp32) += A (64 x 16, registers) B (16 x N, shared memory,
+ * N-major: the transpose bit is set, imm-trans-b = 1). */
+#define V3_RS(TY, NN, RL, AL, I0, I1, I2, I3, I4, I5)                                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I5 ", 0;\n"                              \
+                 "wgmma.mma_async.sync.aligned.m64n" NN "k16.f32." TY "." TY " {" RL "}, "      \
+                 "{%" I0 ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, 1;\n}\n"              \
+                 : AL                                                                          \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d))
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t db, int scale_d)
+{
+    static_assert(N == 64 || N == 128, "P V is n64 or n128");
+    if constexpr (N == 128) {
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)
+            V3_RS("bf16", "128", V3_R64, V3_A64, "64", "65", "66", "67", "68", "69");
+        else
+            V3_RS("f16", "128", V3_R64, V3_A64, "64", "65", "66", "67", "68", "69");
+    } else {
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)
+            V3_RS("bf16", "64", V3_R32, V3_A32, "32", "33", "34", "35", "36", "37");
+        else
+            V3_RS("f16", "64", V3_R32, V3_A32, "32", "33", "34", "35", "36", "37");
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The two matrix products of one key tile, as a warpgroup issues them       */
+/* ------------------------------------------------------------------------- */
+//> v3-gemms
+/* S = Q K^T for the warpgroup's 64 rows and a key tile of 128 rows: d/16
+ * instructions m64n128k16. q: the warpgroup's first Q row in column block 0
+ * (block cb lies QROWS * 128 bytes further on); k: the K tile. Moving 16
+ * columns along d is +32 bytes inside a 128-byte row (the hardware applies
+ * the swizzle to the final address), and +ROWS*128 bytes at each new
+ * column block. Accumulator layout (64 x 128 over 128 threads): warp w holds
+ * rows 16w..16w+15; thread (lane) has s[4n + e] = S[16w + lane/4 + 8(e/2)]
+ * [8n + 2(lane%4) + e%2], n = 0..15. */
+template <typename T, int D, int QROWS>
+__device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k)
+{
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t col = (kk % 4) * 32;
+        uint64_t da = make_desc(q + (kk / 4) * QROWS * 128 + col, 16, 1024);
+        uint64_t db = make_desc(k + (kk / 4) * FA_V3_BC * 128 + col, 16, 1024);
+        wgmma_ss_n128<T>(s, da, db, kk > 0);
+    }
+}
+/* O += P V: 8 instructions m64n{d}k16, one per 16 keys. P comes from
+ * registers in the A-fragment layout (p[4kk..4kk+3] for keys 16kk..16kk+15:
+ * rows lane/4 and +8, columns 2(lane%4) and +8), which is the accumulator
+ * layout of S repacked two values per register. V's tile is [key][d] with d
+ * contiguous, so B is read "N-major" (transposed): 16 keys = two groups of
+ * 8 rows, 2048 bytes per step. */
+template <typename T, int D>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[32], uint32_t v)
+{
+#pragma unroll
+    for (int kk = 0; kk < FA_V3_BC / 16; kk++) {
+        uint64_t db = make_desc(v + kk * 2048, FA_V3_BC * 128, 1024);
+        wgmma_rs<T, D>(o, &p[4 * kk], db, 1);
+    }
+}
+//< v3-gemms
+
+/* ------------------------------------------------------------------------- */
+/* The kernel                                                                 */
+/* ------------------------------------------------------------------------- */
+struct v3_args {
+    void *O;
+    float *L;
+    attn_mask mask;
+    int H, H_kv, BH;          /* BH = B H query heads */
+    int seqlen_q, seqlen_k;
+    int n_qblocks, n_tiles;   /* query blocks per head; n_qblocks * BH */
+    int heads_per_group;      /* step 5, causal: heads whose K, V fit half the L2 */
+    float scale_log2;         /* softmax_scale log2(e) */
+};
+
+//> v3-schedule
+/* The tile (query head bh, query block qb) that CTA `cta` of `grid` takes as
+ * its k-th. Steps 1-4: one tile per CTA, in launch order, the query blocks
+ * of one head adjacent (they share K and V in L2). Step 5 (persistent): when
+ * later query blocks see more keys (causal: window_size_left unbounded,
+ * right bounded) the tiles go longest first inside groups of heads_per_group
+ * heads (a group's K and V fit in half the L2, so the heads running at the
+ * same time find their keys there), heads alternating within a query block;
+ * waves alternate direction (CTA c takes tile c of even waves and grid-1-c
+ * of odd ones) so that no CTA collects the longest tile of every wave.
+ * Returns false when the CTA has no k-th tile. */
+template <bool PERSIST>
+__device__ __forceinline__ bool v3_tile(const v3_args &a, int cta, int grid, int k, int &bh,
+                                        int &qb)
+{
+    int t;
+    if constexpr (!PERSIST) {
+        if (k > 0) return false;
+        t = cta;
+    } else {
+        t = k * grid + ((k & 1) ? grid - 1 - cta : cta);
+    }
+    if (t >= a.n_tiles) return false;
+    bool longest_first = PERSIST && a.mask.window_size_left < 0 && a.mask.window_size_right >= 0;
+    if (longest_first) {
+        const int per_group = a.heads_per_group * a.n_qblocks;
+        const int grp = t / per_group, u = t - grp * per_group;
+        const int gsize = min(a.heads_per_group, a.BH - grp * a.heads_per_group);
+        qb = a.n_qblocks - 1 - u / gsize;
+        bh = grp * a.heads_per_group + u % gsize;
+    } else {
+        qb = t % a.n_qblocks;
+        bh = t / a.n_qblocks;
+    }
+    return true;
+}
+//< v3-schedule
+
+/* Shared-memory addresses of the ring: one Q tile, STAGES K and V tiles,
+ * their mbarriers. */
+template <int D, int STEP> struct v3_smem {
+    using C = v3_cfg<D, STEP>;
+    uint32_t base;
+    __device__ uint32_t q() const { return base; }
+    __device__ uint32_t k(int st) const { return base + C::OFF_K + st * C::KV_BYTES; }
+    __device__ uint32_t v(int st) const { return base + C::OFF_V + st * C::KV_BYTES; }
+    __device__ uint32_t bar(int i) const { return base + C::OFF_BAR + 8 * i; }
+    __device__ uint32_t full_q() const { return bar(0); }
+    __device__ uint32_t empty_q() const { return bar(1); }
+    __device__ uint32_t full_k(int st) const { return bar(2 + st); }
+    __device__ uint32_t empty_k(int st) const { return bar(2 + C::STAGES + st); }
+    __device__ uint32_t full_v(int st) const { return bar(2 + 2 * C::STAGES + st); }
+    __device__ uint32_t empty_v(int st) const { return bar(2 + 3 * C::STAGES + st); }
+};
+
+/* The key/value head query head bh reads (grouped-query attention). */
+__device__ __forceinline__ int v3_kv_head(const v3_args &a, int bh)
+{
+    int b = bh / a.H, h = bh % a.H;
+    return b * a.H_kv + h / (a.H / a.H_kv);
+}
+
+//> v3-producer
+/* Load number n of the K ring (is_v false) or the V ring goes to stage
+ * n % STAGES. Before reusing a stage the producer waits for the consumers to
+ * have released the load that used it STAGES loads ago: the empty barrier's
+ * phase (n / STAGES - 1), whose parity is (n / STAGES + 1) & 1; for the
+ * first STAGES loads that names the phase "before the first", which a fresh
+ * barrier counts as complete. */
+template <int D, int STEP>
+__device__ __forceinline__ void produce(const v3_smem<D, STEP> &sm, const CUtensorMap *map, bool is_v,
+                                        int n, int jb, int kvh, bool issue = true)
+{
+    using C = v3_cfg<D, STEP>;
+    const int st = n % C::STAGES, ph = (n / C::STAGES) & 1;
+    mbar_wait(is_v ? sm.empty_v(st) : sm.empty_k(st), ph ^ 1);
+    tma_tile<C::CB, C::BC>(map, is_v ? sm.v(st) : sm.k(st), is_v ? sm.full_v(st) : sm.full_k(st),
+                           jb * C::BC, kvh, issue);
+}
+
+/* The producer warpgroup's one working thread: for every tile of this CTA,
+ * Q once (after the consumers released the previous Q), then K and V of
+ * every key block the mask leaves, in the order the consumers use them. */
+template <int D, int STEP>
+__device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
+                            const CUtensorMap *tmK, const CUtensorMap *tmV, const v3_args &a)
+{
+    using C = v3_cfg<D, STEP>;
+    int n = 0, nq = 0, bh, qb;
+    for (int k = 0; v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb); k++) {
+        int jb0, jb1;
+        int i0 = qb * C::BR;
+        if (!mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1)) continue;
+        if (nq > 0) mbar_wait(sm.empty_q(), (nq - 1) & 1);
+        tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, bh);
+        nq++;
+        const int kvh = v3_kv_head(a, bh);
+        for (int jb = jb0; jb < jb1; jb++, n++) {
+            produce<D, STEP>(sm, tmK, false, n, jb, kvh);
+            produce<D, STEP>(sm, tmV, true, n, jb, kvh);
+        }
+    }
+}
+//< v3-producer
+
+//> v3-softmax
+/* Online softmax of one S tile in place (stage 2's update, base 2): on
+ * return s holds P = 2^(x - m) (fp32), m the new row maxima (of x), l the
+ * row sums of this thread's columns rescaled, alpha = 2^(m_old - m_new) the
+ * factor for O. Rows lane/4 (h = 0) and lane/4 + 8 (h = 1) of the warp's 16;
+ * a row's 128 columns live in the 4 lanes of a quad (two shuffles).
+ * MASKED: column 8n + e of this thread (tile column 8n + 2t + e) is kept
+ * only in [lo[h], hi[h]], given relative to this thread's first column, so
+ * each test compares with a constant (no per-element index registers: the
+ * registers this would take are what lets the softmax run while P V is in
+ * flight). A row with no visible key so far has m = -inf; it is
+ * exponentiated against 0 instead (P = 0, alpha = 0), so -inf - -inf never
+ * happens. */
+template <bool MASKED>
+__device__ __forceinline__ void v3_softmax(float (&s)[64], float (&m)[2], float (&l)[2],
+                                           float (&alpha)[2], float scale_log2, const int (&lo)[2],
+                                           const int (&hi)[2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < 16; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float x = __fmul_rn(s[4 * n + 2 * h + e], scale_log2);   /* rounded once */
+                if (MASKED && (8 * n + e < lo[h] || 8 * n + e > hi[h])) x = -INFINITY;
+                s[4 * n + 2 * h + e] = x;
+                mx = fmaxf(mx, x);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx);
+        const float mu = m_new == -INFINITY ? 0.f : m_new;
+        alpha[h] = ex2(m[h] - mu);
+        m[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < 16; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float p = ex2(s[4 * n + 2 * h + e] - mu);   /* x <= m: argument <= 0 */
+                s[4 * n + 2 * h + e] = p;
+                sum += p;
+            }
+        l[h] = l[h] * alpha[h] + sum;
+    }
+}
+/* The tile at key j0: the masked variant where some pair of the warpgroup's
+ * rows is invisible or past seqlen_k, the plain one elsewhere. */
+__device__ __forceinline__ void v3_softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2],
+                                                float (&alpha)[2], float scale_log2, bool masked,
+                                                int j0, const int (&lo)[2], const int (&hi)[2], int t)
+{
+    if (masked) {
+        const int c0 = j0 + 2 * t;
+        const int rl[2] = {lo[0] - c0, lo[1] - c0}, rh[2] = {hi[0] - c0, hi[1] - c0};
+        v3_softmax<true>(s, m, l, alpha, scale_log2, rl, rh);
+    } else {
+        v3_softmax<false>(s, m, l, alpha, scale_log2, lo, hi);
+    }
+}
+//< v3-softmax
+
+/* Release a stage: one arrival per warp, after that warp's wait_group has
+ * seen the wgmma that read it complete. */
+__device__ __forceinline__ void v3_release(uint32_t bar)
+{
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+}
+
+//> v3-consumer
+/* One consumer warpgroup (cw = 0 .. NWG-1): rows 64 cw .. 64 cw + 63 of each
+ * tile. n counts K/V loads across tiles (the ring position), nq Q loads. */
+template <typename T, int D, int STEP>
+__device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
+                            const CUtensorMap *tmK, const CUtensorMap *tmV, const v3_args &a)
+{
+    using C = v3_cfg<D, STEP>;
+    constexpr int S = C::STAGES;
+    const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    /* In step 1 this warpgroup is also the producer: all its threads run the
+     * producer's waits, thread 0 alone issues (tma_tile's predicate). */
+    constexpr bool self_load = !C::WS;
+    const bool issuer = tid == 0;
+    int n = 0, nq = 0, bh, qb;
+
+    /* Ping-pong: warpgroup cw waits on barrier 1 + cw for its turn on the
+     * tensor cores and hands the turn over on the other's; warpgroup 1
+     * starts by handing it to warpgroup 0. */
+    auto turn_wait = [&]() { if constexpr (C::PINGPONG) named_bar_sync(1 + cw, 256); };
+    auto turn_pass = [&]() { if constexpr (C::PINGPONG) named_bar_arrive(1 + (cw ^ 1), 256); };
+    if constexpr (C::PINGPONG)
+        if (cw == 1) named_bar_arrive(1, 256);
+
+    float o[D / 2], s[64];
+    uint32_t p[32];
+    for (int k = 0; v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb); k++) {
+        const int i0 = qb * C::BR;
+        const int r0 = i0 + 64 * cw + 16 * warp + g;   /* this thread's rows r0 and r0 + 8 */
+        T *Oh = (T *)a.O + (size_t)bh * a.seqlen_q * D;
+        float *Lh = a.L + (size_t)bh * a.seqlen_q;
+        int jb0, jb1;
+        const int nblk = mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1);
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+        int lo[2], hi[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            lo[h] = mask_key_first(a.mask, r0 + 8 * h);
+            hi[h] = min(mask_key_last(a.mask, r0 + 8 * h), a.seqlen_k - 1);
+        }
+        /* the warpgroup's rows, for the "is this tile fully visible" test */
+        const int w0 = i0 + 64 * cw, w1 = min(w0 + 64, a.seqlen_q);
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+
+        if (nblk > 0) {
+            const int kvh = v3_kv_head(a, bh);
+            if constexpr (self_load) {   /* step 1: Q and the first STAGES blocks */
+                tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, bh, issuer);
+                for (int b = 0; b < S && b < nblk; b++) {
+                    produce<D, STEP>(sm, tmK, false, n + b, jb0 + b, kvh, issuer);
+                    produce<D, STEP>(sm, tmV, true, n + b, jb0 + b, kvh, issuer);
+                }
+            }
+            mbar_wait(sm.full_q(), nq & 1);
+            nq++;
+            const uint32_t q = sm.q() + 64 * cw * 128;
+            auto need_mask = [&](int j0) {
+                return w0 < a.seqlen_q &&
+                       (j0 + C::BC > a.seqlen_k || !mask_tile_unmasked(a.mask, w0, w1, j0, j0 + C::BC));
+            };
+
+            /* prologue: S of the first block, its softmax, P packed */
+            int st = n % S, ph = (n / S) & 1;
+            mbar_wait(sm.full_k(st), ph);
+            turn_wait();
+            reg_fence(s);
+            wgmma_fence();
+            gemm_qk<T, D, C::BR>(s, q, sm.k(st));
+            wgmma_commit();
+            turn_pass();
+            wgmma_wait<0>();
+            reg_fence(s);
+            v3_release(sm.empty_k(st));
+            v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb0 * C::BC), jb0 * C::BC, lo, hi, t);
+#pragma unroll
+            for (int i = 0; i < 32; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
+            int pst = st, pph = ph;   /* the stage whose V the packed P multiplies */
+            n++;
+
+            for (int jb = jb0 + 1; jb < jb1; jb++, n++) {
+                st = n % S;
+                ph = (n / S) & 1;
+                mbar_wait(sm.full_k(st), ph);
+                turn_wait();
+                reg_fence(s);
+                reg_fence(o);
+                reg_fence(p);
+                wgmma_fence();
+                gemm_qk<T, D, C::BR>(s, q, sm.k(st));   /* S_j = Q K_j^T */
+                wgmma_commit();
+                mbar_wait(sm.full_v(pst), pph);
+                gemm_pv<T, D>(o, p, sm.v(pst));          /* O += P_{j-1} V_{j-1} */
+                wgmma_commit();
+                turn_pass();
+                if constexpr (C::OVERLAP) wgmma_wait<1>();   /* S_j done, P V may still run */
+                else wgmma_wait<0>();
+                reg_fence(s);
+                v3_release(sm.empty_k(st));
+                v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC), jb * C::BC, lo, hi, t);
+                /* pin the softmax before the wait: without these the compiler
+                 * may sink the exponentials below it, and the overlap is gone */
+                reg_fence(s);
+                reg_fence(l);
+                reg_fence(alpha);
+                wgmma_wait<0>();                          /* P_{j-1} V_{j-1} done */
+                reg_fence(o);
+                reg_fence(p);
+                v3_release(sm.empty_v(pst));
+                if constexpr (self_load)   /* step 1: refill that stage */
+                    if (jb - jb0 - 1 + S < nblk) {
+                        produce<D, STEP>(sm, tmK, false, n - 1 + S, jb - 1 + S, kvh, issuer);
+                        produce<D, STEP>(sm, tmV, true, n - 1 + S, jb - 1 + S, kvh, issuer);
+                    }
+#pragma unroll
+                for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i >> 1) & 1];
+#pragma unroll
+                for (int i = 0; i < 32; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
+                pst = st;
+                pph = ph;
+            }
+
+            /* tail: P V of the last block */
+            mbar_wait(sm.full_v(pst), pph);
+            turn_wait();
+            reg_fence(o);
+            reg_fence(p);
+            wgmma_fence();
+            gemm_pv<T, D>(o, p, sm.v(pst));
+            wgmma_commit();
+            turn_pass();
+            wgmma_wait<0>();
+            reg_fence(o);
+            v3_release(sm.empty_v(pst));
+            if constexpr (C::PERSIST) v3_release(sm.empty_q());   /* the producer may load the next Q */
+        }
+
+        /* epilogue: O / l and L, rows below seqlen_q; a row with l = 0 saw
+         * no key: O = 0, L = -inf */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float lt = l[h];
+            lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+            lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+            const int row = r0 + 8 * h;
+            if (row >= a.seqlen_q) continue;
+            const float inv = lt > 0.f ? 1.f / lt : 0.f;
+            T *orow = Oh + (size_t)row * D + 2 * t;
+#pragma unroll
+            for (int c = 0; c < D / 8; c++)
+                *reinterpret_cast<uint32_t *>(orow + 8 * c) =
+                    pack2<T>(o[4 * c + 2 * h] * inv, o[4 * c + 2 * h + 1] * inv);
+            if (t == 0) Lh[row] = lt > 0.f ? (m[h] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
+        }
+    }
+    /* the last hand-over of warpgroup 1 is still pending on barrier 1 */
+    if constexpr (C::PINGPONG)
+        if (cw == 0) named_bar_sync(1, 256);
+}
+//< v3-consumer
+
+//> v3-kernel
+template <typename T, int D, int STEP>
+__global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
+    v3_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+              const __grid_constant__ CUtensorMap tmV, const v3_args a)
+{
+    using C = v3_cfg<D, STEP>;
+    extern __shared__ uint8_t v3_smem_raw[];
+    /* the 128-byte swizzle repeats every 1024 bytes: tiles start on that */
+    const v3_smem<D, STEP> sm{(smem_u32(v3_smem_raw) + 1023u) & ~1023u};
+    if (threadIdx.x == 0) {
+        mbar_init(sm.full_q(), 1);
+        mbar_init(sm.empty_q(), 4 * C::NWG);
+        for (int st = 0; st < C::STAGES; st++) {
+            mbar_init(sm.full_k(st), 1);   /* the producer's expect_tx arrival */
+            mbar_init(sm.full_v(st), 1);
+            mbar_init(sm.empty_k(st), 4 * C::NWG);   /* one arrival per consumer warp */
+            mbar_init(sm.empty_v(st), 4 * C::NWG);
+        }
+        fence_barrier_init();   /* make the initialized barriers visible to the copy engine */
+    }
+    __syncthreads();
+    if constexpr (C::WS) {
+        if (threadIdx.x < 128) {   /* warpgroup 0: the producer */
+            setmaxnreg_dec<C::PRODUCER_REGS>();
+            if (threadIdx.x == 0) v3_producer<D, STEP>(sm, &tmQ, &tmK, &tmV, a);
+        } else {                   /* warpgroups 1, 2: the consumers */
+            setmaxnreg_inc<C::CONSUMER_REGS>();
+            v3_consumer<T, D, STEP>(threadIdx.x / 128 - 1, sm, &tmQ, &tmK, &tmV, a);
+        }
+    } else {
+        v3_consumer<T, D, STEP>(0, sm, &tmQ, &tmK, &tmV, a);
+    }
+}
+//< v3-kernel
+
+/* ------------------------------------------------------------------------- */
+/* Host side: tensor maps, checks, launch                                     */
+/* ------------------------------------------------------------------------- */
+static PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    if (!fn) {
+        void *ptr = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault,
+                                             &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)ptr;
+        else
+            (void)cudaGetLastError();
+    }
+    return fn;
+}
+
+//> v3-tensormap
+/* The tensor map of one operand: a 3-D array (d, seqlen, heads) of 16-bit
+ * elements, row stride d * 2 bytes, head stride seqlen * d * 2 bytes; a box
+ * is 64 columns (128 bytes, the widest the 128-byte swizzle takes) x `rows`
+ * x 1 head. Rows past seqlen are filled with zeros by the copy engine, so a
+ * tile that runs past the end of a head never reads the next head. */
+static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
+                         int heads, int rows)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();
+    if (!encode)
+        return fa_set_error(FA_ERR_CUDA, "%s:%d: the driver has no cuTensorMapEncodeTiled", __FILE__, __LINE__);
+    cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)seqlen, (cuuint64_t)heads};
+    cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)seqlen * d * 2};
+    cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, elem[3] = {1, 1, 1};
+    CUresult r = encode(map, dtype == FA_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                        3, const_cast<void *>(ptr), dims, strides, box, elem,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return fa_set_error(FA_ERR_CUDA, "%s:%d: cuTensorMapEncodeTiled (d %d, seqlen %d, heads %d, box rows %d): CUresult %d",
+                       __FILE__, __LINE__, d, seqlen, heads, rows, (int)r);
+    return FA_OK;
+}
+//< v3-tensormap
+
+//> v3-step
+/* The step a launch runs: FA_V3_STEP in the environment (1 .. 5), else the
+ * last. The version table has one row for version 3; the steps are read
+ * here, at each launch, so that every program and tool that runs "version
+ * 3" (stage4, bench_gpu.py, v3_check) can be pointed at any step. 0 when
+ * the variable holds anything else. */
+static int v3_step(void)
+{
+    const char *e = getenv("FA_V3_STEP");
+    if (!e || !*e) return FA_V3_STEPS;
+    char *end;
+    long k = strtol(e, &end, 10);
+    return (*end == '\0' && k >= 1 && k <= FA_V3_STEPS) ? (int)k : 0;
+}
+//< v3-step
+
+extern "C" int fa_v3_current_step(void) { return v3_step(); }
+
+extern "C" const char *fa_v3_step_name(int step)
+{
+    switch (step) {
+    case 1: return "step 1: TMA + wgmma, one warpgroup (64 rows) issues its own copies";
+    case 2: return "step 2: producer warpgroup + 2 consumer warpgroups, setmaxnreg";
+    case 3: return "step 3: + ping-pong of the consumers on the tensor cores";
+    case 4: return "step 4: + softmax of S_j under P_{j-1} V_{j-1} (intra-warpgroup overlap)";
+    case 5: return "step 5: + persistent grid, longest tiles first";
+    default: return "?";
+    }
+}
+
+/* compute capability and SM count of the current device, -1 when none */
+static int v3_device(int *cc, int *sms)
+{
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    *cc = 10 * major + minor;
+    return 0;
+}
+
+/* The limits beyond the table row's (fp16/bf16, d = 64 or 128, masks and
+ * GQA taken): the step, fp16 in the last step only, sizes. No GPU check
+ * here (fa_check_problem is what a machine without a GPU can say). */
+static int v3_check(int dtype, const attn_params *p)
+{
+    const int step = v3_step();
+    if (!step)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_V3_STEP=%s: version 3 has steps 1 to %d",
+                            getenv("FA_V3_STEP"), FA_V3_STEPS);
+    if (dtype == FA_FP16 && step != FA_V3_STEPS)
+        return fa_set_error(FA_ERR_UNSUPPORTED,
+                            "FA_V3_STEP=%d: steps 1 to %d of version 3 are kept in bf16 only (the "
+                            "record of how it was built); fp16 runs in step %d", step,
+                            FA_V3_STEPS - 1, FA_V3_STEPS);
+    if ((long long)p->B * p->H * ((p->seqlen_q + 63) / 64) > INT32_MAX / 2 ||
+        (long long)p->B * p->H_kv * p->seqlen_k * p->d > (1ll << 40))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "version 3: problem too large (tile count or tensor extent)");
+    return FA_OK;
+}
+
+template <typename T, int D, int STEP>
+static int v3_launch(const attn_params *p, const void *q, const void *k, const void *v, void *o,
+                     float *lse, cudaStream_t stream)
+{
+    using C = v3_cfg<D, STEP>;
+    int dtype = std::is_same<T, __nv_bfloat16>::value ? FA_BF16 : FA_FP16;
+    CUtensorMap tq, tk, tv;
+    const int BH = p->B * p->H, BHkv = p->B * p->H_kv;
+    int rc;
+    if ((rc = v3_tensor_map(&tq, q, dtype, D, p->seqlen_q, BH, C::BR)) ||
+        (rc = v3_tensor_map(&tk, k, dtype, D, p->seqlen_k, BHkv, C::BC)) ||
+        (rc = v3_tensor_map(&tv, v, dtype, D, p->seqlen_k, BHkv, C::BC)))
+        return rc;
+    v3_args a;
+    a.O = o;
+    a.L = lse;
+    a.mask = attn_mask_of(p);
+    a.H = p->H;
+    a.H_kv = p->H_kv;
+    a.BH = BH;
+    a.seqlen_q = p->seqlen_q;
+    a.seqlen_k = p->seqlen_k;
+    a.n_qblocks = (p->seqlen_q + C::BR - 1) / C::BR;
+    a.n_tiles = a.n_qblocks * BH;
+    a.scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
+    int cc = 0, sms = 132, dev = 0, l2 = 50 << 20;
+    if (v3_device(&cc, &sms) != 0) sms = 132;
+    (void)cc;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        l2 = 50 << 20;
+    }
+    const double kv_head_bytes = 2.0 * p->seqlen_k * D * 2;
+    a.heads_per_group = (int)std::max(1.0, std::min((double)BH, 0.5 * l2 / kv_head_bytes));
+    int grid = C::PERSIST ? std::min(a.n_tiles, sms) : a.n_tiles;
+    static bool attr_set = false;   /* per instantiation */
+    if (!attr_set) {
+        CUDA_TRY(cudaFuncSetAttribute(v3_kernel<T, D, STEP>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+        attr_set = true;
+    }
+    v3_kernel<T, D, STEP><<<grid, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, a);
+    CUDA_TRY(cudaGetLastError());
+    return FA_OK;
+}
+
+template <typename T, int D>
+static int v3_launch_step(int step, const attn_params *p, const void *q, const void *k,
+                          const void *v, void *o, float *lse, cudaStream_t st)
+{
+    switch (step) {
+    case 1: return v3_launch<T, D, 1>(p, q, k, v, o, lse, st);
+    case 2: return v3_launch<T, D, 2>(p, q, k, v, o, lse, st);
+    case 3: return v3_launch<T, D, 3>(p, q, k, v, o, lse, st);
+    case 4: return v3_launch<T, D, 4>(p, q, k, v, o, lse, st);
+    default: return v3_launch<T, D, 5>(p, q, k, v, o, lse, st);
+    }
+}
+
+/* The row's launcher: fa_api.cu has checked the dtype, d, masks and
+ * v3_check; what is left is the GPU (sm_90a code runs on 9.0 only: refuse
+ * elsewhere with one line instead of failing at launch) and alignment. */
+static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                  cudaStream_t st)
+{
+    (void)deterministic;
+    int cc = 0, sms = 0;
+    if (v3_device(&cc, &sms) != 0)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 needs a CUDA GPU of compute capability 9.0; none found");
+    if (cc != 90)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 is built for sm_90a (H100/H200) only, "
+                            "this GPU has %d.%d", cc / 10, cc % 10);
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
+                            "engine's rule) and a 4-byte aligned O");
+    const int step = v3_step();
+    if (dtype == FA_BF16)
+        return p->d == 64 ? v3_launch_step<__nv_bfloat16, 64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
+                          : v3_launch_step<__nv_bfloat16, 128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
+    return p->d == 64 ? v3_launch<__half, 64, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
+                      : v3_launch<__half, 128, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
+}
+
+static int v3_block_rows(int d)
+{
+    (void)d;
+    return v3_step() == 1 ? 64 : 128;
+}
+static int v3_block_cols(int d)
+{
+    (void)d;
+    return FA_V3_BC;
+}
+
+//> v3-row
+/* Version 3's row of the table (kernels/versions.def): fp16 and bf16, d = 64
+ * and 128 (d_min 64, d_max 128, multiples of 64), masks and grouped heads,
+ * compute capability 9.0; the IO model is the tiled forward's with Br = 128
+ * (64 in step 1) and Bc = 128. */
+const fa_row fa_row_fwd_v3 = {
+    {FA_FORWARD, 3, "v3", "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax",
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 64, 128, 64, 1, 0, 90, "hopper"},
+    v3_run, v3_check, nullptr, v3_block_rows, v3_block_cols, fa_model_tiled_forward};
+//< v3-row
+
+extern "C" int fa_v3_wait(double seconds)
+{
+    cudaEvent_t e;
+    CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(e));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cudaError_t r = cudaEventQuery(e);
+        if (r == cudaSuccess) break;
+        if (r != cudaErrorNotReady) {
+            cudaEventDestroy(e);
+            return fa_set_error(FA_ERR_CUDA, "%s:%d: kernel failed: %s", __FILE__, __LINE__, cudaGetErrorString(r));
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec) > seconds)
+            return fa_set_error(FA_ERR_CUDA, "%s:%d: the kernel is still running after %.0f s (a deadlock: "
+                                "a barrier phase nobody completes)", __FILE__, __LINE__, seconds);
+        struct timespec nap = {0, 200000};
+        nanosleep(&nap, NULL);
+    }
+    cudaEventDestroy(e);
+    CUDA_TRY(cudaGetLastError());
+    return FA_OK;
+}
+
+/* ========================================================================= */
+/* Self-tests of the pieces                                                   */
+/* ========================================================================= */
+/* Each test kernel runs one warpgroup on one tile through the same device
+ * functions as v3_kernel: tma_tile, gemm_qk, gemm_pv and the fragment
+ * layouts written in their comments. Inputs are small integers, so every
+ * product and sum is exact in fp32 and a result is either right or not. */
+
+/* TMA: one tile (128 rows from row0 of head z, d = 128: two column blocks)
+ * copied raw back to global memory, so that the host can check where the
+ * copy engine put every element. */
+__global__ void v3_test_tma(const __grid_constant__ CUtensorMap map, uint4 *out, int row0, int z)
+{
+    extern __shared__ uint8_t raw[];
+    uint32_t base = (smem_u32(raw) + 1023u) & ~1023u;
+    uint32_t bar = base + 2 * 128 * 128;
+    if (threadIdx.x == 0) {
+        mbar_init(bar, 1);
+        fence_barrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) tma_tile<2, 128>(&map, base, bar, row0, z);
+    mbar_wait(bar, 0);
+    const uint4 *s = reinterpret_cast<const uint4 *>(raw + (base - smem_u32(raw)));
+    for (int i = threadIdx.x; i < 2 * 128 * 128 / 16; i += blockDim.x) out[i] = s[i];
+}
+
+/* S = Q K^T (Q: 64 x D, K: 128 x D) and O = P V (P: 64 x 128 from global,
+ * V: 128 x D), one warpgroup; S and O written out by the layouts the main
+ * kernel assumes. */
+template <typename T, int D>
+__global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                              const __grid_constant__ CUtensorMap tv, const float *P, float *S_out,
+                              float *O_out)
+{
+    extern __shared__ uint8_t raw[];
+    uint32_t base = (smem_u32(raw) + 1023u) & ~1023u;
+    const uint32_t q = base, k = q + 64 * D * 2, v = k + 128 * D * 2, bar = v + 128 * D * 2;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    if (tid == 0) {
+        for (int i = 0; i < 3; i++) mbar_init(bar + 8 * i, 1);
+        fence_barrier_init();
+    }
+    __syncthreads();
+    if (tid == 0) {
+        tma_tile<D / 64, 64>(&tq, q, bar, 0, 0);
+        tma_tile<D / 64, 128>(&tk, k, bar + 8, 0, 0);
+        tma_tile<D / 64, 128>(&tv, v, bar + 16, 0, 0);
+    }
+    for (int i = 0; i < 3; i++) mbar_wait(bar + 8 * i, 0);
+
+    float s[64], o[D / 2];
+    uint32_t p[32];
+    wgmma_fence();
+    gemm_qk<T, D, 64>(s, q, k);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(s);
+#pragma unroll
+    for (int n = 0; n < 16; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            S_out[(16 * warp + g + 8 * (e >> 1)) * 128 + 8 * n + 2 * t + (e & 1)] = s[4 * n + e];
+    /* P into the A-fragment layout: register 4kk + i holds row g + 8 (i & 1),
+     * columns 16 kk + 8 (i >> 1) + 2t and + 1 */
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float *pr = P + (16 * warp + g + 8 * (i & 1)) * 128 + 16 * kk + 8 * (i >> 1) + 2 * t;
+            p[4 * kk + i] = pack2<T>(pr[0], pr[1]);
+        }
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+    reg_fence(o);
+    reg_fence(p);
+    wgmma_fence();
+    gemm_pv<T, D>(o, p, v);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(o);
+#pragma unroll
+    for (int c = 0; c < D / 8; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            O_out[(16 * warp + g + 8 * (e >> 1)) * D + 8 * c + 2 * t + (e & 1)] = o[4 * c + e];
+}
+
+static uint16_t v3_host_bits(float x, int dtype)
+{
+    if (dtype == FA_BF16) {
+        __nv_bfloat16 b = __float2bfloat16_rn(x);
+        return *reinterpret_cast<uint16_t *>(&b);
+    }
+    __half h = __float2half_rn(x);
+    return *reinterpret_cast<uint16_t *>(&h);
+}
+
+/* In the piece tests a failed CUDA call is one FAIL line, and counts as one
+ * failed piece. */
+#define V3_TEST_TRY(name, call)                                                              \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            printf("FAIL %s: %s:%d: %s: %s\n", name, __FILE__, __LINE__, #call,               \
+                   cudaGetErrorString(e_));                                                  \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+/* TMA piece: head 1 of a (2 heads, 100 rows, 128 columns) tensor of
+ * distinct 16-bit codes, rows 40.. (60 real rows, 68 past the end). */
+static int v3_selftest_tma(void)
+{
+    const int heads = 2, rows = 100, d = 128, row0 = 40, z = 1;
+    std::vector<uint16_t> h((size_t)heads * rows * d);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (uint16_t)(1 + i % 65000);
+    void *dx = nullptr, *dout = nullptr;
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMalloc(&dx, h.size() * 2));
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMalloc(&dout, 2 * 128 * 128));
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMemcpy(dx, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMemset(dout, 0xEE, 2 * 128 * 128));
+    CUtensorMap map;
+    if (v3_tensor_map(&map, dx, FA_BF16, d, rows, heads, 128)) {
+        printf("FAIL v3-piece-tma-swizzle128: %s\n", fa_error_string());
+        return 1;
+    }
+    const int smem = 2 * 128 * 128 + 64 + 1024;
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaFuncSetAttribute(v3_test_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    v3_test_tma<<<1, 128, smem>>>(map, (uint4 *)dout, row0, z);
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaGetLastError());
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaDeviceSynchronize());
+    std::vector<uint16_t> got(128 * 128);
+    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMemcpy(got.data(), dout, got.size() * 2, cudaMemcpyDeviceToHost));
+    /* expected: element (r, c) of the box at column block c/64, row r, chunk
+     * ((c % 64) / 8) ^ (r % 8), position c % 8 */
+    int bad = 0, bad_plain = 0;
+    char first[200] = "";
+    for (int r = 0; r < 128; r++)
+        for (int c = 0; c < d; c++) {
+            uint16_t want = row0 + r < rows ? h[((size_t)z * rows + row0 + r) * d + c] : 0;
+            size_t at = (size_t)(c / 64) * 128 * 64 + (size_t)r * 64 + ((((c % 64) / 8) ^ (r % 8)) * 8) + c % 8;
+            size_t plain = (size_t)(c / 64) * 128 * 64 + (size_t)r * 64 + c % 64;
+            if (got[at] != want) {
+                if (!bad++)
+                    snprintf(first, sizeof first, "row %d col %d: want code %u at half-word %zu, found %u",
+                             r, c, want, at, got[at]);
+            }
+            if (got[plain] != want) bad_plain++;
+        }
+    cudaFree(dx);
+    cudaFree(dout);
+    if (bad) {
+        printf("FAIL v3-piece-tma-swizzle128: %d of %d elements misplaced (%s); unswizzled layout would "
+               "misplace %d\n", bad, 128 * d, first, bad_plain);
+        return 1;
+    }
+    printf("PASS v3-piece-tma-swizzle128 (128 x 128 box, 68 rows past the end zero-filled, 128-byte swizzle as "
+           "assumed)\n");
+    return 0;
+}
+
+template <typename T, int D> static int v3_selftest_gemms(int dtype)
+{
+    /* Q 64 x D, K 128 x D, V 128 x D, P 64 x 128: integers in [-4, 4] */
+    std::vector<float> Q(64 * D), K(128 * D), V(128 * D), P(64 * 128);
+    uint32_t x = 12345u + D + dtype;
+    auto next = [&]() { x = x * 1664525u + 1013904223u; return (int)((x >> 16) % 9) - 4; };
+    for (auto &e : Q) e = (float)next();
+    for (auto &e : K) e = (float)next();
+    for (auto &e : V) e = (float)next();
+    for (auto &e : P) e = (float)next() * 0.25f;   /* also exact: quarters */
+    std::vector<uint16_t> q16(Q.size()), k16(K.size()), v16(V.size());
+    for (size_t i = 0; i < Q.size(); i++) q16[i] = v3_host_bits(Q[i], dtype);
+    for (size_t i = 0; i < K.size(); i++) k16[i] = v3_host_bits(K[i], dtype);
+    for (size_t i = 0; i < V.size(); i++) v16[i] = v3_host_bits(V[i], dtype);
+    void *dq, *dk, *dv, *dp, *ds, *dO;
+    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dq, q16.size() * 2));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dk, k16.size() * 2));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dv, v16.size() * 2));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dp, P.size() * 4));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&ds, 64 * 128 * 4));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dO, 64 * D * 4));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dq, q16.data(), q16.size() * 2, cudaMemcpyHostToDevice));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dk, k16.data(), k16.size() * 2, cudaMemcpyHostToDevice));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dv, v16.data(), v16.size() * 2, cudaMemcpyHostToDevice));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dp, P.data(), P.size() * 4, cudaMemcpyHostToDevice));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemset(ds, 0xFF, 64 * 128 * 4));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemset(dO, 0xFF, 64 * D * 4));
+    CUtensorMap tq, tk, tv;
+    if (v3_tensor_map(&tq, dq, dtype, D, 64, 1, 64) || v3_tensor_map(&tk, dk, dtype, D, 128, 1, 128) ||
+        v3_tensor_map(&tv, dv, dtype, D, 128, 1, 128)) {
+        printf("FAIL v3-piece-wgmma: %s\n", fa_error_string());
+        return 1;
+    }
+    const int smem = (64 + 256) * D * 2 + 64 + 1024;
+    V3_TEST_TRY("v3-piece-wgmma", cudaFuncSetAttribute(v3_test_gemms<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    v3_test_gemms<T, D><<<1, 128, smem>>>(tq, tk, tv, (const float *)dp, (float *)ds, (float *)dO);
+    V3_TEST_TRY("v3-piece-wgmma", cudaGetLastError());
+    V3_TEST_TRY("v3-piece-wgmma", cudaDeviceSynchronize());
+    std::vector<float> S(64 * 128), O(64 * D);
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(S.data(), ds, S.size() * 4, cudaMemcpyDeviceToHost));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dp); cudaFree(ds); cudaFree(dO);
+    int fails = 0;
+    const char *tn = dtype == FA_BF16 ? "bf16" : "fp16";
+    /* S: exact; on a mismatch, say where the expected value does appear */
+    for (int pass = 0; pass < 2; pass++) {
+        const int R = 64, Ccols = pass == 0 ? 128 : D;
+        const std::vector<float> &got = pass == 0 ? S : O;
+        std::vector<double> ref((size_t)R * Ccols);
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < Ccols; j++) {
+                double acc = 0;
+                if (pass == 0) for (int c = 0; c < D; c++) acc += (double)Q[i * D + c] * K[j * D + c];
+                else for (int c = 0; c < 128; c++) acc += (double)P[i * 128 + c] * V[c * D + j];
+                ref[(size_t)i * Ccols + j] = acc;
+            }
+        int bad = 0, bi = -1, bj = -1;
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < Ccols; j++)
+                if (got[(size_t)i * Ccols + j] != ref[(size_t)i * Ccols + j] && !bad++) { bi = i; bj = j; }
+        const char *name = pass == 0 ? "qk (smem x smem)" : "pv (registers x smem transposed)";
+        if (!bad) {
+            printf("PASS v3-piece-wgmma-%s-%s-d%d (64 x %d exact)\n", pass == 0 ? "qk" : "pv", tn, D, Ccols);
+            continue;
+        }
+        fails++;
+        int fi = -1, fj = -1;
+        for (int i = 0; i < R && fi < 0; i++)
+            for (int j = 0; j < Ccols; j++)
+                if (got[(size_t)i * Ccols + j] == ref[(size_t)bi * Ccols + bj]) { fi = i; fj = j; break; }
+        printf("FAIL v3-piece-wgmma-%s-%s-d%d: %s: %d of %d wrong; first (%d, %d) = %g, want %g (that value "
+               "is found at (%d, %d))\n", pass == 0 ? "qk" : "pv", tn, D, name, bad, R * Ccols, bi, bj,
+               got[(size_t)bi * Ccols + bj], ref[(size_t)bi * Ccols + bj], fi, fj);
+        printf("  rows 0-3, cols 0-7 got | want:\n");
+        for (int i = 0; i < 4; i++) {
+            printf("   ");
+            for (int j = 0; j < 8; j++) printf(" %6g", got[(size_t)i * Ccols + j]);
+            printf("  |");
+            for (int j = 0; j < 8; j++) printf(" %6g", ref[(size_t)i * Ccols + j]);
+            printf("\n");
+        }
+    }
+    return fails;
+}
+
+extern "C" int fa_v3_selftest(void)
+{
+    int cc = 0, sms = 0;
+    if (v3_device(&cc, &sms) != 0 || cc != 90) {
+        printf("SKIP v3-pieces: version 3 needs a GPU of compute capability 9.0 (sm_90a)\n");
+        return 0;
+    }
+    int fails = v3_selftest_tma();
+    fails += v3_selftest_gemms<__nv_bfloat16, 64>(FA_BF16);
+    fails += v3_selftest_gemms<__nv_bfloat16, 128>(FA_BF16);
+    fails += v3_selftest_gemms<__half, 64>(FA_FP16);
+    fails += v3_selftest_gemms<__half, 128>(FA_FP16);
+    return fails;
+}

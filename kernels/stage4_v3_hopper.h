@@ -1,0 +1,63 @@
+/*
+ * stage4_v3_hopper.h -- what version 3 of the forward (kernels/
+ * stage4_v3_hopper.cu) offers beyond its row of the table of versions
+ * (fa_gpu.h: fa_forward(3, ...), fa_time(FA_FORWARD, 3, ...)): the steps it
+ * was built in, the self-tests of its pieces, a launch watchdog.
+ *
+ * Version 3 is FlashAttention's forward on Hopper's own hardware (sm_90a):
+ * the tensor copy engine (TMA) brings Q, K, V tiles into shared memory and
+ * signals mbarriers, warpgroup matrix instructions (wgmma) compute
+ * S = Q K^T and O += P V, a producer warpgroup and two consumer warpgroups
+ * split the work, and the softmax of one tile overlaps the matrix products
+ * of another. It was built in five steps, each kept and selectable with
+ * FA_V3_STEP=k in the environment (default: the last, which is the version):
+ *   1  TMA + wgmma, one warpgroup of 64 query rows that issues its own copies
+ *   2  warp specialization: a producer warpgroup (copies only, 24 registers)
+ *      and two consumer warpgroups (64 rows each, 240 registers, setmaxnreg)
+ *   3  ping-pong: named barriers make the two consumers take turns on the
+ *      tensor cores, so one's softmax runs under the other's products
+ *   4  intra-warpgroup overlap: S of key block j is issued before P V of
+ *      block j-1, and the softmax of S_j runs while P V is still in flight
+ *   5  a persistent grid whose tiles go longest first (causal), so that the
+ *      work is balanced across multiprocessors and the next tile's loads
+ *      overlap this tile's epilogue
+ * Steps 1-4 run bf16 only; step 5 runs fp16 and bf16. d = 64 or 128; masks,
+ * seqlen_q != seqlen_k and grouped K/V heads as every version (mask.h).
+ * Needs a GPU of compute capability 9.0 (H100, H200); refuses others with
+ * FA_ERR_UNSUPPORTED and one line.
+ */
+#ifndef FA_STAGE4_V3_HOPPER_H
+#define FA_STAGE4_V3_HOPPER_H
+
+#include "fa_gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FA_V3_STEPS 5        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
+#define FA_V3_BC 128         /* key rows per K/V tile */
+
+/* The step launches run now (FA_V3_STEP), 0 when the variable is not a step. */
+int fa_v3_current_step(void);
+/* One line naming step k ("step 3: + ping-pong ..."). */
+const char *fa_v3_step_name(int step);
+
+/* Wait for the work queued on the default stream, at most `seconds`:
+ * FA_ERR_CUDA with "still running" when it does not finish (a kernel that
+ * deadlocked on a barrier; the process must then exit), or with the
+ * kernel's error. */
+int fa_v3_wait(double seconds);
+
+/* The pieces, tested alone on the GPU: the tensor copy engine's 128-byte
+ * swizzle (where each element lands in shared memory), the wgmma S = Q K^T
+ * accumulator layout and the P V product with P from registers and V
+ * transposed, on small integer matrices whose products are exact. Prints one
+ * PASS/FAIL line per piece (with the first wrong places) and returns the
+ * number failed; SKIP and 0 on a GPU that is not compute capability 9.0. */
+int fa_v3_selftest(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FA_STAGE4_V3_HOPPER_H */
