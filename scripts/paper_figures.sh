@@ -46,4 +46,5 @@ draw gpu_speed build/paper/gpu_speed.dat dat
 draw gpu_io_vs_n build/paper/gpu_io_sweep.dat dat
 draw v3_steps  data/gpu/v3_steps.csv     csv
 draw train_loss data/gpu/train_loss.csv csv
+draw ring      data/gpu/ring.csv        csv
 mv "$manifest" "$out/MANIFEST"
