@@ -73,6 +73,12 @@ MUTANT_BINS := $(foreach m,$(MUTANTS),$(BUILD)/mutants/$(m)/test_io)
 # Kept: make would otherwise delete the generated headers after the test count.
 .SECONDARY: $(foreach m,$(MUTANTS),$(BUILD)/mutants/$(m)/stage1_naive_body.h)
 
+# The merge rule and the ring plan of stage 7, tested on the CPU first
+# (tests/test_ring.c runs the plan through stage 3 in fp64).
+RING_LIBS := $(BUILD)/merge.lib.o $(BUILD)/ring.lib.o
+$(BUILD)/test_ring: tests/test_ring.c $(RING_LIBS) $(CPU_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 # The same programs under AddressSanitizer and UndefinedBehaviorSanitizer,
 # built apart in build/asan so that the normal build stays optimized.
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -94,16 +100,21 @@ $(ASAN)/test_cpu: tests/test_cpu.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_onl
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 $(ASAN)/test_masks: tests/test_masks.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/stage6 $(ASAN)/test_cpu $(ASAN)/test_masks
+$(ASAN)/test_ring: tests/test_ring.c src/merge.c src/ring.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/stage6 $(ASAN)/test_cpu $(ASAN)/test_masks \
+             $(ASAN)/test_ring
 
 sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan
-	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "sh tests/stages.sh $(ASAN)"
+	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "$(ASAN)/test_ring --quick" \
+	    "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_io $(MUTANT_BINS) \
+TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_io $(MUTANT_BINS) \
                $(BUILD)/libfa_mask.so $(SANITIZED)
-TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks "sh tests/io_mutants.sh" "sh tests/stages.sh" \
-               "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/test_reference.py" \
-               "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "sh tests/stages.sh $(ASAN)"
+TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring "sh tests/io_mutants.sh" \
+               "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" \
+               "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
+               "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
 sweep: stage3 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
@@ -122,15 +133,18 @@ setup:                                    ## the one set-up command: NumPy, Pand
 	sh scripts/setup.sh
 
 -include kernels/gpu.mk
+-include kernels/stage7.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
 
 gpu: $(GPU_TARGETS)
 
+# '+': suites run make themselves (the paper, the exercises); under make -j
+# they must get the jobserver, or make warns on a line the tests count.
 test: cpu $(TEST_DEPS)                    ## every test suite; ends with "N passed, N failed, N skipped"
 	+@sh tests/run.sh $(TEST_SUITES)
 
 clean:                                    ## remove build outputs
-	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6
+	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7
 
 -include $(wildcard $(BUILD)/*.d)

@@ -174,6 +174,17 @@ extern "C" void fa_tiles(int pass, int version, const attn_params *p, int64_t *v
     *skipped = all - *visited;
 }
 
+extern "C" int fa_mask_fill(const attn_params *p, unsigned char *visible)
+{
+    char why[256];
+    if (attn_params_check(p, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
+    attn_mask m = attn_mask_of(p);
+    for (int i = 0; i < p->seqlen_q; i++)
+        for (int j = 0; j < p->seqlen_k; j++)
+            visible[(size_t)i * p->seqlen_k + j] = mask_visible(m, i, j) ? 1 : 0;
+    return FA_OK;
+}
+
 extern "C" double fa_model_bytes(int pass, int version, int dtype, const attn_params *p)
 {
     const fa_row *r = find_row(pass, version);
@@ -225,14 +236,6 @@ extern "C" double fa_compulsory_bytes(int pass, int dtype, const attn_params *p)
     if (pass == FA_FORWARD) return es * (2 * q + 2 * kv) + 4 * rows;   /* Q, K, V in; O, L out */
     /* Q, K, V, O, dO, L in; dQ, dK, dV out */
     return es * (4 * q + 4 * kv) + 4 * rows;
-}
-
-extern "C" void fa_mask_matrix(const attn_params *p, unsigned char *visible)
-{
-    attn_mask m = attn_mask_of(p);
-    for (int i = 0; i < p->seqlen_q; i++)
-        for (int j = 0; j < p->seqlen_k; j++)
-            visible[(size_t)i * p->seqlen_k + j] = mask_visible(m, i, j);
 }
 
 /* ------------------------------------------------------------------------- */

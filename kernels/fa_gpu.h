@@ -91,6 +91,14 @@ int fa_block_cols(int pass, int version, int d);
  * materialized version, which computes everything). Per head. */
 void fa_tiles(int pass, int version, const attn_params *p, int64_t *visited, int64_t *skipped);
 
+/* The mask of src/mask.h as data: visible[i * seqlen_k + j] = 1 when query i
+ * sees key j (mask_visible), else 0; a seqlen_q x seqlen_k row-major byte
+ * matrix in host memory that the caller owns. For tools that must hand the
+ * mask to another library (the PyTorch op's tests give it to SDPA as its
+ * boolean attn_mask), so that no other language spells the rule. Host only,
+ * needs no GPU; FA_ERR_UNSUPPORTED for a malformed problem. */
+int fa_mask_fill(const attn_params *p, unsigned char *visible);
+
 /* The IO model of the version: bytes of slow memory (HBM) it reads and
  * writes, L and D in fp32, the rest in the dtype (see each version's file). */
 double fa_model_bytes(int pass, int version, int dtype, const attn_params *p);
@@ -100,10 +108,6 @@ double fa_compulsory_bytes(int pass, int dtype, const attn_params *p);
  * scaled by the visible fraction of the score matrix (1/2 for causal with
  * Sq = Sk, as the papers halve it), backward 2.5 times the forward. */
 double fa_flops(int pass, const attn_params *p);
-
-/* visible[i * seqlen_k + j] = 1 when query i sees key j (src/mask.h), for
- * tools that build a reference in another language from the one definition. */
-void fa_mask_matrix(const attn_params *p, unsigned char *visible);
 
 /* Run one pass. Asynchronous on `stream` (a cudaStream_t, NULL = default):
  * returns after the launches. deterministic (backward only): dQ, dK, dV

@@ -12,12 +12,15 @@
 #
 #   make stage4 && ./stage4     make stage5 && ./stage5
 #   make gpu-test     make bench-gpu     make io-gpu
+#   make train-gpu              (the PyTorch op, python/flash_op.py, training a small model)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
-TEST_SUITES += "$(GPU_TESTS)"
+# the PyTorch op against SDPA (SKIP lines without torch, a GPU or the library)
+TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
+TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
 
-.PHONY: gpu-test bench-gpu io-gpu v3-check
+.PHONY: gpu-test bench-gpu io-gpu v3-check train-gpu
 
 ifneq ($(strip $(NVCC)),)
 # compute capability of GPU 0 as "90", empty without a GPU
@@ -31,7 +34,7 @@ NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -Wall,-Wextra -Isrc -Ikernels
 GPU_LIBS := -lcublas
 
 GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
-TEST_DEPS += stage4
+TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
 # The kernels and the library's entry points: every .cu of kernels/, one
 # object each; the version table (kernels/versions.def) ties them together.
@@ -93,18 +96,21 @@ TEST_DEPS += $(BUILD)/v3_check
 v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests and step timings
 	$(BUILD)/v3_check
 
-gpu-test: stage4 stage5 $(BUILD)/v3_check ## GPU tests (on a GPU machine; SKIP lines elsewhere)
-	@sh tests/run.sh "$(GPU_TESTS)"
+gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
 
 bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
 	python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
+
+train-gpu: $(BUILD)/libfa_gpu.so         ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv
+	python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
 
 io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv, v2_layout_ab.csv
 	sh scripts/ncu_io.sh data/gpu/io_fwd.csv
 	NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
 else
 gpu-test:
-	@sh tests/run.sh "$(GPU_TESTS)"
-bench-gpu io-gpu v3-check:
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
+bench-gpu io-gpu v3-check train-gpu:
 	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
 endif

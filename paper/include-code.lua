@@ -10,7 +10,9 @@ Chapters never type a listing by hand. They name a region of a source file:
 and this filter replaces the block with the lines between the markers
 `//> online-update` and `//< online-update` of that file (both marker lines
 dropped, and any other marker line inside dropped too), captioned with the
-file, the region and the function(s) it sits in. Paths are relative to the
+file, the region and the function(s) it sits in. Files whose comments start
+with '#' (Python, shell, gnuplot, make) may mark regions `#> name` ... `#< name`
+as well; a Python caption names the top-level functions and classes. Paths are relative to the
 directory pandoc runs in (the repository root).
 
 It also does three small things the chapters need:
@@ -53,10 +55,29 @@ local function file_exists(path)
   return false
 end
 
--- A marker line: optional indentation, "//>" or "//<", a space, the name.
-local function marker(line)
+-- A marker line: optional indentation, "//>" or "//<", a space, the name;
+-- in a '#'-comment file (hash true) "#>" or "#<" too.
+local function marker(line, hash)
   local kind, name = line:match("^%s*//([<>])%s+([%w_%-%.]+)%s*$")
+  if not kind and hash then
+    kind, name = line:match("^%s*#([<>])%s+([%w_%-%.]+)%s*$")
+  end
   return kind, name
+end
+
+local function hash_comments(path)
+  return path:match("%.py$") or path:match("%.sh$") or path:match("%.gp$") or
+         path:match("%.mk$") or path:match("Makefile$")
+end
+
+-- Python: the name and kind ("function" or "class") of a top-level def or
+-- class opened at lines[i], or nil.
+local function python_defined(lines, i)
+  local name = lines[i]:match("^def%s+([%w_]+)%s*%(")
+  if name then return name, "function" end
+  name = lines[i]:match("^class%s+([%w_]+)")
+  if name then return name, "class" end
+  return nil
 end
 
 -- The name of the C function a definition line opens, or nil. A definition
@@ -102,9 +123,13 @@ local function cut_region(path, name)
   if not lines then
     fail(string.format("%s#%s: cannot read the file %s", path, name, path))
   end
+  local hash = hash_comments(path)
+  local defined_at = path:match("%.py$") and python_defined or
+                     function(ls, i) local f = function_defined(ls, i); return f, f and "function" end
+  local mark = hash and "#>" or "//>"
   local open_at, close_at = nil, nil
   for i, line in ipairs(lines) do
-    local kind, n = marker(line)
+    local kind, n = marker(line, hash)
     if n == name then
       if kind == ">" then
         if open_at then
@@ -122,20 +147,20 @@ local function cut_region(path, name)
     end
   end
   if not open_at then
-    fail(string.format("%s#%s: no region '%s' in %s (no line '//> %s')",
-                       path, name, name, path, name))
+    fail(string.format("%s#%s: no region '%s' in %s (no line '%s %s')",
+                       path, name, name, path, mark, name))
   end
   if not close_at or close_at < open_at then
     fail(string.format("%s#%s: region '%s' in %s is never closed after line %d",
                        path, name, name, path, open_at))
   end
-  local body, defined = {}, {}
+  local body, defined, kinds = {}, {}, {}
   for i = open_at + 1, close_at - 1 do
     local line = lines[i]
-    if not marker(line) then
+    if not marker(line, hash) then
       body[#body + 1] = line
-      local fn = function_defined(lines, i)
-      if fn then defined[#defined + 1] = fn end
+      local fn, kind = defined_at(lines, i)
+      if fn then defined[#defined + 1] = fn; kinds[#kinds + 1] = kind end
     end
   end
   -- trim blank lines at both ends
@@ -145,18 +170,27 @@ local function cut_region(path, name)
     fail(string.format("%s#%s: region '%s' in %s is empty", path, name, name, path))
   end
   local where
-  if #defined > 0 then
+  local only_functions = true
+  for _, kind in ipairs(kinds) do only_functions = only_functions and kind == "function" end
+  if #defined > 0 and only_functions then
     local names = {}
     for _, fn in ipairs(defined) do names[#names + 1] = fn .. "()" end
     where = (#names == 1 and "function " or "functions ") .. table.concat(names, ", ")
+  elseif #defined > 0 then
+    local items = {}
+    for k, fn in ipairs(defined) do
+      items[#items + 1] = kinds[k] == "class" and ("class " .. fn) or ("function " .. fn .. "()")
+    end
+    where = table.concat(items, ", ")
   else
     -- a region inside a function body: the last definition above it
-    local enclosing = nil
+    local enclosing, kind = nil, nil
     for i = open_at - 1, 1, -1 do
-      enclosing = function_defined(lines, i)
+      enclosing, kind = defined_at(lines, i)
       if enclosing then break end
     end
-    where = enclosing and ("inside " .. enclosing .. "()") or "file scope"
+    where = enclosing and (kind == "class" and ("inside class " .. enclosing)
+                           or ("inside " .. enclosing .. "()")) or "file scope"
   end
   local caption = string.format("%s, lines %d-%d, %s", path, open_at + 1, close_at - 1, where)
   return table.concat(body, "\n"), caption, open_at + 1

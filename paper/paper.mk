@@ -20,12 +20,14 @@ PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-
 .PHONY: figures paper paper-data
 
 # Inputs the figures and the claims need beyond data/: the GPU tables (only
-# when data/gpu/ has them), the exactness errors when data/cpu/ has none yet
+# when data/gpu/ has them; the training comparison's table from
+# data/gpu/train_loss.csv likewise), the exactness errors when data/cpu/ has none yet
 # (the property tests write them), and a causal sweep to set beside
 # data/cpu/block_sweep.csv when data/cpu/ has none.
 paper-data: stage2 stage3 stage6
 	@mkdir -p $(PAPER_DIR)
 	@python3 scripts/paper_gpu.py --out $(PAPER_DIR)
+	@python3 scripts/train_compare.py --summary $(PAPER_DIR)/train_loss.md
 	@if [ ! -s data/cpu/exactness.csv ]; then \
 	    if [ -x $(BUILD)/test_cpu ]; then \
 	        echo "paper: no data/cpu/exactness.csv; running $(BUILD)/test_cpu --csv $(PAPER_DIR)/exactness.csv"; \

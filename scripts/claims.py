@@ -772,6 +772,16 @@ def gpu_claims(t):
         t.row(*r)
 
 
+def ring_claims(t):
+    """Stage 7 (chapter 04d): exercise 2 by the merge rule, and data/gpu/ring.csv if present
+    (scripts/paper_ring.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import paper_ring
+    for k, v in paper_ring.values().items():
+        t.value(k, v)
+    t.row(*paper_ring.claim_row())
+
+
 def main(argv):
     out = path("build", "paper")
     if "--out" in argv:
@@ -788,6 +798,7 @@ def main(argv):
     figure2_flops(t)
     h200_model(t)
     gpu_claims(t)
+    ring_claims(t)
 
     def cell(s):
         # a zero-width space after each '/' of the prose lets it wrap in the

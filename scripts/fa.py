@@ -74,6 +74,7 @@ def load(path=None):
         "fa_block_rows": ([i, i, i], i),
         "fa_block_cols": ([i, i, i], i),
         "fa_tiles": ([i, i, P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)], None),
+        "fa_mask_fill": ([P, vp], i),
         "fa_model_bytes": ([i, i, i, P], d),
         "fa_compulsory_bytes": ([i, i, P], d),
         "fa_flops": ([i, P], d),
@@ -84,7 +85,6 @@ def load(path=None):
         "fa_device_cc": ([], i),
         "fa_marker": ([i], i),
         "fa_error_string": ([], ctypes.c_char_p),
-        "fa_mask_matrix": ([P, ctypes.c_void_p], None),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
@@ -114,6 +114,14 @@ def versions(lib, pass_):
     return out
 
 
+def mask(lib, p):
+    """The mask of src/mask.h for problem p as bytes: row i, column j is 1
+    when query i sees key j (fa_mask_fill; nothing here spells the rule)."""
+    buf = (ctypes.c_ubyte * (p.seqlen_q * p.seqlen_k))()
+    check(lib, lib.fa_mask_fill(ctypes.byref(p), buf))
+    return bytes(buf)
+
+
 def tiles(lib, pass_, version, p):
     vis, skip = ctypes.c_int64(), ctypes.c_int64()
     lib.fa_tiles(pass_, version, ctypes.byref(p), ctypes.byref(vis), ctypes.byref(skip))
@@ -123,6 +131,4 @@ def tiles(lib, pass_, version, p):
 def mask_matrix(lib, p):
     """numpy bool (seqlen_q, seqlen_k): True where query i sees key j (src/mask.h)."""
     import numpy as np
-    m = np.zeros((p.seqlen_q, p.seqlen_k), dtype=np.uint8)
-    lib.fa_mask_matrix(ctypes.byref(p), m.ctypes.data)
-    return m.astype(bool)
+    return np.frombuffer(mask(lib, p), dtype=np.uint8).reshape(p.seqlen_q, p.seqlen_k).astype(bool)

@@ -45,5 +45,7 @@ draw gpu_fig2  build/paper/gpu_fig2.dat dat
 draw gpu_speed build/paper/gpu_speed.dat dat
 draw gpu_io_vs_n build/paper/gpu_io_sweep.dat dat
 draw v3_steps  data/gpu/v3_steps.csv     csv
+draw train_loss data/gpu/train_loss.csv csv
+draw ring      data/gpu/ring.csv        csv
 draw gpu_bwd_speed data/gpu/bench_bwd.csv csv
 mv "$manifest" "$out/MANIFEST"

@@ -76,7 +76,24 @@ if [ "$ok" = 1 ]; then
         ok=0 why="a missing file did not fail the build"
     fi
 fi
-[ "$ok" = 1 ] && pass "paper: include filter (cuts regions; missing or doubled regions fail, naming file and region)" \
+cat > "$tmp/demo.py" <<'PYDEMO'
+x = 1
+#> pyregion
+def g(y):
+    # a comment, not a marker
+    return y + 1
+#< pyregion
+PYDEMO
+if [ "$ok" = 1 ]; then
+    if ! run_filter "$tmp/demo.py#pyregion"; then
+        ok=0 why="a Python region (#> name) failed: $(head -c 300 "$tmp/err")"
+    elif ! grep -q 'return y + 1' "$tmp/out.md" || grep -q '#[<>] pyregion' "$tmp/out.md"; then
+        ok=0 why="the Python region's code is missing or its markers were kept"
+    elif ! grep -q 'function g()' "$tmp/out.md"; then
+        ok=0 why="the Python caption does not name the function g()"
+    fi
+fi
+[ "$ok" = 1 ] && pass "paper: include filter (cuts regions, //> in C, #> in Python; missing or doubled regions fail, naming file and region)" \
               || fail "paper: include filter" "$why"
 
 # ---- 2. the build -----------------------------------------------------------

@@ -1,0 +1,46 @@
+# figures/ring.gp -- stage 7 on the H200s: one sequence on G GPUs against one.
+# Left: throughput (TFLOP/s, FLOPs as fa_flops counts them: 4 B H N^2 d
+# forward, halved under the causal mask, 2.5 times that backward) of the
+# single-GPU kernel and of the ring, by sequence length. Right: the ring's
+# scaling efficiency (single-GPU time / (G x ring time)) and the share of its
+# communication that overlapped computation ((compute-only + comm-only -
+# ring) / comm-only). Solid: no mask; dashed: causal. Input:
+# data/gpu/ring.csv (./stage7 --sweep scale; or csv=...).
+if (!exists("csv")) csv = "data/gpu/ring.csv"
+W = 6.5
+Hgt = 2.9
+load "figures/style.gp"
+# columns: 10 causal, 13 pass, 16 N, 24 single TFLOP/s, 25 ring TFLOP/s,
+#          26 efficiency, 23 hidden share, 9 G
+row(p, c) = (strcol(13) eq p && $10 == c)
+stats csv using ($9) name "GG" nooutput
+G = int(GG_max)
+set multiplot layout 1, 2
+set logscale x 2
+set format x "2^{%L}"
+set xlabel "sequence length N"
+set ylabel "throughput (TFLOP/s)"
+set yrange [0:*]
+set key top left font ",7" spacing 0.9
+plot \
+  csv using (row("fwd", 0) ? $16 : NaN):24 with linespoints pt 7 ps 0.5 lc rgb c_tiled_f dt 1 title "1 GPU fwd", \
+  csv using (row("fwd", 0) ? $16 : NaN):25 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 1 title sprintf("%d GPUs fwd", G), \
+  csv using (row("bwd", 0) ? $16 : NaN):24 with linespoints pt 6 ps 0.5 lc rgb c_tiled_b dt 1 title "1 GPU bwd", \
+  csv using (row("bwd", 0) ? $16 : NaN):25 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 1 title sprintf("%d GPUs bwd", G), \
+  csv using (row("fwd", 1) ? $16 : NaN):24 with linespoints pt 7 ps 0.5 lc rgb c_tiled_f dt 2 notitle, \
+  csv using (row("fwd", 1) ? $16 : NaN):25 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 2 notitle, \
+  csv using (row("bwd", 1) ? $16 : NaN):24 with linespoints pt 6 ps 0.5 lc rgb c_tiled_b dt 2 notitle, \
+  csv using (row("bwd", 1) ? $16 : NaN):25 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 2 notitle
+set ylabel "fraction"
+set yrange [0:1.05]
+set key bottom right font ",7" spacing 0.9
+plot \
+  csv using (row("fwd", 0) ? $16 : NaN):26 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 1 title "efficiency fwd", \
+  csv using (row("bwd", 0) ? $16 : NaN):26 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 1 title "efficiency bwd", \
+  csv using (row("fwd", 0) ? $16 : NaN):23 with linespoints pt 9 ps 0.5 lc rgb c_other dt 1 title "comm hidden fwd", \
+  csv using (row("bwd", 0) ? $16 : NaN):23 with linespoints pt 8 ps 0.5 lc rgb c_other dt 1 title "comm hidden bwd", \
+  csv using (row("fwd", 1) ? $16 : NaN):26 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 2 notitle, \
+  csv using (row("bwd", 1) ? $16 : NaN):26 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 2 notitle, \
+  csv using (row("fwd", 1) ? $16 : NaN):23 with linespoints pt 9 ps 0.5 lc rgb c_other dt 2 notitle, \
+  csv using (row("bwd", 1) ? $16 : NaN):23 with linespoints pt 8 ps 0.5 lc rgb c_other dt 2 notitle
+unset multiplot

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""train_compare.py -- a small causal transformer trained with our attention op and with SDPA.
+
+The real use of python/flash_op.py: a byte-level GPT (4 layers, d_model 256,
+4 heads of d = 64, context 512) trained on the text this repository ships
+(chapters/*.md, then src/*.c, src/*.h, kernels/*.cu, kernels/*.cuh, each
+group in sorted order, concatenated), from ONE initialization and ONE
+sequence of batches (both drawn from --seed), once per attention path:
+
+    ours             flash_attention(q, k, v, causal=True): our kernels,
+                     forward and backward, the best version the table has
+    sdpa_flash       torch's scaled_dot_product_attention, flash backend
+    sdpa_flash_rerun the same again (what a rerun of one kernel moves)
+    sdpa_cudnn       cuDNN backend            (skipped where it does not run)
+    sdpa_efficient   memory-efficient backend (skipped where it does not run)
+
+Everything but the attention is the same torch code, in bf16 autocast with
+fp32 weights and AdamW, so the runs differ only by rounding, which bf16
+training amplifies from step to step. The comparison:
+    final loss   the mean training loss of the last 50 steps of a run
+    bf16 noise   the largest |final(a) - final(b)| over pairs of PyTorch's
+                 own runs: how far the final loss moves when only the
+                 attention kernel (or the run) changes among kernels that
+                 PyTorch ships as correct
+    verdict      PASS when |final(ours) - final(sdpa_flash)| <= 2 x noise
+                 (twice, as in the gradient checks' error rule)
+
+Usage (on a GPU machine; make build/libfa_gpu.so first):
+    python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
+    python3 scripts/train_compare.py --steps 50 --csv /tmp/t.csv     # a quick look
+    python3 scripts/train_compare.py --summary build/paper/train_loss.md
+        (no GPU and no torch needed: the Markdown table of the comparison
+        from the CSV, for the paper; writes nothing when the CSV is absent)
+Output: one line per 50 steps per run, then the comparison; the CSV has one
+row per (run, step): run, step, loss, loss minus sdpa_flash's loss at that
+step, learning rate, and the provenance columns gpu, driver, cuda, torch,
+commit, date, command (scripts/provenance.py). Exit 0 when the verdict is
+PASS, 1 when FAIL, 2 on bad usage or when our op cannot run the problem.
+Cost on an H200: about 10 s per run of 500 steps, under a minute in all.
+"""
+import argparse
+import csv
+import glob
+import hashlib
+import math
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import provenance as prov  # noqa: E402
+
+REF = "sdpa_flash"
+LAST = 50    # steps averaged into a run's final loss
+RUNS = ["ours", "sdpa_flash", "sdpa_flash_rerun", "sdpa_cudnn", "sdpa_efficient"]
+CORPUS = ["chapters/*.md", "src/*.c", "src/*.h", "kernels/*.cu", "kernels/*.cuh"]
+DEVICE = "cuda"
+PROV_COLS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command"]
+
+
+# ---------------------------------------------------------------------------
+# The comparison (no torch: the paper build runs it on the committed CSV)
+# ---------------------------------------------------------------------------
+def summarize(losses, last=LAST):
+    """losses: {run: [loss per step]}. Returns a dict with each run's final
+    loss (mean of the last `last` steps), the noise among PyTorch's runs, our
+    deviation from sdpa_flash and the verdict."""
+    n = min(len(v) for v in losses.values())
+    k = min(last, n)
+    final = {r: sum(v[n - k:n]) / k for r, v in losses.items()}
+    torch_runs = [r for r in losses if r.startswith("sdpa_")]
+    pairs = [(a, b) for i, a in enumerate(torch_runs) for b in torch_runs[i + 1:]]
+    noise, noise_pair = 0.0, None
+    for a, b in pairs:
+        if abs(final[a] - final[b]) >= noise:
+            noise, noise_pair = abs(final[a] - final[b]), (a, b)
+    out = {"steps": n, "last": k, "final": final, "noise": noise, "noise_pair": noise_pair,
+           "step0": {r: v[0] for r, v in losses.items()}}
+    if "ours" in losses and REF in losses and noise_pair:
+        dev = abs(final["ours"] - final[REF])
+        out["deviation"] = dev
+        out["ratio"] = dev / noise if noise > 0 else math.inf
+        out["verdict"] = "PASS" if dev <= 2 * noise else "FAIL"
+    else:
+        out["verdict"] = "NONE"   # not enough runs to say
+    return out
+
+
+def report_lines(s):
+    """The comparison as plain lines (the training log)."""
+    lines = [f"final loss = mean of the last {s['last']} of {s['steps']} steps:"]
+    for r, f in s["final"].items():
+        lines.append(f"  {r:18s} {f:.5f}   (step 0: {s['step0'][r]:.5f})")
+    if s["noise_pair"]:
+        a, b = s["noise_pair"]
+        lines.append(f"bf16 noise: largest |final(a) - final(b)| over PyTorch's own runs = "
+                     f"{s['noise']:.5f} ({a} vs {b})")
+    if s["verdict"] in ("PASS", "FAIL"):
+        lines.append(f"ours vs {REF}: |{s['final']['ours']:.5f} - {s['final'][REF]:.5f}| = "
+                     f"{s['deviation']:.5f} = {s['ratio']:.2f} x noise; rule <= 2 x noise: {s['verdict']}")
+    else:
+        lines.append("no verdict: need the run 'ours', sdpa_flash and another PyTorch run")
+    return lines
+
+
+def read_csv(path):
+    """{run: [loss per step]} and the first row's provenance, from our CSV."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
+    losses = {}
+    for row in rows:
+        losses.setdefault(row["run"], {})[int(row["step"])] = float(row["loss"])
+    return ({r: [v[i] for i in sorted(v)] for r, v in losses.items()},
+            {c: rows[0].get(c, "") for c in PROV_COLS} if rows else {})
+
+
+def write_summary(csv_path, md_path):
+    """The paper's table (Markdown) from the CSV; removes md_path when there is no CSV."""
+    if not os.path.exists(csv_path):
+        if os.path.exists(md_path):
+            os.remove(md_path)
+        print(f"train_compare: no {csv_path}; no training table")
+        return 0
+    losses, p = read_csv(csv_path)
+    s = summarize(losses)
+    rows = ["| run | loss at step 0 | final loss (mean of the last %d steps) | minus %s |" % (s["last"], REF),
+            "|---|---:|---:|---:|"]
+    for r, f in s["final"].items():
+        rows.append(f"| `{r}` | {s['step0'][r]:.4f} | {f:.4f} | {f - s['final'].get(REF, f):+.4f} |")
+    text = "\n".join(rows) + "\n\n"
+    if s["noise_pair"]:
+        a, b = s["noise_pair"]
+        text += (f"The bf16 noise, the largest difference of final losses among PyTorch's own runs, is "
+                 f"{s['noise']:.4f} (`{a}` against `{b}`). ")
+    if s["verdict"] in ("PASS", "FAIL"):
+        text += (f"Our op's final loss differs from `{REF}`'s by {s['deviation']:.4f}, "
+                 f"{s['ratio']:.2f} times that noise ({'within' if s['verdict'] == 'PASS' else 'outside'} "
+                 f"the rule of at most twice the noise). ")
+    text += (f"{s['steps']} steps per run; {p.get('gpu', '?')}, driver {p.get('driver', '?')}, "
+             f"CUDA {p.get('cuda', '?')}, torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, "
+             f"{p.get('date', '?')}.\n")
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(f"train_compare: wrote {md_path} from {csv_path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# The model and the training (torch, on a GPU)
+# ---------------------------------------------------------------------------
+def corpus_bytes():
+    """The training text: CORPUS's files in a fixed order, one blank line apart."""
+    parts = []
+    for pattern in CORPUS:
+        for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
+            with open(path, "rb") as f:
+                parts.append(f.read())
+    return b"\n\n".join(parts)
+
+
+def build(torch, nn, F, cfg):
+    """The model class: pre-LayerNorm GPT blocks, attention pluggable."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            D = cfg.d_model
+            self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+            self.qkv = nn.Linear(D, 3 * D, bias=False)
+            self.proj = nn.Linear(D, D, bias=False)
+            self.fc = nn.Linear(D, 4 * D, bias=False)
+            self.out = nn.Linear(4 * D, D, bias=False)
+
+        def forward(self, x, attn):
+            B, N, D = x.shape
+            # (B, N, 3D) -> three (B, H, N, d) views, SDPA's layout
+            q, k, v = self.qkv(self.ln1(x)).view(B, N, 3, cfg.heads, D // cfg.heads).permute(2, 0, 3, 1, 4)
+            y = attn(q, k, v)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, N, D))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(256, cfg.d_model)
+            self.pos = nn.Embedding(cfg.context, cfg.d_model)
+            self.blocks = nn.ModuleList(Block() for _ in range(cfg.layers))
+            self.ln = nn.LayerNorm(cfg.d_model)
+            for name, p in self.named_parameters():
+                if p.dim() == 2:
+                    nn.init.normal_(p, std=0.02 / (math.sqrt(2 * cfg.layers) if name.endswith(
+                        ("proj.weight", "out.weight")) else 1.0))
+
+        def forward(self, idx, attn):
+            x = self.tok(idx) + self.pos.weight[: idx.shape[1]]
+            for b in self.blocks:
+                x = b(x, attn)
+            return self.ln(x) @ self.tok.weight.T   # tied output layer: (B, N, 256)
+
+    return GPT
+
+
+def attention_paths(torch, F):
+    """name -> attn(q, k, v), causal, (B, H, N, d) in and out."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from flash_op import flash_attention
+
+    def sdpa(backend):
+        def attn(q, k, v):
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return attn
+
+    return {"ours": lambda q, k, v: flash_attention(q, k, v, causal=True),
+            "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+            "sdpa_flash_rerun": sdpa(SDPBackend.FLASH_ATTENTION),
+            "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+            "sdpa_efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION)}
+
+
+def lr_at(step, cfg):
+    """Linear warm-up over the first 10% of steps, then cosine down to lr / 10."""
+    warm = max(1, cfg.steps // 10)
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    t = (step - warm) / max(1, cfg.steps - warm)
+    return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * t)))
+
+
+def train(torch, F, GPT, init, batches, attn, cfg):
+    """One run from `init`; returns the loss of every step (floats) and seconds."""
+    model = GPT().to(DEVICE)
+    model.load_state_dict(init)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    losses = torch.empty(cfg.steps, device=DEVICE)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for step in range(cfg.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        xy = batches[step].long()
+        x, y = xy[:, :-1], xy[:, 1:]
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            logits = model(x, attn)
+        loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses[step] = loss.detach()
+    torch.cuda.synchronize()
+    return losses.tolist(), time.perf_counter() - t0
+
+
+def run_training(args):
+    try:
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+    except ImportError:
+        print("train_compare: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("train_compare: no CUDA GPU here", file=sys.stderr)
+        return 2
+    cfg = args
+    text = corpus_bytes()
+    data = torch.tensor(list(text), dtype=torch.uint8)
+    print(f"corpus: {len(text)} bytes ({', '.join(CORPUS)}), sha256 {hashlib.sha256(text).hexdigest()[:16]}")
+    print(f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads of d = "
+          f"{cfg.d_model // cfg.heads}, context {cfg.context}, batch {cfg.batch}, {cfg.steps} steps, "
+          f"AdamW lr {cfg.lr}, bf16 autocast, seed {cfg.seed}")
+    # one initialization and one sequence of batches for every run
+    torch.manual_seed(cfg.seed)
+    GPT = build(torch, nn, F, cfg)
+    init = {k: v.detach().clone() for k, v in GPT().state_dict().items()}
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    starts = torch.randint(0, len(text) - cfg.context - 1, (cfg.steps, cfg.batch), generator=g)
+    batches = data[starts[:, :, None] + torch.arange(cfg.context + 1)].to(DEVICE)   # (steps, batch, context+1)
+
+    paths = attention_paths(torch, F)
+    # our op must run the problem (causal, d, bf16) before anything is trained
+    probe = torch.randn(1, cfg.heads, cfg.context, cfg.d_model // cfg.heads, device=DEVICE,
+                        dtype=torch.bfloat16, requires_grad=True)
+    try:
+        paths["ours"](probe, probe, probe).float().sum().backward()
+    except ValueError as e:
+        print(f"train_compare: our op cannot train this model: {e}", file=sys.stderr)
+        return 2
+    import flash_op
+    p = flash_op.problem(probe, probe, causal=True)
+    dt = flash_op.DTYPE_CODES[torch.bfloat16]
+    fv = flash_op.choose_version(flash_op.fa.FORWARD, dt, p)
+    bv = flash_op.choose_version(flash_op.fa.BACKWARD, dt, p)
+    print(f"ours: forward v{fv}, backward v{bv} (the best the table has for bf16, causal, d = {p.d})")
+
+    losses, seconds = {}, {}
+    for name in [r for r in RUNS if r in args.runs]:
+        try:
+            losses[name], seconds[name] = train(torch, F, GPT, init, batches, paths[name], cfg)
+        except RuntimeError as e:   # a backend that does not run here
+            if name == "ours":
+                raise
+            print(f"{name:18s} skipped: {str(e).strip().splitlines()[0][:120]}")
+            continue
+        ls = losses[name]
+        marks = " ".join(f"{s}:{ls[s]:.3f}" for s in range(0, cfg.steps, max(1, cfg.steps // 10)))
+        print(f"{name:18s} {seconds[name]:6.1f} s ({1e3 * seconds[name] / cfg.steps:.1f} ms/step)  "
+              f"loss by step {marks} last:{ls[-1]:.3f}", flush=True)
+        if not all(math.isfinite(x) for x in ls):
+            print(f"{name:18s} has non-finite losses")
+
+    if args.csv:
+        gpu, driver = prov.gpu_and_driver()
+        pv = {"gpu": torch.cuda.get_device_name(0), "driver": driver, "cuda": torch.version.cuda,
+              "torch": torch.__version__, "commit": prov.commit(), "date": prov.utc_now(),
+              "command": " ".join(["python3"] + [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
+        ref = losses.get(REF)
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["run", "step", "loss", "loss_minus_" + REF, "lr"] + PROV_COLS)
+            for name, ls in losses.items():
+                for s, x in enumerate(ls):
+                    w.writerow([name, s, f"{x:.6f}", "" if ref is None else f"{x - ref[s]:.6f}",
+                                f"{lr_at(s, cfg):.6g}"] + [pv[c] for c in PROV_COLS])
+        print(f"wrote {args.csv} ({sum(len(v) for v in losses.values())} rows)")
+    s = summarize(losses)
+    for line in report_lines(s):
+        print(line)
+    return {"PASS": 0, "FAIL": 1}.get(s["verdict"], 1)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--csv", help="write every (run, step) loss here")
+    ap.add_argument("--summary", metavar="MD", help="only write the Markdown table from --from-csv")
+    ap.add_argument("--from-csv", default=os.path.join(ROOT, "data", "gpu", "train_loss.csv"))
+    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of " + ",".join(RUNS))
+    args = ap.parse_args(argv)
+    if args.summary:
+        return write_summary(args.from_csv, args.summary)
+    args.runs = args.runs.split(",")
+    bad = [r for r in args.runs if r not in RUNS]
+    if bad or args.steps < 1 or args.d_model % args.heads or args.layers < 1 or args.context < 2:
+        print(f"train_compare: bad arguments ({'unknown runs ' + ','.join(bad) if bad else 'sizes'})",
+              file=sys.stderr)
+        return 2
+    return run_training(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
