@@ -6,7 +6,8 @@
 # columns
 #   gpu,driver,cuda,torch,cudnn,commit,date,command,impl,pass,dtype,causal,
 #   B,H,N,d,median_ms,tflops,repeats,max_abs_diff,note
-# with '#' provenance lines on top; only rows with pass "backward" are drawn.
+# with '#' provenance lines on top; only rows with pass "bwd" (the backward
+# alone, not fwdbwd) are drawn.
 # scripts/paper_figures.sh skips this figure when the file is absent; a
 # panel with no rows says so instead of failing.
 if (!exists("csv")) csv = "data/gpu/bench_bwd.csv"
@@ -18,7 +19,7 @@ set termoption noenhanced
 # quotes): the head dimensions present, and the paths of one panel.
 py = "import csv,sys\n" . \
      "rows=[r for r in csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith('#'))\n" . \
-     "      if r.get('pass')=='backward' and r.get('dtype')=='bf16']\n" . \
+     "      if r.get('pass') in ('bwd','backward') and r.get('dtype')=='bf16']\n" . \
      "c=lambda r: 1 if r.get('causal') in ('1','True','true') else 0\n" . \
      "if len(sys.argv)==2: print(' '.join(sorted({r['d'] for r in rows}, key=int)))\n" . \
      "elif sys.argv[2]=='all': print(' '.join(sorted({r['impl'] for r in rows})))\n" . \
@@ -50,7 +51,7 @@ do for [c = 0:1] {
             set key bottom right font ",7" spacing 0.9
         } else {
             plot for [k = 1:words(these)] csv using \
-                 ((strcol(10) eq "backward" && strcol(11) eq "bf16" && causal(strcol(12)) == c && \
+                 (((strcol(10) eq "bwd" || strcol(10) eq "backward") && strcol(11) eq "bf16" && causal(strcol(12)) == c && \
                    $16 == dd + 0 && strcol(9) eq word(these, k)) ? $15 : NaN):18 \
                  smooth unique with linespoints pt colour(word(these, k)) ps 0.6 \
                  lc colour(word(these, k)) title word(these, k)
