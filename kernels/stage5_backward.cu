@@ -695,16 +695,17 @@ template <typename T> __device__ __forceinline__ float2 unpack2(unsigned u)
         return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u));
 }
 
-/* S^T (or dP^T) = X_w Y_i^T for this warp's 16 keys and the tile's 64
- * queries: A = X rows 16 w.. (registers when xf, else ldmatrix from Xs),
- * B = Y_i^T read from Yt[query][d] as it lies (ldmatrix without .trans). */
-template <typename T, int D, bool XREG>
-__device__ __forceinline__ void v2b_keys_by_queries(float (&acc)[8][4], const unsigned (*xf)[4],
-                                                    const T *Xs, const T *Yt, int warp, int lane)
+/* S^T (or dP^T) = X_w Y^T for this warp's 16 keys and NQ queries of the
+ * tile starting at query q0: A = X rows 16 w.. (registers when xf, else
+ * ldmatrix from Xs), B = Y^T read from Yt[query][d] as it lies (ldmatrix
+ * without .trans). acc holds NQ / 8 n-tiles. */
+template <typename T, int D, bool XREG, int NQ>
+__device__ __forceinline__ void v2b_keys_by_queries(float (&acc)[NQ / 8][4], const unsigned (*xf)[4],
+                                                    const T *Xs, const T *Yt, int q0, int warp, int lane)
 {
     constexpr int LD = v2b_cfg<D>::LD;
 #pragma unroll
-    for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    for (int n = 0; n < NQ / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 #pragma unroll
     for (int kd = 0; kd < D / 16; kd++) {
         unsigned xa[4];
@@ -715,30 +716,30 @@ __device__ __forceinline__ void v2b_keys_by_queries(float (&acc)[8][4], const un
                     Xs + (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8);
         }
 #pragma unroll
-        for (int n2 = 0; n2 < 4; n2++) {
+        for (int n2 = 0; n2 < NQ / 16; n2++) {
             unsigned b0, b1, b2, b3;
             ldsm_x4(b0, b1, b2, b3,
-                    Yt + (n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 + ((lane >> 3) & 1) * 8);
+                    Yt + (q0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 + ((lane >> 3) & 1) * 8);
             mma16816<T>(acc[2 * n2], xa, b0, b1);
             mma16816<T>(acc[2 * n2 + 1], xa, b2, b3);
         }
     }
 }
 
-/* acc (16 keys x D) += A (16 keys x 64 queries, packed fragments) Y_i (64
- * queries x D, read from Yt[query][d] with ldmatrix.trans). */
-template <typename T, int D>
-__device__ __forceinline__ void v2b_accumulate_keys(float (&acc)[D / 8][4], const unsigned (&af)[4][4],
-                                                    const T *Yt, int lane)
+/* acc (16 keys x D) += A (16 keys x NQ queries from q0, packed fragments)
+ * Y (those NQ queries x D, read from Yt[query][d] with ldmatrix.trans). */
+template <typename T, int D, int NQ>
+__device__ __forceinline__ void v2b_accumulate_keys(float (&acc)[D / 8][4], const unsigned (&af)[NQ / 16][4],
+                                                    const T *Yt, int q0, int lane)
 {
     constexpr int LD = v2b_cfg<D>::LD;
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
+    for (int kk = 0; kk < NQ / 16; kk++)
 #pragma unroll
         for (int c2 = 0; c2 < D / 16; c2++) {
             unsigned b0, b1, b2, b3;
             ldsm_x4_t(b0, b1, b2, b3,
-                      Yt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
+                      Yt + (q0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
             mma16816<T>(acc[2 * c2], af[kk], b0, b1);
             mma16816<T>(acc[2 * c2 + 1], af[kk], b2, b3);
         }
@@ -821,62 +822,72 @@ __global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
         const float *Lt = Ls + stage * BR, *Dt = Ds + stage * BR;
         const bool full = i1 - i0 == BR && j1 - j0 == BC && mask_tile_unmasked(a.mask, i0, i1, j0, j1);
 
-        /* 1. S^T = K_j Q_i^T (16 keys x 64 queries per warp); P^T = exp(S^T - L),
-         * rounded to the dtype once and packed as the A operand (k = query):
-         * the m16n8 accumulator layout of two n-tiles is the m16n8k16 A layout.
-         * Entry e of n-tile n: key 16 w + g + 8 (e / 2), query 8 n + 2 t + e % 2. */
-        float acc[8][4];
-        unsigned pf[4][4];
-        v2b_keys_by_queries<T, D, KVREG>(acc, kf, Ks, Qt, warp, lane);
+        /* Steps 1-5 run on the tile's queries in two halves of 32, so that
+         * S^T and dP^T of a half (16 registers each) are alive together:
+         * dS = P (dP - D) takes P in fp32, before it is rounded for the dV
+         * product. (From the rounded P, as an earlier version did, dQ's
+         * error was 2.2x SDPA flash's on the H200: every P_ij of a row
+         * carries its own rounding into dS, and dQ_i sums them over j.) */
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            const float2 l2 = *reinterpret_cast<const float2 *>(Lt + 8 * n + 2 * t);
+        for (int half = 0; half < 2; half++) {
+            const int q0 = 32 * half;
+            /* 1. S^T = K_j Q^T (16 keys x 32 queries per warp); P^T = exp(S^T - L)
+             * in fp32; entry e of n-tile n: key 16 w + g + 8 (e / 2), query
+             * q0 + 8 n + 2 t + e % 2. */
+            float ps[4][4], dp[4][4];
+            v2b_keys_by_queries<T, D, KVREG, 32>(ps, kf, Ks, Qt, q0, warp, lane);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = ex2(bwd_exponent2(acc[n][e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
-                if (!full) {
-                    const int i = i0 + 8 * n + 2 * t + (e & 1), j = j0 + 16 * warp + g + 8 * (e >> 1);
-                    if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) p = 0.f;
+            for (int n = 0; n < 4; n++) {
+                const float2 l2 = *reinterpret_cast<const float2 *>(Lt + q0 + 8 * n + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = ex2(bwd_exponent2(ps[n][e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
+                    if (!full) {
+                        const int i = i0 + q0 + 8 * n + 2 * t + (e & 1), j = j0 + 16 * warp + g + 8 * (e >> 1);
+                        if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) p = 0.f;
+                    }
+                    ps[n][e] = p;
                 }
-                acc[n][e] = p;
             }
-        }
+            /* 2. dV_j += P^T dO: P rounded to the dtype once, packed as the A
+             * operand (k = query; the m16n8 accumulator layout of two n-tiles
+             * is the m16n8k16 A layout) */
+            unsigned pf[2][4];
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            pf[kk][0] = pack2<T>(acc[2 * kk][0], acc[2 * kk][1]);
-            pf[kk][1] = pack2<T>(acc[2 * kk][2], acc[2 * kk][3]);
-            pf[kk][2] = pack2<T>(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
-            pf[kk][3] = pack2<T>(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
-        }
-        /* 2. dV_j += P^T dO_i */
-        v2b_accumulate_keys<T, D>(dv, pf, dOt, lane);
-
-        /* 3. dP^T = V_j dO_i^T; dS^T = P^T (dP^T - D) from the same rounded P
-         * (as the materialized version does), rounded and packed */
-        v2b_keys_by_queries<T, D, KVREG>(acc, vf, Vs, dOt, warp, lane);
-        unsigned sf[4][4];
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {   /* n-tile n = 2 kk + h */
-                const int n = 2 * kk + h;
-                const float2 d2 = *reinterpret_cast<const float2 *>(Dt + 8 * n + 2 * t);
-                const float2 p01 = unpack2<T>(pf[kk][2 * h]), p23 = unpack2<T>(pf[kk][2 * h + 1]);
-                sf[kk][2 * h] = pack2<T>(p01.x * (acc[n][0] - d2.x), p01.y * (acc[n][1] - d2.y));
-                sf[kk][2 * h + 1] = pack2<T>(p23.x * (acc[n][2] - d2.x), p23.y * (acc[n][3] - d2.y));
+            for (int kk = 0; kk < 2; kk++) {
+                pf[kk][0] = pack2<T>(ps[2 * kk][0], ps[2 * kk][1]);
+                pf[kk][1] = pack2<T>(ps[2 * kk][2], ps[2 * kk][3]);
+                pf[kk][2] = pack2<T>(ps[2 * kk + 1][0], ps[2 * kk + 1][1]);
+                pf[kk][3] = pack2<T>(ps[2 * kk + 1][2], ps[2 * kk + 1][3]);
             }
-        /* 4. dK_j += dS^T Q_i (softmax_scale applied once, at the end) */
-        v2b_accumulate_keys<T, D>(dk, sf, Qt, lane);
+            v2b_accumulate_keys<T, D, 32>(dv, pf, dOt, q0, lane);
 
-        /* 5. dS^T to shared memory: dQ_i needs all 64 keys of a query row,
-         * spread over the four warps */
+            /* 3. dP^T = V_j dO^T; dS^T = P^T (dP^T - D) with P in fp32, rounded
+             * and packed */
+            v2b_keys_by_queries<T, D, KVREG, 32>(dp, vf, Vs, dOt, q0, warp, lane);
+            unsigned sf[2][4];
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            T *row0 = dSs + (16 * warp + g) * LDS + 16 * kk + 2 * t, *row8 = row0 + 8 * LDS;
-            *reinterpret_cast<unsigned *>(row0) = sf[kk][0];
-            *reinterpret_cast<unsigned *>(row8) = sf[kk][1];
-            *reinterpret_cast<unsigned *>(row0 + 8) = sf[kk][2];
-            *reinterpret_cast<unsigned *>(row8 + 8) = sf[kk][3];
+            for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {   /* n-tile n = 2 kk + h */
+                    const int n = 2 * kk + h;
+                    const float2 d2 = *reinterpret_cast<const float2 *>(Dt + q0 + 8 * n + 2 * t);
+                    sf[kk][2 * h] = pack2<T>(ps[n][0] * (dp[n][0] - d2.x), ps[n][1] * (dp[n][1] - d2.y));
+                    sf[kk][2 * h + 1] = pack2<T>(ps[n][2] * (dp[n][2] - d2.x), ps[n][3] * (dp[n][3] - d2.y));
+                }
+            /* 4. dK_j += dS^T Q (softmax_scale applied once, at the end) */
+            v2b_accumulate_keys<T, D, 32>(dk, sf, Qt, q0, lane);
+
+            /* 5. dS^T to shared memory: dQ_i needs all 64 keys of a query row,
+             * spread over the four warps */
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                T *row0 = dSs + (16 * warp + g) * LDS + q0 + 16 * kk + 2 * t, *row8 = row0 + 8 * LDS;
+                *reinterpret_cast<unsigned *>(row0) = sf[kk][0];
+                *reinterpret_cast<unsigned *>(row8) = sf[kk][1];
+                *reinterpret_cast<unsigned *>(row0 + 8) = sf[kk][2];
+                *reinterpret_cast<unsigned *>(row8 + 8) = sf[kk][3];
+            }
         }
         __syncthreads();
 
