@@ -611,8 +611,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--one") && i + 1 < argc) one = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) { seed = strtoull(argv[++i], NULL, 10); have_seed = 1; }
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
-            /* a list of steps and ranges: 1-5, 1,5, 2-4,5 */
-            char *spec = argv[++i];
+            /* a list of steps and ranges: 1-5, 1,5, 2-4,5; parsed in a copy, so
+             * that the command line the CSV records keeps the whole list */
+            static char spec[256];
+            snprintf(spec, sizeof spec, "%s", argv[++i]);
             memset(g_step_on, 0, sizeof g_step_on);
             for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ",")) {
                 int a, b, n = sscanf(tok, "%d-%d", &a, &b);
@@ -623,8 +625,10 @@ int main(int argc, char **argv)
             }
             for (g_first_step = 1; !g_step_on[g_first_step]; g_first_step++) {}
         } else if (!strcmp(argv[i], "--ns") && i + 1 < argc) {
+            static char list[256];
+            snprintf(list, sizeof list, "%s", argv[++i]);
             nn = 0;
-            for (char *s = strtok(argv[++i], ","); s && nn < 8; s = strtok(NULL, ",")) {
+            for (char *s = strtok(list, ","); s && nn < 8; s = strtok(NULL, ",")) {
                 ns[nn] = atoi(s);
                 if (ns[nn] < 1 || ns[nn] > 16384) fatal(EXIT_BAD_INPUT, "--ns %s: lengths 1 to 16384", s);
                 nn++;
