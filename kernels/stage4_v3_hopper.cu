@@ -61,6 +61,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 #include <vector>
 
@@ -68,16 +69,17 @@
 /* The steps                                                                  */
 /* ------------------------------------------------------------------------- */
 //> v3-config
-/* One kernel template, five configurations. NWG consumer warpgroups of 64
- * query rows each share every K/V tile; with WS a producer warpgroup issues
- * the copies, without it thread 0 of the one consumer does. Key tiles are
- * BC = 128 rows; K and V have STAGES buffers each (a ring). */
+/* One kernel template, one configuration per step. NWG consumer warpgroups
+ * of 64 query rows each share every K/V tile; with WS a producer warpgroup
+ * issues the copies, without it thread 0 of the one consumer does. Key tiles
+ * are BC = 128 rows; K and V have STAGES buffers each (a ring). */
 template <int D, int STEP> struct v3_cfg {
     static constexpr int NWG = STEP == 1 ? 1 : 2;         /* consumer warpgroups */
     static constexpr bool WS = STEP >= 2;                  /* producer warpgroup + setmaxnreg */
     static constexpr bool PINGPONG = STEP >= 3;            /* consumers alternate on the MMA unit */
     static constexpr bool OVERLAP = STEP >= 4;             /* softmax(S_j) under P_{j-1} V_{j-1} */
     static constexpr bool PERSIST = STEP >= 5;             /* persistent grid, longest tiles first */
+    static constexpr bool DYNAMIC = STEP >= 6;             /* ... handed out by a counter as blocks free */
     static constexpr int BR = 64 * NWG, BC = FA_V3_BC;
     static constexpr int STAGES = D == 64 ? 3 : 2;
     static constexpr int THREADS = 128 * (NWG + (WS ? 1 : 0));
@@ -85,8 +87,12 @@ template <int D, int STEP> struct v3_cfg {
     static constexpr int Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
     static constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES;
     static constexpr int OFF_BAR = OFF_V + STAGES * KV_BYTES;
-    static constexpr int SMEM = OFF_BAR + 8 * (2 + 4 * STAGES) + 1024;   /* + alignment slack */
-    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;      /* 128*24 + 256*240 <= 64K */
+    static constexpr int NBAR = 2 + 4 * STAGES + (DYNAMIC ? 4 : 0);   /* mbarriers */
+    static constexpr int OFF_TILE = OFF_BAR + 8 * NBAR;    /* step 6: two tile numbers */
+    static constexpr int SMEM = OFF_TILE + 8 + 1024;       /* + alignment slack */
+    /* 128 PRODUCER_REGS + 256 CONSUMER_REGS <= 64K. Step 6's producer also
+     * maps tile numbers to tiles (integer divisions), which spills at 24. */
+    static constexpr int PRODUCER_REGS = DYNAMIC ? 40 : 24, CONSUMER_REGS = DYNAMIC ? 232 : 240;
 };
 //< v3-config
 
@@ -320,6 +326,8 @@ struct v3_args {
     int seqlen_q, seqlen_k;
     int n_qblocks, n_tiles;   /* query blocks per head; n_qblocks * BH */
     int heads_per_group;      /* step 5, causal: heads whose K, V fit half the L2 */
+    int group_q, group_r;     /* step 6: head groups of group_q + 1 heads (the first group_r) and group_q */
+    unsigned *tile_counter;   /* step 6: next tile to hand out; zero at launch */
     float scale_log2;         /* softmax_scale log2(e) */
 };
 
@@ -359,6 +367,36 @@ __device__ __forceinline__ bool v3_tile(const v3_args &a, int cta, int grid, int
     }
     return true;
 }
+
+/* Step 6: tile number t (handed out by a counter, 0, 1, 2, ... in the order
+ * blocks ask) as (bh, qb). When later query blocks see more keys, longest
+ * first inside head groups, as step 5, but the groups are of balanced size
+ * (group_q + 1 heads for the first group_r groups, group_q for the rest, at
+ * most half the L2 of K and V each), so that the last group is not a short
+ * one whose long tiles start late; otherwise the natural order, the query
+ * blocks of one head adjacent. */
+__device__ __forceinline__ void v3_tile_coords(const v3_args &a, int t, int &bh, int &qb)
+{
+    if (a.mask.window_size_left < 0 && a.mask.window_size_right >= 0) {
+        const int big = (a.group_q + 1) * a.n_qblocks, nbig = a.group_r * big;
+        int g0, gs, u;
+        if (t < nbig) {
+            g0 = t / big * (a.group_q + 1);
+            gs = a.group_q + 1;
+            u = t % big;
+        } else {
+            const int small = a.group_q * a.n_qblocks, tt = t - nbig;
+            g0 = a.group_r * (a.group_q + 1) + tt / small * a.group_q;
+            gs = a.group_q;
+            u = tt % small;
+        }
+        qb = a.n_qblocks - 1 - u / gs;
+        bh = g0 + u % gs;
+    } else {
+        qb = t % a.n_qblocks;
+        bh = t / a.n_qblocks;
+    }
+}
 //< v3-schedule
 
 /* Shared-memory addresses of the ring: one Q tile, STAGES K and V tiles,
@@ -376,6 +414,10 @@ template <int D, int STEP> struct v3_smem {
     __device__ uint32_t empty_k(int st) const { return bar(2 + C::STAGES + st); }
     __device__ uint32_t full_v(int st) const { return bar(2 + 2 * C::STAGES + st); }
     __device__ uint32_t empty_v(int st) const { return bar(2 + 3 * C::STAGES + st); }
+    /* step 6: the tile numbers the producer hands to the consumers, two slots */
+    __device__ uint32_t tile_full(int i) const { return bar(2 + 4 * C::STAGES + i); }
+    __device__ uint32_t tile_empty(int i) const { return bar(4 + 4 * C::STAGES + i); }
+    __device__ uint32_t tile_slot(int i) const { return base + C::OFF_TILE + 4 * i; }
 };
 
 /* The key/value head query head bh reads (grouped-query attention). */
@@ -384,6 +426,84 @@ __device__ __forceinline__ int v3_kv_head(const v3_args &a, int bh)
     int b = bh / a.H, h = bh % a.H;
     return b * a.H_kv + h / (a.H / a.H_kv);
 }
+
+/* Release a stage: one arrival per warp, after that warp's wait_group has
+ * seen the wgmma that read it complete. */
+__device__ __forceinline__ void v3_release(uint32_t bar)
+{
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+}
+
+/* The same, only when `cond` holds, without a branch: a branch around the
+ * arrival inside the loop is divergent to the compiler, which then
+ * serializes the wgmma (ptxas C7520). */
+__device__ __forceinline__ void v3_release_if(uint32_t bar, bool cond)
+{
+    __syncwarp();
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
+                 "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+                 "r"((int)(cond && (threadIdx.x & 31) == 0))
+                 : "memory");
+}
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+//> v3-dynamic
+/* The k-th tile of this block, as the producer sees it. Steps 1-5 compute it
+ * (v3_tile). Step 6 asks a counter in device memory for the next tile number
+ * of the whole grid, so a block that finishes early takes more tiles, and
+ * passes the number on to the consumers through a two-slot ring in shared
+ * memory: a slot is written after the consumers released its previous use
+ * (tile_empty) and published by an arrival on tile_full, whose release
+ * semantics make the store visible to the threads that wait on it. The
+ * number past the last tile is passed on too: it ends the consumers' loop. */
+template <int D, int STEP>
+__device__ __forceinline__ bool v3_fetch_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
+                                              int &bh, int &qb)
+{
+    using C = v3_cfg<D, STEP>;
+    if constexpr (!C::DYNAMIC) {
+        return v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb);
+    } else {
+        const int i = k & 1;
+        mbar_wait(sm.tile_empty(i), ((k >> 1) & 1) ^ 1);
+        const int t = (int)atomicAdd(a.tile_counter, 1u);
+        st_shared_u32(sm.tile_slot(i), (uint32_t)t);
+        mbar_arrive(sm.tile_full(i));
+        if (t >= a.n_tiles) return false;
+        v3_tile_coords(a, t, bh, qb);
+        return true;
+    }
+}
+/* ... and as the consumers see it: the same tile, in the same order. */
+template <int D, int STEP>
+__device__ __forceinline__ bool v3_take_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
+                                             int &bh, int &qb)
+{
+    using C = v3_cfg<D, STEP>;
+    if constexpr (!C::DYNAMIC) {
+        return v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb);
+    } else {
+        const int i = k & 1;
+        mbar_wait(sm.tile_full(i), (k >> 1) & 1);
+        const int t = (int)ld_shared_u32(sm.tile_slot(i));
+        v3_release(sm.tile_empty(i));
+        if (t >= a.n_tiles) return false;
+        v3_tile_coords(a, t, bh, qb);
+        return true;
+    }
+}
+//< v3-dynamic
 
 //> v3-producer
 /* Load number n of the K ring (is_v false) or the V ring goes to stage
@@ -412,7 +532,7 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
 {
     using C = v3_cfg<D, STEP>;
     int n = 0, nq = 0, bh, qb;
-    for (int k = 0; v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb); k++) {
+    for (int k = 0; v3_fetch_tile<D, STEP>(sm, a, k, bh, qb); k++) {
         int jb0, jb1;
         int i0 = qb * C::BR;
         if (!mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1)) continue;
@@ -492,14 +612,6 @@ __device__ __forceinline__ void v3_softmax_tile(float (&s)[64], float (&m)[2], f
 }
 //< v3-softmax
 
-/* Release a stage: one arrival per warp, after that warp's wait_group has
- * seen the wgmma that read it complete. */
-__device__ __forceinline__ void v3_release(uint32_t bar)
-{
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
-}
-
 //> v3-consumer
 /* One consumer warpgroup (cw = 0 .. NWG-1): rows 64 cw .. 64 cw + 63 of each
  * tile. n counts K/V loads across tiles (the ring position), nq Q loads. */
@@ -527,7 +639,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
 
     float o[D / 2], s[64];
     uint32_t p[32];
-    for (int k = 0; v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb); k++) {
+    for (int k = 0; v3_take_tile<D, STEP>(sm, a, k, bh, qb); k++) {
         const int i0 = qb * C::BR;
         const int r0 = i0 + 64 * cw + 16 * warp + g;   /* this thread's rows r0 and r0 + 8 */
         T *Oh = (T *)a.O + (size_t)bh * a.seqlen_q * D;
@@ -575,6 +687,9 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             wgmma_wait<0>();
             reg_fence(s);
             v3_release(sm.empty_k(st));
+            /* step 6: Q is free once its last product is done, so the
+             * producer may bring the next tile's Q during this tile's tail */
+            if constexpr (C::DYNAMIC) v3_release_if(sm.empty_q(), nblk == 1);
             v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb0 * C::BC), jb0 * C::BC, lo, hi, t);
 #pragma unroll
             for (int i = 0; i < 32; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
@@ -600,6 +715,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
                 else wgmma_wait<0>();
                 reg_fence(s);
                 v3_release(sm.empty_k(st));
+                if constexpr (C::DYNAMIC) v3_release_if(sm.empty_q(), jb == jb1 - 1);
                 v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC), jb * C::BC, lo, hi, t);
                 /* pin the softmax before the wait: without these the compiler
                  * may sink the exponentials below it, and the overlap is gone */
@@ -635,7 +751,8 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             wgmma_wait<0>();
             reg_fence(o);
             v3_release(sm.empty_v(pst));
-            if constexpr (C::PERSIST) v3_release(sm.empty_q());   /* the producer may load the next Q */
+            if constexpr (C::PERSIST && !C::DYNAMIC)
+                v3_release(sm.empty_q());   /* the producer may load the next Q */
         }
 
         /* epilogue: O / l and L, rows below seqlen_q; a row with l = 0 saw
@@ -681,6 +798,11 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
             mbar_init(sm.empty_k(st), 4 * C::NWG);   /* one arrival per consumer warp */
             mbar_init(sm.empty_v(st), 4 * C::NWG);
         }
+        if constexpr (C::DYNAMIC)
+            for (int i = 0; i < 2; i++) {
+                mbar_init(sm.tile_full(i), 1);            /* the producer's arrival */
+                mbar_init(sm.tile_empty(i), 4 * C::NWG);  /* one per consumer warp */
+            }
         fence_barrier_init();   /* make the initialized barriers visible to the copy engine */
     }
     __syncthreads();
@@ -744,15 +866,15 @@ static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, in
 //< v3-tensormap
 
 //> v3-step
-/* The step a launch runs: FA_V3_STEP in the environment (1 .. 5), else the
- * last. The version table has one row for version 3; the steps are read
- * here, at each launch, so that every program and tool that runs "version
- * 3" (stage4, bench_gpu.py, v3_check) can be pointed at any step. 0 when
- * the variable holds anything else. */
+/* The step a launch runs: FA_V3_STEP in the environment (1 .. FA_V3_STEPS),
+ * else FA_V3_DEFAULT_STEP (stage4_v3_hopper.h). The version table has one
+ * row for version 3; the steps are read here, at each launch, so that every
+ * program and tool that runs "version 3" (stage4, bench_gpu.py, v3_check)
+ * can be pointed at any step. 0 when the variable holds anything else. */
 static int v3_step(void)
 {
     const char *e = getenv("FA_V3_STEP");
-    if (!e || !*e) return FA_V3_STEPS;
+    if (!e || !*e) return FA_V3_DEFAULT_STEP;
     char *end;
     long k = strtol(e, &end, 10);
     return (*end == '\0' && k >= 1 && k <= FA_V3_STEPS) ? (int)k : 0;
@@ -769,6 +891,7 @@ extern "C" const char *fa_v3_step_name(int step)
     case 3: return "step 3: + ping-pong of the consumers on the tensor cores";
     case 4: return "step 4: + softmax of S_j under P_{j-1} V_{j-1} (intra-warpgroup overlap)";
     case 5: return "step 5: + persistent grid, longest tiles first";
+    case 6: return "step 6: + tiles handed out by a counter as blocks free (dynamic, longest first)";
     default: return "?";
     }
 }
@@ -789,24 +912,44 @@ static int v3_device(int *cc, int *sms)
 }
 
 /* The limits beyond the table row's (fp16/bf16, d = 64 or 128, masks and
- * GQA taken): the step, fp16 in the last step only, sizes. No GPU check
- * here (fa_check_problem is what a machine without a GPU can say). */
+ * GQA taken): the step, fp16 from step FA_V3_FP16_FIRST on, sizes. No GPU
+ * check here (fa_check_problem is what a machine without a GPU can say). */
 static int v3_check(int dtype, const attn_params *p)
 {
     const int step = v3_step();
     if (!step)
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_V3_STEP=%s: version 3 has steps 1 to %d",
                             getenv("FA_V3_STEP"), FA_V3_STEPS);
-    if (dtype == FA_FP16 && step != FA_V3_STEPS)
+    if (dtype == FA_FP16 && step < FA_V3_FP16_FIRST)
         return fa_set_error(FA_ERR_UNSUPPORTED,
                             "FA_V3_STEP=%d: steps 1 to %d of version 3 are kept in bf16 only (the "
-                            "record of how it was built); fp16 runs in step %d", step,
-                            FA_V3_STEPS - 1, FA_V3_STEPS);
+                            "record of how it was built); fp16 runs in steps %d to %d", step,
+                            FA_V3_FP16_FIRST - 1, FA_V3_FP16_FIRST, FA_V3_STEPS);
     if ((long long)p->B * p->H * ((p->seqlen_q + 63) / 64) > INT32_MAX / 2 ||
         (long long)p->B * p->H_kv * p->seqlen_k * p->d > (1ll << 40))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 3: problem too large (tile count or tensor extent)");
     return FA_OK;
 }
+
+//> v3-counter
+/* Step 6's tile counters: one 4-byte word per launch, zeroed on the launch's
+ * stream just before the kernel, so it starts at 0 whatever ran before.
+ * Launches take the slots in turn, so that launches in flight on different
+ * streams at the same time count on different words (up to
+ * V3_COUNTER_SLOTS of them). */
+#define V3_COUNTER_SLOTS 64
+__device__ unsigned v3_tile_counters[V3_COUNTER_SLOTS];
+
+static int v3_counter_for_launch(unsigned **ctr, cudaStream_t stream)
+{
+    static std::atomic<unsigned> next{0};
+    void *base = nullptr;
+    CUDA_TRY(cudaGetSymbolAddress(&base, v3_tile_counters));
+    *ctr = (unsigned *)base + next.fetch_add(1) % V3_COUNTER_SLOTS;
+    CUDA_TRY(cudaMemsetAsync(*ctr, 0, sizeof(unsigned), stream));
+    return FA_OK;
+}
+//< v3-counter
 
 template <typename T, int D, int STEP>
 static int v3_launch(const attn_params *p, const void *q, const void *k, const void *v, void *o,
@@ -842,6 +985,14 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
     }
     const double kv_head_bytes = 2.0 * p->seqlen_k * D * 2;
     a.heads_per_group = (int)std::max(1.0, std::min((double)BH, 0.5 * l2 / kv_head_bytes));
+    const int n_groups = (BH + a.heads_per_group - 1) / a.heads_per_group;
+    a.group_q = BH / n_groups;
+    a.group_r = BH % n_groups;
+    a.tile_counter = nullptr;
+    if (C::DYNAMIC) {
+        int rc2 = v3_counter_for_launch(&a.tile_counter, stream);
+        if (rc2) return rc2;
+    }
     int grid = C::PERSIST ? std::min(a.n_tiles, sms) : a.n_tiles;
     static bool attr_set = false;   /* per instantiation */
     if (!attr_set) {
@@ -863,7 +1014,21 @@ static int v3_launch_step(int step, const attn_params *p, const void *q, const v
     case 2: return v3_launch<T, D, 2>(p, q, k, v, o, lse, st);
     case 3: return v3_launch<T, D, 3>(p, q, k, v, o, lse, st);
     case 4: return v3_launch<T, D, 4>(p, q, k, v, o, lse, st);
-    default: return v3_launch<T, D, 5>(p, q, k, v, o, lse, st);
+    case 5: return v3_launch<T, D, 5>(p, q, k, v, o, lse, st);
+    default: return v3_launch<T, D, 6>(p, q, k, v, o, lse, st);
+    }
+}
+
+/* fp16 runs in the steps from FA_V3_FP16_FIRST on (v3_check refuses the
+ * others): only those are instantiated for it. */
+template <int D>
+static int v3_launch_step_fp16(int step, const attn_params *p, const void *q, const void *k,
+                               const void *v, void *o, float *lse, cudaStream_t st)
+{
+    static_assert(FA_V3_FP16_FIRST == 5, "instantiate fp16 for the steps from FA_V3_FP16_FIRST on");
+    switch (step) {
+    case 5: return v3_launch<__half, D, 5>(p, q, k, v, o, lse, st);
+    default: return v3_launch<__half, D, 6>(p, q, k, v, o, lse, st);
     }
 }
 
@@ -887,8 +1052,8 @@ static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int determi
     if (dtype == FA_BF16)
         return p->d == 64 ? v3_launch_step<__nv_bfloat16, 64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
                           : v3_launch_step<__nv_bfloat16, 128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
-    return p->d == 64 ? v3_launch<__half, 64, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
-                      : v3_launch<__half, 128, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
+    return p->d == 64 ? v3_launch_step_fp16<64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
+                      : v3_launch_step_fp16<128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
 }
 
 static int v3_block_rows(int d)

@@ -10,7 +10,7 @@
  * S = Q K^T and O += P V, a producer warpgroup and two consumer warpgroups
  * split the work, and the softmax of one tile overlaps the matrix products
  * of another. It was built in five steps, each kept and selectable with
- * FA_V3_STEP=k in the environment (default: the last, which is the version):
+ * FA_V3_STEP=k in the environment (default: FA_V3_DEFAULT_STEP below):
  *   1  TMA + wgmma, one warpgroup of 64 query rows that issues its own copies
  *   2  warp specialization: a producer warpgroup (copies only, 24 registers)
  *      and two consumer warpgroups (64 rows each, 240 registers, setmaxnreg)
@@ -21,7 +21,11 @@
  *   5  a persistent grid whose tiles go longest first (causal), so that the
  *      work is balanced across multiprocessors and the next tile's loads
  *      overlap this tile's epilogue
- * Steps 1-4 run bf16 only; step 5 runs fp16 and bf16. d = 64 or 128; masks,
+ *   6  the same grid, but each block takes its next tile from a counter in
+ *      device memory when it frees (dynamic, longest first), and releases Q
+ *      after the tile's last product that reads it
+ * Steps 1-4 run bf16 only; steps 5 and later run fp16 and bf16. The default
+ * is FA_V3_DEFAULT_STEP. d = 64 or 128; masks,
  * seqlen_q != seqlen_k and grouped K/V heads as every version (mask.h).
  * Needs a GPU of compute capability 9.0 (H100, H200); refuses others with
  * FA_ERR_UNSUPPORTED and one line.
@@ -35,7 +39,12 @@
 extern "C" {
 #endif
 
-#define FA_V3_STEPS 5        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
+#define FA_V3_STEPS 6        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
+/* The step that runs when FA_V3_STEP is not set: version 3 as the library
+ * offers it. Changed only after a device run has measured and checked the
+ * step that replaces it (data/gpu/v3_steps.md). */
+#define FA_V3_DEFAULT_STEP 5
+#define FA_V3_FP16_FIRST 5   /* steps before this one run bf16 only */
 #define FA_V3_BC 128         /* key rows per K/V tile */
 
 /* The step launches run now (FA_V3_STEP), 0 when the variable is not a step. */
