@@ -80,6 +80,7 @@ template <int D, int STEP> struct v3_cfg {
     static constexpr bool OVERLAP = STEP >= 4;             /* softmax(S_j) under P_{j-1} V_{j-1} */
     static constexpr bool PERSIST = STEP >= 5;             /* persistent grid, longest tiles first */
     static constexpr bool DYNAMIC = STEP >= 6;             /* ... handed out by a counter as blocks free */
+    static constexpr bool LEAN = STEP >= 7;                /* fewer instructions per key block */
     static constexpr int BR = 64 * NWG, BC = FA_V3_BC;
     static constexpr int STAGES = D == 64 ? 3 : 2;
     static constexpr int THREADS = 128 * (NWG + (WS ? 1 : 0));
@@ -315,6 +316,43 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[3
 }
 //< v3-gemms
 
+//> v3-gemms-lean
+/* Step 7: the same products with descriptors built once per tile. A
+ * descriptor's low 32 bits hold the start address >> 4 (bits 0-13) and the
+ * leading byte offset >> 4 (bits 16-29); the high 32 bits (stride 1024 bytes,
+ * 128-byte swizzle) are the same for every operand here. So one operand's
+ * descriptors differ only by a constant added to the low word: the address
+ * of the next 16 columns or keys, >> 4, which never carries out of bits 0-13
+ * (shared addresses stay below 2^18). The products of step 4 recompute the
+ * address, mask and shift for each instruction instead (about 100 of the 573
+ * instructions of a d = 64 key block). */
+constexpr uint32_t V3_DESC_HI = (1024u >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t desc_lo(uint32_t addr, uint32_t lbo)
+{
+    return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
+}
+__device__ __forceinline__ uint64_t desc_of(uint32_t lo)
+{
+    return ((uint64_t)V3_DESC_HI << 32) | lo;
+}
+template <typename T, int D, int QROWS>
+__device__ __forceinline__ void gemm_qk_lean(float (&s)[64], uint32_t qlo, uint32_t klo)
+{
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t col = (kk % 4) * 2;   /* 32 bytes >> 4 */
+        wgmma_ss_n128<T>(s, desc_of(qlo + (kk / 4) * QROWS * 8 + col),
+                         desc_of(klo + (kk / 4) * FA_V3_BC * 8 + col), kk > 0);
+    }
+}
+template <typename T, int D>
+__device__ __forceinline__ void gemm_pv_lean(float (&o)[D / 2], const uint32_t (&p)[32], uint32_t vlo)
+{
+#pragma unroll
+    for (int kk = 0; kk < FA_V3_BC / 16; kk++) wgmma_rs<T, D>(o, &p[4 * kk], desc_of(vlo + kk * 128), 1);
+}
+//< v3-gemms-lean
+
 /* ------------------------------------------------------------------------- */
 /* The kernel                                                                 */
 /* ------------------------------------------------------------------------- */
@@ -496,7 +534,12 @@ __device__ __forceinline__ bool v3_take_tile(const v3_smem<D, STEP> &sm, const v
     } else {
         const int i = k & 1;
         mbar_wait(sm.tile_full(i), (k >> 1) & 1);
-        const int t = (int)ld_shared_u32(sm.tile_slot(i));
+        int t = (int)ld_shared_u32(sm.tile_slot(i));
+        /* step 7: a value read from lane 0 is the same in every lane, and the
+         * compiler knows it: the tile, its loop bounds and the ring
+         * positions then live in uniform registers, where wgmma takes its
+         * descriptors from (no register-to-uniform moves per product) */
+        if constexpr (C::LEAN) t = __shfl_sync(0xffffffffu, t, 0);
         v3_release(sm.tile_empty(i));
         if (t >= a.n_tiles) return false;
         v3_tile_coords(a, t, bh, qb);
@@ -612,6 +655,100 @@ __device__ __forceinline__ void v3_softmax_tile(float (&s)[64], float (&m)[2], f
 }
 //< v3-softmax
 
+//> v3-softmax-lean
+/* Step 7's softmax: the same function of S, in fewer instructions.
+ *  - The row maximum is taken over the raw scores s. Rounding to fp32 is
+ *    monotone and scale_log2 > 0, so round(max s * c) is exactly the maximum
+ *    of the rounded x = round(s c) that step 4 takes: the same m.
+ *  - The exponent is one FFMA, s c - m (the product not rounded), where
+ *    |m| < 2^16. It then differs from round(s c) - m by less than half an
+ *    ulp of m, at most 2^-8, the size of the rounding step 4 makes in x, and
+ *    it can exceed 0 by that much at most: P <= 2^(2^-8). Where |m| >= 2^16
+ *    (scores beyond fp16's range) the warp takes step 4's two operations, so
+ *    x - m <= 0 still holds there and huge logits give no inf.
+ *  - The maximum the exponents are taken against (m, which L and the final
+ *    division use too) moves only when the row's maximum passes it by more
+ *    than V3_MAX_SLACK = 8: P <= 2^8 until then, harmless in fp32 and in
+ *    bf16/fp16, and O, l need no rescaling for that block. The caller
+ *    rescales O only when this returns true for some thread of the warp.
+ *  - The maxima and sums run in four independent chains per row, not one.
+ * m = -inf (no visible key yet) is used as 0 in the exponent, as in step 4. */
+#define V3_MAX_SLACK 8.0f
+template <bool MASKED>
+__device__ __forceinline__ bool v3_softmax_lean(float (&s)[64], float (&m)[2], float (&l)[2],
+                                                float (&alpha)[2], float c, const int (&lo)[2],
+                                                const int (&hi)[2])
+{
+    bool moved = false;
+    float mu[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        if (MASKED) {
+#pragma unroll
+            for (int n = 0; n < 16; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    if (8 * n + e < lo[h] || 8 * n + e > hi[h]) s[4 * n + 2 * h + e] = -INFINITY;
+        }
+        float r[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) r[i] = fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]);
+#pragma unroll
+        for (int n = 4; n < 16; n++) r[n & 3] = fmaxf(r[n & 3], fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
+        float mr = fmaxf(fmaxf(r[0], r[1]), fmaxf(r[2], r[3]));
+        mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, 1));
+        mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, 2));
+        const float mx = __fmul_rn(mr, c);             /* = max of round(s c) */
+        const bool up = mx > m[h] + V3_MAX_SLACK;      /* m = -inf: any visible key moves it */
+        alpha[h] = up ? ex2(m[h] - mx) : 1.f;          /* m = -inf: 0, nothing accumulated yet */
+        m[h] = up ? mx : m[h];
+        moved |= up;
+        mu[h] = m[h] == -INFINITY ? 0.f : m[h];
+    }
+    float sum[2][4];
+    if (__all_sync(0xffffffffu, fabsf(mu[0]) < 65536.f && fabsf(mu[1]) < 65536.f)) {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int n = 0; n < 16; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float &x = s[4 * n + 2 * h + e];
+                    x = ex2(fmaf(x, c, -mu[h]));
+                    if (n < 2) sum[h][2 * n + e] = x;
+                    else sum[h][(2 * n + e) & 3] += x;
+                }
+    } else {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int n = 0; n < 16; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float &x = s[4 * n + 2 * h + e];
+                    x = ex2(__fmul_rn(x, c) - mu[h]);   /* step 4's: rounded once, then <= 0 */
+                    if (n < 2) sum[h][2 * n + e] = x;
+                    else sum[h][(2 * n + e) & 3] += x;
+                }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + ((sum[h][0] + sum[h][1]) + (sum[h][2] + sum[h][3]));
+    return moved;
+}
+/* The tile at key j0, as v3_softmax_tile chooses for step 4. */
+__device__ __forceinline__ bool v3_softmax_lean_tile(float (&s)[64], float (&m)[2], float (&l)[2],
+                                                     float (&alpha)[2], float c, bool masked, int j0,
+                                                     const int (&lo)[2], const int (&hi)[2], int t)
+{
+    if (masked) {
+        const int c0 = j0 + 2 * t;
+        const int rl[2] = {lo[0] - c0, lo[1] - c0}, rh[2] = {hi[0] - c0, hi[1] - c0};
+        return v3_softmax_lean<true>(s, m, l, alpha, c, rl, rh);
+    }
+    return v3_softmax_lean<false>(s, m, l, alpha, c, lo, hi);
+}
+//< v3-softmax-lean
+
 //> v3-consumer
 /* One consumer warpgroup (cw = 0 .. NWG-1): rows 64 cw .. 64 cw + 63 of each
  * tile. n counts K/V loads across tiles (the ring position), nq Q loads. */
@@ -670,9 +807,39 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             mbar_wait(sm.full_q(), nq & 1);
             nq++;
             const uint32_t q = sm.q() + 64 * cw * 128;
+            /* step 7: the key blocks every row of this warpgroup sees whole
+             * are one range [ju0, ju1) (a row's keys are an interval whose
+             * ends grow with the row): two comparisons per block instead of
+             * mask_tile_unmasked's arithmetic; the same answer */
+            const int kf = mask_key_first(a.mask, w1 - 1);
+            const int kl = min(mask_key_last(a.mask, w0), a.seqlen_k - 1);
+            const int ju0 = (kf + C::BC - 1) / C::BC, ju1 = kl + 1 > 0 ? (kl + 1) / C::BC : 0;
             auto need_mask = [&](int j0) {
+                if constexpr (C::LEAN)
+                    return w0 < a.seqlen_q && (j0 < ju0 * C::BC || j0 >= ju1 * C::BC);
                 return w0 < a.seqlen_q &&
                        (j0 + C::BC > a.seqlen_k || !mask_tile_unmasked(a.mask, w0, w1, j0, j0 + C::BC));
+            };
+            /* step 7: descriptors' low words of this warpgroup's Q and of K, V
+             * in ring stage 0; stage st is KV_BYTES >> 4 further on */
+            const uint32_t qlo = desc_lo(q, 16), klo0 = desc_lo(sm.k(0), 16);
+            const uint32_t vlo0 = desc_lo(sm.v(0), C::BC * 128);
+            constexpr uint32_t KV16 = C::KV_BYTES >> 4;
+            auto issue_qk = [&](int st_) {
+                if constexpr (C::LEAN) gemm_qk_lean<T, D, C::BR>(s, qlo, klo0 + st_ * KV16);
+                else gemm_qk<T, D, C::BR>(s, q, sm.k(st_));
+            };
+            auto issue_pv = [&](int st_) {
+                if constexpr (C::LEAN) gemm_pv_lean<T, D>(o, p, vlo0 + st_ * KV16);
+                else gemm_pv<T, D>(o, p, sm.v(st_));
+            };
+            bool moved = false;
+            auto softmax = [&](int jb) {
+                if constexpr (C::LEAN)
+                    moved = v3_softmax_lean_tile(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC), jb * C::BC,
+                                                 lo, hi, t);
+                else
+                    v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC), jb * C::BC, lo, hi, t);
             };
 
             /* prologue: S of the first block, its softmax, P packed */
@@ -681,7 +848,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             turn_wait();
             reg_fence(s);
             wgmma_fence();
-            gemm_qk<T, D, C::BR>(s, q, sm.k(st));
+            issue_qk(st);
             wgmma_commit();
             turn_pass();
             wgmma_wait<0>();
@@ -690,7 +857,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             /* step 6: Q is free once its last product is done, so the
              * producer may bring the next tile's Q during this tile's tail */
             if constexpr (C::DYNAMIC) v3_release_if(sm.empty_q(), nblk == 1);
-            v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb0 * C::BC), jb0 * C::BC, lo, hi, t);
+            softmax(jb0);
 #pragma unroll
             for (int i = 0; i < 32; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
             int pst = st, pph = ph;   /* the stage whose V the packed P multiplies */
@@ -705,10 +872,10 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
                 reg_fence(o);
                 reg_fence(p);
                 wgmma_fence();
-                gemm_qk<T, D, C::BR>(s, q, sm.k(st));   /* S_j = Q K_j^T */
+                issue_qk(st);                            /* S_j = Q K_j^T */
                 wgmma_commit();
                 mbar_wait(sm.full_v(pst), pph);
-                gemm_pv<T, D>(o, p, sm.v(pst));          /* O += P_{j-1} V_{j-1} */
+                issue_pv(pst);                           /* O += P_{j-1} V_{j-1} */
                 wgmma_commit();
                 turn_pass();
                 if constexpr (C::OVERLAP) wgmma_wait<1>();   /* S_j done, P V may still run */
@@ -716,7 +883,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
                 reg_fence(s);
                 v3_release(sm.empty_k(st));
                 if constexpr (C::DYNAMIC) v3_release_if(sm.empty_q(), jb == jb1 - 1);
-                v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC), jb * C::BC, lo, hi, t);
+                softmax(jb);
                 /* pin the softmax before the wait: without these the compiler
                  * may sink the exponentials below it, and the overlap is gone */
                 reg_fence(s);
@@ -731,8 +898,11 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
                         produce<D, STEP>(sm, tmK, false, n - 1 + S, jb - 1 + S, kvh, issuer);
                         produce<D, STEP>(sm, tmV, true, n - 1 + S, jb - 1 + S, kvh, issuer);
                     }
+                /* step 7: only where some row of the warp moved its maximum */
+                if (!C::LEAN || __any_sync(0xffffffffu, moved)) {
 #pragma unroll
-                for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i >> 1) & 1];
+                    for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i >> 1) & 1];
+                }
 #pragma unroll
                 for (int i = 0; i < 32; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
                 pst = st;
@@ -745,7 +915,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             reg_fence(o);
             reg_fence(p);
             wgmma_fence();
-            gemm_pv<T, D>(o, p, sm.v(pst));
+            issue_pv(pst);
             wgmma_commit();
             turn_pass();
             wgmma_wait<0>();
@@ -812,7 +982,9 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
             if (threadIdx.x == 0) v3_producer<D, STEP>(sm, &tmQ, &tmK, &tmV, a);
         } else {                   /* warpgroups 1, 2: the consumers */
             setmaxnreg_inc<C::CONSUMER_REGS>();
-            v3_consumer<T, D, STEP>(threadIdx.x / 128 - 1, sm, &tmQ, &tmK, &tmV, a);
+            /* step 7: the warpgroup index as a warp-uniform value (see v3_take_tile) */
+            const int wg = C::LEAN ? __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) : threadIdx.x / 128;
+            v3_consumer<T, D, STEP>(wg - 1, sm, &tmQ, &tmK, &tmV, a);
         }
     } else {
         v3_consumer<T, D, STEP>(0, sm, &tmQ, &tmK, &tmV, a);
@@ -892,6 +1064,7 @@ extern "C" const char *fa_v3_step_name(int step)
     case 4: return "step 4: + softmax of S_j under P_{j-1} V_{j-1} (intra-warpgroup overlap)";
     case 5: return "step 5: + persistent grid, longest tiles first";
     case 6: return "step 6: + tiles handed out by a counter as blocks free (dynamic, longest first)";
+    case 7: return "step 7: + fewer instructions per key block (descriptors, one-FFMA exponent, lazy rescale)";
     default: return "?";
     }
 }
@@ -1015,7 +1188,8 @@ static int v3_launch_step(int step, const attn_params *p, const void *q, const v
     case 3: return v3_launch<T, D, 3>(p, q, k, v, o, lse, st);
     case 4: return v3_launch<T, D, 4>(p, q, k, v, o, lse, st);
     case 5: return v3_launch<T, D, 5>(p, q, k, v, o, lse, st);
-    default: return v3_launch<T, D, 6>(p, q, k, v, o, lse, st);
+    case 6: return v3_launch<T, D, 6>(p, q, k, v, o, lse, st);
+    default: return v3_launch<T, D, 7>(p, q, k, v, o, lse, st);
     }
 }
 
@@ -1028,7 +1202,8 @@ static int v3_launch_step_fp16(int step, const attn_params *p, const void *q, co
     static_assert(FA_V3_FP16_FIRST == 5, "instantiate fp16 for the steps from FA_V3_FP16_FIRST on");
     switch (step) {
     case 5: return v3_launch<__half, D, 5>(p, q, k, v, o, lse, st);
-    default: return v3_launch<__half, D, 6>(p, q, k, v, o, lse, st);
+    case 6: return v3_launch<__half, D, 6>(p, q, k, v, o, lse, st);
+    default: return v3_launch<__half, D, 7>(p, q, k, v, o, lse, st);
     }
 }
 

@@ -24,6 +24,11 @@
  *   6  the same grid, but each block takes its next tile from a counter in
  *      device memory when it frees (dynamic, longest first), and releases Q
  *      after the tile's last product that reads it
+ *   7  fewer instructions per key block in the consumers: wgmma descriptors
+ *      built once per tile, the exponent as one FFMA against the row maximum
+ *      of the raw scores (step 4's two operations where |m| >= 2^16), the
+ *      maximum moved, and O rescaled, only when a row's maximum grows by
+ *      more than 8 (base 2)
  * Steps 1-4 run bf16 only; steps 5 and later run fp16 and bf16. The default
  * is FA_V3_DEFAULT_STEP. d = 64 or 128; masks,
  * seqlen_q != seqlen_k and grouped K/V heads as every version (mask.h).
@@ -39,7 +44,7 @@
 extern "C" {
 #endif
 
-#define FA_V3_STEPS 6        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
+#define FA_V3_STEPS 7        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
 /* The step that runs when FA_V3_STEP is not set: version 3 as the library
  * offers it. Changed only after a device run has measured and checked the
  * step that replaces it (data/gpu/v3_steps.md). */
