@@ -246,36 +246,29 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint3
     V3_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "  \
            "%80, %81, %82, %83, %84, %85, %86, %87"
 
-/* S (64 x 128, fp32) (+)= A (64 x 16) B^T (B: 128 x 16), both read from
- * shared memory, K-major. scale_d = 0 overwrites d (the first k-step). */
-#define V3_SS_N128(TY)                                                                         \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                  \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" V3_R64 "}, "     \
-                 "%64, %65, p, 1, 1, 0, 0;\n}\n"                                               \
-                 : V3_A64                                                                      \
-                 : "l"(da), "l"(db), "r"(scale_d))
-template <typename T>
-__device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t da, uint64_t db, int scale_d)
-{
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) V3_SS_N128("bf16");
-    else V3_SS_N128("f16");
-}
-/* The same with 176 columns (step 8's key tiles at d = 128). */
-#define V3_SS_N176(TY)                                                                         \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"                                \
-                 "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " {" V3_R88 "}, "     \
-                 "%88, %89, p, 1, 1, 0, 0;\n}\n"                                             \
-                 : V3_A88                                                                      \
+/* S (64 x N, fp32) (+)= A (64 x 16) B^T (B: N x 16), both read from
+ * shared memory, K-major. scale_d = 0 overwrites d (the first k-step). N is
+ * 128, or 176 for step 8's key tiles at d = 128. */
+#define V3_SS(TY, NN, RL, AL, IA, IB, IP)                                                      \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IP ", 0;\n"                              \
+                 "wgmma.mma_async.sync.aligned.m64n" NN "k16.f32." TY "." TY " {" RL "}, "      \
+                 "%" IA ", %" IB ", p, 1, 1, 0, 0;\n}\n"                                       \
+                 : AL                                                                          \
                  : "l"(da), "l"(db), "r"(scale_d))
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int scale_d)
 {
     static_assert(N == 128 || N == 176, "S = Q K^T is n128 or n176");
     if constexpr (N == 128) {
-        wgmma_ss_n128<T>(d, da, db, scale_d);
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)
+            V3_SS("bf16", "128", V3_R64, V3_A64, "64", "65", "66");
+        else
+            V3_SS("f16", "128", V3_R64, V3_A64, "64", "65", "66");
     } else {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) V3_SS_N176("bf16");
-        else V3_SS_N176("f16");
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)
+            V3_SS("bf16", "176", V3_R88, V3_A88, "88", "89", "90");
+        else
+            V3_SS("f16", "176", V3_R88, V3_A88, "88", "89", "90");
     }
 }
 /* O (64 x N, fp32) += A (64 x 16, registers) B (16 x N, shared memory,
@@ -391,9 +384,10 @@ struct v3_args {
     int seqlen_q, seqlen_k;
     int n_qblocks, n_tiles;   /* query blocks per head; n_qblocks * BH */
     int heads_per_group;      /* step 5, causal: heads whose K, V fit half the L2 */
+    float scale_log2;         /* softmax_scale log2(e) */
+    /* (after the fields of steps 1-5, so that their code is unchanged) */
     int group_q, group_r;     /* step 6: head groups of group_q + 1 heads (the first group_r) and group_q */
     unsigned *tile_counter;   /* step 6: next tile to hand out; zero at launch */
-    float scale_log2;         /* softmax_scale log2(e) */
 };
 
 //> v3-schedule
@@ -534,35 +528,17 @@ __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
 }
 
 //> v3-dynamic
-/* The k-th tile of this block, as the producer sees it. Steps 1-5 compute it
- * (v3_tile). Step 6 asks a counter in device memory for the next tile number
- * of the whole grid, so a block that finishes early takes more tiles, and
- * passes the number on to the consumers through a two-slot ring in shared
- * memory: a slot is written after the consumers released its previous use
- * (tile_empty) and published by an arrival on tile_full, whose release
- * semantics make the store visible to the threads that wait on it. The
- * number past the last tile is passed on too: it ends the consumers' loop. */
-template <int D, int STEP>
-__device__ __forceinline__ bool v3_fetch_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
-                                              int &bh, int &qb)
-{
-    using C = v3_cfg<D, STEP>;
-    if constexpr (!C::DYNAMIC) {
-        return v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb);
-    } else {
-        const int i = k & 1;
-        mbar_wait(sm.tile_empty(i), ((k >> 1) & 1) ^ 1);
-        const int t = (int)atomicAdd(a.tile_counter, 1u);
-        st_shared_u32(sm.tile_slot(i), (uint32_t)t);
-        mbar_arrive(sm.tile_full(i));
-        if (t >= a.n_tiles) return false;
-        v3_tile_coords(a, t, bh, qb);
-        return true;
-    }
-}
-/* ... and as the consumers see it: the same tile, in the same order. */
-template <int D, int STEP>
-__device__ __forceinline__ bool v3_take_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
+/* The k-th tile of this block. Steps 1-5 compute it (v3_tile), the producer
+ * and the consumers alike. From step 6 the producer asks a counter in device
+ * memory for the next tile number of the whole grid, so a block that
+ * finishes early takes more tiles, and passes the number on to the consumers
+ * through a two-slot ring in shared memory: a slot is written after the
+ * consumers released its previous use (tile_empty) and published by an
+ * arrival on tile_full, whose release semantics make the store visible to
+ * the threads that wait on it. The number past the last tile is passed on
+ * too: it ends the consumers' loop. */
+template <int D, int STEP, bool PRODUCER>
+__device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
                                              int &bh, int &qb)
 {
     using C = v3_cfg<D, STEP>;
@@ -570,14 +546,22 @@ __device__ __forceinline__ bool v3_take_tile(const v3_smem<D, STEP> &sm, const v
         return v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb);
     } else {
         const int i = k & 1;
-        mbar_wait(sm.tile_full(i), (k >> 1) & 1);
-        int t = (int)ld_shared_u32(sm.tile_slot(i));
-        /* step 7: a value read from lane 0 is the same in every lane, and the
-         * compiler knows it: the tile, its loop bounds and the ring
-         * positions then live in uniform registers, where wgmma takes its
-         * descriptors from (no register-to-uniform moves per product) */
-        if constexpr (C::LEAN) t = __shfl_sync(0xffffffffu, t, 0);
-        v3_release(sm.tile_empty(i));
+        int t;
+        if constexpr (PRODUCER) {
+            mbar_wait(sm.tile_empty(i), ((k >> 1) & 1) ^ 1);
+            t = (int)atomicAdd(a.tile_counter, 1u);
+            st_shared_u32(sm.tile_slot(i), (uint32_t)t);
+            mbar_arrive(sm.tile_full(i));
+        } else {
+            mbar_wait(sm.tile_full(i), (k >> 1) & 1);
+            t = (int)ld_shared_u32(sm.tile_slot(i));
+            /* step 7: a value read from lane 0 is the same in every lane, and
+             * the compiler knows it: the tile, its loop bounds and the ring
+             * positions then live in uniform registers, where wgmma takes its
+             * descriptors from (no register-to-uniform moves per product) */
+            if constexpr (C::LEAN) t = __shfl_sync(0xffffffffu, t, 0);
+            v3_release(sm.tile_empty(i));
+        }
         if (t >= a.n_tiles) return false;
         v3_tile_coords(a, t, bh, qb);
         return true;
@@ -612,13 +596,16 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
 {
     using C = v3_cfg<D, STEP>;
     int n = 0, nq = 0, bh, qb;
-    for (int k = 0; v3_fetch_tile<D, STEP>(sm, a, k, bh, qb); k++) {
+    for (int k = 0; v3_next_tile<D, STEP, true>(sm, a, k, bh, qb); k++) {
         int jb0, jb1;
         int i0 = qb * C::BR;
-        attn_mask mk = a.mask;
-        if constexpr (C::PRODUCER_REGS <= 32)
+        if constexpr (C::PRODUCER_REGS <= 32) {
+            attn_mask mk = a.mask;
             v3_opaque(mk.seqlen_q, mk.seqlen_k, mk.window_size_left, mk.window_size_right);
-        if (!mask_key_blocks(mk, i0, min(i0 + C::BR, mk.seqlen_q), C::BC, &jb0, &jb1)) continue;
+            if (!mask_key_blocks(mk, i0, min(i0 + C::BR, mk.seqlen_q), C::BC, &jb0, &jb1)) continue;
+        } else {
+            if (!mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1)) continue;
+        }
         if (nq > 0) mbar_wait(sm.empty_q(), (nq - 1) & 1);
         tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, bh);
         nq++;
@@ -715,6 +702,25 @@ __device__ __forceinline__ void v3_softmax_tile(float (&s)[4 * NG], float (&m)[2
  *  - The maxima and sums run in four independent chains per row, not one.
  * m = -inf (no visible key yet) is used as 0 in the exponent, as in step 4. */
 #define V3_MAX_SLACK 8.0f
+/* P = 2^(x - m) in place over both rows of the tile, and the rows' sums in
+ * four chains each. FUSED: the exponent as one FFMA of the raw score;
+ * otherwise step 4's x rounded once, then x - m <= 0. */
+template <bool FUSED, int NG>
+__device__ __forceinline__ void v3_exp_rows(float (&s)[4 * NG], float c, const float (&mu)[2],
+                                            float (&sum)[2][4])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int n = 0; n < NG; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float &x = s[4 * n + 2 * h + e];
+                x = FUSED ? ex2(fmaf(x, c, -mu[h])) : ex2(__fmul_rn(x, c) - mu[h]);
+                if (n < 2) sum[h][2 * n + e] = x;
+                else sum[h][(2 * n + e) & 3] += x;
+            }
+}
 template <bool MASKED, int NG>
 __device__ __forceinline__ bool v3_softmax_lean(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
                                                 float (&alpha)[2], float c, const int (&lo)[2],
@@ -747,31 +753,10 @@ __device__ __forceinline__ bool v3_softmax_lean(float (&s)[4 * NG], float (&m)[2
         mu[h] = m[h] == -INFINITY ? 0.f : m[h];
     }
     float sum[2][4];
-    if (__all_sync(0xffffffffu, fabsf(mu[0]) < 65536.f && fabsf(mu[1]) < 65536.f)) {
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int n = 0; n < NG; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float &x = s[4 * n + 2 * h + e];
-                    x = ex2(fmaf(x, c, -mu[h]));
-                    if (n < 2) sum[h][2 * n + e] = x;
-                    else sum[h][(2 * n + e) & 3] += x;
-                }
-    } else {
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int n = 0; n < NG; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float &x = s[4 * n + 2 * h + e];
-                    x = ex2(__fmul_rn(x, c) - mu[h]);   /* step 4's: rounded once, then <= 0 */
-                    if (n < 2) sum[h][2 * n + e] = x;
-                    else sum[h][(2 * n + e) & 3] += x;
-                }
-    }
+    if (__all_sync(0xffffffffu, fabsf(mu[0]) < 65536.f && fabsf(mu[1]) < 65536.f))
+        v3_exp_rows<true, NG>(s, c, mu, sum);
+    else
+        v3_exp_rows<false, NG>(s, c, mu, sum);
 #pragma unroll
     for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + ((sum[h][0] + sum[h][1]) + (sum[h][2] + sum[h][3]));
     return moved;
@@ -814,7 +799,8 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
      * warpgroup 0. */
     auto turn_wait = [&]() { if constexpr (C::PINGPONG) named_bar_sync(1 + cw, 256); };
     auto turn_pass = [&]() {
-        if constexpr (C::PINGPONG) named_bar_arrive(1 + (cw + 1 == C::NWG ? 0 : cw + 1), 256);
+        if constexpr (C::PINGPONG && C::NWG == 2) named_bar_arrive(1 + (cw ^ 1), 256);
+        else if constexpr (C::PINGPONG) named_bar_arrive(1 + (cw + 1 == C::NWG ? 0 : cw + 1), 256);
     };
     if constexpr (C::PINGPONG)
         if (cw == C::NWG - 1) named_bar_arrive(1, 256);   /* the last hands the first turn to warpgroup 0 */
@@ -822,7 +808,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
     constexpr int NG = C::BC / 8;   /* groups of 8 key columns per row */
     float o[D / 2], s[4 * NG];
     uint32_t p[2 * NG];
-    for (int k = 0; v3_take_tile<D, STEP>(sm, a, k, bh, qb); k++) {
+    for (int k = 0; v3_next_tile<D, STEP, false>(sm, a, k, bh, qb); k++) {
         const int i0 = qb * C::BR;
         const int r0 = i0 + 64 * cw + 16 * warp + g;   /* this thread's rows r0 and r0 + 8 */
         T *Oh = (T *)a.O + (size_t)bh * a.seqlen_q * D;
@@ -1028,7 +1014,7 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
             if (threadIdx.x == 0) v3_producer<D, STEP>(sm, &tmQ, &tmK, &tmV, a);
         } else {                   /* warpgroups 1, 2: the consumers */
             setmaxnreg_inc<C::CONSUMER_REGS>();
-            /* step 7: the warpgroup index as a warp-uniform value (see v3_take_tile) */
+            /* step 7: the warpgroup index as a warp-uniform value (see v3_next_tile) */
             const int wg = C::LEAN ? __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) : threadIdx.x / 128;
             v3_consumer<T, D, STEP>(wg - 1, sm, &tmQ, &tmK, &tmV, a);
         }
