@@ -72,7 +72,8 @@
 /* One kernel template, one configuration per step. NWG consumer warpgroups
  * of 64 query rows each share every K/V tile; with WS a producer warpgroup
  * issues the copies, without it thread 0 of the one consumer does. Key tiles
- * are BC = 128 rows; K and V have STAGES buffers each (a ring). */
+ * are BC = 128 rows (176 at d = 128 from step 8); K and V have STAGES
+ * buffers each (a ring). */
 template <int D, int STEP> struct v3_cfg {
     static constexpr bool SHAPES = STEP >= 8;              /* tile shapes chosen per head dimension */
     static constexpr int NWG = STEP == 1 ? 1 : SHAPES && D == 64 ? 3 : 2;   /* consumer warpgroups */
