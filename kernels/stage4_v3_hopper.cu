@@ -691,15 +691,17 @@ __device__ __forceinline__ void v3_softmax_tile(float (&s)[4 * NG], float (&m)[2
  *    of the rounded x = round(s c) that step 4 takes: the same m.
  *  - The exponent is one FFMA, s c - m (the product not rounded), where
  *    |m| < 2^16. It then differs from round(s c) - m by less than half an
- *    ulp of m, at most 2^-8, the size of the rounding step 4 makes in x, and
- *    it can exceed 0 by that much at most: P <= 2^(2^-8). Where |m| >= 2^16
- *    (scores beyond fp16's range) the warp takes step 4's two operations, so
- *    x - m <= 0 still holds there and huge logits give no inf.
+ *    ulp of the row's maximum, at most 2^-8, the size of the rounding step
+ *    4 makes in x, and exceeds the row's true maximum minus m by that much
+ *    at most. Where |m| >= 2^16 (scores beyond fp16's range, where that half
+ *    ulp could be hundreds) the warp takes step 4's two operations instead,
+ *    so huge logits give no inf.
  *  - The maximum the exponents are taken against (m, which L and the final
  *    division use too) moves only when the row's maximum passes it by more
- *    than V3_MAX_SLACK = 8: P <= 2^8 until then, harmless in fp32 and in
- *    bf16/fp16, and O, l need no rescaling for that block. The caller
- *    rescales O only when this returns true for some thread of the warp.
+ *    than V3_MAX_SLACK = 8: the exponents stay below 8 (plus the 2^-8
+ *    above), P below 2^8, harmless in fp32 and in bf16/fp16, and O, l need
+ *    no rescaling for that block. The caller rescales O only when this
+ *    returns true for some thread of the warp.
  *  - The maxima and sums run in four independent chains per row, not one.
  * m = -inf (no visible key yet) is used as 0 in the exponent, as in step 4. */
 #define V3_MAX_SLACK 8.0f
