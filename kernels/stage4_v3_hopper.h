@@ -50,7 +50,7 @@ extern "C" {
 /* The step that runs when FA_V3_STEP is not set: version 3 as the library
  * offers it. Changed only after a device run has measured and checked the
  * step that replaces it (data/gpu/v3_steps.md). */
-#define FA_V3_DEFAULT_STEP 5
+#define FA_V3_DEFAULT_STEP 8
 #define FA_V3_FP16_FIRST 5   /* steps before this one run bf16 only */
 #define FA_V3_BC 128         /* key rows per K/V tile (176 at d = 128 from step 8) */
 
