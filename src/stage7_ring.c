@@ -1138,6 +1138,12 @@ static void scale_sweep(ring_ctx *x, const options *opt, int dtype, int kernel, 
             char why[256], bwhy[256];
             if (job_make(&j, &p, x->G, dtype, kernel, true, why, bwhy, sizeof why))
                 fatal(EXIT_BAD_INPUT, "%s", why);
+            /* Timed in the default mode, as the single-GPU baseline is: the
+             * deterministic mode (used by the checks for G = 1's bitwise
+             * equality) orders the dQ additions and costs about half the
+             * backward's speed, which the first H200 run of this sweep
+             * mistook for the ring's (efficiency 0.45-0.57). */
+            j.deterministic = 0;
             double s_f = 0, s_b = 0, sent_f = 0, sent_b = 0;
             ring_times tf, tb;
             if (time_single(x->dev[0], &j, repeats, &s_f, &s_b) || time_ring_modes(x, &j, repeats, &tf, &tb, &sent_f, &sent_b)) {
