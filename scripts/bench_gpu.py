@@ -81,8 +81,9 @@ class Ours:
     """One of our versions on torch tensors q (B,H,N,d), k, v (B,H_kv,N,d):
     fwd() runs the forward; bwd() the backward from the forward's O, L."""
 
-    def __init__(self, lib, info_f, info_b, q, k, v, do, causal, max_ws):
+    def __init__(self, lib, info_f, info_b, q, k, v, do, causal, max_ws, deterministic=False):
         self.lib, self.q, self.k, self.v, self.do = lib, q, k, v, do
+        self.deterministic = int(deterministic)
         B, H, N, d = q.shape
         self.dcode = {torch.float32: fa.FP32, torch.float16: fa.FP16, torch.bfloat16: fa.BF16}[q.dtype]
         self.p = fa.params(B, H, N, d, H_kv=k.shape[1], seqlen_k=k.shape[2],
@@ -114,7 +115,7 @@ class Ours:
 
     def bwd(self):
         fa.check(self.lib, self.lib.fa_backward(self.vb.version, self.dcode, self.pp, ctypes.byref(self.x),
-                                                0, torch.cuda.current_stream().cuda_stream))
+                                                self.deterministic, torch.cuda.current_stream().cuda_stream))
         return self.dq
 
     def fwdbwd(self):
@@ -201,6 +202,10 @@ def make_inputs(B, H, N, d, dtype, seed):
 IMPL_FILTER = None   # --impls: a subset of the labels
 
 
+def fa_block_rows_of(lib, info):
+    return lib.fa_block_rows(fa.BACKWARD, info.version, 64)
+
+
 def impls(lib, q, k, v, do, causal, max_ws):
     """(label, maker) for every implementation: our versions from the table
     (a forward version with the backward of the same number, or v2's), then
@@ -215,6 +220,12 @@ def impls(lib, q, k, v, do, causal, max_ws):
     for ver, info in sorted(bwd.items()):
         if ver not in fwd:
             out.append((info.label(), lambda b=info: Ours(lib, fwd[2], b, q, k, v, do, causal, max_ws),
+                        None, info))
+    # what determinism costs: the tiled backwards once more in their deterministic mode
+    for ver, info in sorted(bwd.items()):
+        if info.deterministic and fa_block_rows_of(lib, info) > 0:
+            out.append((info.label() + "_det",
+                        lambda b=info: Ours(lib, fwd[2], b, q, k, v, do, causal, max_ws, deterministic=True),
                         None, info))
     out.append(("sdpa_flash", lambda: Torch(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal), None, None))
     out.append(("sdpa_cudnn", lambda: Torch(SDPBackend.CUDNN_ATTENTION, q, k, v, do, causal), None, None))
