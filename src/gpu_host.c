@@ -475,8 +475,9 @@ void gh_diagnose(const char *who, const attn_params *p, gh_tensor t, const doubl
     for (size_t i = 0; i < (size_t)heads * rows * d; i++) {
         double e = fabs(got[i] - ref[i]);
         if (got[i] == ref[i]) e = 0;   /* L = -inf where the row sees no key */
-        if (!isfinite(got[i]) && e != 0) nonfinite++;
-        if (!(e <= tol)) {   /* NaN and infinities count */
+        bool nf = !isfinite(got[i]) && e != 0;
+        nonfinite += nf;
+        if (!(e <= tol) || nf) {   /* NaN and infinities count, even against tol = inf */
             if (n < 3) {
                 size_t hr = i / d;
                 printf("%s[b%zu h%zu row %zu col %zu] got %.6g ref %.6g", n ? "; " : "",
