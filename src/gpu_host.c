@@ -373,6 +373,53 @@ attn_params gh_tcase_params(const gh_tcase *c)
 const gh_tcase gh_default_cases[2] = {{"", 2, 4, 4, 1000, 1000, 64, -1, -1, GH_IN_NORMAL},
                                       {"", 1, 4, 2, 1500, 1500, 128, -1, 0, GH_IN_NORMAL}};
 
+const gh_tcase gh_size_cases[GH_SIZE_CASES] = {
+    {"N=1", 1, 1, 1, 1, 1, 64, -1, -1, GH_IN_NORMAL},
+    {"N=17", 1, 2, 2, 17, 17, 64, -1, -1, GH_IN_NORMAL},
+    {"N=113", 1, 1, 1, 113, 113, 64, -1, -1, GH_IN_NORMAL},
+    {"N=1023", 1, 1, 1, 1023, 1023, 64, -1, -1, GH_IN_NORMAL},
+    {"N=4097", 1, 1, 1, 4097, 4097, 64, -1, -1, GH_IN_NORMAL},
+    {"d=16", 1, 2, 2, 300, 300, 16, -1, -1, GH_IN_NORMAL},
+    {"d=20", 2, 3, 3, 129, 129, 20, -1, -1, GH_IN_NORMAL},
+    {"d=32", 1, 2, 2, 300, 300, 32, -1, -1, GH_IN_NORMAL},
+    {"d=48", 1, 2, 2, 200, 200, 48, -1, -1, GH_IN_NORMAL},
+    {"d=80", 1, 2, 2, 300, 300, 80, -1, -1, GH_IN_NORMAL},
+    {"d=96", 1, 2, 2, 300, 300, 96, -1, -1, GH_IN_NORMAL},
+    {"d=112", 1, 1, 1, 200, 200, 112, -1, -1, GH_IN_NORMAL},
+    {"d=128", 1, 2, 2, 300, 300, 128, -1, -1, GH_IN_NORMAL},
+    {"d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, -1, GH_IN_NORMAL},
+};
+
+uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device)
+{
+    uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : fresh_seed();
+    printf("%s GPU tests on %s; seed %llu (replay: ./%s --sweep tests --seed %llu)\n", stage, device,
+           (unsigned long long)seed, stage, (unsigned long long)seed);
+    return seed;
+}
+
+void gh_test_name(const char *stage, const char *what, const attn_params *p, char *buf, size_t n)
+{
+    char shape[128];
+    gh_describe(p, shape, sizeof shape);
+    snprintf(buf, n, "%s %s %s", stage, what, shape);
+}
+
+int gh_run_cases(const char *stage, const gh_tcase *cases, size_t n, uint64_t seed0, gh_case_fn fn, void *ctx)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        attn_params p = gh_tcase_params(&cases[i]);
+        gh_inputs in;
+        gh_inputs_random(&in, &p, cases[i].kind, seed0 + i);
+        char name[256];
+        gh_test_name(stage, cases[i].what, &p, name, sizeof name);
+        bad += fn(ctx, &in, name);
+        gh_inputs_free(&in);
+    }
+    return bad;
+}
+
 /* ------------------------------------------------------------------------- */
 /* The reference set and the rule                                             */
 /* ------------------------------------------------------------------------- */

@@ -162,6 +162,21 @@ attn_params gh_tcase_params(const gh_tcase *c);
 /* The two random problems of a run without shape flags (after the real
  * input): (2,4/4,1000,1000,64) and (1,4/2,1500,1500,128) causal. */
 extern const gh_tcase gh_default_cases[2];
+/* The sizes both GPU test suites cover (issue 8's list): N = 1, 17, 113,
+ * 1023, 4097 at d = 64, and d = 16 to 128 (20: not a multiple of 8; 48, 80,
+ * 96, 112: between the powers of two), unmasked. */
+#define GH_SIZE_CASES 14
+extern const gh_tcase gh_size_cases[GH_SIZE_CASES];
+
+/* The first line of a test suite, "<stage> GPU tests on <device>; seed S
+ * (replay: ...)"; returns S: --seed if given, else a fresh one. */
+uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device);
+/* "<stage> <what> <shape>" (gh_describe), the name of a test. */
+void gh_test_name(const char *stage, const char *what, const attn_params *p, char *buf, size_t n);
+/* For each case i: random inputs from seed0 + i, passed to fn with the
+ * test's name. Returns the sum of fn's results (checks failed). */
+typedef int (*gh_case_fn)(void *ctx, const gh_inputs *in, const char *name);
+int gh_run_cases(const char *stage, const gh_tcase *cases, size_t n, uint64_t seed0, gh_case_fn fn, void *ctx);
 
 /* ------------------------------------------------------------------------- */
 /* The reference and the rule                                                 */

@@ -469,27 +469,19 @@ static int test_determinism(const run_mode *m, const gh_inputs *pr, const int *v
     return bad;
 }
 
+/* One test of the table: every version and dtype (gh_run_cases). */
+static int run_case(void *ctx, const gh_inputs *pr, const char *name)
+{
+    const run_job *job = ctx;
+    const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
+    return run_problem(job->m, pr, dtypes, 3, job->versions, job->nv, name);
+}
+
 static int run_tests(const options *opt, int sm_count, const char *device)
 {
-    uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : fresh_seed();
-    printf("stage5 GPU tests on %s; seed %llu (replay: ./stage5 --sweep tests --seed %llu)\n", device,
-           (unsigned long long)seed, (unsigned long long)seed);
+    uint64_t seed = gh_tests_seed("stage5", opt, device);
     const int big = sm_count + 18 + (sm_count % 2);   /* B H above the SM count, even */
     const gh_tcase cases[] = {
-        {"N=1", 1, 1, 1, 1, 1, 64, -1, -1, GH_IN_NORMAL},
-        {"N=17", 1, 2, 2, 17, 17, 64, -1, -1, GH_IN_NORMAL},
-        {"N=113", 1, 1, 1, 113, 113, 64, -1, -1, GH_IN_NORMAL},
-        {"N=1023", 1, 1, 1, 1023, 1023, 64, -1, -1, GH_IN_NORMAL},
-        {"N=4097", 1, 1, 1, 4097, 4097, 64, -1, -1, GH_IN_NORMAL},
-        {"d=16", 1, 2, 2, 300, 300, 16, -1, -1, GH_IN_NORMAL},
-        {"d=20", 2, 3, 3, 129, 129, 20, -1, -1, GH_IN_NORMAL},
-        {"d=32", 1, 2, 2, 300, 300, 32, -1, -1, GH_IN_NORMAL},
-        {"d=48", 1, 2, 2, 200, 200, 48, -1, -1, GH_IN_NORMAL},
-        {"d=80", 1, 2, 2, 300, 300, 80, -1, -1, GH_IN_NORMAL},
-        {"d=96", 1, 2, 2, 300, 300, 96, -1, -1, GH_IN_NORMAL},
-        {"d=112", 1, 1, 1, 200, 200, 112, -1, -1, GH_IN_NORMAL},
-        {"d=128", 1, 2, 2, 300, 300, 128, -1, -1, GH_IN_NORMAL},
-        {"d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, -1, GH_IN_NORMAL},
         {"causal", 1, 2, 2, 300, 300, 64, -1, 0, GH_IN_NORMAL},
         {"causal Sq>Sk (rows that see no key)", 1, 2, 2, 200, 130, 64, -1, 0, GH_IN_NORMAL},
         {"causal Sq<Sk", 1, 2, 2, 100, 257, 32, -1, 0, GH_IN_NORMAL},
@@ -510,27 +502,20 @@ static int run_tests(const options *opt, int sm_count, const char *device)
     int versions[NV_MAX], nv = 0, bad = 0;
     for (int v = 0; v < fa_num_versions(FA_BACKWARD) && nv < NV_MAX; v++) versions[nv++] = v;
     run_mode m = {true, false, 0, NULL, device, NULL};
+    run_job job = {&m, versions, nv, NULL};
 
     /* the real input, every head, its own dO */
     {
         gh_inputs pr;
         gh_inputs_real(&pr, opt, -1, -1, 0);
-        char shape[128], name[200];
-        gh_describe(&pr.p, shape, sizeof shape);
-        snprintf(name, sizeof name, "stage5 real input %s", shape);
+        char name[256];
+        gh_test_name("stage5", "real input", &pr.p, name, sizeof name);
         bad += run_problem(&m, &pr, dtypes, 3, versions, nv, name);
         gh_inputs_free(&pr);
     }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        attn_params p = gh_tcase_params(&cases[i]);
-        gh_inputs pr;
-        gh_inputs_random(&pr, &p, cases[i].kind, seed + i);
-        char shape[128], name[240];
-        gh_describe(&p, shape, sizeof shape);
-        snprintf(name, sizeof name, "stage5 %s %s", cases[i].what, shape);
-        bad += run_problem(&m, &pr, dtypes, 3, versions, nv, name);
-        gh_inputs_free(&pr);
-    }
+    /* case i draws from seed + i, the sizes first */
+    bad += gh_run_cases("stage5", gh_size_cases, GH_SIZE_CASES, seed, run_case, &job);
+    bad += gh_run_cases("stage5", cases, sizeof cases / sizeof cases[0], seed + GH_SIZE_CASES, run_case, &job);
     {
         attn_params p = {1, 4, 2, 700, 700, 64, 0.125, -1, 0};
         gh_inputs pr;
