@@ -1,26 +1,31 @@
 # figures/v3_steps.gp -- how version 3 was built: forward TFLOP/s of each
 # step (kernels/stage4_v3_hopper.cu) at one sequence length, bf16, one panel
-# per head dimension, non-causal and causal bars, with PyTorch SDPA's cuDNN
-# and flash backends from the same run as horizontal lines (solid: cuDNN,
-# dashed: flash; non-causal darker, causal lighter).
+# per head dimension, non-causal and causal bars where the step was measured,
+# open markers for the prediction written before the step (also where it has
+# not been measured yet), with PyTorch SDPA's cuDNN and flash backends from
+# the same run as horizontal lines (solid: cuDNN, dashed: flash; non-causal
+# darker, causal lighter).
 # Input: data/gpu/v3_steps.csv (scripts/v3_device.sh: tests/gpu/v3_check
-# --time and scripts/v3_peers.py). Columns: device, impl, step, dtype,
-# causal, B, H, N, d, median_ms, tflops, ...
+# --time and scripts/v3_peers.py; columns device, impl, step, dtype, causal,
+# B, H, N, d, median_ms, tflops, ...) and data/gpu/v3_predictions.csv (step,
+# d, causal, N, tflops_predicted: the prediction column of
+# data/gpu/v3_steps.md).
 if (!exists("csv")) csv = "data/gpu/v3_steps.csv"
+if (!exists("pred")) pred = "data/gpu/v3_predictions.csv"
 if (!exists("NN")) NN = 8192
 W = 6.5
-Hgt = 3.0
+Hgt = 3.2
 load "figures/style.gp"
 set termoption noenhanced
 set style fill solid 0.85 border rgb "#333333"
 set boxwidth 0.36
-set xrange [0.4:5.6]
+set xrange [0.4:8.6]
 set xtics 1 nomirror
-set xlabel "step (1 TMA+wgmma, 2 warp-specialized, 3 ping-pong, 4 overlap, 5 persistent)" font ",7"
+set xlabel "step (the caption names them)"
 set ylabel "forward throughput (TFLOP/s)"
 set yrange [0:*]
-set offsets 0, 0, graph 0.3, 0   # room above the bars for the key
-set key top left font ",7" spacing 0.9
+set offsets 0, 0, graph 0.35, 0   # room above the bars for the key
+set key top left font ",6" spacing 0.8 maxrows 4 width -2
 
 set multiplot layout 1, 2
 do for [dd in "64 128"] {
@@ -34,6 +39,10 @@ do for [dd in "64 128"] {
              with boxes lc rgb "#2166ac" title "v3, non-causal", \
          csv using ((strcol(2) eq "ours_v3" && $9 == d0 && $8 == NN && $5 == 1) ? $3 + 0.19 : NaN):11 \
              with boxes lc rgb "#92c5de" title "v3, causal", \
+         pred using (($2 == d0 && $4 == NN && $3 == 0) ? $1 - 0.19 : NaN):5 \
+             with points pt 6 ps 0.6 lc rgb "#000000" title "prediction, non-causal", \
+         pred using (($2 == d0 && $4 == NN && $3 == 1) ? $1 + 0.19 : NaN):5 \
+             with points pt 8 ps 0.6 lc rgb "#000000" title "prediction, causal", \
          (cudnn0 > 0 ? cudnn0 : NaN) with lines lw 1.2 lc rgb "#b2182b" title "cuDNN", \
          (cudnn1 > 0 ? cudnn1 : NaN) with lines lw 1.2 lc rgb "#ef8a62" notitle, \
          (flash0 > 0 ? flash0 : NaN) with lines lw 1.2 dt 2 lc rgb "#1b7837" title "flash (FA2)", \

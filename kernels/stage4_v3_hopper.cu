@@ -61,6 +61,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 #include <vector>
 
@@ -68,25 +69,37 @@
 /* The steps                                                                  */
 /* ------------------------------------------------------------------------- */
 //> v3-config
-/* One kernel template, five configurations. NWG consumer warpgroups of 64
- * query rows each share every K/V tile; with WS a producer warpgroup issues
- * the copies, without it thread 0 of the one consumer does. Key tiles are
- * BC = 128 rows; K and V have STAGES buffers each (a ring). */
+/* One kernel template, one configuration per step. NWG consumer warpgroups
+ * of 64 query rows each share every K/V tile; with WS a producer warpgroup
+ * issues the copies, without it thread 0 of the one consumer does. Key tiles
+ * are BC = 128 rows (176 at d = 128 from step 8); K and V have STAGES
+ * buffers each (a ring). */
 template <int D, int STEP> struct v3_cfg {
-    static constexpr int NWG = STEP == 1 ? 1 : 2;         /* consumer warpgroups */
+    static constexpr bool SHAPES = STEP >= 8;              /* tile shapes chosen per head dimension */
+    static constexpr int NWG = STEP == 1 ? 1 : SHAPES && D == 64 ? 3 : 2;   /* consumer warpgroups */
     static constexpr bool WS = STEP >= 2;                  /* producer warpgroup + setmaxnreg */
     static constexpr bool PINGPONG = STEP >= 3;            /* consumers alternate on the MMA unit */
     static constexpr bool OVERLAP = STEP >= 4;             /* softmax(S_j) under P_{j-1} V_{j-1} */
     static constexpr bool PERSIST = STEP >= 5;             /* persistent grid, longest tiles first */
-    static constexpr int BR = 64 * NWG, BC = FA_V3_BC;
+    static constexpr bool DYNAMIC = STEP >= 6;             /* ... handed out by a counter as blocks free */
+    static constexpr bool LEAN = STEP >= 7;                /* fewer instructions per key block */
+    static constexpr int BR = 64 * NWG, BC = SHAPES && D == 128 ? 176 : FA_V3_BC;
     static constexpr int STAGES = D == 64 ? 3 : 2;
     static constexpr int THREADS = 128 * (NWG + (WS ? 1 : 0));
     static constexpr int CB = D / 64;                      /* 128-byte column blocks per row */
     static constexpr int Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
     static constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES;
     static constexpr int OFF_BAR = OFF_V + STAGES * KV_BYTES;
-    static constexpr int SMEM = OFF_BAR + 8 * (2 + 4 * STAGES) + 1024;   /* + alignment slack */
-    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;      /* 128*24 + 256*240 <= 64K */
+    static constexpr int NBAR = 2 + 4 * STAGES + (DYNAMIC ? 4 : 0);   /* mbarriers */
+    static constexpr int OFF_TILE = OFF_BAR + 8 * NBAR;    /* step 6: two tile numbers */
+    static constexpr int SMEM = OFF_TILE + 8 + 1024;       /* + alignment slack */
+    /* 128 PRODUCER_REGS + 128 NWG CONSUMER_REGS <= 64K. Step 6's producer
+     * also maps tile numbers to tiles (integer divisions), which spills at
+     * 24; three consumers get 160 each. */
+    static constexpr int PRODUCER_REGS = NWG == 3 ? 32 : DYNAMIC ? 40 : 24;
+    static constexpr int CONSUMER_REGS = NWG == 3 ? 160 : DYNAMIC ? 232 : 240;
+    static_assert(128 * PRODUCER_REGS + 128 * NWG * CONSUMER_REGS <= 65536 || !WS, "register file");
+    static_assert(SMEM <= 227 * 1024, "shared memory per block");
 };
 //< v3-config
 
@@ -223,26 +236,41 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint3
         "+f"(d[i + 6]), "+f"(d[i + 7])
 #define V3_A32 V3_A8(0), V3_A8(8), V3_A8(16), V3_A8(24)
 #define V3_A64 V3_A32, V3_A8(32), V3_A8(40), V3_A8(48), V3_A8(56)
+#define V3_A88 V3_A64, V3_A8(64), V3_A8(72), V3_A8(80)
 #define V3_R32                                                                                 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define V3_R64                                                                                 \
     V3_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define V3_R88                                                                                 \
+    V3_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "  \
+           "%80, %81, %82, %83, %84, %85, %86, %87"
 
-/* S (64 x 128, fp32) (+)= A (64 x 16) B^T (B: 128 x 16), both read from
- * shared memory, K-major. scale_d = 0 overwrites d (the first k-step). */
-#define V3_SS_N128(TY)                                                                         \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                  \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" V3_R64 "}, "     \
-                 "%64, %65, p, 1, 1, 0, 0;\n}\n"                                               \
-                 : V3_A64                                                                      \
+/* S (64 x N, fp32) (+)= A (64 x 16) B^T (B: N x 16), both read from
+ * shared memory, K-major. scale_d = 0 overwrites d (the first k-step). N is
+ * 128, or 176 for step 8's key tiles at d = 128. */
+#define V3_SS(TY, NN, RL, AL, IA, IB, IP)                                                      \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IP ", 0;\n"                              \
+                 "wgmma.mma_async.sync.aligned.m64n" NN "k16.f32." TY "." TY " {" RL "}, "      \
+                 "%" IA ", %" IB ", p, 1, 1, 0, 0;\n}\n"                                       \
+                 : AL                                                                          \
                  : "l"(da), "l"(db), "r"(scale_d))
-template <typename T>
-__device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t da, uint64_t db, int scale_d)
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int scale_d)
 {
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) V3_SS_N128("bf16");
-    else V3_SS_N128("f16");
+    static_assert(N == 128 || N == 176, "S = Q K^T is n128 or n176");
+    if constexpr (N == 128) {
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)
+            V3_SS("bf16", "128", V3_R64, V3_A64, "64", "65", "66");
+        else
+            V3_SS("f16", "128", V3_R64, V3_A64, "64", "65", "66");
+    } else {
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)
+            V3_SS("bf16", "176", V3_R88, V3_A88, "88", "89", "90");
+        else
+            V3_SS("f16", "176", V3_R88, V3_A88, "88", "89", "90");
+    }
 }
 /* O (64 x N, fp32) += A (64 x 16, registers) B (16 x N, shared memory,
  * N-major: the transpose bit is set, imm-trans-b = 1). */
@@ -281,15 +309,15 @@ __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t d
  * column block. Accumulator layout (64 x 128 over 128 threads): warp w holds
  * rows 16w..16w+15; thread (lane) has s[4n + e] = S[16w + lane/4 + 8(e/2)]
  * [8n + 2(lane%4) + e%2], n = 0..15. */
-template <typename T, int D, int QROWS>
-__device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k)
+template <typename T, int D, int QROWS, int BC = FA_V3_BC>
+__device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t q, uint32_t k)
 {
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         const uint32_t col = (kk % 4) * 32;
         uint64_t da = make_desc(q + (kk / 4) * QROWS * 128 + col, 16, 1024);
-        uint64_t db = make_desc(k + (kk / 4) * FA_V3_BC * 128 + col, 16, 1024);
-        wgmma_ss_n128<T>(s, da, db, kk > 0);
+        uint64_t db = make_desc(k + (kk / 4) * BC * 128 + col, 16, 1024);
+        wgmma_ss<T, BC>(s, da, db, kk > 0);
     }
 }
 /* O += P V: 8 instructions m64n{d}k16, one per 16 keys. P comes from
@@ -298,16 +326,53 @@ __device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k)
  * layout of S repacked two values per register. V's tile is [key][d] with d
  * contiguous, so B is read "N-major" (transposed): 16 keys = two groups of
  * 8 rows, 2048 bytes per step. */
-template <typename T, int D>
-__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[32], uint32_t v)
+template <typename T, int D, int BC = FA_V3_BC>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[BC / 4], uint32_t v)
 {
 #pragma unroll
-    for (int kk = 0; kk < FA_V3_BC / 16; kk++) {
-        uint64_t db = make_desc(v + kk * 2048, FA_V3_BC * 128, 1024);
+    for (int kk = 0; kk < BC / 16; kk++) {
+        uint64_t db = make_desc(v + kk * 2048, BC * 128, 1024);
         wgmma_rs<T, D>(o, &p[4 * kk], db, 1);
     }
 }
 //< v3-gemms
+
+//> v3-gemms-lean
+/* Step 7: the same products with descriptors built once per tile. A
+ * descriptor's low 32 bits hold the start address >> 4 (bits 0-13) and the
+ * leading byte offset >> 4 (bits 16-29); the high 32 bits (stride 1024 bytes,
+ * 128-byte swizzle) are the same for every operand here. So one operand's
+ * descriptors differ only by a constant added to the low word: the address
+ * of the next 16 columns or keys, >> 4, which never carries out of bits 0-13
+ * (shared addresses stay below 2^18). The products of step 4 recompute the
+ * address, mask and shift for each instruction instead (about 100 of the 573
+ * instructions of a d = 64 key block). */
+constexpr uint32_t V3_DESC_HI = (1024u >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t desc_lo(uint32_t addr, uint32_t lbo)
+{
+    return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
+}
+__device__ __forceinline__ uint64_t desc_of(uint32_t lo)
+{
+    return ((uint64_t)V3_DESC_HI << 32) | lo;
+}
+template <typename T, int D, int QROWS, int BC>
+__device__ __forceinline__ void gemm_qk_lean(float (&s)[BC / 2], uint32_t qlo, uint32_t klo)
+{
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t col = (kk % 4) * 2;   /* 32 bytes >> 4 */
+        wgmma_ss<T, BC>(s, desc_of(qlo + (kk / 4) * QROWS * 8 + col),
+                        desc_of(klo + (kk / 4) * BC * 8 + col), kk > 0);
+    }
+}
+template <typename T, int D, int BC>
+__device__ __forceinline__ void gemm_pv_lean(float (&o)[D / 2], const uint32_t (&p)[BC / 4], uint32_t vlo)
+{
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<T, D>(o, &p[4 * kk], desc_of(vlo + kk * 128), 1);
+}
+//< v3-gemms-lean
 
 /* ------------------------------------------------------------------------- */
 /* The kernel                                                                 */
@@ -321,6 +386,9 @@ struct v3_args {
     int n_qblocks, n_tiles;   /* query blocks per head; n_qblocks * BH */
     int heads_per_group;      /* step 5, causal: heads whose K, V fit half the L2 */
     float scale_log2;         /* softmax_scale log2(e) */
+    /* (after the fields of steps 1-5, so that their code is unchanged) */
+    int group_q, group_r;     /* step 6: head groups of group_q + 1 heads (the first group_r) and group_q */
+    unsigned *tile_counter;   /* step 6: next tile to hand out; zero at launch */
 };
 
 //> v3-schedule
@@ -359,6 +427,46 @@ __device__ __forceinline__ bool v3_tile(const v3_args &a, int cta, int grid, int
     }
     return true;
 }
+
+/* The values pass through an empty asm, so the compiler takes them as new
+ * each time: it then recomputes sums and products of kernel arguments where
+ * they are used instead of keeping them in registers across the producer's
+ * loop, which the 32 registers of step 8's producer cannot hold (ptxas
+ * spilled four such values). A few instructions per tile. */
+__device__ __forceinline__ void v3_opaque1(int &x) { asm volatile("" : "+r"(x)); }
+template <typename... Ts> __device__ __forceinline__ void v3_opaque(Ts &...x) { (v3_opaque1(x), ...); }
+
+/* Step 6: tile number t (handed out by a counter, 0, 1, 2, ... in the order
+ * blocks ask) as (bh, qb). When later query blocks see more keys, longest
+ * first inside head groups, as step 5, but the groups are of balanced size
+ * (group_q + 1 heads for the first group_r groups, group_q for the rest, at
+ * most half the L2 of K and V each), so that the last group is not a short
+ * one whose long tiles start late; otherwise the natural order, the query
+ * blocks of one head adjacent. */
+__device__ __forceinline__ void v3_tile_coords(const v3_args &a, int t, int &bh, int &qb)
+{
+    int nqb = a.n_qblocks, gq = a.group_q, gr = a.group_r;
+    v3_opaque(nqb, gq, gr);
+    if (a.mask.window_size_left < 0 && a.mask.window_size_right >= 0) {
+        const int big = (gq + 1) * nqb, nbig = gr * big;
+        int g0, gs, u;
+        if (t < nbig) {
+            g0 = t / big * (gq + 1);
+            gs = gq + 1;
+            u = t % big;
+        } else {
+            const int small = gq * nqb, tt = t - nbig;
+            g0 = gr * (gq + 1) + tt / small * gq;
+            gs = gq;
+            u = tt % small;
+        }
+        qb = nqb - 1 - u / gs;
+        bh = g0 + u % gs;
+    } else {
+        qb = t % nqb;
+        bh = t / nqb;
+    }
+}
 //< v3-schedule
 
 /* Shared-memory addresses of the ring: one Q tile, STAGES K and V tiles,
@@ -376,6 +484,10 @@ template <int D, int STEP> struct v3_smem {
     __device__ uint32_t empty_k(int st) const { return bar(2 + C::STAGES + st); }
     __device__ uint32_t full_v(int st) const { return bar(2 + 2 * C::STAGES + st); }
     __device__ uint32_t empty_v(int st) const { return bar(2 + 3 * C::STAGES + st); }
+    /* step 6: the tile numbers the producer hands to the consumers, two slots */
+    __device__ uint32_t tile_full(int i) const { return bar(2 + 4 * C::STAGES + i); }
+    __device__ uint32_t tile_empty(int i) const { return bar(4 + 4 * C::STAGES + i); }
+    __device__ uint32_t tile_slot(int i) const { return base + C::OFF_TILE + 4 * i; }
 };
 
 /* The key/value head query head bh reads (grouped-query attention). */
@@ -384,6 +496,79 @@ __device__ __forceinline__ int v3_kv_head(const v3_args &a, int bh)
     int b = bh / a.H, h = bh % a.H;
     return b * a.H_kv + h / (a.H / a.H_kv);
 }
+
+/* Release a stage: one arrival per warp, after that warp's wait_group has
+ * seen the wgmma that read it complete. */
+__device__ __forceinline__ void v3_release(uint32_t bar)
+{
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+}
+
+/* The same, only when `cond` holds, without a branch: a branch around the
+ * arrival inside the loop is divergent to the compiler, which then
+ * serializes the wgmma (ptxas C7520). */
+__device__ __forceinline__ void v3_release_if(uint32_t bar, bool cond)
+{
+    __syncwarp();
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
+                 "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+                 "r"((int)(cond && (threadIdx.x & 31) == 0))
+                 : "memory");
+}
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+//> v3-dynamic
+/* The k-th tile of this block. Steps 1-5 compute it (v3_tile), the producer
+ * and the consumers alike. From step 6 the producer asks a counter in device
+ * memory for the next tile number of the whole grid, so a block that
+ * finishes early takes more tiles, and passes the number on to the consumers
+ * through a two-slot ring in shared memory: a slot is written after the
+ * consumers released its previous use (tile_empty) and published by an
+ * arrival on tile_full, whose release semantics make the store visible to
+ * the threads that wait on it. The number past the last tile is passed on
+ * too: it ends the consumers' loop. */
+template <int D, int STEP, bool PRODUCER>
+__device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
+                                             int &bh, int &qb)
+{
+    using C = v3_cfg<D, STEP>;
+    if constexpr (!C::DYNAMIC) {
+        return v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb);
+    } else {
+        const int i = k & 1;
+        int t;
+        if constexpr (PRODUCER) {
+            mbar_wait(sm.tile_empty(i), ((k >> 1) & 1) ^ 1);
+            t = (int)atomicAdd(a.tile_counter, 1u);
+            st_shared_u32(sm.tile_slot(i), (uint32_t)t);
+            mbar_arrive(sm.tile_full(i));
+        } else {
+            mbar_wait(sm.tile_full(i), (k >> 1) & 1);
+            t = (int)ld_shared_u32(sm.tile_slot(i));
+            /* step 7: a value read from lane 0 is the same in every lane, and
+             * the compiler knows it: the tile, its loop bounds and the ring
+             * positions then live in uniform registers, where wgmma takes its
+             * descriptors from (no register-to-uniform moves per product) */
+            if constexpr (C::LEAN) t = __shfl_sync(0xffffffffu, t, 0);
+            v3_release(sm.tile_empty(i));
+        }
+        if (t >= a.n_tiles) return false;
+        v3_tile_coords(a, t, bh, qb);
+        return true;
+    }
+}
+//< v3-dynamic
 
 //> v3-producer
 /* Load number n of the K ring (is_v false) or the V ring goes to stage
@@ -412,10 +597,16 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
 {
     using C = v3_cfg<D, STEP>;
     int n = 0, nq = 0, bh, qb;
-    for (int k = 0; v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb); k++) {
+    for (int k = 0; v3_next_tile<D, STEP, true>(sm, a, k, bh, qb); k++) {
         int jb0, jb1;
         int i0 = qb * C::BR;
-        if (!mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1)) continue;
+        if constexpr (C::PRODUCER_REGS <= 32) {
+            attn_mask mk = a.mask;
+            v3_opaque(mk.seqlen_q, mk.seqlen_k, mk.window_size_left, mk.window_size_right);
+            if (!mask_key_blocks(mk, i0, min(i0 + C::BR, mk.seqlen_q), C::BC, &jb0, &jb1)) continue;
+        } else {
+            if (!mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1)) continue;
+        }
         if (nq > 0) mbar_wait(sm.empty_q(), (nq - 1) & 1);
         tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, bh);
         nq++;
@@ -441,8 +632,8 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
  * flight). A row with no visible key so far has m = -inf; it is
  * exponentiated against 0 instead (P = 0, alpha = 0), so -inf - -inf never
  * happens. */
-template <bool MASKED>
-__device__ __forceinline__ void v3_softmax(float (&s)[64], float (&m)[2], float (&l)[2],
+template <bool MASKED, int NG = 16>
+__device__ __forceinline__ void v3_softmax(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
                                            float (&alpha)[2], float scale_log2, const int (&lo)[2],
                                            const int (&hi)[2])
 {
@@ -450,7 +641,7 @@ __device__ __forceinline__ void v3_softmax(float (&s)[64], float (&m)[2], float 
     for (int h = 0; h < 2; h++) {
         float mx = -INFINITY;
 #pragma unroll
-        for (int n = 0; n < 16; n++)
+        for (int n = 0; n < NG; n++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 float x = __fmul_rn(s[4 * n + 2 * h + e], scale_log2);   /* rounded once */
@@ -466,7 +657,7 @@ __device__ __forceinline__ void v3_softmax(float (&s)[64], float (&m)[2], float 
         m[h] = m_new;
         float sum = 0.f;
 #pragma unroll
-        for (int n = 0; n < 16; n++)
+        for (int n = 0; n < NG; n++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 float p = ex2(s[4 * n + 2 * h + e] - mu);   /* x <= m: argument <= 0 */
@@ -478,27 +669,115 @@ __device__ __forceinline__ void v3_softmax(float (&s)[64], float (&m)[2], float 
 }
 /* The tile at key j0: the masked variant where some pair of the warpgroup's
  * rows is invisible or past seqlen_k, the plain one elsewhere. */
-__device__ __forceinline__ void v3_softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2],
+template <int NG = 16>
+__device__ __forceinline__ void v3_softmax_tile(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
                                                 float (&alpha)[2], float scale_log2, bool masked,
                                                 int j0, const int (&lo)[2], const int (&hi)[2], int t)
 {
     if (masked) {
         const int c0 = j0 + 2 * t;
         const int rl[2] = {lo[0] - c0, lo[1] - c0}, rh[2] = {hi[0] - c0, hi[1] - c0};
-        v3_softmax<true>(s, m, l, alpha, scale_log2, rl, rh);
+        v3_softmax<true, NG>(s, m, l, alpha, scale_log2, rl, rh);
     } else {
-        v3_softmax<false>(s, m, l, alpha, scale_log2, lo, hi);
+        v3_softmax<false, NG>(s, m, l, alpha, scale_log2, lo, hi);
     }
 }
 //< v3-softmax
 
-/* Release a stage: one arrival per warp, after that warp's wait_group has
- * seen the wgmma that read it complete. */
-__device__ __forceinline__ void v3_release(uint32_t bar)
+//> v3-softmax-lean
+/* Step 7's softmax: the same function of S, in fewer instructions.
+ *  - The row maximum is taken over the raw scores s. Rounding to fp32 is
+ *    monotone and scale_log2 > 0, so round(max s * c) is exactly the maximum
+ *    of the rounded x = round(s c) that step 4 takes: the same m.
+ *  - The exponent is one FFMA, s c - m (the product not rounded), where
+ *    |m| < 2^16. It then differs from round(s c) - m by less than half an
+ *    ulp of the row's maximum, at most 2^-8, the size of the rounding step
+ *    4 makes in x, and exceeds the row's true maximum minus m by that much
+ *    at most. Where |m| >= 2^16 (scores beyond fp16's range, where that half
+ *    ulp could be hundreds) the warp takes step 4's two operations instead,
+ *    so huge logits give no inf.
+ *  - The maximum the exponents are taken against (m, which L and the final
+ *    division use too) moves only when the row's maximum passes it by more
+ *    than V3_MAX_SLACK = 8: the exponents stay below 8 (plus the 2^-8
+ *    above), P below 2^8, harmless in fp32 and in bf16/fp16, and O, l need
+ *    no rescaling for that block. The caller rescales O only when this
+ *    returns true for some thread of the warp.
+ *  - The maxima and sums run in four independent chains per row, not one.
+ * m = -inf (no visible key yet) is used as 0 in the exponent, as in step 4. */
+#define V3_MAX_SLACK 8.0f
+/* P = 2^(x - m) in place over both rows of the tile, and the rows' sums in
+ * four chains each. FUSED: the exponent as one FFMA of the raw score;
+ * otherwise step 4's x rounded once, then x - m <= 0. */
+template <bool FUSED, int NG>
+__device__ __forceinline__ void v3_exp_rows(float (&s)[4 * NG], float c, const float (&mu)[2],
+                                            float (&sum)[2][4])
 {
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int n = 0; n < NG; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float &x = s[4 * n + 2 * h + e];
+                x = FUSED ? ex2(fmaf(x, c, -mu[h])) : ex2(__fmul_rn(x, c) - mu[h]);
+                if (n < 2) sum[h][2 * n + e] = x;
+                else sum[h][(2 * n + e) & 3] += x;
+            }
 }
+template <bool MASKED, int NG>
+__device__ __forceinline__ bool v3_softmax_lean(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
+                                                float (&alpha)[2], float c, const int (&lo)[2],
+                                                const int (&hi)[2])
+{
+    bool moved = false;
+    float mu[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        if (MASKED) {
+#pragma unroll
+            for (int n = 0; n < NG; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    if (8 * n + e < lo[h] || 8 * n + e > hi[h]) s[4 * n + 2 * h + e] = -INFINITY;
+        }
+        float r[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) r[i] = fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]);
+#pragma unroll
+        for (int n = 4; n < NG; n++) r[n & 3] = fmaxf(r[n & 3], fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
+        float mr = fmaxf(fmaxf(r[0], r[1]), fmaxf(r[2], r[3]));
+        mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, 1));
+        mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, 2));
+        const float mx = __fmul_rn(mr, c);             /* = max of round(s c) */
+        const bool up = mx > m[h] + V3_MAX_SLACK;      /* m = -inf: any visible key moves it */
+        alpha[h] = up ? ex2(m[h] - mx) : 1.f;          /* m = -inf: 0, nothing accumulated yet */
+        m[h] = up ? mx : m[h];
+        moved |= up;
+        mu[h] = m[h] == -INFINITY ? 0.f : m[h];
+    }
+    float sum[2][4];
+    if (__all_sync(0xffffffffu, fabsf(mu[0]) < 65536.f && fabsf(mu[1]) < 65536.f))
+        v3_exp_rows<true, NG>(s, c, mu, sum);
+    else
+        v3_exp_rows<false, NG>(s, c, mu, sum);
+#pragma unroll
+    for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + ((sum[h][0] + sum[h][1]) + (sum[h][2] + sum[h][3]));
+    return moved;
+}
+/* The tile at key j0, as v3_softmax_tile chooses for step 4. */
+template <int NG>
+__device__ __forceinline__ bool v3_softmax_lean_tile(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
+                                                     float (&alpha)[2], float c, bool masked, int j0,
+                                                     const int (&lo)[2], const int (&hi)[2], int t)
+{
+    if (masked) {
+        const int c0 = j0 + 2 * t;
+        const int rl[2] = {lo[0] - c0, lo[1] - c0}, rh[2] = {hi[0] - c0, hi[1] - c0};
+        return v3_softmax_lean<true, NG>(s, m, l, alpha, c, rl, rh);
+    }
+    return v3_softmax_lean<false, NG>(s, m, l, alpha, c, lo, hi);
+}
+//< v3-softmax-lean
 
 //> v3-consumer
 /* One consumer warpgroup (cw = 0 .. NWG-1): rows 64 cw .. 64 cw + 63 of each
@@ -518,16 +797,21 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
     int n = 0, nq = 0, bh, qb;
 
     /* Ping-pong: warpgroup cw waits on barrier 1 + cw for its turn on the
-     * tensor cores and hands the turn over on the other's; warpgroup 1
-     * starts by handing it to warpgroup 0. */
+     * tensor cores and hands the turn over on the next one's (cw + 1, round
+     * the NWG consumers); the last warpgroup starts by handing it to
+     * warpgroup 0. */
     auto turn_wait = [&]() { if constexpr (C::PINGPONG) named_bar_sync(1 + cw, 256); };
-    auto turn_pass = [&]() { if constexpr (C::PINGPONG) named_bar_arrive(1 + (cw ^ 1), 256); };
+    auto turn_pass = [&]() {
+        if constexpr (C::PINGPONG && C::NWG == 2) named_bar_arrive(1 + (cw ^ 1), 256);
+        else if constexpr (C::PINGPONG) named_bar_arrive(1 + (cw + 1 == C::NWG ? 0 : cw + 1), 256);
+    };
     if constexpr (C::PINGPONG)
-        if (cw == 1) named_bar_arrive(1, 256);
+        if (cw == C::NWG - 1) named_bar_arrive(1, 256);   /* the last hands the first turn to warpgroup 0 */
 
-    float o[D / 2], s[64];
-    uint32_t p[32];
-    for (int k = 0; v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb); k++) {
+    constexpr int NG = C::BC / 8;   /* groups of 8 key columns per row */
+    float o[D / 2], s[4 * NG];
+    uint32_t p[2 * NG];
+    for (int k = 0; v3_next_tile<D, STEP, false>(sm, a, k, bh, qb); k++) {
         const int i0 = qb * C::BR;
         const int r0 = i0 + 64 * cw + 16 * warp + g;   /* this thread's rows r0 and r0 + 8 */
         T *Oh = (T *)a.O + (size_t)bh * a.seqlen_q * D;
@@ -558,9 +842,39 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             mbar_wait(sm.full_q(), nq & 1);
             nq++;
             const uint32_t q = sm.q() + 64 * cw * 128;
+            /* step 7: the key blocks every row of this warpgroup sees whole
+             * are one range [ju0, ju1) (a row's keys are an interval whose
+             * ends grow with the row): two comparisons per block instead of
+             * mask_tile_unmasked's arithmetic; the same answer */
+            const int kf = mask_key_first(a.mask, w1 - 1);
+            const int kl = min(mask_key_last(a.mask, w0), a.seqlen_k - 1);
+            const int ju0 = (kf + C::BC - 1) / C::BC, ju1 = kl + 1 > 0 ? (kl + 1) / C::BC : 0;
             auto need_mask = [&](int j0) {
+                if constexpr (C::LEAN)
+                    return w0 < a.seqlen_q && (j0 < ju0 * C::BC || j0 >= ju1 * C::BC);
                 return w0 < a.seqlen_q &&
                        (j0 + C::BC > a.seqlen_k || !mask_tile_unmasked(a.mask, w0, w1, j0, j0 + C::BC));
+            };
+            /* step 7: descriptors' low words of this warpgroup's Q and of K, V
+             * in ring stage 0; stage st is KV_BYTES >> 4 further on */
+            const uint32_t qlo = desc_lo(q, 16), klo0 = desc_lo(sm.k(0), 16);
+            const uint32_t vlo0 = desc_lo(sm.v(0), C::BC * 128);
+            constexpr uint32_t KV16 = C::KV_BYTES >> 4;
+            auto issue_qk = [&](int st_) {
+                if constexpr (C::LEAN) gemm_qk_lean<T, D, C::BR, C::BC>(s, qlo, klo0 + st_ * KV16);
+                else gemm_qk<T, D, C::BR, C::BC>(s, q, sm.k(st_));
+            };
+            auto issue_pv = [&](int st_) {
+                if constexpr (C::LEAN) gemm_pv_lean<T, D, C::BC>(o, p, vlo0 + st_ * KV16);
+                else gemm_pv<T, D, C::BC>(o, p, sm.v(st_));
+            };
+            bool moved = false;
+            auto softmax = [&](int jb) {
+                if constexpr (C::LEAN)
+                    moved = v3_softmax_lean_tile<NG>(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC),
+                                                     jb * C::BC, lo, hi, t);
+                else
+                    v3_softmax_tile<NG>(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC), jb * C::BC, lo, hi, t);
             };
 
             /* prologue: S of the first block, its softmax, P packed */
@@ -569,15 +883,18 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             turn_wait();
             reg_fence(s);
             wgmma_fence();
-            gemm_qk<T, D, C::BR>(s, q, sm.k(st));
+            issue_qk(st);
             wgmma_commit();
             turn_pass();
             wgmma_wait<0>();
             reg_fence(s);
             v3_release(sm.empty_k(st));
-            v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb0 * C::BC), jb0 * C::BC, lo, hi, t);
+            /* step 6: Q is free once its last product is done, so the
+             * producer may bring the next tile's Q during this tile's tail */
+            if constexpr (C::DYNAMIC) v3_release_if(sm.empty_q(), nblk == 1);
+            softmax(jb0);
 #pragma unroll
-            for (int i = 0; i < 32; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
+            for (int i = 0; i < 2 * NG; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
             int pst = st, pph = ph;   /* the stage whose V the packed P multiplies */
             n++;
 
@@ -590,17 +907,18 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
                 reg_fence(o);
                 reg_fence(p);
                 wgmma_fence();
-                gemm_qk<T, D, C::BR>(s, q, sm.k(st));   /* S_j = Q K_j^T */
+                issue_qk(st);                            /* S_j = Q K_j^T */
                 wgmma_commit();
                 mbar_wait(sm.full_v(pst), pph);
-                gemm_pv<T, D>(o, p, sm.v(pst));          /* O += P_{j-1} V_{j-1} */
+                issue_pv(pst);                           /* O += P_{j-1} V_{j-1} */
                 wgmma_commit();
                 turn_pass();
                 if constexpr (C::OVERLAP) wgmma_wait<1>();   /* S_j done, P V may still run */
                 else wgmma_wait<0>();
                 reg_fence(s);
                 v3_release(sm.empty_k(st));
-                v3_softmax_tile(s, m, l, alpha, a.scale_log2, need_mask(jb * C::BC), jb * C::BC, lo, hi, t);
+                if constexpr (C::DYNAMIC) v3_release_if(sm.empty_q(), jb == jb1 - 1);
+                softmax(jb);
                 /* pin the softmax before the wait: without these the compiler
                  * may sink the exponentials below it, and the overlap is gone */
                 reg_fence(s);
@@ -615,10 +933,13 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
                         produce<D, STEP>(sm, tmK, false, n - 1 + S, jb - 1 + S, kvh, issuer);
                         produce<D, STEP>(sm, tmV, true, n - 1 + S, jb - 1 + S, kvh, issuer);
                     }
+                /* step 7: only where some row of the warp moved its maximum */
+                if (!C::LEAN || __any_sync(0xffffffffu, moved)) {
 #pragma unroll
-                for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i >> 1) & 1];
+                    for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i >> 1) & 1];
+                }
 #pragma unroll
-                for (int i = 0; i < 32; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
+                for (int i = 0; i < 2 * NG; i++) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
                 pst = st;
                 pph = ph;
             }
@@ -629,13 +950,14 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             reg_fence(o);
             reg_fence(p);
             wgmma_fence();
-            gemm_pv<T, D>(o, p, sm.v(pst));
+            issue_pv(pst);
             wgmma_commit();
             turn_pass();
             wgmma_wait<0>();
             reg_fence(o);
             v3_release(sm.empty_v(pst));
-            if constexpr (C::PERSIST) v3_release(sm.empty_q());   /* the producer may load the next Q */
+            if constexpr (C::PERSIST && !C::DYNAMIC)
+                v3_release(sm.empty_q());   /* the producer may load the next Q */
         }
 
         /* epilogue: O / l and L, rows below seqlen_q; a row with l = 0 saw
@@ -656,7 +978,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             if (t == 0) Lh[row] = lt > 0.f ? (m[h] + log2f(lt)) * 0.6931471805599453f : -INFINITY;
         }
     }
-    /* the last hand-over of warpgroup 1 is still pending on barrier 1 */
+    /* the last hand-over of the last warpgroup is still pending on barrier 1 */
     if constexpr (C::PINGPONG)
         if (cw == 0) named_bar_sync(1, 256);
 }
@@ -681,6 +1003,11 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
             mbar_init(sm.empty_k(st), 4 * C::NWG);   /* one arrival per consumer warp */
             mbar_init(sm.empty_v(st), 4 * C::NWG);
         }
+        if constexpr (C::DYNAMIC)
+            for (int i = 0; i < 2; i++) {
+                mbar_init(sm.tile_full(i), 1);            /* the producer's arrival */
+                mbar_init(sm.tile_empty(i), 4 * C::NWG);  /* one per consumer warp */
+            }
         fence_barrier_init();   /* make the initialized barriers visible to the copy engine */
     }
     __syncthreads();
@@ -690,7 +1017,9 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
             if (threadIdx.x == 0) v3_producer<D, STEP>(sm, &tmQ, &tmK, &tmV, a);
         } else {                   /* warpgroups 1, 2: the consumers */
             setmaxnreg_inc<C::CONSUMER_REGS>();
-            v3_consumer<T, D, STEP>(threadIdx.x / 128 - 1, sm, &tmQ, &tmK, &tmV, a);
+            /* step 7: the warpgroup index as a warp-uniform value (see v3_next_tile) */
+            const int wg = C::LEAN ? __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) : threadIdx.x / 128;
+            v3_consumer<T, D, STEP>(wg - 1, sm, &tmQ, &tmK, &tmV, a);
         }
     } else {
         v3_consumer<T, D, STEP>(0, sm, &tmQ, &tmK, &tmV, a);
@@ -744,15 +1073,15 @@ static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, in
 //< v3-tensormap
 
 //> v3-step
-/* The step a launch runs: FA_V3_STEP in the environment (1 .. 5), else the
- * last. The version table has one row for version 3; the steps are read
- * here, at each launch, so that every program and tool that runs "version
- * 3" (stage4, bench_gpu.py, v3_check) can be pointed at any step. 0 when
- * the variable holds anything else. */
+/* The step a launch runs: FA_V3_STEP in the environment (1 .. FA_V3_STEPS),
+ * else FA_V3_DEFAULT_STEP (stage4_v3_hopper.h). The version table has one
+ * row for version 3; the steps are read here, at each launch, so that every
+ * program and tool that runs "version 3" (stage4, bench_gpu.py, v3_check)
+ * can be pointed at any step. 0 when the variable holds anything else. */
 static int v3_step(void)
 {
     const char *e = getenv("FA_V3_STEP");
-    if (!e || !*e) return FA_V3_STEPS;
+    if (!e || !*e) return FA_V3_DEFAULT_STEP;
     char *end;
     long k = strtol(e, &end, 10);
     return (*end == '\0' && k >= 1 && k <= FA_V3_STEPS) ? (int)k : 0;
@@ -769,6 +1098,9 @@ extern "C" const char *fa_v3_step_name(int step)
     case 3: return "step 3: + ping-pong of the consumers on the tensor cores";
     case 4: return "step 4: + softmax of S_j under P_{j-1} V_{j-1} (intra-warpgroup overlap)";
     case 5: return "step 5: + persistent grid, longest tiles first";
+    case 6: return "step 6: + tiles handed out by a counter as blocks free (dynamic, longest first)";
+    case 7: return "step 7: + fewer instructions per key block (descriptors, one-FFMA exponent, lazy rescale)";
+    case 8: return "step 8: + tile shapes per d: 3 consumer warpgroups (Br 192) at d = 64, Bc = 176 at d = 128";
     default: return "?";
     }
 }
@@ -789,24 +1121,44 @@ static int v3_device(int *cc, int *sms)
 }
 
 /* The limits beyond the table row's (fp16/bf16, d = 64 or 128, masks and
- * GQA taken): the step, fp16 in the last step only, sizes. No GPU check
- * here (fa_check_problem is what a machine without a GPU can say). */
+ * GQA taken): the step, fp16 from step FA_V3_FP16_FIRST on, sizes. No GPU
+ * check here (fa_check_problem is what a machine without a GPU can say). */
 static int v3_check(int dtype, const attn_params *p)
 {
     const int step = v3_step();
     if (!step)
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_V3_STEP=%s: version 3 has steps 1 to %d",
                             getenv("FA_V3_STEP"), FA_V3_STEPS);
-    if (dtype == FA_FP16 && step != FA_V3_STEPS)
+    if (dtype == FA_FP16 && step < FA_V3_FP16_FIRST)
         return fa_set_error(FA_ERR_UNSUPPORTED,
                             "FA_V3_STEP=%d: steps 1 to %d of version 3 are kept in bf16 only (the "
-                            "record of how it was built); fp16 runs in step %d", step,
-                            FA_V3_STEPS - 1, FA_V3_STEPS);
+                            "record of how it was built); fp16 runs in steps %d to %d", step,
+                            FA_V3_FP16_FIRST - 1, FA_V3_FP16_FIRST, FA_V3_STEPS);
     if ((long long)p->B * p->H * ((p->seqlen_q + 63) / 64) > INT32_MAX / 2 ||
         (long long)p->B * p->H_kv * p->seqlen_k * p->d > (1ll << 40))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 3: problem too large (tile count or tensor extent)");
     return FA_OK;
 }
+
+//> v3-counter
+/* Step 6's tile counters: one 4-byte word per launch, zeroed on the launch's
+ * stream just before the kernel, so it starts at 0 whatever ran before.
+ * Launches take the slots in turn, so that launches in flight on different
+ * streams at the same time count on different words (up to
+ * V3_COUNTER_SLOTS of them). */
+#define V3_COUNTER_SLOTS 64
+__device__ unsigned v3_tile_counters[V3_COUNTER_SLOTS];
+
+static int v3_counter_for_launch(unsigned **ctr, cudaStream_t stream)
+{
+    static std::atomic<unsigned> next{0};
+    void *base = nullptr;
+    CUDA_TRY(cudaGetSymbolAddress(&base, v3_tile_counters));
+    *ctr = (unsigned *)base + next.fetch_add(1) % V3_COUNTER_SLOTS;
+    CUDA_TRY(cudaMemsetAsync(*ctr, 0, sizeof(unsigned), stream));
+    return FA_OK;
+}
+//< v3-counter
 
 template <typename T, int D, int STEP>
 static int v3_launch(const attn_params *p, const void *q, const void *k, const void *v, void *o,
@@ -842,6 +1194,14 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
     }
     const double kv_head_bytes = 2.0 * p->seqlen_k * D * 2;
     a.heads_per_group = (int)std::max(1.0, std::min((double)BH, 0.5 * l2 / kv_head_bytes));
+    const int n_groups = (BH + a.heads_per_group - 1) / a.heads_per_group;
+    a.group_q = BH / n_groups;
+    a.group_r = BH % n_groups;
+    a.tile_counter = nullptr;
+    if (C::DYNAMIC) {
+        int rc2 = v3_counter_for_launch(&a.tile_counter, stream);
+        if (rc2) return rc2;
+    }
     int grid = C::PERSIST ? std::min(a.n_tiles, sms) : a.n_tiles;
     static bool attr_set = false;   /* per instantiation */
     if (!attr_set) {
@@ -863,7 +1223,25 @@ static int v3_launch_step(int step, const attn_params *p, const void *q, const v
     case 2: return v3_launch<T, D, 2>(p, q, k, v, o, lse, st);
     case 3: return v3_launch<T, D, 3>(p, q, k, v, o, lse, st);
     case 4: return v3_launch<T, D, 4>(p, q, k, v, o, lse, st);
-    default: return v3_launch<T, D, 5>(p, q, k, v, o, lse, st);
+    case 5: return v3_launch<T, D, 5>(p, q, k, v, o, lse, st);
+    case 6: return v3_launch<T, D, 6>(p, q, k, v, o, lse, st);
+    case 7: return v3_launch<T, D, 7>(p, q, k, v, o, lse, st);
+    default: return v3_launch<T, D, 8>(p, q, k, v, o, lse, st);
+    }
+}
+
+/* fp16 runs in the steps from FA_V3_FP16_FIRST on (v3_check refuses the
+ * others): only those are instantiated for it. */
+template <int D>
+static int v3_launch_step_fp16(int step, const attn_params *p, const void *q, const void *k,
+                               const void *v, void *o, float *lse, cudaStream_t st)
+{
+    static_assert(FA_V3_FP16_FIRST == 5, "instantiate fp16 for the steps from FA_V3_FP16_FIRST on");
+    switch (step) {
+    case 5: return v3_launch<__half, D, 5>(p, q, k, v, o, lse, st);
+    case 6: return v3_launch<__half, D, 6>(p, q, k, v, o, lse, st);
+    case 7: return v3_launch<__half, D, 7>(p, q, k, v, o, lse, st);
+    default: return v3_launch<__half, D, 8>(p, q, k, v, o, lse, st);
     }
 }
 
@@ -887,26 +1265,28 @@ static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int determi
     if (dtype == FA_BF16)
         return p->d == 64 ? v3_launch_step<__nv_bfloat16, 64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
                           : v3_launch_step<__nv_bfloat16, 128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
-    return p->d == 64 ? v3_launch<__half, 64, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
-                      : v3_launch<__half, 128, FA_V3_STEPS>(p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
+    return p->d == 64 ? v3_launch_step_fp16<64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
+                      : v3_launch_step_fp16<128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
 }
 
+/* The tile shape of the step that runs (v3_cfg): the IO model counts K and
+ * V once per query block of Br rows. */
 static int v3_block_rows(int d)
 {
-    (void)d;
-    return v3_step() == 1 ? 64 : 128;
+    const int step = v3_step();
+    return step == 1 ? 64 : step >= 8 && d == 64 ? 192 : 128;
 }
 static int v3_block_cols(int d)
 {
-    (void)d;
-    return FA_V3_BC;
+    return v3_step() >= 8 && d == 128 ? 176 : FA_V3_BC;
 }
 
 //> v3-row
 /* Version 3's row of the table (kernels/versions.def): fp16 and bf16, d = 64
  * and 128 (d_min 64, d_max 128, multiples of 64), masks and grouped heads,
  * compute capability 9.0; the IO model is the tiled forward's with Br = 128
- * (64 in step 1) and Bc = 128. */
+ * (64 in step 1, 192 at d = 64 from step 8) and Bc = 128 (176 at d = 128
+ * from step 8). */
 const fa_row fa_row_fwd_v3 = {
     {FA_FORWARD, 3, "v3", "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax",
      FA_DT(FA_FP16) | FA_DT(FA_BF16), 64, 128, 64, 1, 0, 90, "hopper"},
@@ -966,17 +1346,18 @@ __global__ void v3_test_tma(const __grid_constant__ CUtensorMap map, uint4 *out,
     for (int i = threadIdx.x; i < 2 * 128 * 128 / 16; i += blockDim.x) out[i] = s[i];
 }
 
-/* S = Q K^T (Q: 64 x D, K: 128 x D) and O = P V (P: 64 x 128 from global,
- * V: 128 x D), one warpgroup; S and O written out by the layouts the main
- * kernel assumes. */
-template <typename T, int D>
+/* S = Q K^T (Q: 64 x D, K: BC x D) and O = P V (P: 64 x BC from global,
+ * V: BC x D), one warpgroup; S and O written out by the layouts the main
+ * kernel assumes. BC = 128 or 176 (step 8 at d = 128); LEAN: through step
+ * 7's descriptors (desc_lo + offsets) instead of make_desc. */
+template <typename T, int D, int BC, bool LEAN>
 __global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                               const __grid_constant__ CUtensorMap tv, const float *P, float *S_out,
                               float *O_out)
 {
     extern __shared__ uint8_t raw[];
     uint32_t base = (smem_u32(raw) + 1023u) & ~1023u;
-    const uint32_t q = base, k = q + 64 * D * 2, v = k + 128 * D * 2, bar = v + 128 * D * 2;
+    const uint32_t q = base, k = q + 64 * D * 2, v = k + BC * D * 2, bar = v + BC * D * 2;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     if (tid == 0) {
         for (int i = 0; i < 3; i++) mbar_init(bar + 8 * i, 1);
@@ -985,30 +1366,31 @@ __global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __gr
     __syncthreads();
     if (tid == 0) {
         tma_tile<D / 64, 64>(&tq, q, bar, 0, 0);
-        tma_tile<D / 64, 128>(&tk, k, bar + 8, 0, 0);
-        tma_tile<D / 64, 128>(&tv, v, bar + 16, 0, 0);
+        tma_tile<D / 64, BC>(&tk, k, bar + 8, 0, 0);
+        tma_tile<D / 64, BC>(&tv, v, bar + 16, 0, 0);
     }
     for (int i = 0; i < 3; i++) mbar_wait(bar + 8 * i, 0);
 
-    float s[64], o[D / 2];
-    uint32_t p[32];
+    float s[BC / 2], o[D / 2];
+    uint32_t p[BC / 4];
     wgmma_fence();
-    gemm_qk<T, D, 64>(s, q, k);
+    if constexpr (LEAN) gemm_qk_lean<T, D, 64, BC>(s, desc_lo(q, 16), desc_lo(k, 16));
+    else gemm_qk<T, D, 64, BC>(s, q, k);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
 #pragma unroll
-    for (int n = 0; n < 16; n++)
+    for (int n = 0; n < BC / 8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            S_out[(16 * warp + g + 8 * (e >> 1)) * 128 + 8 * n + 2 * t + (e & 1)] = s[4 * n + e];
+            S_out[(16 * warp + g + 8 * (e >> 1)) * BC + 8 * n + 2 * t + (e & 1)] = s[4 * n + e];
     /* P into the A-fragment layout: register 4kk + i holds row g + 8 (i & 1),
      * columns 16 kk + 8 (i >> 1) + 2t and + 1 */
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++)
+    for (int kk = 0; kk < BC / 16; kk++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const float *pr = P + (16 * warp + g + 8 * (i & 1)) * 128 + 16 * kk + 8 * (i >> 1) + 2 * t;
+            const float *pr = P + (16 * warp + g + 8 * (i & 1)) * BC + 16 * kk + 8 * (i >> 1) + 2 * t;
             p[4 * kk + i] = pack2<T>(pr[0], pr[1]);
         }
 #pragma unroll
@@ -1016,7 +1398,8 @@ __global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __gr
     reg_fence(o);
     reg_fence(p);
     wgmma_fence();
-    gemm_pv<T, D>(o, p, v);
+    if constexpr (LEAN) gemm_pv_lean<T, D, BC>(o, p, desc_lo(v, BC * 128));
+    else gemm_pv<T, D, BC>(o, p, v);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(o);
@@ -1101,11 +1484,11 @@ static int v3_selftest_tma(void)
     return 0;
 }
 
-template <typename T, int D> static int v3_selftest_gemms(int dtype)
+template <typename T, int D, int BC = 128, bool LEAN = false> static int v3_selftest_gemms(int dtype)
 {
-    /* Q 64 x D, K 128 x D, V 128 x D, P 64 x 128: integers in [-4, 4] */
-    std::vector<float> Q(64 * D), K(128 * D), V(128 * D), P(64 * 128);
-    uint32_t x = 12345u + D + dtype;
+    /* Q 64 x D, K BC x D, V BC x D, P 64 x BC: integers in [-4, 4] */
+    std::vector<float> Q(64 * D), K(BC * D), V(BC * D), P(64 * BC);
+    uint32_t x = 12345u + D + dtype + BC;
     auto next = [&]() { x = x * 1664525u + 1013904223u; return (int)((x >> 16) % 9) - 4; };
     for (auto &e : Q) e = (float)next();
     for (auto &e : K) e = (float)next();
@@ -1120,41 +1503,43 @@ template <typename T, int D> static int v3_selftest_gemms(int dtype)
     V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dk, k16.size() * 2));
     V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dv, v16.size() * 2));
     V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dp, P.size() * 4));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&ds, 64 * 128 * 4));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&ds, 64 * BC * 4));
     V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dO, 64 * D * 4));
     V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dq, q16.data(), q16.size() * 2, cudaMemcpyHostToDevice));
     V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dk, k16.data(), k16.size() * 2, cudaMemcpyHostToDevice));
     V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dv, v16.data(), v16.size() * 2, cudaMemcpyHostToDevice));
     V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dp, P.data(), P.size() * 4, cudaMemcpyHostToDevice));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemset(ds, 0xFF, 64 * 128 * 4));
+    V3_TEST_TRY("v3-piece-wgmma", cudaMemset(ds, 0xFF, 64 * BC * 4));
     V3_TEST_TRY("v3-piece-wgmma", cudaMemset(dO, 0xFF, 64 * D * 4));
     CUtensorMap tq, tk, tv;
-    if (v3_tensor_map(&tq, dq, dtype, D, 64, 1, 64) || v3_tensor_map(&tk, dk, dtype, D, 128, 1, 128) ||
-        v3_tensor_map(&tv, dv, dtype, D, 128, 1, 128)) {
+    if (v3_tensor_map(&tq, dq, dtype, D, 64, 1, 64) || v3_tensor_map(&tk, dk, dtype, D, BC, 1, BC) ||
+        v3_tensor_map(&tv, dv, dtype, D, BC, 1, BC)) {
         printf("FAIL v3-piece-wgmma: %s\n", fa_error_string());
         return 1;
     }
-    const int smem = (64 + 256) * D * 2 + 64 + 1024;
-    V3_TEST_TRY("v3-piece-wgmma", cudaFuncSetAttribute(v3_test_gemms<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    v3_test_gemms<T, D><<<1, 128, smem>>>(tq, tk, tv, (const float *)dp, (float *)ds, (float *)dO);
+    const int smem = (64 + 2 * BC) * D * 2 + 64 + 1024;
+    V3_TEST_TRY("v3-piece-wgmma", cudaFuncSetAttribute(v3_test_gemms<T, D, BC, LEAN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    v3_test_gemms<T, D, BC, LEAN><<<1, 128, smem>>>(tq, tk, tv, (const float *)dp, (float *)ds, (float *)dO);
     V3_TEST_TRY("v3-piece-wgmma", cudaGetLastError());
     V3_TEST_TRY("v3-piece-wgmma", cudaDeviceSynchronize());
-    std::vector<float> S(64 * 128), O(64 * D);
+    std::vector<float> S(64 * BC), O(64 * D);
     V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(S.data(), ds, S.size() * 4, cudaMemcpyDeviceToHost));
     V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dp); cudaFree(ds); cudaFree(dO);
     int fails = 0;
-    const char *tn = dtype == FA_BF16 ? "bf16" : "fp16";
+    char tn[48];
+    snprintf(tn, sizeof tn, "%s%s%s", dtype == FA_BF16 ? "bf16" : "fp16", BC == 128 ? "" : "-bc176",
+             LEAN ? "-lean" : "");
     /* S: exact; on a mismatch, say where the expected value does appear */
     for (int pass = 0; pass < 2; pass++) {
-        const int R = 64, Ccols = pass == 0 ? 128 : D;
+        const int R = 64, Ccols = pass == 0 ? BC : D;
         const std::vector<float> &got = pass == 0 ? S : O;
         std::vector<double> ref((size_t)R * Ccols);
         for (int i = 0; i < R; i++)
             for (int j = 0; j < Ccols; j++) {
                 double acc = 0;
                 if (pass == 0) for (int c = 0; c < D; c++) acc += (double)Q[i * D + c] * K[j * D + c];
-                else for (int c = 0; c < 128; c++) acc += (double)P[i * 128 + c] * V[c * D + j];
+                else for (int c = 0; c < BC; c++) acc += (double)P[i * BC + c] * V[c * D + j];
                 ref[(size_t)i * Ccols + j] = acc;
             }
         int bad = 0, bi = -1, bj = -1;
@@ -1198,5 +1583,11 @@ extern "C" int fa_v3_selftest(void)
     fails += v3_selftest_gemms<__nv_bfloat16, 128>(FA_BF16);
     fails += v3_selftest_gemms<__half, 64>(FA_FP16);
     fails += v3_selftest_gemms<__half, 128>(FA_FP16);
+    /* step 7's descriptors, step 8's 176-key tiles */
+    fails += v3_selftest_gemms<__nv_bfloat16, 64, 128, true>(FA_BF16);
+    fails += v3_selftest_gemms<__nv_bfloat16, 128, 128, true>(FA_BF16);
+    fails += v3_selftest_gemms<__nv_bfloat16, 128, 176, false>(FA_BF16);
+    fails += v3_selftest_gemms<__nv_bfloat16, 128, 176, true>(FA_BF16);
+    fails += v3_selftest_gemms<__half, 128, 176, true>(FA_FP16);
     return fails;
 }

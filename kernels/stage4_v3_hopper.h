@@ -10,7 +10,7 @@
  * S = Q K^T and O += P V, a producer warpgroup and two consumer warpgroups
  * split the work, and the softmax of one tile overlaps the matrix products
  * of another. It was built in five steps, each kept and selectable with
- * FA_V3_STEP=k in the environment (default: the last, which is the version):
+ * FA_V3_STEP=k in the environment (default: FA_V3_DEFAULT_STEP below):
  *   1  TMA + wgmma, one warpgroup of 64 query rows that issues its own copies
  *   2  warp specialization: a producer warpgroup (copies only, 24 registers)
  *      and two consumer warpgroups (64 rows each, 240 registers, setmaxnreg)
@@ -21,7 +21,18 @@
  *   5  a persistent grid whose tiles go longest first (causal), so that the
  *      work is balanced across multiprocessors and the next tile's loads
  *      overlap this tile's epilogue
- * Steps 1-4 run bf16 only; step 5 runs fp16 and bf16. d = 64 or 128; masks,
+ *   6  the same grid, but each block takes its next tile from a counter in
+ *      device memory when it frees (dynamic, longest first), and releases Q
+ *      after the tile's last product that reads it
+ *   7  fewer instructions per key block in the consumers: wgmma descriptors
+ *      built once per tile, the exponent as one FFMA against the row maximum
+ *      of the raw scores (step 4's two operations where |m| >= 2^16), the
+ *      maximum moved, and O rescaled, only when a row's maximum grows by
+ *      more than 8 (base 2)
+ *   8  tile shapes per head dimension: three consumer warpgroups (192 query
+ *      rows) at d = 64, key tiles of 176 rows at d = 128
+ * Steps 1-4 run bf16 only; steps 5 and later run fp16 and bf16. The default
+ * is FA_V3_DEFAULT_STEP. d = 64 or 128; masks,
  * seqlen_q != seqlen_k and grouped K/V heads as every version (mask.h).
  * Needs a GPU of compute capability 9.0 (H100, H200); refuses others with
  * FA_ERR_UNSUPPORTED and one line.
@@ -35,8 +46,13 @@
 extern "C" {
 #endif
 
-#define FA_V3_STEPS 5        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
-#define FA_V3_BC 128         /* key rows per K/V tile */
+#define FA_V3_STEPS 8        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
+/* The step that runs when FA_V3_STEP is not set: version 3 as the library
+ * offers it. Changed only after a device run has measured and checked the
+ * step that replaces it (data/gpu/v3_steps.md). */
+#define FA_V3_DEFAULT_STEP 8
+#define FA_V3_FP16_FIRST 5   /* steps before this one run bf16 only */
+#define FA_V3_BC 128         /* key rows per K/V tile (176 at d = 128 from step 8) */
 
 /* The step launches run now (FA_V3_STEP), 0 when the variable is not a step. */
 int fa_v3_current_step(void);
@@ -52,7 +68,9 @@ int fa_v3_wait(double seconds);
 /* The pieces, tested alone on the GPU: the tensor copy engine's 128-byte
  * swizzle (where each element lands in shared memory), the wgmma S = Q K^T
  * accumulator layout and the P V product with P from registers and V
- * transposed, on small integer matrices whose products are exact. Prints one
+ * transposed, on small integer matrices whose products are exact; also
+ * through step 7's precomputed descriptors and with step 8's 176-key tiles
+ * (m64n176 at d = 128). Prints one
  * PASS/FAIL line per piece (with the first wrong places) and returns the
  * number failed; SKIP and 0 on a GPU that is not compute capability 9.0. */
 int fa_v3_selftest(void);

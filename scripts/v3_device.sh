@@ -8,25 +8,31 @@
 # build/v3_out):
 #     FA_COMMIT=<commit> bash scripts/v3_device.sh
 # Stages (each under a time limit; a later one is skipped, with a line saying
-# so, once V3_BUDGET_S seconds, default 280, have passed):
+# so, once V3_BUDGET_S seconds, default 240, have passed):
 #   build      make build/v3_check (v3 for sm_90a only; ptxas report kept)
 #   sass       HGMMA / UTMALDG / SYNCS / USETMAXREG / LDL / STL per kernel
-#   pieces     TMA swizzle and wgmma fragment layouts, alone (exact integers)
+#   pieces     TMA swizzle and wgmma fragment layouts, alone (exact integers),
+#              also through step 7's descriptors and step 8's 176-key tiles
 #   small      each step once on a small masked GQA problem, one process per
 #              step, so a step that deadlocks is named and left out after
-#   tests      the suite: every step in bf16, step 5 in fp16 too
+#   tests      the suite: every step in bf16, steps 5 and later in fp16 too
 #   time       TFLOP/s of every step, bf16, N = 2048, 8192, 16384, d 64/128,
 #              causal and not, and each step's output against step 1's
-#   peers      SDPA flash and cuDNN at the same shapes (PyTorch)
-#   ncu        SpeedOfLight, warp stall reasons, pipe use: each step once at
-#              N = 8192, d = 128
-#   sanitize   memcheck, racecheck, synccheck on the small problem, steps 1, 5
+#   peers      SDPA flash and cuDNN at the same shapes (PyTorch); then the
+#              step table (scripts/v3_summary.py)
+#   sanitize   memcheck, racecheck, synccheck on the small problem: step 1,
+#              step 5 and the steps after it
+#   ncu        SpeedOfLight, warp state, compute workload, stall reasons and
+#              pipe use at N = 8192, d = 128 and d = 64, non-causal: step 1
+#              and the two steps with the best geometric mean in the timings
 # Files in $OUT (8): v3_run.log (everything), v3_build.log, v3_ptxas.txt,
 # v3_sass.txt, v3_tests.log, v3_steps.csv, v3_ncu.txt, v3_sanitize.log.
 set -u
 OUT=${OUT:-build/v3_out}
 mkdir -p "$OUT"
-BUDGET=${V3_BUDGET_S:-280}
+BUDGET=${V3_BUDGET_S:-240}
+# the steps of version 3 (kernels/stage4_v3_hopper.h: FA_V3_STEPS)
+ALL_STEPS=$(seq 1 "$(sed -n 's/^#define FA_V3_STEPS \([0-9]*\).*/\1/p' kernels/stage4_v3_hopper.h)")
 T0=$(date +%s)
 LOG=$OUT/v3_run.log
 : > "$LOG"
@@ -56,7 +62,7 @@ cp build/v3_ptxas.txt "$OUT/v3_ptxas.txt"
 note "[build] ok in $(elapsed) s; ptxas: $(grep -o 'Used [0-9]* registers' build/v3_ptxas.txt | sort | uniq -c | tr -s ' ' | tr '\n' ';') spills: $(grep -c 'bytes spill stores, 0 bytes spill loads' build/v3_ptxas.txt) kernels with none of $(grep -c 'spill stores' build/v3_ptxas.txt)"
 note "[build] ptxas notes: $(grep -c 'C75' build/v3_ptxas.txt) (C7519 'warpgroup.arrive injected' is harmless; 'serialized' fails the build)"
 sh scripts/v3_sass.sh build/stage4_v3_hopper.o > "$OUT/v3_sass.txt" 2>&1
-grep -v '^v3_test' "$OUT/v3_sass.txt" | tee -a "$LOG" | sed 's/^/[sass] /' >> "$SUMMARY"
+tee -a "$LOG" < "$OUT/v3_sass.txt" | grep -v -e '^v3_test' -e 'fp16' | sed 's/^/[sass] /' >> "$SUMMARY"
 
 # ---- pieces
 STEPS_OK=""
@@ -64,14 +70,14 @@ if stage pieces; then
     timeout 60 build/v3_check --pieces > "$OUT/pieces.tmp" 2>&1
     rc=$?
     cat "$OUT/pieces.tmp" >> "$LOG"
-    grep -E '^(PASS|FAIL|SKIP)|^  ' "$OUT/pieces.tmp" | head -40 >> "$SUMMARY"
-    note "[pieces] exit $rc"
+    note "[pieces] exit $rc: $(grep -c '^PASS' "$OUT/pieces.tmp") PASS, $(grep -c '^FAIL' "$OUT/pieces.tmp") FAIL, $(grep -c '^SKIP' "$OUT/pieces.tmp") SKIP"
+    grep -E '^FAIL|^  ' "$OUT/pieces.tmp" | head -30 >> "$SUMMARY"
     rm -f "$OUT/pieces.tmp"
 fi
 
 # ---- small: one process per step, so that a deadlock names its step
 if stage small; then
-    for k in 1 2 3 4 5; do
+    for k in $ALL_STEPS; do
         timeout 60 build/v3_check --small --steps $k > "$OUT/small.tmp" 2>&1
         rc=$?
         cat "$OUT/small.tmp" >> "$LOG"
@@ -103,37 +109,23 @@ fi
 
 # ---- time (ours), then the peers into the same CSV
 if [ -n "$STEPS_OK" ] && stage time; then
-    timeout 200 build/v3_check --time --steps "$STEPS_OK" --csv "$OUT/v3_steps.csv" > "$OUT/time.tmp" 2>&1
+    timeout 150 build/v3_check --time --steps "$STEPS_OK" --csv "$OUT/v3_steps.csv" > "$OUT/time.tmp" 2>&1
     rc=$?
     cat "$OUT/time.tmp" >> "$LOG"
-    note "[time] exit $rc"
-    grep -E '^ *[0-9]+ +(64|128) ' "$OUT/time.tmp" >> "$SUMMARY"
+    note "[time] exit $rc (the table below has every number; v3_run.log the diff to step 1 and repeatability)"
     grep '^FAIL' "$OUT/time.tmp" | head -10 >> "$SUMMARY"
     rm -f "$OUT/time.tmp"
 fi
 if [ -s "$OUT/v3_steps.csv" ] && stage peers; then
-    timeout 150 python3 scripts/v3_peers.py --csv "$OUT/v3_steps.csv" > "$OUT/peers.tmp" 2>&1
+    timeout 100 python3 scripts/v3_peers.py --csv "$OUT/v3_steps.csv" > "$OUT/peers.tmp" 2>&1
     rc=$?
     cat "$OUT/peers.tmp" >> "$LOG"
     note "[peers] exit $rc"
-    grep -E '^sdpa|^peers' "$OUT/peers.tmp" >> "$SUMMARY"
+    grep -E '^peers' "$OUT/peers.tmp" >> "$SUMMARY"
     rm -f "$OUT/peers.tmp"
 fi
-
-# ---- ncu: one launch of each step at N = 8192, d = 128, non-causal
-if [ -n "$STEPS_OK" ] && command -v ncu > /dev/null && stage ncu; then
-    timeout 150 ncu --clock-control none -k regex:v3_kernel --section SpeedOfLight \
-        --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-        build/v3_check --one 8192,128,0 --steps "$STEPS_OK" > "$OUT/v3_ncu.txt" 2>&1
-    note "[ncu] sections exit $?"
-    timeout 90 ncu --clock-control none -k regex:v3_kernel --metrics \
-        sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_wait_per_warp_active.pct,lts__t_bytes.sum,dram__bytes.sum \
-        build/v3_check --one 8192,128,0 --steps "$STEPS_OK" >> "$OUT/v3_ncu.txt" 2>&1
-    note "[ncu] metrics exit $?"
-    # per kernel: duration, SM / DRAM throughput, the tensor-pipe and XU
-    # (exponential) use, stall shares
-    grep -E 'v3_kernel|Duration|Compute \(SM\) Throughput|DRAM Throughput|L2 Cache Throughput|gmma_cycles|pipe_xu|stalled|lts__t_bytes|dram__bytes|Warp Cycles Per Issued|Issue Slots Busy|Issued Ipc' \
-        "$OUT/v3_ncu.txt" | sed 's/  */ /g' | head -90 >> "$SUMMARY"
+if [ -s "$OUT/v3_steps.csv" ]; then
+    python3 scripts/v3_summary.py "$OUT/v3_steps.csv" 2>&1 | tee -a "$LOG" | sed 's/^/[table] /' >> "$SUMMARY"
 fi
 
 # ---- sanitizers on the small problem, the two extremes of the schedule
@@ -142,7 +134,7 @@ if [ -x "$SAN" ] && [ -n "$STEPS_OK" ]; then
     : > "$OUT/v3_sanitize.log"
     for tool in memcheck racecheck synccheck; do
         stage "sanitize $tool" || break
-        ss=$(echo "$STEPS_OK" | tr ',' '\n' | grep -E '^(1|5)$' | paste -sd,)
+        ss=$(echo "$STEPS_OK" | tr ',' '\n' | awk '$1 == 1 || $1 >= 5' | paste -sd,)
         [ -n "$ss" ] || ss=$STEPS_OK
         timeout 100 "$SAN" --tool $tool --error-exitcode 9 build/v3_check --small --steps "$ss" \
             >> "$OUT/v3_sanitize.log" 2>&1
@@ -150,6 +142,33 @@ if [ -x "$SAN" ] && [ -n "$STEPS_OK" ]; then
         note "[sanitize] $tool steps $ss: exit $rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$OUT/v3_sanitize.log" | tail -1)"
         [ $rc -ne 0 ] && grep -m6 -E 'Error|Hazard|Invalid|barrier' "$OUT/v3_sanitize.log" >> "$SUMMARY"
     done
+fi
+
+# ---- ncu: step 1 and the two fastest steps (geometric mean of the timings),
+# one launch each at N = 8192, non-causal, d = 128 then d = 64
+if [ -n "$STEPS_OK" ] && command -v ncu > /dev/null && stage ncu; then
+    best=$(python3 scripts/v3_summary.py "$OUT/v3_steps.csv" --best-steps 2 2>/dev/null)
+    ns=$(echo "1,$best" | tr ',' '\n' | grep -xE "$(echo "$STEPS_OK" | tr ',' '|')" | sort -un | paste -sd,)
+    [ -n "$ns" ] || ns=1
+    note "[ncu] steps $ns"
+    : > "$OUT/v3_ncu.txt"
+    for shape in 8192,128,0 8192,64,0; do
+        timeout 60 ncu --clock-control none -k regex:v3_kernel --section SpeedOfLight \
+            --section WarpStateStats --section ComputeWorkloadAnalysis \
+            build/v3_check --one $shape --steps "$ns" >> "$OUT/v3_ncu.txt" 2>&1
+        note "[ncu] $shape sections exit $?"
+        timeout 40 ncu --clock-control none -k regex:v3_kernel --metrics \
+            'sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes.sum,regex:smsp__warp_issue_stalled_.*_per_warp_active\.pct,regex:sm__pipe_tensor.*_cycles_active\.avg\.pct_of_peak_sustained_active' \
+            build/v3_check --one $shape --steps "$ns" >> "$OUT/v3_ncu.txt" 2>&1
+        note "[ncu] $shape metrics exit $?"
+    done
+    # per kernel: duration, SM throughput (the tensor pipe), issue, the
+    # exponential unit, L2 bytes and the stall reasons above 1%
+    awk '/v3_kernel</ {print; next}
+         /Duration|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Issued|pipe_xu|pipe_tensor|lts__t_bytes/ {print; next}
+         /stalled_.*_per_warp_active/ {if ($NF + 0 >= 1) print}' "$OUT/v3_ncu.txt" \
+        | sed 's/  */ /g; s/(CUtensorMap_st, CUtensorMap_st, CUtensorMap_st, v3_args)//; s/, Context 1, Stream [0-9]*, Device 0, CC 9.0//' \
+        | head -120 >> "$SUMMARY"
 fi
 
 say ""

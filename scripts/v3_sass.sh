@@ -10,6 +10,11 @@ cuobjdump --dump-sass "$obj" | awk '
 function pretty(f,    t, m, parts) {
     sub(/^_Z[0-9]+/, "", f)
     t = f ~ /bfloat16/ ? "bf16" : f ~ /half/ ? "fp16" : ""
+    # the piece test of the products: v3_test_gemms<T, D, BC, LEAN>
+    if (f ~ /^v3_test_gemms/ && match(f, /Li[0-9]+ELi[0-9]+ELb[01]E/)) {
+        m = substr(f, RSTART + 2, RLENGTH - 3); gsub(/ELb/, "ELi", m); split(m, parts, "ELi")
+        return "v3_test_gemms " t " d" parts[1] " bc" parts[2] (parts[3] == "1" ? " lean" : "")
+    }
     if (match(f, /Li[0-9]+ELi[0-9]+E/)) {
         m = substr(f, RSTART + 2, RLENGTH - 3); split(m, parts, "ELi")
         return "v3 " t " d" parts[1] " step" parts[2]
@@ -25,7 +30,7 @@ function pretty(f,    t, m, parts) {
     if (op ~ /^MUFU.EX2/) c[f, "MUFU.EX2"]++
 }
 END {
-    printf "%-26s %6s %7s %6s %10s %8s %4s %4s %4s\n", "kernel", "HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "MUFU.EX2", "BAR", "LDL", "STL"
+    printf "%-34s %6s %7s %6s %10s %8s %4s %4s %4s\n", "kernel", "HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "MUFU.EX2", "BAR", "LDL", "STL"
     for (i = 1; i <= nf; i++) { f = names[i]
-        printf "%-26s %6d %7d %6d %10d %8d %4d %4d %4d\n", f, c[f,"HGMMA"], c[f,"UTMALDG"], c[f,"SYNCS"], c[f,"USETMAXREG"], c[f,"MUFU.EX2"], c[f,"BAR"], c[f,"LDL"], c[f,"STL"] }
+        printf "%-34s %6d %7d %6d %10d %8d %4d %4d %4d\n", f, c[f,"HGMMA"], c[f,"UTMALDG"], c[f,"SYNCS"], c[f,"USETMAXREG"], c[f,"MUFU.EX2"], c[f,"BAR"], c[f,"LDL"], c[f,"STL"] }
 }'

@@ -872,9 +872,14 @@ FILE *csv_open(const char *path, int argc, char **argv, const char *header)
         snprintf(commit, sizeof commit, "%s", env_commit);
     else
         read_command("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
-    /* Changes under data/ are measurements (this file among them), not code. */
-    read_command("git status --porcelain --untracked-files=no -- . ':!data' 2>/dev/null | head -c1",
-                 changes, sizeof changes);
+    /* Changes under data/ are measurements (this file among them), not code.
+     * A copy named by FA_COMMIT is taken at its word: its .git, if it came
+     * along, need not match the copied files' modes (seen on the GPU
+     * machine, which marked a clean commit as changed). */
+    changes[0] = '\0';
+    if (!(env_commit && *env_commit))
+        read_command("git -c core.fileMode=false status --porcelain --untracked-files=no -- . ':!data' "
+                     "2>/dev/null | head -c1", changes, sizeof changes);
     bool dirty = changes[0] != '\0';
     read_command("uname -srm", host, sizeof host);
     read_command("grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'",
@@ -883,7 +888,8 @@ FILE *csv_open(const char *path, int argc, char **argv, const char *header)
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
     fprintf(f, "# commit: %s%s\n# date: %s\n# machine: %s; %s\n# command:",
-            commit[0] ? commit : "unknown", dirty ? " (with uncommitted changes)" : "",
+            commit[0] ? commit : "unknown",
+            dirty ? " (with uncommitted changes)" : (env_commit && *env_commit) ? " (FA_COMMIT, a copy of the tree)" : "",
             date, host, cpu[0] ? cpu : "unknown cpu");
     for (int i = 0; i < argc; i++) fprintf(f, " %s", argv[i]);
     fprintf(f, "\n%s\n", header);

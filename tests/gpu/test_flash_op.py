@@ -290,8 +290,12 @@ def grad_tests(gen):
                 except Exception as e:  # noqa: BLE001 (report any failure as one line)
                     print(f"FAIL {label}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
                     continue
-                peers = {"O": peer_of(fa.FORWARD, f),
-                         "grad": peer_of(fa.BACKWARD, b) if b is not None else (None, "")}
+                # The gradients inherit the forward's O (through D = rowsum(dO * O)):
+                # a materialized forward or backward makes the pair materialized.
+                grad_peer = (None, "")
+                if b is not None:
+                    grad_peer = fused if peer_of(fa.FORWARD, f) is fused and peer_of(fa.BACKWARD, b) is fused else mat
+                peers = {"O": peer_of(fa.FORWARD, f), "grad": grad_peer}
                 bad, summary = check(prob, got, dt, peers)
                 print(f"FAIL {label}: {'; '.join(bad)} ({summary})" if bad else f"PASS {label} ({summary})")
             if not bwds:
