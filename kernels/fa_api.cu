@@ -219,14 +219,17 @@ extern "C" double fa_flops(int pass, const attn_params *p)
 }
 
 /* The tiled forward's IO model (stage3_tiled.h's count in bytes): Q read
- * once, K and V once for each key block a query block visits
- * (mask_key_rows_read), O written once in the dtype, L once in fp32. With
- * grouped heads each query head reads its K/V head itself. */
+ * once by the query blocks that visit a key block (mask_query_rows_active;
+ * a block whose rows see no key writes O = 0, L = -inf and reads nothing),
+ * K and V once for each key block a query block visits (mask_key_rows_read),
+ * O written once in the dtype, L once in fp32. With grouped heads each query
+ * head reads its K/V head itself. */
 double fa_model_tiled_forward(int dtype, const attn_params *p, int Br, int Bc)
 {
     double es = (double)fa_dtype_bytes(dtype), bh = (double)p->B * p->H, d = p->d;
-    double kv_rows = (double)mask_key_rows_read(attn_mask_of(p), Br, Bc);
-    return bh * (es * (2.0 * p->seqlen_q * d + 2.0 * d * kv_rows) + 4.0 * p->seqlen_q);
+    attn_mask m = attn_mask_of(p);
+    double q_rows = (double)mask_query_rows_active(m, Br), kv_rows = (double)mask_key_rows_read(m, Br, Bc);
+    return bh * (es * ((q_rows + p->seqlen_q) * d + 2.0 * d * kv_rows) + 4.0 * p->seqlen_q);
 }
 
 extern "C" double fa_compulsory_bytes(int pass, int dtype, const attn_params *p)

@@ -48,13 +48,13 @@ $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 $(BUILD)/stage4_main.o: CPPFLAGS += -Ikernels
 $(BUILD)/stage4_main.o: kernels/fa_gpu.h
 
-STAGE4_OBJS := $(BUILD)/stage4_main.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
+STAGE4_OBJS := $(BUILD)/stage4_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
                $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
 stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
 
 # Stage 5: the backward (kernels/stage5_backward.cu) and its host program;
-# src/gpu_host.c is the host code the GPU stages share.
+# src/gpu_host.c is the host code the GPU stages share (stage 4 links it too).
 $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: CPPFLAGS += -Ikernels
 $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: kernels/fa_gpu.h
 STAGE5_OBJS := $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \

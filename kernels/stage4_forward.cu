@@ -149,8 +149,13 @@ static int v0_forward(int dtype, const attn_params *p, const fa_ptrs *x, int det
                                           CUBLAS_GEMM_DEFAULT));
     long long rows = (long long)batch * rows_g;
     unsigned blocks = (unsigned)((rows + 7) / 8);
-    bool vec = !attn_is_masked(p) && Sk % 8 == 0;   /* rows of S and P start 16-byte aligned */
     attn_mask mask = attn_mask_of(p);
+    /* The vector path reads and writes every key of a row, so it needs every
+     * pair visible: no mask, or a window that covers every key (which must
+     * give the unmasked result bit for bit, so it takes the same path). And
+     * rows of S and P that start 16-byte aligned. */
+    bool all_visible = !attn_is_masked(p) || mask_tile_unmasked(mask, 0, Sq, 0, Sk);
+    bool vec = all_visible && Sk % 8 == 0;
     int rc = fa_dispatch_dtype(dtype, [&](auto zero_of_T) -> int {
         using T = decltype(zero_of_T);
         v0_softmax_rows<T><<<blocks, 256, 0, stream>>>(S, (T *)P, x->softmax_lse, rows, mask, vec);

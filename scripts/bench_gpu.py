@@ -506,15 +506,21 @@ def tables(args):
         seed = re.search(r"seed (\d+)", txt)
         out.append(f"Errors (data/gpu/gpu_test.log, seed {seed.group(1) if seed else '?'}): "
                    "max |O - O_ref| / max |O_ref| against the CPU fp64 reference on the inputs rounded to the dtype.\n")
-        out.append("| shape (B,H,N,d) | fp32 v0 | fp32 v1 | fp16 v0 | fp16 v1 | fp16 v2 | bf16 v0 | bf16 v1 | bf16 v2 |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
+        cols = (("fp32", "v0"), ("fp32", "v1"), ("fp16", "v0"), ("fp16", "v1"), ("fp16", "v2"), ("fp16", "v3"),
+                ("bf16", "v0"), ("bf16", "v1"), ("bf16", "v2"), ("bf16", "v3"))
+        out.append("| test | " + " | ".join(f"{dt} {v}" for dt, v in cols) + " |")
+        out.append("|---|" + "---|" * len(cols))
         rows = {}
+        # PASS lines of two formats: "stage4 fp16 (1,2,17,64) (v0 err 4.2e-04, ...)" (before masks
+        # reached stage 4) and "stage4 N=17 (B,H/H_kv,Sq,Sk,d) = (...) fp16 (err O/L: v0 4.2e-04/1.1e-07, ...; ...)"
         for m in re.finditer(r"^(PASS|FAIL) stage4 (fp32|fp16|bf16) (\([0-9,]+\)) \((.*)\)$", txt, re.M):
             errs = dict(re.findall(r"(v\d) err ([0-9.e+-]+)", m.group(4)))
             rows.setdefault(m.group(3), {})[m.group(2)] = errs
+        for m in re.finditer(r"^PASS stage4 (.+) (fp32|fp16|bf16) \(err O/L: ([^;]*);", txt, re.M):
+            errs = dict(re.findall(r"(v\d) ([0-9.e+-]+|inf|nan)/", m.group(3)))
+            rows.setdefault(m.group(1), {})[m.group(2)] = errs
         for shape, r in rows.items():
-            c = [r.get(dt, {}).get(v, "-") for dt, v in (("fp32", "v0"), ("fp32", "v1"), ("fp16", "v0"),
-                 ("fp16", "v1"), ("fp16", "v2"), ("bf16", "v0"), ("bf16", "v1"), ("bf16", "v2"))]
+            c = [r.get(dt, {}).get(v, "-") for dt, v in cols]
             out.append(f"| {shape} | " + " | ".join(c) + " |")
         summ = re.search(r"^\d+ passed, \d+ failed, \d+ skipped$", txt, re.M)
         san = re.findall(r"^(?:PASS|FAIL) stage4-(?:memcheck|racecheck).*$", txt, re.M)

@@ -342,11 +342,11 @@ static const opt_spec SPECS[] = {
     {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, (B,H_kv,seqlen_k,d): fewer heads or other length than Q allowed"},
     {"--v", OPT_INPUTS, ARG_STR, "FILE", "V from a .npy file, same shape as K"},
     {"--do", OPT_INPUTS, ARG_STR, "FILE", "dO (upstream gradient), same shape as Q (default: random, --seed)"},
-    {"--out", OPT_OUTPUTS, ARG_STR, "FILE", "write O as .npy (float64, (B,H,N,d))"},
-    {"--lse", OPT_OUTPUTS, ARG_STR, "FILE", "write L = logsumexp per row as .npy (B,H,N)"},
-    {"--dq", OPT_OUTPUTS, ARG_STR, "FILE", "write dQ as .npy"},
-    {"--dk", OPT_OUTPUTS, ARG_STR, "FILE", "write dK as .npy"},
-    {"--dv", OPT_OUTPUTS, ARG_STR, "FILE", "write dV as .npy"},
+    {"--out", OPT_FWD_OUTPUTS, ARG_STR, "FILE", "write O as .npy (float64, (B,H,N,d))"},
+    {"--lse", OPT_FWD_OUTPUTS, ARG_STR, "FILE", "write L = logsumexp per row as .npy (B,H,N)"},
+    {"--dq", OPT_GRAD_OUTPUTS, ARG_STR, "FILE", "write dQ as .npy"},
+    {"--dk", OPT_GRAD_OUTPUTS, ARG_STR, "FILE", "write dK as .npy"},
+    {"--dv", OPT_GRAD_OUTPUTS, ARG_STR, "FILE", "write dV as .npy"},
     {"--dtype", OPT_DTYPE, ARG_STR, "T", "number type: fp64, fp32, fp16 or bf16, as the stage's usage says"},
     {"--br", OPT_BR, ARG_INT, "BR", "query block rows Br"},
     {"--bc", OPT_BC, ARG_INT, "BC", "key/value block rows Bc"},
@@ -481,7 +481,8 @@ static void parse_value(const opt_spec *sp, const char *val, options *o)
         else if (!strcmp(f, "--v")) o->v = val;
         else o->dO = val;
         break;
-    case OPT_OUTPUTS:
+    case OPT_FWD_OUTPUTS:
+    case OPT_GRAD_OUTPUTS:
         if (!strcmp(f, "--out")) o->out = val;
         else if (!strcmp(f, "--lse")) o->lse = val;
         else if (!strcmp(f, "--dq")) o->dq = val;

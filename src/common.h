@@ -178,7 +178,7 @@ enum opt_flag {
     OPT_N = 1u << 0, OPT_D = 1u << 1, OPT_BATCH = 1u << 2, OPT_HEADS = 1u << 3,
     OPT_SEED = 1u << 4, OPT_CAUSAL = 1u << 5, OPT_SCALE = 1u << 6,
     OPT_INPUTS = 1u << 7,   /* --q --k --v --do */
-    OPT_OUTPUTS = 1u << 8,  /* --out --lse --dq --dk --dv */
+    OPT_FWD_OUTPUTS = 1u << 8,  /* --out --lse (OPT_OUTPUTS: all five output files) */
     OPT_CSV = 1u << 9, OPT_DTYPE = 1u << 10,
     OPT_BR = 1u << 11, OPT_BC = 1u << 12, OPT_SRAM = 1u << 13,
     OPT_BLOCK = 1u << 14, OPT_TRACE = 1u << 15, OPT_LOGITS = 1u << 16,
@@ -193,6 +193,11 @@ enum opt_flag {
     OPT_MASKS = OPT_CAUSAL | OPT_WINDOW | OPT_KV_HEADS | OPT_SEQLEN_K,
     OPT_DETERMINISTIC = 1u << 26,   /* --deterministic (GPU backward) */
 };
+/* --dq --dk --dv, apart from --out --lse so that a forward-only program
+ * (stage 4) does not list them; a macro, since an enum constant must fit an
+ * int. */
+#define OPT_GRAD_OUTPUTS (1u << 31)
+#define OPT_OUTPUTS (OPT_FWD_OUTPUTS | OPT_GRAD_OUTPUTS)   /* --out --lse --dq --dk --dv */
 
 #define MAX_LOGITS 4096
 

@@ -239,3 +239,352 @@ void gh_save(const char *path, const double *x, const attn_params *p, gh_tensor 
     else if (is_kv(t)) save_kv_like(path, x, p);
     else save_q_like(path, x, p);
 }
+
+/* ------------------------------------------------------------------------- */
+/* Inputs on the host                                                         */
+/* ------------------------------------------------------------------------- */
+
+const char *const gh_input_name[4] = {"N(0,1)", "Q, K ~ U[4e4, 6.5e4] (logits ~2e10)",
+                                      "Q, K ~ -900 U[0,1) (logits ~1e6)", "logits near -7.5e4"};
+
+void gh_inputs_free(gh_inputs *in)
+{
+    free(in->Q);
+    free(in->K);
+    free(in->V);
+    free(in->dO);
+    memset(in, 0, sizeof *in);
+}
+
+/* Round to bf16, then flush what fp16 would make subnormal: the values are
+ * then exact in fp32, fp16 and bf16. */
+static void make_representable(double *x, size_t n)
+{
+    gh_round(x, n, FA_BF16);
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) < 0x1p-14) x[i] = 0;
+}
+
+static bool representable(const double *x, size_t n, int dtype)
+{
+    double *y = xmalloc(n, sizeof(double), "rounding check");
+    memcpy(y, x, n * sizeof(double));
+    gh_round(y, n, dtype);
+    bool same = memcmp(x, y, n * sizeof(double)) == 0;
+    free(y);
+    return same;
+}
+
+bool gh_inputs_exact(const gh_inputs *in, const int *dtypes, int nd, bool grads)
+{
+    const attn_params *p = &in->p;
+    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
+    bool exact = true;
+    for (int t = 0; t < nd; t++)
+        exact = exact && representable(in->Q, nq, dtypes[t]) && representable(in->K, nk, dtypes[t]) &&
+                representable(in->V, nk, dtypes[t]) && (!grads || representable(in->dO, nq, dtypes[t]));
+    return exact;
+}
+
+void gh_inputs_random(gh_inputs *in, const attn_params *p, gh_input_kind kind, uint64_t seed)
+{
+    memset(in, 0, sizeof *in);
+    in->p = *p;
+    in->kind = kind;
+    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
+    rng_t rng;
+    rng_seed(&rng, seed);
+    in->Q = xmalloc(nq, sizeof(double), "Q");
+    in->K = xmalloc(nk, sizeof(double), "K");
+    in->V = xmalloc(nk, sizeof(double), "V");
+    in->dO = xmalloc(nq, sizeof(double), "dO");
+    fill_normal(in->Q, nq, 0, 1, &rng);
+    fill_normal(in->K, nk, 0, 1, &rng);
+    fill_normal(in->V, nk, 0, 1, &rng);
+    fill_normal(in->dO, nq, 0, 1, &rng);
+    if (kind == GH_IN_HUGE) {
+        for (size_t i = 0; i < nq; i++) in->Q[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
+        for (size_t i = 0; i < nk; i++) in->K[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
+    } else if (kind == GH_IN_NEG900) {
+        for (size_t i = 0; i < nq; i++) in->Q[i] = -900 * rng_uniform(&rng);
+        for (size_t i = 0; i < nk; i++) in->K[i] = -900 * rng_uniform(&rng);
+    } else if (kind == GH_IN_NEAR_NEG) {
+        /* q = (a, x), k = (-a, y): softmax_scale q.k = -7.5e4 + a few units */
+        double a = sqrt(7.5e4 / p->softmax_scale);
+        for (size_t r = 0; r < nq / p->d; r++) in->Q[r * p->d] = a;
+        for (size_t r = 0; r < nk / p->d; r++) in->K[r * p->d] = -a;
+    }
+    make_representable(in->Q, nq);
+    make_representable(in->K, nk);
+    make_representable(in->V, nk);
+    make_representable(in->dO, nq);
+    snprintf(in->source, sizeof in->source, "random %s, seed %llu", gh_input_name[kind],
+             (unsigned long long)seed);
+}
+
+void gh_inputs_of_options(gh_inputs *in, const options *opt)
+{
+    attn_problem ap;
+    load_problem(opt, &ap);
+    memset(in, 0, sizeof *in);
+    in->p = ap.params;
+    in->Q = ap.Q;
+    in->K = ap.K;
+    in->V = ap.V;
+    in->dO = ap.dO;
+    in->kind = GH_IN_NORMAL;
+    snprintf(in->source, sizeof in->source, "%s", ap.source);
+}
+
+void gh_inputs_real(gh_inputs *in, const options *opt, int left, int right, int seqlen_k)
+{
+    options o = *opt;
+    o.given &= ~(unsigned)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS | OPT_INPUTS |
+                           OPT_OUTPUTS);
+    o.random = o.causal = false;
+    o.q = o.k = o.v = o.dO = NULL;
+    o.out = o.lse = o.dq = o.dk = o.dv = NULL;
+    o.window_left = left;
+    o.window_right = right;
+    if (left >= 0 || right >= 0) o.given |= OPT_WINDOW;
+    if (seqlen_k > 0) {
+        o.seqlen_k = seqlen_k;
+        o.given |= OPT_SEQLEN_K;
+    }
+    gh_inputs_of_options(in, &o);
+}
+
+void gh_describe(const attn_params *p, char *buf, size_t n)
+{
+    char mask[64] = "";
+    if (attn_is_causal(p)) snprintf(mask, sizeof mask, ", causal");
+    else if (attn_is_masked(p))
+        snprintf(mask, sizeof mask, ", window (%d,%d)", p->window_size_left, p->window_size_right);
+    snprintf(buf, n, "(B,H/H_kv,Sq,Sk,d) = (%d,%d/%d,%d,%d,%d)%s", p->B, p->H, p->H_kv, p->seqlen_q,
+             p->seqlen_k, p->d, mask);
+}
+
+attn_params gh_tcase_params(const gh_tcase *c)
+{
+    attn_params p = {c->B, c->H, c->H_kv, c->Sq, c->Sk, c->d, 1.0 / sqrt((double)c->d), c->left, c->right};
+    return p;
+}
+
+const gh_tcase gh_default_cases[2] = {{"", 2, 4, 4, 1000, 1000, 64, -1, -1, GH_IN_NORMAL},
+                                      {"", 1, 4, 2, 1500, 1500, 128, -1, 0, GH_IN_NORMAL}};
+
+const gh_tcase gh_size_cases[GH_SIZE_CASES] = {
+    {"N=1", 1, 1, 1, 1, 1, 64, -1, -1, GH_IN_NORMAL},
+    {"N=17", 1, 2, 2, 17, 17, 64, -1, -1, GH_IN_NORMAL},
+    {"N=113", 1, 1, 1, 113, 113, 64, -1, -1, GH_IN_NORMAL},
+    {"N=1023", 1, 1, 1, 1023, 1023, 64, -1, -1, GH_IN_NORMAL},
+    {"N=4097", 1, 1, 1, 4097, 4097, 64, -1, -1, GH_IN_NORMAL},
+    {"d=16", 1, 2, 2, 300, 300, 16, -1, -1, GH_IN_NORMAL},
+    {"d=20", 2, 3, 3, 129, 129, 20, -1, -1, GH_IN_NORMAL},
+    {"d=32", 1, 2, 2, 300, 300, 32, -1, -1, GH_IN_NORMAL},
+    {"d=48", 1, 2, 2, 200, 200, 48, -1, -1, GH_IN_NORMAL},
+    {"d=80", 1, 2, 2, 300, 300, 80, -1, -1, GH_IN_NORMAL},
+    {"d=96", 1, 2, 2, 300, 300, 96, -1, -1, GH_IN_NORMAL},
+    {"d=112", 1, 1, 1, 200, 200, 112, -1, -1, GH_IN_NORMAL},
+    {"d=128", 1, 2, 2, 300, 300, 128, -1, -1, GH_IN_NORMAL},
+    {"d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, -1, GH_IN_NORMAL},
+};
+
+uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device)
+{
+    uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : fresh_seed();
+    printf("%s GPU tests on %s; seed %llu (replay: ./%s --sweep tests --seed %llu)\n", stage, device,
+           (unsigned long long)seed, stage, (unsigned long long)seed);
+    return seed;
+}
+
+void gh_test_name(const char *stage, const char *what, const attn_params *p, char *buf, size_t n)
+{
+    char shape[128];
+    gh_describe(p, shape, sizeof shape);
+    snprintf(buf, n, "%s %s %s", stage, what, shape);
+}
+
+int gh_run_cases(const char *stage, const gh_tcase *cases, size_t n, uint64_t seed0, gh_case_fn fn, void *ctx)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        attn_params p = gh_tcase_params(&cases[i]);
+        gh_inputs in;
+        gh_inputs_random(&in, &p, cases[i].kind, seed0 + i);
+        char name[256];
+        gh_test_name(stage, cases[i].what, &p, name, sizeof name);
+        bad += fn(ctx, &in, name);
+        gh_inputs_free(&in);
+    }
+    return bad;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The reference set and the rule                                             */
+/* ------------------------------------------------------------------------- */
+
+void gh_ref_compute(gh_ref *r, const attn_params *p, const double *Q, const double *K, const double *V,
+                    const double *dO)
+{
+    memset(r, 0, sizeof *r);
+    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
+    r->O = xmalloc(nq, sizeof(double), "O_ref");
+    r->L = xmalloc(attn_rows(p), sizeof(double), "L_ref");
+    if (dO) {
+        r->dQ = xmalloc(nq, sizeof(double), "dQ_ref");
+        r->dK = xmalloc(nk, sizeof(double), "dK_ref");
+        r->dV = xmalloc(nk, sizeof(double), "dV_ref");
+    }
+    gh_reference(p, Q, K, V, dO, r->O, r->L, r->dQ, r->dK, r->dV);
+    double mq = max_abs_finite(Q, nq), mk = max_abs_finite(K, nk), mv = max_abs_finite(V, nk);
+    r->fallback[GH_O] = mv;
+    if (dO) {
+        double mo = max_abs_finite(dO, nq);
+        r->fallback[GH_DQ] = p->softmax_scale * mo * mv * mk;
+        r->fallback[GH_DK] = p->softmax_scale * mo * mv * mq;
+        r->fallback[GH_DV] = mo;
+    }
+}
+
+void gh_ref_free(gh_ref *r)
+{
+    free(r->O);
+    free(r->L);
+    free(r->dQ);
+    free(r->dK);
+    free(r->dV);
+    memset(r, 0, sizeof *r);
+}
+
+int gh_each_dtype(const gh_inputs *in, const int *dtypes, int nd, bool grads, gh_dtype_fn fn, void *ctx)
+{
+    const attn_params *p = &in->p;
+    const double *dO = grads ? in->dO : NULL;
+    bool exact = gh_inputs_exact(in, dtypes, nd, grads);
+    gh_ref shared;
+    if (exact) gh_ref_compute(&shared, p, in->Q, in->K, in->V, dO);
+    int bad = 0;
+    for (int t = 0; t < nd; t++) {
+        gh_problem g;
+        gh_upload(&g, p, dtypes[t], in->Q, in->K, in->V, dO);
+        gh_ref own;
+        if (!exact) gh_ref_compute(&own, p, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
+        bad += fn(ctx, in, &g, exact ? &shared : &own);
+        if (!exact) gh_ref_free(&own);
+        gh_free(&g);
+    }
+    if (exact) gh_ref_free(&shared);
+    return bad;
+}
+
+double gh_allowed(int dtype, int version, double v0_err, double floor, bool fault, bool *twice_v0)
+{
+    double allowed = fault ? INFINITY : dtype == FA_FP32 ? 1e-5 : dtype == FA_FP16 ? 1e-2 : 5e-2;
+    *twice_v0 = !fault && dtype != FA_FP32 && version != 0 && v0_err >= 0 && 2 * v0_err + floor < allowed;
+    if (*twice_v0) allowed = 2 * v0_err + floor;
+    return allowed;
+}
+
+/* Contiguous runs of true in flag[0..n), as "first-last, ..." (at most 8). */
+static void ranges(const bool *flag, int n, char *buf, size_t len)
+{
+    size_t at = 0;
+    int shown = 0;
+    buf[0] = '\0';
+    for (int first = 0; first < n; first++) {
+        if (!flag[first]) continue;
+        int last = first;
+        while (last + 1 < n && flag[last + 1]) last++;
+        if (shown++ == 8) {
+            snprintf(buf + at, len - at, ", ...");
+            return;
+        }
+        at += (size_t)snprintf(buf + at, len - at, last > first ? "%s%d-%d" : "%s%d", at ? ", " : "",
+                               first, last);
+        if (at >= len) return;
+        first = last;
+    }
+}
+
+//> gh-diagnose
+void gh_diagnose(const char *who, const attn_params *p, gh_tensor t, const double *got, const double *ref,
+                 double tol)
+{
+    bool kv = is_kv(t);
+    int hp = kv ? p->H_kv : p->H, heads = p->B * hp, rows = kv ? p->seqlen_k : p->seqlen_q;
+    int d = t == GH_L ? 1 : p->d;   /* L has one column */
+    bool *bad_hr = xcalloc((size_t)heads * rows, 1, "bad rows"), *bad_c = xcalloc((size_t)d, 1, "bad cols");
+    bool *bad_h = xcalloc((size_t)heads, 1, "bad heads");
+    size_t n = 0, nonfinite = 0, worst_at = 0;
+    double worst = -1;
+    printf("# %s %s: ", who, gh_tensor_name[t]);
+    for (size_t i = 0; i < (size_t)heads * rows * d; i++) {
+        double e = fabs(got[i] - ref[i]);
+        if (got[i] == ref[i]) e = 0;   /* L = -inf where the row sees no key */
+        bool nf = !isfinite(got[i]) && e != 0;
+        nonfinite += nf;
+        if (!(e <= tol) || nf) {   /* NaN and infinities count, even against tol = inf */
+            if (n < 3) {
+                size_t hr = i / d;
+                printf("%s[b%zu h%zu row %zu col %zu] got %.6g ref %.6g", n ? "; " : "",
+                       hr / rows / hp, hr / rows % hp, hr % rows, i % d, got[i], ref[i]);
+            }
+            n++;
+            bad_hr[i / d] = bad_c[i % d] = bad_h[i / d / rows] = true;
+            if (!(e <= worst)) { worst = isnan(e) ? INFINITY : e; worst_at = i; }
+        }
+    }
+    printf("\n#   %zu of %zu entries off by more than %.3g (non-finite: %zu); worst %.3g at "
+           "[head %zu row %zu col %zu]\n", n, (size_t)heads * rows * d, tol, nonfinite, worst,
+           worst_at / d / rows, worst_at / d % rows, worst_at % d);
+    char buf[256];
+    ranges(bad_h, heads, buf, sizeof buf);
+    printf("#   heads (b H%s + h): %s\n", kv ? "_kv" : "", buf);
+    for (int h = 0, shown = 0; h < heads && shown < 3; h++) {
+        if (!bad_h[h]) continue;
+        shown++;
+        ranges(bad_hr + (size_t)h * rows, rows, buf, sizeof buf);
+        printf("#   head %d rows: %s\n", h, buf);
+    }
+    ranges(bad_c, d, buf, sizeof buf);
+    printf("#   columns: %s\n", buf);
+    free(bad_hr);
+    free(bad_c);
+    free(bad_h);
+}
+//< gh-diagnose
+
+/* ------------------------------------------------------------------------- */
+/* The program's frame                                                        */
+/* ------------------------------------------------------------------------- */
+
+void gh_check_problem(int pass, const attn_params *p, const int *dtypes, int nd, const int *versions,
+                      int nv, bool check)
+{
+    for (int t = 0; t < nd && check; t++)
+        for (int i = 0; i < nv; i++)
+            if (fa_check_problem(pass, versions[i], dtypes[t], p) != 0)
+                fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
+    if ((double)p->seqlen_q * p->seqlen_k > 64e6)
+        fatal(EXIT_BAD_INPUT, "seqlen_q %d, seqlen_k %d: the CPU reference builds seqlen_q x seqlen_k "
+              "matrices; use seqlen_q seqlen_k <= 64e6 (N <= 8000)", p->seqlen_q, p->seqlen_k);
+}
+
+bool gh_device(const char *stage, char *device, size_t n, int *sm_count)
+{
+    if (fa_device_count() == 0) {
+        printf("%s: no CUDA GPU here; nothing to run (the GPU stages need one)\n", stage);
+        return false;
+    }
+    if (fa_device_info(device, n, sm_count) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+    return true;
+}
+
+FILE *gh_csv_open(const char *path, int argc, char **argv, const char *header)
+{
+    FILE *csv = csv_open(path, argc, argv, header);
+    /* A copy of the tree without .git (the GPU machine) names its commit here. */
+    if (getenv("FA_COMMIT")) fprintf(csv, "# source commit (FA_COMMIT): %s\n", getenv("FA_COMMIT"));
+    return csv;
+}

@@ -86,145 +86,6 @@ static const char USAGE[] =
 #define DET_RUNS 30
 
 /* ------------------------------------------------------------------------- */
-/* Inputs                                                                     */
-/* ------------------------------------------------------------------------- */
-
-/* Normal: N(0, 1). The others are issue 8's fault inputs, whose scaled
- * logits overflow fp16 or make exp(S - L) ill-conditioned in fp32. */
-typedef enum { IN_NORMAL, IN_HUGE, IN_NEG900, IN_NEAR_NEG } input_kind;
-static const char *const input_name[] = {"N(0,1)", "Q, K ~ U[4e4, 6.5e4] (logits ~2e10)",
-                                         "Q, K ~ -900 U[0,1) (logits ~1e6)",
-                                         "logits near -7.5e4"};
-
-typedef struct {
-    attn_params p;
-    double *Q, *K, *V, *dO;
-    input_kind kind;
-    char source[512];
-} problem;
-
-static void problem_free(problem *pr)
-{
-    free(pr->Q);
-    free(pr->K);
-    free(pr->V);
-    free(pr->dO);
-    memset(pr, 0, sizeof *pr);
-}
-
-/* Round to bf16, then flush what fp16 would make subnormal: the values are
- * then exact in fp32, fp16 and bf16, so one fp64 reference serves every
- * dtype. */
-static void make_representable(double *x, size_t n)
-{
-    gh_round(x, n, FA_BF16);
-    for (size_t i = 0; i < n; i++)
-        if (fabs(x[i]) < 0x1p-14) x[i] = 0;
-}
-
-static bool representable(const double *x, size_t n, int dtype)
-{
-    double *y = xmalloc(n, sizeof(double), "rounding check");
-    memcpy(y, x, n * sizeof(double));
-    gh_round(y, n, dtype);
-    bool same = memcmp(x, y, n * sizeof(double)) == 0;
-    free(y);
-    return same;
-}
-
-static void random_problem(problem *pr, const attn_params *p, input_kind kind, uint64_t seed)
-{
-    memset(pr, 0, sizeof *pr);
-    pr->p = *p;
-    pr->kind = kind;
-    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
-    rng_t rng;
-    rng_seed(&rng, seed);
-    pr->Q = xmalloc(nq, sizeof(double), "Q");
-    pr->K = xmalloc(nk, sizeof(double), "K");
-    pr->V = xmalloc(nk, sizeof(double), "V");
-    pr->dO = xmalloc(nq, sizeof(double), "dO");
-    fill_normal(pr->Q, nq, 0, 1, &rng);
-    fill_normal(pr->K, nk, 0, 1, &rng);
-    fill_normal(pr->V, nk, 0, 1, &rng);
-    fill_normal(pr->dO, nq, 0, 1, &rng);
-    if (kind == IN_HUGE) {
-        for (size_t i = 0; i < nq; i++) pr->Q[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
-        for (size_t i = 0; i < nk; i++) pr->K[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
-    } else if (kind == IN_NEG900) {
-        for (size_t i = 0; i < nq; i++) pr->Q[i] = -900 * rng_uniform(&rng);
-        for (size_t i = 0; i < nk; i++) pr->K[i] = -900 * rng_uniform(&rng);
-    } else if (kind == IN_NEAR_NEG) {
-        /* q = (a, x), k = (-a, y): softmax_scale q.k = -7.5e4 + a few units */
-        double a = sqrt(7.5e4 / p->softmax_scale);
-        for (size_t r = 0; r < nq / p->d; r++) pr->Q[r * p->d] = a;
-        for (size_t r = 0; r < nk / p->d; r++) pr->K[r * p->d] = -a;
-    }
-    make_representable(pr->Q, nq);
-    make_representable(pr->K, nk);
-    make_representable(pr->V, nk);
-    make_representable(pr->dO, nq);
-    snprintf(pr->source, sizeof pr->source, "random %s, seed %llu", input_name[kind],
-             (unsigned long long)seed);
-}
-
-/* The problem of the options (real input, files or random, with the mask,
- * key length and key/value heads they give), from load_problem. */
-static void options_problem(problem *pr, const options *opt)
-{
-    attn_problem ap;
-    load_problem(opt, &ap);
-    memset(pr, 0, sizeof *pr);
-    pr->p = ap.params;
-    pr->Q = ap.Q;
-    pr->K = ap.K;
-    pr->V = ap.V;
-    pr->dO = ap.dO;
-    pr->kind = IN_NORMAL;
-    snprintf(pr->source, sizeof pr->source, "%s", ap.source);
-}
-
-static void describe(const attn_params *p, char *buf, size_t n)
-{
-    char mask[64] = "";
-    if (attn_is_causal(p)) snprintf(mask, sizeof mask, ", causal");
-    else if (attn_is_masked(p))
-        snprintf(mask, sizeof mask, ", window (%d,%d)", p->window_size_left, p->window_size_right);
-    snprintf(buf, n, "(B,H/H_kv,Sq,Sk,d) = (%d,%d/%d,%d,%d,%d)%s", p->B, p->H, p->H_kv, p->seqlen_q,
-             p->seqlen_k, p->d, mask);
-}
-
-/* ------------------------------------------------------------------------- */
-/* The reference                                                              */
-/* ------------------------------------------------------------------------- */
-typedef struct {
-    double *O, *L, *dQ, *dK, *dV;
-    double fallback[3];   /* denominators when dQ, dK, dV of the reference are all zero */
-} refset;
-
-static void ref_compute(refset *r, const attn_params *p, const double *Q, const double *K,
-                        const double *V, const double *dO)
-{
-    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
-    r->O = xmalloc(nq, sizeof(double), "O_ref");
-    r->L = xmalloc(attn_rows(p), sizeof(double), "L_ref");
-    r->dQ = xmalloc(nq, sizeof(double), "dQ_ref");
-    r->dK = xmalloc(nk, sizeof(double), "dK_ref");
-    r->dV = xmalloc(nk, sizeof(double), "dV_ref");
-    gh_reference(p, Q, K, V, dO, r->O, r->L, r->dQ, r->dK, r->dV);
-    double mq = max_abs_finite(Q, nq), mk = max_abs_finite(K, nk), mv = max_abs_finite(V, nk), mo = max_abs_finite(dO, nq);
-    r->fallback[0] = p->softmax_scale * mo * mv * mk;
-    r->fallback[1] = p->softmax_scale * mo * mv * mq;
-    r->fallback[2] = mo;
-}
-
-static void ref_free(refset *r)
-{
-    free(r->O); free(r->L); free(r->dQ); free(r->dK); free(r->dV);
-    memset(r, 0, sizeof *r);
-}
-
-/* ------------------------------------------------------------------------- */
 /* Running a version and judging it                                          */
 /* ------------------------------------------------------------------------- */
 static const gh_tensor GRADS[3] = {GH_DQ, GH_DK, GH_DV};
@@ -289,7 +150,7 @@ static void check_deterministic(gh_problem *g, int version, vres *r)
     free(again);
 }
 
-static vres run_version(gh_problem *g, int version, const refset *ref, bool deterministic, int repeats)
+static vres run_version(gh_problem *g, int version, const gh_ref *ref, bool deterministic, int repeats)
 {
     vres r;
     memset(&r, 0, sizeof r);
@@ -301,7 +162,7 @@ static vres run_version(gh_problem *g, int version, const refset *ref, bool dete
         size_t n = gh_numel(&g->p, GRADS[t]);
         r.got[t] = xmalloc(n, sizeof(double), "gradient from the GPU");
         gh_fetch(g, GRADS[t], r.got[t]);
-        r.e[t] = gh_compare(r.got[t], refs[t], n, ref->fallback[t]);
+        r.e[t] = gh_compare(r.got[t], refs[t], n, ref->fallback[GRADS[t]]);
     }
     r.nonzero = nonzero_where_empty(&g->p, r.got);
     if (deterministic) check_deterministic(g, version, &r);
@@ -314,75 +175,6 @@ static void vres_free(vres *r)
     for (int t = 0; t < 3; t++) free(r->got[t]);
 }
 
-/* Contiguous runs of true in flag[0..n), as "a-b, c, ..." (at most 8). */
-static void ranges(const bool *flag, int n, char *buf, size_t len)
-{
-    size_t at = 0;
-    int shown = 0;
-    buf[0] = '\0';
-    for (int first = 0; first < n; first++) {
-        if (!flag[first]) continue;
-        int last = first;
-        while (last + 1 < n && flag[last + 1]) last++;
-        if (shown++ == 8) {
-            snprintf(buf + at, len - at, ", ...");
-            return;
-        }
-        at += (size_t)snprintf(buf + at, len - at, last > first ? "%s%d-%d" : "%s%d", at ? ", " : "",
-                               first, last);
-        if (at >= len) return;
-        first = last;
-    }
-}
-
-//> stage5-diagnose
-/* What a failed comparison looks like: entries of tensor t off by more than
- * tol (absolute), the worst and the first three with (b, h, row, col), and
- * the heads, rows and columns they fall in. */
-static void diagnose(const char *who, const attn_params *p, gh_tensor t, const double *got,
-                     const double *ref, double tol)
-{
-    bool kv = t == GH_DK || t == GH_DV;
-    int heads = p->B * (kv ? p->H_kv : p->H), rows = kv ? p->seqlen_k : p->seqlen_q, d = p->d;
-    int hp = kv ? p->H_kv : p->H;
-    bool *bad_hr = xcalloc((size_t)heads * rows, 1, "bad rows"), *bad_c = xcalloc((size_t)d, 1, "bad cols");
-    bool *bad_h = xcalloc((size_t)heads, 1, "bad heads");
-    size_t n = 0, nonfinite = 0, worst_at = 0;
-    double worst = -1;
-    printf("# %s %s: ", who, gh_tensor_name[t]);
-    for (size_t i = 0; i < (size_t)heads * rows * d; i++) {
-        double e = fabs(got[i] - ref[i]);
-        if (!isfinite(got[i]) || !(e <= tol)) {   /* NaN and infinities count */
-            if (!isfinite(got[i])) nonfinite++;
-            if (n < 3) {
-                size_t hr = i / d;
-                printf("%s[b%zu h%zu row %zu col %zu] got %.6g ref %.6g", n ? "; " : "",
-                       hr / rows / hp, hr / rows % hp, hr % rows, i % d, got[i], ref[i]);
-            }
-            n++;
-            bad_hr[i / d] = bad_c[i % d] = bad_h[i / d / rows] = true;
-            if (!(e <= worst)) { worst = isnan(e) ? INFINITY : e; worst_at = i; }
-        }
-    }
-    printf("\n#   %zu of %zu entries off by more than %.3g (non-finite: %zu); worst %.3g at "
-           "[head %zu row %zu col %zu]\n", n, (size_t)heads * rows * d, tol, nonfinite, worst,
-           worst_at / d / rows, worst_at / d % rows, worst_at % d);
-    char buf[256];
-    ranges(bad_h, heads, buf, sizeof buf);
-    printf("#   heads (b H%s + h): %s\n", kv ? "_kv" : "", buf);
-    for (int h = 0, shown = 0; h < heads && shown < 3; h++) {
-        if (!bad_h[h]) continue;
-        shown++;
-        ranges(bad_hr + (size_t)h * rows, rows, buf, sizeof buf);
-        printf("#   head %d rows: %s\n", h, buf);
-    }
-    ranges(bad_c, d, buf, sizeof buf);
-    printf("#   columns: %s\n", buf);
-    free(bad_hr);
-    free(bad_c);
-    free(bad_h);
-}
-//< stage5-diagnose
 
 /* ------------------------------------------------------------------------- */
 /* One problem in one dtype                                                   */
@@ -396,7 +188,7 @@ typedef struct {
     const options *opt;  /* output files (with one --kernel and --dtype) */
 } run_mode;
 
-static void csv_row(const run_mode *m, const problem *pr, int dtype, const vres *r)
+static void csv_row(const run_mode *m, const gh_inputs *pr, int dtype, const vres *r)
 {
     const attn_params *p = &pr->p;
     double fl = fa_flops(FA_BACKWARD, p);
@@ -418,32 +210,35 @@ static void save_outputs(const options *opt, const gh_problem *g, const vres *r)
     if (opt->dv) gh_save(opt->dv, r->got[2], p, GH_DV);
 }
 
-/* Run every version of `versions` on pr in dtype, print and judge. ref: the
- * reference when the inputs are exact in this dtype (else computed here).
+/* What run_dtype is given besides the problem in one dtype (gh_each_dtype). */
+typedef struct {
+    const run_mode *m;
+    const int *versions;
+    int nv;
+    const char *name;
+} run_job;
+
+/* Run every version of the job on pr in g's dtype, print and judge.
  * Returns the number of failed checks. */
-static int run_dtype(const run_mode *m, const problem *pr, int dtype, const refset *shared,
-                     const int *versions, int nv, const char *name)
+static int run_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref *ref)
 {
+    const run_job *job = ctx;
+    const run_mode *m = job->m;
+    const int *versions = job->versions;
+    const int nv = job->nv, dtype = g->dtype;
+    const char *name = job->name;
     const attn_params *p = &pr->p;
-    gh_problem g;
-    gh_upload(&g, p, dtype, pr->Q, pr->K, pr->V, pr->dO);
-    refset own, *ref = (refset *)shared;
-    if (!ref) {
-        ref_compute(&own, p, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
-        ref = &own;
-    }
-    gh_set_forward(&g, ref->O, ref->L);
+    gh_set_forward(g, ref->O, ref->L);
     vres r[NV_MAX];
     const vres *v0 = NULL;
     for (int i = 0; i < nv; i++) {
-        r[i] = run_version(&g, versions[i], ref, m->deterministic, m->repeats);
+        r[i] = run_version(g, versions[i], ref, m->deterministic, m->repeats);
         if (versions[i] == 0 && r[i].ran) v0 = &r[i];
     }
 
     int bad = 0;
     char why[256] = "";
-    const bool fault = pr->kind != IN_NORMAL;
-    const double sanity = dtype == FA_FP16 ? 1e-2 : 5e-2;
+    const bool fault = pr->kind != GH_IN_NORMAL;
     const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
     for (int i = 0; i < nv; i++) {
         const vres *x = &r[i];
@@ -452,10 +247,8 @@ static int run_dtype(const run_mode *m, const problem *pr, int dtype, const refs
         snprintf(who, sizeof who, "v%d %s", x->version, fa_dtype_name(dtype));
         for (int t = 0; t < 3; t++) {
             /* the rule of the header comment; fault inputs: finite only */
-            double allowed = fault ? INFINITY : dtype == FA_FP32 ? 1e-5 : sanity;
-            bool twice_v0 = !fault && dtype != FA_FP32 && x->version != 0 && v0 &&
-                            2 * v0->e[t].err + 1e-6 < allowed;
-            if (twice_v0) allowed = 2 * v0->e[t].err + 1e-6;
+            bool twice_v0;
+            double allowed = gh_allowed(dtype, x->version, v0 ? v0->e[t].err : -1, 1e-6, fault, &twice_v0);
             if (x->e[t].nonfinite == 0 && x->e[t].err <= allowed) continue;
             bad++;
             if (x->e[t].nonfinite)
@@ -464,7 +257,7 @@ static int run_dtype(const run_mode *m, const problem *pr, int dtype, const refs
             else
                 snprintf(why, sizeof why, "%s err %s %.3g > %.3g%s", who, gh_tensor_name[GRADS[t]],
                          x->e[t].err, allowed, twice_v0 ? " (2 x v0 + 1e-6)" : "");
-            diagnose(who, p, GRADS[t], x->got[t], refs[t], allowed * x->e[t].scale);
+            gh_diagnose(who, p, GRADS[t], x->got[t], refs[t], allowed * x->e[t].scale);
         }
         if (x->nonzero) {
             bad++;
@@ -509,66 +302,43 @@ static int run_dtype(const run_mode *m, const problem *pr, int dtype, const refs
         }
         if (bad) printf("  check failed: %s\n", why);
         const options *o = m->opt;
-        if (o && (o->out || o->lse || o->dq || o->dk || o->dv) && nv == 1 && r[0].ran) save_outputs(o, &g, &r[0]);
+        if (o && (o->out || o->lse || o->dq || o->dk || o->dv) && nv == 1 && r[0].ran) save_outputs(o, g, &r[0]);
     }
     for (int i = 0; i < nv; i++) vres_free(&r[i]);
-    if (!shared) ref_free(&own);
-    gh_free(&g);
     fflush(stdout);
     return bad;
 }
 
 /* Every dtype of the list on one problem; the reference is computed once
  * when the inputs are exact in every dtype. */
-static int run_problem(const run_mode *m, const problem *pr, const int *dtypes, int nd,
+static int run_problem(const run_mode *m, const gh_inputs *pr, const int *dtypes, int nd,
                        const int *versions, int nv, const char *name)
 {
     const attn_params *p = &pr->p;
-    size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
-    bool exact = true;
-    for (int t = 0; t < nd; t++)
-        exact = exact && representable(pr->Q, nq, dtypes[t]) && representable(pr->K, nk, dtypes[t]) &&
-                representable(pr->V, nk, dtypes[t]) && representable(pr->dO, nq, dtypes[t]);
-    refset ref;
-    if (exact) ref_compute(&ref, p, pr->Q, pr->K, pr->V, pr->dO);
     if (!m->tests) {
         char shape[128];
-        describe(p, shape, sizeof shape);
+        gh_describe(p, shape, sizeof shape);
         printf("\n%s: %s, softmax_scale = %.6g\n"
                "  ver dtype     err dQ     err dK     err dV  unwritten  time [ms]  TFLOP/s  model bytes"
                "  tiles vis/skip\n",
                pr->source, shape, p->softmax_scale);
     }
-    int bad = 0;
-    for (int t = 0; t < nd; t++) bad += run_dtype(m, pr, dtypes[t], exact ? &ref : NULL, versions, nv, name);
-    if (exact) ref_free(&ref);
-    return bad;
+    run_job job = {m, versions, nv, name};
+    return gh_each_dtype(pr, dtypes, nd, true, run_dtype, &job);
 }
 
 /* ------------------------------------------------------------------------- */
 /* The test suite (--sweep tests)                                             */
 /* ------------------------------------------------------------------------- */
-typedef struct {
-    const char *what;
-    int B, H, H_kv, Sq, Sk, d, left, right;
-    input_kind kind;
-} tcase;
-
-static attn_params tcase_params(const tcase *c)
-{
-    attn_params p = {c->B, c->H, c->H_kv, c->Sq, c->Sk, c->d, 1.0 / sqrt((double)c->d), c->left, c->right};
-    return p;
-}
-
 /* The key blocks of a longer sequence, as stage 7 calls the backward: keys
  * [0, Sk) split in two at `cut`, each half run with the full rows' O and L;
  * the halves' dQ must sum to the whole dQ and their dK, dV be the whole's
  * rows. */
-static int test_key_split(const run_mode *m, const problem *pr, int cut, const int *versions, int nv)
+static int test_key_split(const run_mode *m, const gh_inputs *pr, int cut, const int *versions, int nv)
 {
     const attn_params *p = &pr->p;
-    refset ref;
-    ref_compute(&ref, p, pr->Q, pr->K, pr->V, pr->dO);
+    gh_ref ref;
+    gh_ref_compute(&ref, p, pr->Q, pr->K, pr->V, pr->dO);
     const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
     const size_t nq = attn_q_numel(p), nk = attn_kv_numel(p), d = (size_t)p->d;
     int bad = 0;
@@ -613,9 +383,9 @@ static int test_key_split(const run_mode *m, const problem *pr, int cut, const i
                 free(Vh);
             }
             if (!ran[i]) continue;
-            err[i][0] = gh_compare(dQ, ref.dQ, nq, ref.fallback[0]).err;
-            err[i][1] = gh_compare(dK, ref.dK, nk, ref.fallback[1]).err;
-            err[i][2] = gh_compare(dV, ref.dV, nk, ref.fallback[2]).err;
+            err[i][0] = gh_compare(dQ, ref.dQ, nq, ref.fallback[GH_DQ]).err;
+            err[i][1] = gh_compare(dK, ref.dK, nk, ref.fallback[GH_DK]).err;
+            err[i][2] = gh_compare(dV, ref.dV, nk, ref.fallback[GH_DV]).err;
         }
         int v0 = -1, fails = 0;
         char why[200] = "", errs[300] = "";
@@ -638,7 +408,7 @@ static int test_key_split(const run_mode *m, const problem *pr, int cut, const i
             }
         }
         char shape[128];
-        describe(p, shape, sizeof shape);
+        gh_describe(p, shape, sizeof shape);
         if (fails) printf("FAIL stage5 key blocks %s %s, keys cut at %d: %s [%s]\n", fa_dtype_name(dtypes[t]), shape, cut, why, errs);
         else printf("PASS stage5 key blocks %s %s, keys cut at %d: the halves' dQ sums to the whole, "
                     "dK, dV are its rows (err dQ/dK/dV: %s)\n", fa_dtype_name(dtypes[t]), shape, cut, errs);
@@ -646,19 +416,19 @@ static int test_key_split(const run_mode *m, const problem *pr, int cut, const i
         free(dQ); free(dK); free(dV); free(part);
     }
     (void)m;
-    ref_free(&ref);
+    gh_ref_free(&ref);
     return bad;
 }
 
 /* The default mode's run-to-run spread of dQ, and the deterministic mode's
  * bitwise equality (30 runs, checked by run_dtype). */
-static int test_determinism(const run_mode *m, const problem *pr, const int *versions, int nv)
+static int test_determinism(const run_mode *m, const gh_inputs *pr, const int *versions, int nv)
 {
     run_mode det = *m;
     det.deterministic = true;
     const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
     char shape[128];
-    describe(&pr->p, shape, sizeof shape);
+    gh_describe(&pr->p, shape, sizeof shape);
     char name[200];
     snprintf(name, sizeof name, "stage5 deterministic (%d runs bitwise equal) %s", DET_RUNS, shape);
     int bad = run_problem(&det, pr, dtypes, 3, versions, nv, name);
@@ -666,8 +436,8 @@ static int test_determinism(const run_mode *m, const problem *pr, const int *ver
     for (int t = 0; t < 3; t++) {
         gh_problem g;
         gh_upload(&g, &pr->p, dtypes[t], pr->Q, pr->K, pr->V, pr->dO);
-        refset ref;
-        ref_compute(&ref, &pr->p, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
+        gh_ref ref;
+        gh_ref_compute(&ref, &pr->p, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
         gh_set_forward(&g, ref.O, ref.L);
         size_t n = gh_numel(&pr->p, GH_DQ);
         double *first = xmalloc(n, sizeof(double), "dQ"), *again = xmalloc(n, sizeof(double), "dQ");
@@ -693,91 +463,72 @@ static int test_determinism(const run_mode *m, const problem *pr, const int *ver
         }
         free(first);
         free(again);
-        ref_free(&ref);
+        gh_ref_free(&ref);
         gh_free(&g);
     }
     return bad;
 }
 
+/* One test of the table: every version and dtype (gh_run_cases). */
+static int run_case(void *ctx, const gh_inputs *pr, const char *name)
+{
+    const run_job *job = ctx;
+    const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
+    return run_problem(job->m, pr, dtypes, 3, job->versions, job->nv, name);
+}
+
 static int run_tests(const options *opt, int sm_count, const char *device)
 {
-    uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : fresh_seed();
-    printf("stage5 GPU tests on %s; seed %llu (replay: ./stage5 --sweep tests --seed %llu)\n", device,
-           (unsigned long long)seed, (unsigned long long)seed);
+    uint64_t seed = gh_tests_seed("stage5", opt, device);
     const int big = sm_count + 18 + (sm_count % 2);   /* B H above the SM count, even */
-    const tcase cases[] = {
-        {"N=1", 1, 1, 1, 1, 1, 64, -1, -1, IN_NORMAL},
-        {"N=17", 1, 2, 2, 17, 17, 64, -1, -1, IN_NORMAL},
-        {"N=113", 1, 1, 1, 113, 113, 64, -1, -1, IN_NORMAL},
-        {"N=1023", 1, 1, 1, 1023, 1023, 64, -1, -1, IN_NORMAL},
-        {"N=4097", 1, 1, 1, 4097, 4097, 64, -1, -1, IN_NORMAL},
-        {"d=16", 1, 2, 2, 300, 300, 16, -1, -1, IN_NORMAL},
-        {"d=20", 2, 3, 3, 129, 129, 20, -1, -1, IN_NORMAL},
-        {"d=32", 1, 2, 2, 300, 300, 32, -1, -1, IN_NORMAL},
-        {"d=48", 1, 2, 2, 200, 200, 48, -1, -1, IN_NORMAL},
-        {"d=80", 1, 2, 2, 300, 300, 80, -1, -1, IN_NORMAL},
-        {"d=96", 1, 2, 2, 300, 300, 96, -1, -1, IN_NORMAL},
-        {"d=112", 1, 1, 1, 200, 200, 112, -1, -1, IN_NORMAL},
-        {"d=128", 1, 2, 2, 300, 300, 128, -1, -1, IN_NORMAL},
-        {"d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, -1, IN_NORMAL},
-        {"causal", 1, 2, 2, 300, 300, 64, -1, 0, IN_NORMAL},
-        {"causal Sq>Sk (rows that see no key)", 1, 2, 2, 200, 130, 64, -1, 0, IN_NORMAL},
-        {"causal Sq<Sk", 1, 2, 2, 100, 257, 32, -1, 0, IN_NORMAL},
-        {"window (64,0)", 1, 2, 2, 500, 500, 64, 64, 0, IN_NORMAL},
-        {"window (32,32) Sq<Sk", 1, 2, 2, 300, 400, 64, 32, 32, IN_NORMAL},
-        {"window (10,5) Sq>Sk (rows that see no key)", 1, 2, 2, 300, 200, 48, 10, 5, IN_NORMAL},
-        {"window (10,0) Sq<Sk (keys nobody sees)", 1, 2, 2, 100, 300, 64, 10, 0, IN_NORMAL},
-        {"window covering everything", 1, 2, 2, 150, 150, 64, 1000, 1000, IN_NORMAL},
-        {"GQA H=8 H_kv=2", 1, 8, 2, 200, 200, 64, -1, -1, IN_NORMAL},
-        {"MQA causal Sq<Sk", 2, 4, 1, 150, 230, 128, -1, 0, IN_NORMAL},
-        {"B H > SMs", 2, big / 2, big / 2, 40, 40, 32, -1, -1, IN_NORMAL},
-        {"B H > SMs, GQA, causal", 1, big, big / 2, 70, 70, 128, -1, 0, IN_NORMAL},
-        {"fault: huge logits", 1, 1, 1, 128, 128, 64, -1, -1, IN_HUGE},
-        {"fault: -900 U[0,1)", 1, 1, 1, 128, 128, 64, -1, -1, IN_NEG900},
-        {"fault: logits near -7.5e4", 1, 1, 1, 128, 128, 64, -1, -1, IN_NEAR_NEG},
+    const gh_tcase cases[] = {
+        {"causal", 1, 2, 2, 300, 300, 64, -1, 0, GH_IN_NORMAL},
+        {"causal Sq>Sk (rows that see no key)", 1, 2, 2, 200, 130, 64, -1, 0, GH_IN_NORMAL},
+        {"causal Sq<Sk", 1, 2, 2, 100, 257, 32, -1, 0, GH_IN_NORMAL},
+        {"window (64,0)", 1, 2, 2, 500, 500, 64, 64, 0, GH_IN_NORMAL},
+        {"window (32,32) Sq<Sk", 1, 2, 2, 300, 400, 64, 32, 32, GH_IN_NORMAL},
+        {"window (10,5) Sq>Sk (rows that see no key)", 1, 2, 2, 300, 200, 48, 10, 5, GH_IN_NORMAL},
+        {"window (10,0) Sq<Sk (keys nobody sees)", 1, 2, 2, 100, 300, 64, 10, 0, GH_IN_NORMAL},
+        {"window covering everything", 1, 2, 2, 150, 150, 64, 1000, 1000, GH_IN_NORMAL},
+        {"GQA H=8 H_kv=2", 1, 8, 2, 200, 200, 64, -1, -1, GH_IN_NORMAL},
+        {"MQA causal Sq<Sk", 2, 4, 1, 150, 230, 128, -1, 0, GH_IN_NORMAL},
+        {"B H > SMs", 2, big / 2, big / 2, 40, 40, 32, -1, -1, GH_IN_NORMAL},
+        {"B H > SMs, GQA, causal", 1, big, big / 2, 70, 70, 128, -1, 0, GH_IN_NORMAL},
+        {"fault: huge logits", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_HUGE},
+        {"fault: -900 U[0,1)", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEG900},
+        {"fault: logits near -7.5e4", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEAR_NEG},
     };
     const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
     int versions[NV_MAX], nv = 0, bad = 0;
     for (int v = 0; v < fa_num_versions(FA_BACKWARD) && nv < NV_MAX; v++) versions[nv++] = v;
     run_mode m = {true, false, 0, NULL, device, NULL};
+    run_job job = {&m, versions, nv, NULL};
 
     /* the real input, every head, its own dO */
     {
-        options o = *opt;
-        o.given &= ~(unsigned)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS);
-        o.random = o.causal = false;
-        o.window_left = o.window_right = -1;
-        problem pr;
-        options_problem(&pr, &o);
-        char shape[128], name[200];
-        describe(&pr.p, shape, sizeof shape);
-        snprintf(name, sizeof name, "stage5 real input %s", shape);
+        gh_inputs pr;
+        gh_inputs_real(&pr, opt, -1, -1, 0);
+        char name[256];
+        gh_test_name("stage5", "real input", &pr.p, name, sizeof name);
         bad += run_problem(&m, &pr, dtypes, 3, versions, nv, name);
-        problem_free(&pr);
+        gh_inputs_free(&pr);
     }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        attn_params p = tcase_params(&cases[i]);
-        problem pr;
-        random_problem(&pr, &p, cases[i].kind, seed + i);
-        char shape[128], name[240];
-        describe(&p, shape, sizeof shape);
-        snprintf(name, sizeof name, "stage5 %s %s", cases[i].what, shape);
-        bad += run_problem(&m, &pr, dtypes, 3, versions, nv, name);
-        problem_free(&pr);
-    }
+    /* case i draws from seed + i, the sizes first */
+    bad += gh_run_cases("stage5", gh_size_cases, GH_SIZE_CASES, seed, run_case, &job);
+    bad += gh_run_cases("stage5", cases, sizeof cases / sizeof cases[0], seed + GH_SIZE_CASES, run_case, &job);
     {
         attn_params p = {1, 4, 2, 700, 700, 64, 0.125, -1, 0};
-        problem pr;
-        random_problem(&pr, &p, IN_NORMAL, seed + 100);
+        gh_inputs pr;
+        gh_inputs_random(&pr, &p, GH_IN_NORMAL, seed + 100);
         bad += test_determinism(&m, &pr, versions, nv);
-        problem_free(&pr);
+        gh_inputs_free(&pr);
     }
     {
         attn_params p = {1, 4, 2, 300, 300, 64, 0.125, -1, -1};
-        problem pr;
-        random_problem(&pr, &p, IN_NORMAL, seed + 101);
+        gh_inputs pr;
+        gh_inputs_random(&pr, &p, GH_IN_NORMAL, seed + 101);
         bad += test_key_split(&m, &pr, 100, versions, nv);
-        problem_free(&pr);
+        gh_inputs_free(&pr);
     }
     return bad;
 }
@@ -789,25 +540,25 @@ static int run_tests(const options *opt, int sm_count, const char *device)
 static int run_small(const options *opt, const char *device, const int *versions, int nv,
                      const int *dtypes, int nd)
 {
-    const tcase cases[] = {
-        {"small GQA causal Sq>Sk", 1, 4, 2, 70, 50, 64, -1, 0, IN_NORMAL},
-        {"small window Sq<Sk (keys nobody sees)", 1, 2, 1, 40, 150, 32, 10, 0, IN_NORMAL},
-        {"small d=128 window (20,3)", 1, 2, 2, 70, 70, 128, 20, 3, IN_NORMAL},
-        {"small d=20", 1, 1, 1, 33, 33, 20, -1, -1, IN_NORMAL},
+    const gh_tcase cases[] = {
+        {"small GQA causal Sq>Sk", 1, 4, 2, 70, 50, 64, -1, 0, GH_IN_NORMAL},
+        {"small window Sq<Sk (keys nobody sees)", 1, 2, 1, 40, 150, 32, 10, 0, GH_IN_NORMAL},
+        {"small d=128 window (20,3)", 1, 2, 2, 70, 70, 128, 20, 3, GH_IN_NORMAL},
+        {"small d=20", 1, 1, 1, 33, 33, 20, -1, -1, GH_IN_NORMAL},
     };
     uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : 1234;
     printf("stage5 small sweep on %s; seed %llu\n", device, (unsigned long long)seed);
     int bad = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_mode m = {true, i == 0, 0, NULL, device, NULL};
-        attn_params p = tcase_params(&cases[i]);
-        problem pr;
-        random_problem(&pr, &p, cases[i].kind, seed + i);
+        attn_params p = gh_tcase_params(&cases[i]);
+        gh_inputs pr;
+        gh_inputs_random(&pr, &p, cases[i].kind, seed + i);
         char shape[128], name[240];
-        describe(&p, shape, sizeof shape);
+        gh_describe(&p, shape, sizeof shape);
         snprintf(name, sizeof name, "stage5 %s %s%s", cases[i].what, shape, m.deterministic ? " deterministic" : "");
         bad += run_problem(&m, &pr, dtypes, nd, versions, nv, name);
-        problem_free(&pr);
+        gh_inputs_free(&pr);
     }
     return bad;
 }
@@ -856,7 +607,7 @@ static int model_checks(void)
         int64_t all = (int64_t)ceil_div(p.seqlen_q, Br) * ceil_div(p.seqlen_k, Bc);
         ok = ok && vis + skip == all && (uint64_t)vis * p.B * p.H == flash_tiles_formula(&p, Br, Bc);
         char shape[128];
-        describe(&p, shape, sizeof shape);
+        gh_describe(&p, shape, sizeof shape);
         char v0s[64] = "v0 not compared (grouped heads)";
         if (p.H == p.H_kv) snprintf(v0s, sizeof v0s, "v0 %.6g bytes", m0);
         if (ok)
@@ -941,40 +692,30 @@ int main(int argc, char **argv)
               opt.sweep);
     /* Bad input is refused before looking for a GPU: files are read, the
      * shape and dtype checked against the chosen version. */
-    problem pr;
+    gh_inputs pr;
     memset(&pr, 0, sizeof pr);
     if (!opt.sweep) {
-        options_problem(&pr, &opt);
-        for (int t = 0; t < nd; t++)
-            for (int i = 0; i < nv && opt.kernel >= 0; i++)
-                if (fa_check_problem(FA_BACKWARD, versions[i], dtypes[t], &pr.p) != 0)
-                    fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
+        gh_inputs_of_options(&pr, &opt);
+        gh_check_problem(FA_BACKWARD, &pr.p, dtypes, nd, versions, nv, opt.kernel >= 0);
         if (opt.deterministic && opt.kernel >= 0 && !fa_version(FA_BACKWARD, opt.kernel)->deterministic)
             fatal(EXIT_BAD_INPUT, "--deterministic: backward v%d has no deterministic mode", opt.kernel);
-        if ((double)pr.p.seqlen_q * pr.p.seqlen_k > 64e6)
-            fatal(EXIT_BAD_INPUT, "seqlen_q %d, seqlen_k %d: the CPU reference builds seqlen_q x seqlen_k "
-                  "matrices; use seqlen_q seqlen_k <= 64e6 (N <= 8000)", pr.p.seqlen_q, pr.p.seqlen_k);
     }
 
-    if (fa_device_count() == 0) {
-        printf("stage5: no CUDA GPU here; nothing to run (the GPU stages need one)\n");
-        problem_free(&pr);
-        return 0;
-    }
     char device[256];
     int sm_count = 0;
-    if (fa_device_info(device, sizeof device, &sm_count) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+    if (!gh_device("stage5", device, sizeof device, &sm_count)) {
+        gh_inputs_free(&pr);
+        return 0;
+    }
     if (opt.sweep && !strcmp(opt.sweep, "small"))
         return run_small(&opt, device, versions, nv, dtypes, nd) ? EXIT_CHECK_FAILED : 0;
     if (opt.sweep) return run_tests(&opt, sm_count, device) ? EXIT_CHECK_FAILED : 0;
 
     run_mode m = {false, opt.deterministic, (opt.given & OPT_REPEATS) ? opt.repeats : 10, NULL, device, &opt};
-    if (opt.csv) {
-        m.csv = csv_open(opt.csv, argc, argv,
-                         "device,input,B,H,H_kv,seqlen_q,seqlen_k,d,window_left,window_right,kernel,dtype,"
-                         "deterministic,err_dQ,err_dK,err_dV,unwritten,median_ms,tflops,model_bytes");
-        if (getenv("FA_COMMIT")) fprintf(m.csv, "# source commit (FA_COMMIT): %s\n", getenv("FA_COMMIT"));
-    }
+    if (opt.csv)
+        m.csv = gh_csv_open(opt.csv, argc, argv,
+                            "device,input,B,H,H_kv,seqlen_q,seqlen_k,d,window_left,window_right,kernel,dtype,"
+                            "deterministic,err_dQ,err_dK,err_dV,unwritten,median_ms,tflops,model_bytes");
     printf("stage5: CUDA backward on %s\n", device);
     printf("  errors against the CPU fp64 backward on the inputs rounded to the dtype (O, L given from it):\n"
            "    err X = max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; unwritten = NaN/inf left in an output\n"
@@ -984,15 +725,13 @@ int main(int argc, char **argv)
     int bad = 0;
     bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);
     bad += run_problem(&m, &pr, dtypes, nd, versions, nv, pr.source);
-    problem_free(&pr);
+    gh_inputs_free(&pr);
     if (!given) {
-        const tcase extra[2] = {{"", 2, 4, 4, 1000, 1000, 64, -1, -1, IN_NORMAL},
-                                {"", 1, 4, 2, 1500, 1500, 128, -1, 0, IN_NORMAL}};
         for (int i = 0; i < 2; i++) {
-            attn_params p = tcase_params(&extra[i]);
-            random_problem(&pr, &p, IN_NORMAL, opt.seed + (uint64_t)i);
+            attn_params p = gh_tcase_params(&gh_default_cases[i]);
+            gh_inputs_random(&pr, &p, GH_IN_NORMAL, opt.seed + (uint64_t)i);
             bad += run_problem(&m, &pr, dtypes, nd, versions, nv, pr.source);
-            problem_free(&pr);
+            gh_inputs_free(&pr);
         }
     }
     if (m.csv) fclose(m.csv);

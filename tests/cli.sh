@@ -123,7 +123,7 @@ for s in ./stage1 ./stage3 ./stage6; do
     rm -f $B/of.npy $B/oc.npy
 done
 if [ -x ./stage4 ]; then
-    expect_error "stage4 refuses a window" "unknown flag '--window'" ./stage4 --window 3,0
+    expect_error "stage4 refuses a malformed window" "expected two integers L,R" ./stage4 --window 3
 fi
 
 # Good files in every accepted rank work, and --help exits 0.

@@ -6,16 +6,20 @@
 # What it runs:
 #   - command-line checks that need no GPU (one-line error, exit 2): for
 #     stage 4 an unsupported head dimension for versions 1 and 2, fp32 for
-#     versions 2 and 3, d = 96 for version 3, a bad flag, --dtype fp64,
-#     --causal (not in stage 4); for
-#     stage 5 the same kinds, a missing input file, output files without one
-#     --kernel and --dtype, and --deterministic where a version has none;
-#   - ./stage5 --sweep model: the backward's IO models against stage 1's and
-#     stage 3's counts (no GPU needed);
-#   - ./stage4 --sweep tests: forward versions 0, 1, 2 in fp32, fp16 and bf16
-#     against the CPU fp64 reference on fresh random inputs (the seed is
-#     printed): N = 1, 17, 113, 1023, 4097; d = 16 to 128; B H above the
-#     number of SMs;
+#     versions 2 and 3, d = 96 for version 3, a bad flag, --dtype fp64, a
+#     missing input file, a malformed window, --kv-heads that do not divide
+#     --heads, --out without one --kernel and --dtype, the backward's --dq;
+#     for stage 5 the same kinds and --deterministic where a version has none;
+#   - ./stage4 --sweep model and ./stage5 --sweep model: the IO models
+#     against stage 1's and stage 3's counts, with masks and grouped heads (no
+#     GPU needed);
+#   - ./stage4 --sweep tests: forward versions 0 to 3 (3 on Hopper only) in
+#     fp32, fp16 and bf16 against the CPU fp64 reference on fresh random
+#     inputs (the seed is printed): N = 1, 17, 113, 1023, 4097; d = 16 to
+#     128; B H above the number of SMs; causal, windows, seqlen_q != seqlen_k
+#     (rows that see no key: O = 0, L = -inf), grouped heads; a window that
+#     covers every key bitwise equal to no mask; issue 8's fault inputs; the
+#     real input unmasked, with a window and with its keys cut;
 #   - ./stage5 --sweep tests: backward versions 0, 1, 2 the same way, plus
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
 #     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
@@ -24,7 +28,8 @@
 #     step against the fp64 reference (it prints SKIP on a GPU that is not
 #     compute capability 9.0), then memcheck, racecheck and synccheck on a
 #     small masked GQA problem, every step;
-#   - compute-sanitizer: stage 4 memcheck and racecheck on a small shape;
+#   - compute-sanitizer: stage 4 memcheck and racecheck on a small shape and
+#     a small causal GQA problem with seqlen_q > seqlen_k;
 #     stage 5 memcheck, racecheck, synccheck and initcheck on --sweep small
 #     (every backward version and dtype; racecheck and synccheck, which look
 #     at shared memory and barriers, on the tiled versions only).
@@ -42,6 +47,7 @@ skip_gpu() {
 if [ ! -x ./stage4 ] || [ ! -x ./stage5 ]; then
     echo "SKIP stage4-cli: ./stage4 or ./stage5 not built (nvcc not found)"
     echo "SKIP stage5-cli: ./stage4 or ./stage5 not built (nvcc not found)"
+    echo "SKIP stage4-model: ./stage4 not built (nvcc not found)"
     echo "SKIP stage5-model: ./stage5 not built (nvcc not found)"
     skip_gpu "./stage4 or ./stage5 not built (nvcc not found)"
     exit 0
@@ -63,12 +69,19 @@ expect_exit2() {
 expect_exit2 ./stage4 stage4-cli-unsupported-d --kernel 1 --random --n 10 --d 130
 expect_exit2 ./stage4 stage4-cli-bad-flag --bogus
 expect_exit2 ./stage4 stage4-cli-bad-dtype --dtype fp64
-expect_exit2 ./stage4 stage4-cli-causal --causal
 expect_exit2 ./stage4 stage4-cli-bad-kernel --kernel 7
 expect_exit2 ./stage4 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
 expect_exit2 ./stage4 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
 expect_exit2 ./stage4 stage4-cli-v3-fp32 --kernel 3 --dtype fp32
 expect_exit2 ./stage4 stage4-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
+expect_exit2 ./stage4 stage4-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+expect_exit2 ./stage4 stage4-cli-window-negative --random --n 64 --window -3,0
+expect_exit2 ./stage4 stage4-cli-kv-heads --random --n 64 --heads 8 --kv-heads 5
+expect_exit2 ./stage4 stage4-cli-outputs-need-one-run --out /tmp/stage4_o_never_written.npy
+expect_exit2 ./stage4 stage4-cli-outputs-need-dtype --kernel 1 --lse /tmp/stage4_l_never_written.npy
+expect_exit2 ./stage4 stage4-cli-no-gradients --dq /tmp/stage4_dq_never_written.npy
+expect_exit2 ./stage4 stage4-cli-sweep-with-shape --sweep tests --causal
+expect_exit2 ./stage4 stage4-cli-large-n --kernel 1 --random --n 9000 --d 64
 
 expect_exit2 ./stage5 stage5-cli-unsupported-d --kernel 1 --random --n 10 --d 130
 expect_exit2 ./stage5 stage5-cli-bad-flag --bogus
@@ -84,7 +97,8 @@ expect_exit2 ./stage5 stage5-cli-large-n --kernel 1 --random --n 9000 --d 64
 expect_exit2 ./stage5 stage5-cli-kv-heads --random --n 64 --heads 4 --kv-heads 3
 expect_exit2 ./stage5 stage5-cli-window --random --n 64 --window 3
 
-./stage5 --sweep model || true   # prints its own PASS/FAIL lines
+./stage4 --sweep model || true   # prints its own PASS/FAIL lines
+./stage5 --sweep model || true
 
 probe=$(./stage5 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
 case "$probe" in
@@ -133,7 +147,8 @@ sanitize() {
     fi
 }
 for tool in memcheck racecheck; do
-    sanitize stage4-$tool $tool ./stage4 --random --batch 2 --heads 2 --n 70 --d 64 --repeats 1
+    sanitize stage4-$tool $tool sh -c './stage4 --random --batch 2 --heads 2 --n 70 --d 64 --repeats 1 &&
+        ./stage4 --random --batch 2 --heads 4 --kv-heads 2 --n 150 --seqlen-k 90 --d 64 --causal --repeats 1'
 done
 sanitize stage5-memcheck memcheck ./stage5 --sweep small
 sanitize stage5-initcheck initcheck ./stage5 --sweep small
