@@ -19,7 +19,7 @@ TEST_SUITES :=
 TEST_DEPS   :=
 GPU_TARGETS :=
 
-.PHONY: all cpu gpu help clean test bench sweep setup sanitize
+.PHONY: all cpu gpu help clean test test-tools bench sweep setup sanitize
 all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
 cpu: stage1 stage2 stage3                 ## build the CPU stages
 
@@ -92,8 +92,14 @@ setup:                                    ## the one set-up command: NumPy, Pand
 
 gpu: $(GPU_TARGETS)
 
-test: cpu $(TEST_DEPS)                    ## every test suite; ends with "N passed, N failed, N skipped"
+# On a fresh machine `make test` alone is enough: test-tools installs what
+# the suites need (NumPy, Pandoc, LaTeX, gnuplot, poppler) when any of it is
+# missing, saying so first, or stops with one line saying why it cannot.
+test: test-tools cpu $(TEST_DEPS)         ## every test suite (builds the PDF and the exercise checkers too); ends with "N passed, N failed, N skipped"
 	@sh tests/run.sh $(TEST_SUITES)
+
+test-tools:
+	@sh scripts/setup.sh --if-missing
 
 clean:                                    ## remove build outputs
 	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6
