@@ -177,6 +177,10 @@ enum opt_flag {
     OPT_SWEEP = 1u << 17, OPT_RANDOM = 1u << 19,
     OPT_KERNEL = 1u << 21, OPT_REPEATS = 1u << 22,
     OPT_RULE = 1u << 23,
+    /* The values of --dtype a program runs, OR-ed into `accepted` beside
+     * OPT_DTYPE: --help lists just these and the parser refuses the others.
+     * OPT_DTYPE alone means all four. */
+    OPT_FP64 = 1u << 24, OPT_FP32 = 1u << 25, OPT_FP16 = 1u << 26, OPT_BF16 = 1u << 27,
 };
 
 #define MAX_LOGITS 4096
@@ -208,8 +212,11 @@ typedef struct {
 typedef struct { unsigned flag; const char *text; } flag_help;
 
 /* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234).
- * `accepted` is the OR of OPT_* flags this stage takes; `usage` is the
- * stage's own summary printed above the flag list by --help (exit 0). */
+ * `accepted` is the OR of OPT_* flags this stage takes (and, with OPT_DTYPE,
+ * the OPT_FP* values it runs); `usage` is the stage's own summary printed
+ * above the flag list by --help (exit 0), which lists only accepted flags.
+ * A flag this stage does not take, a flag given twice, a missing or bad
+ * value: one line on stderr and exit 2. */
 void parse_options(int argc, char **argv, unsigned accepted, const char *usage,
                    options *opt);
 

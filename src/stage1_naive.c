@@ -184,11 +184,9 @@ int main(int argc, char **argv)
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE,
+                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE | OPT_FP64 | OPT_FP32,
                   USAGE, &opt);
-    bool fp32 = !strcmp(opt.dtype, "fp32");
-    if (!fp32 && strcmp(opt.dtype, "fp64"))
-        fatal(EXIT_BAD_INPUT, "--dtype: stage1 runs fp64 or fp32, not %s", opt.dtype);
+    bool fp32 = !strcmp(opt.dtype, "fp32");   /* the parser let only fp64 and fp32 through */
     char origin[64];
     snprintf(origin, sizeof origin, "--n %d", opt.N);
     if (opt.given & OPT_N) naive_require_size(opt.N, origin);

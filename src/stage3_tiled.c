@@ -311,9 +311,14 @@ static blocks_t choose_blocks(const options *opt, int d, int N)
     b.M = (opt->given & OPT_SRAM) ? opt->M : DEFAULT_M;
     int (*rule)(long, int, bool, int *, int *) =
         strcmp(opt->rule, "io") ? derive_blocks : derive_blocks_io;
-    if (rule(b.M, d, false, &b.fBr, &b.fBc) != 0 || rule(b.M, d, true, &b.bBr, &b.bBc) != 0)
+    if (rule(b.M, d, false, &b.fBr, &b.fBc) != 0 || rule(b.M, d, true, &b.bBr, &b.bBc) != 0) {
+        if (!(opt->given & OPT_SRAM))   /* name the default, not a flag the user never gave */
+            fatal(EXIT_BAD_INPUT, "the default M = %ld elements is too small for one tile at "
+                  "d = %d (the backward needs at least %zu); give --sram M", b.M, d,
+                  flash_backward_sram_elements(1, 1, d));
         fatal(EXIT_BAD_INPUT, "--sram %ld: M is too small for one tile at d = %d (the backward "
               "needs at least %zu elements)", b.M, d, flash_backward_sram_elements(1, 1, d));
+    }
     return b;
 }
 
@@ -489,10 +494,16 @@ int main(int argc, char **argv)
     printf("  shape (B, H, N, d) = (%d, %d, %d, %d), softmax_scale = %.6g, causal = %s\n", s.B,
            s.H, s.N, s.d, scale, opt.causal ? "yes" : "no");
     printf("  SRAM M = %ld elements, rule %s; forward Br = %d, Bc = %d (%zu elements); "
-           "backward Br = %d, Bc = %d (%zu elements)\n\n", b.M,
+           "backward Br = %d, Bc = %d (%zu elements)\n", b.M,
            (opt.given & OPT_BR) ? "--br/--bc" : opt.rule, b.fBr, b.fBc,
            flash_forward_sram_elements(b.fBr, b.fBc, s.d), b.bBr, b.bBc,
            flash_backward_sram_elements(b.bBr, b.bBc, s.d));
+    if (!(opt.given & OPT_BR) && !strcmp(opt.rule, "io"))
+        printf("  why these tiles (--rule io): the forward reads all of K and V once per query block,\n"
+               "  so the fewest bytes come from the tallest query block that fits (Br = %d) with one key\n"
+               "  row at a time (Bc = 1); the backward reads Q, dO, dQ, L and D once per key block, so\n"
+               "  there the key block takes the room (Bc = %d, Br = 1)\n", b.fBr, b.bBc);
+    printf("\n");
 
     /* The reference: stage 1, every N x N matrix materialized. */
     double *ref = xmalloc(4 * n + rows, sizeof(double), "naive outputs");

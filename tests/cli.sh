@@ -31,6 +31,11 @@ for s in ./stage1 ./stage2 ./stage3; do
     expect_error "$s missing value" "missing value" $s --seed
     expect_error "$s non-numeric value" "expected an integer, got 'abc'" $s --seed abc
 done
+for s in ./stage1 ./stage2 ./stage3; do
+    expect_error "$s flag given twice" "--seed is given twice" $s --seed 1 --seed 2
+done
+expect_error "stage3 input flag given twice" "--q is given twice" ./stage3 --q $B/good_16x8.npy --q $B/good_16x8.npy
+expect_error "stage2 switch given twice" "--trace is given twice" ./stage2 --trace --trace
 for s in ./stage1 ./stage3; do
     expect_error "$s N = 0" "out of range" $s --n 0
     expect_error "$s negative d" "out of range" $s --d -4
@@ -70,9 +75,11 @@ for s in ./stage1 ./stage3; do
     expect_error "$s scores overflow fp64" "overflow fp64" $s --q $B/huge_values.npy --k $B/huge_values.npy --v $B/huge_values.npy
     [ -e $B/o.npy ] && echo "FAIL $s refused run left a file behind" || echo "PASS $s refused run writes no output"
 done
-expect_error "stage1 bad dtype" "expected fp64, fp32" ./stage1 --dtype fp8
+expect_error "stage1 bad dtype" "runs fp64 or fp32, not 'fp8'" ./stage1 --dtype fp8
 expect_error "stage1 fp16 refused on the CPU" "runs fp64 or fp32" ./stage1 --dtype bf16
 expect_error "stage3 M too small for one tile" "M is too small for one tile at d = 64" ./stage3 --random --n 16 --d 64 --sram 300
+expect_error "stage3 default M too small names the default, not --sram" "the default M = 16384 elements is too small" ./stage3 --random --n 5 --d 4096
+grep -q -- "--sram 16384" "$tmp/err" && echo "FAIL stage3 default M error names a flag never given" || echo "PASS stage3 default M error names no flag the user did not give"
 expect_error "stage3 tiles larger than M" "need" ./stage3 --random --n 16 --d 8 --br 8 --bc 8 --sram 100
 expect_error "stage3 --br without --bc" "go together" ./stage3 --random --n 16 --br 8
 expect_error "stage3 unknown block rule" "expected 'paper' or 'io'" ./stage3 --rule best
@@ -94,4 +101,15 @@ expect_error "stage2 bad input file before any output" "cannot open" ./stage2 --
 for s in ./stage1 ./stage2 ./stage3; do
     $s --help >"$tmp/out" 2>&1 && grep -q -- "--seed" "$tmp/out" \
         && echo "PASS $s --help lists the flags" || echo "FAIL $s --help lists the flags"
+    # every flag --help lists is one the program takes (no "unknown flag")
+    bad=""
+    for f in $(grep -o '^  --[a-z-]*' "$tmp/out" | grep -v -- '--help'); do
+        $s $f --help >"$tmp/o2" 2>&1 </dev/null   # a value flag stops at "missing value", a switch at --help
+        grep -q "unknown flag" "$tmp/o2" && bad="$bad $f"
+    done
+    [ -z "$bad" ] && echo "PASS $s --help lists only flags it takes" || echo "FAIL $s --help lists flags it refuses:$bad"
 done
+./stage1 --help | grep -q -- "--dtype T .*fp64 or fp32 (default fp64)" && ! ./stage1 --help | grep -q "as the stage" \
+    && echo "PASS stage1 --help names the dtypes it runs" || echo "FAIL stage1 --help names the dtypes it runs"
+./stage3 --random --n 64 --d 16 --sram 4096 --rule io 2>&1 | grep -q "why these tiles (--rule io)" \
+    && echo "PASS stage3 --rule io says why its tiles are thin" || echo "FAIL stage3 --rule io says why its tiles are thin"
