@@ -76,11 +76,16 @@ TEST_SUITES += $(BUILD)/test_cpu "sh tests/stages.sh" "sh tests/cli.sh" "python3
                "$(ASAN)/test_cpu --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
-sweep: stage3 $(BUILD)/test_cpu           ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
+# Wall times are medians of 5 runs (one timing on a shared machine can be off
+# by a factor); counts are the same on every run.
+sweep: stage2 stage3 $(BUILD)/test_cpu    ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
-	./stage3 --sweep blocks --csv data/cpu/block_sweep.csv
-	./stage3 --sweep blocks --causal --csv data/cpu/causal_sweep.csv
+	./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
+	./stage3 --sweep blocks --causal --repeats 5 --csv data/cpu/causal_sweep.csv
+	./stage3 --sweep formulas --csv data/cpu/formulas.csv
+	./stage2 --trace --csv data/cpu/online_trace.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
+	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv
 bench: sweep                              ## the CPU benchmark: same as sweep
 
 setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot

@@ -84,7 +84,14 @@ expect_error "stage3 tiles larger than M" "need" ./stage3 --random --n 16 --d 8 
 expect_error "stage3 --br without --bc" "go together" ./stage3 --random --n 16 --br 8
 expect_error "stage3 unknown block rule" "expected 'paper' or 'io'" ./stage3 --rule best
 expect_error "stage3 --rule with --br/--bc" "does not go with --br/--bc" ./stage3 --random --n 16 --br 8 --bc 8 --rule io
-expect_error "stage3 bad sweep name" "expected 'io' or 'blocks'" ./stage3 --sweep nope --csv $B/x.csv
+expect_error "stage3 bad sweep name" "expected 'io', 'blocks' or 'formulas'" ./stage3 --sweep nope --csv $B/x.csv
+expect_error "stage3 --repeats without --sweep" "--repeats times the points of a --sweep" ./stage3 --repeats 3
+expect_error "stage2 --csv without --trace" "--csv is written by --trace" ./stage2 --csv $B/x.csv
+./stage2 --trace --csv $B/trace.csv >/dev/null 2>&1 && grep -q '^two_pass,,6,,1.07484065' $B/trace.csv && grep -q '^2,6;2,6,0.04978706' $B/trace.csv \
+    && echo "PASS stage2 --trace --csv writes the trace at full precision" || echo "FAIL stage2 --trace --csv writes the trace at full precision"
+./stage3 --sweep formulas --csv $B/f.csv >/dev/null 2>&1 && grep -q '^causal_tiles,code,forward,2048,64,,64,64,528$' $B/f.csv \
+    && grep -q '^footprint,paper,forward,,64,16384,64,64,20608$' $B/f.csv \
+    && echo "PASS stage3 --sweep formulas writes the closed forms" || echo "FAIL stage3 --sweep formulas writes the closed forms"
 expect_error "stage3 sweep without csv" "needs --csv" ./stage3 --sweep io
 expect_error "stage2 logits not numbers" "expected a finite number" ./stage2 --trace --logits 1,x,3
 expect_error "stage2 --logits without --trace" "used with --trace" ./stage2 --logits 1,2
