@@ -373,10 +373,13 @@ static double median(double *t, int n)
 /* One naive and one tiled run of a random (1, 1, N, d) problem, forward and
  * backward, written as CSV rows. Timed --repeats times (default 1): wall_s is
  * the median, since one timing on a shared machine can be off by a factor;
- * the counts must be the same every time. Returns the number of
- * counted != formula. */
+ * the counts must be the same every time. With `paired` (the causal block
+ * sweep) the non-causal run of the same problem and tiles is timed too, the
+ * two alternating, so that a causal/non-causal time ratio compares runs made
+ * under the same load; both get rows. Returns the number of counted !=
+ * formula (and high-water > M). */
 static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, bool with_naive,
-                       const char *label)
+                       const char *label, bool paired)
 {
     options o = *opt;
     o.N = N;
@@ -384,59 +387,71 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, blocks_t b, 
     o.batch = o.heads = 1;
     o.given |= OPT_N | OPT_D;
     int R = opt->repeats > 0 ? opt->repeats : 1;
+    bool variants[2] = {false, true};     /* the causal flag of each variant */
+    int nv = paired ? 2 : 1;
+    if (!paired) variants[0] = o.causal;
     attn_problem p;
     load_problem(&o, &p);
     size_t n = shape_numel(p.shape);
     double *buf = xmalloc(5 * n + (size_t)N, sizeof(double), "sweep buffers");
     double *O = buf, *dQ = buf + n, *dK = buf + 2 * n, *dV = buf + 3 * n, *L = buf + 4 * n;
-    double *tf_s = xmalloc(4 * (size_t)R, sizeof(double), "sweep times");
-    double *tb_s = tf_s + R, *nf_s = tf_s + 2 * R, *nb_s = tf_s + 3 * R;
+    double *t = xmalloc(8 * (size_t)R, sizeof(double), "sweep times");  /* [variant][4][R] */
     double scale = 1.0 / sqrt((double)d);
     int bad = 0;
     if (with_naive) {
         uint64_t ff = naive_forward_io_formula(N, d), bf = naive_backward_io_formula(N, d);
         uint64_t fwd = 0, bwd = 0;
-        for (int r = 0; r < R; r++) {
-            io_counter nf, nb;
-            io_reset(&nf);
-            io_reset(&nb);
-            naive_attention_all_heads(p.Q, p.K, p.V, p.dO, p.shape, scale, o.causal, O, L, dQ, dK,
-                                      dV, &nf, &nb, &nf_s[r], &nb_s[r]);
-            fwd = io_total(&nf);
-            bwd = io_total(&nb);
-            bad += (fwd != ff) + (bwd != bf);
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < nv; v++) {
+                io_counter nf, nb;
+                io_reset(&nf);
+                io_reset(&nb);
+                naive_attention_all_heads(p.Q, p.K, p.V, p.dO, p.shape, scale, variants[v], O, L,
+                                          dQ, dK, dV, &nf, &nb, &t[(v * 4 + 0) * R + r],
+                                          &t[(v * 4 + 1) * R + r]);
+                fwd = io_total(&nf);
+                bwd = io_total(&nb);
+                bad += (fwd != ff) + (bwd != bf);
+            }
+        for (int v = 0; v < nv; v++) {
+            fprintf(csv, "naive,forward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f,%d,\n", variants[v], N, d,
+                    (unsigned long long)fwd, (unsigned long long)ff, 8ull * fwd,
+                    median(&t[(v * 4 + 0) * R], R), R);
+            fprintf(csv, "naive,backward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f,%d,\n", variants[v], N, d,
+                    (unsigned long long)bwd, (unsigned long long)bf, 8ull * bwd,
+                    median(&t[(v * 4 + 1) * R], R), R);
         }
-        fprintf(csv, "naive,forward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f,%d,\n", o.causal, N, d,
-                (unsigned long long)fwd, (unsigned long long)ff, 8ull * fwd, median(nf_s, R), R);
-        fprintf(csv, "naive,backward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f,%d,\n", o.causal, N, d,
-                (unsigned long long)bwd, (unsigned long long)bf, 8ull * bwd, median(nb_s, R), R);
     }
     sram_arena sram;
     sram_init(&sram, (size_t)b.M);
-    uint64_t ff = flash_forward_io_formula(N, d, b.fBr, b.fBc, o.causal);
-    uint64_t bf = flash_backward_io_formula(N, d, b.bBr, b.bBc, o.causal);
-    io_counter tf, tb;
-    tile_stats sf, sb;
-    for (int r = 0; r < R; r++) {
-        io_reset(&tf);
-        io_reset(&tb);
-        sf = sb = (tile_stats){0, 0};
-        tiled_all_heads(&p, scale, o.causal, b, O, L, dQ, dK, dV, &sram, &tf, &tb, &sf, &sb,
-                        &tf_s[r], &tb_s[r]);
-        bad += (io_total(&tf) != ff) + (io_total(&tb) != bf);
+    io_counter tf[2], tb[2];
+    tile_stats sf[2], sb[2];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < nv; v++) {
+            io_reset(&tf[v]);
+            io_reset(&tb[v]);
+            sf[v] = sb[v] = (tile_stats){0, 0};
+            tiled_all_heads(&p, scale, variants[v], b, O, L, dQ, dK, dV, &sram, &tf[v], &tb[v],
+                            &sf[v], &sb[v], &t[(v * 4 + 2) * R + r], &t[(v * 4 + 3) * R + r]);
+            bad += io_total(&tf[v]) != flash_forward_io_formula(N, d, b.fBr, b.fBc, variants[v]);
+            bad += io_total(&tb[v]) != flash_backward_io_formula(N, d, b.bBr, b.bBc, variants[v]);
+        }
+    for (int v = 0; v < nv; v++) {
+        uint64_t ff = flash_forward_io_formula(N, d, b.fBr, b.fBc, variants[v]);
+        uint64_t bf = flash_backward_io_formula(N, d, b.bBr, b.bBc, variants[v]);
+        fprintf(csv, "%s,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f,%d,%llu\n", label,
+                variants[v], N, d, b.M, b.fBr, b.fBc, (unsigned long long)io_total(&tf[v]),
+                (unsigned long long)ff, 8ull * io_total(&tf[v]), sram.high_water,
+                median(&t[(v * 4 + 2) * R], R), R, (unsigned long long)sf[v].tiles_visited);
+        fprintf(csv, "%s,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f,%d,%llu\n", label,
+                variants[v], N, d, b.M, b.bBr, b.bBc, (unsigned long long)io_total(&tb[v]),
+                (unsigned long long)bf, 8ull * io_total(&tb[v]), sram.high_water,
+                median(&t[(v * 4 + 3) * R], R), R, (unsigned long long)sb[v].tiles_visited);
     }
-    fprintf(csv, "%s,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f,%d,%llu\n", label, o.causal,
-            N, d, b.M, b.fBr, b.fBc, (unsigned long long)io_total(&tf), (unsigned long long)ff,
-            8ull * io_total(&tf), sram.high_water, median(tf_s, R), R,
-            (unsigned long long)sf.tiles_visited);
-    fprintf(csv, "%s,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f,%d,%llu\n", label, o.causal,
-            N, d, b.M, b.bBr, b.bBc, (unsigned long long)io_total(&tb), (unsigned long long)bf,
-            8ull * io_total(&tb), sram.high_water, median(tb_s, R), R,
-            (unsigned long long)sb.tiles_visited);
     fflush(csv);
     bad += sram.high_water > (size_t)b.M;
     sram_free(&sram);
-    free(tf_s);
+    free(t);
     free(buf);
     free_problem(&p);
     return bad;
@@ -520,8 +535,9 @@ static void formula_rows(FILE *csv, int N, int d)
 }
 
 /* --sweep io: traffic over N (M fixed) and over M (N fixed). --sweep blocks:
- * Br = Bc over powers of two at one N, with wall time. --sweep formulas: the
- * closed forms above. d is --d or 64. */
+ * Br = Bc over powers of two at one N, with wall time (with --causal, each
+ * point also non-causal, timed in alternation). --sweep formulas: the closed
+ * forms above. d is --d or 64. */
 static int run_sweep(const options *opt, int argc, char **argv)
 {
     if (!opt->csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
@@ -545,7 +561,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
             o.M = DEFAULT_M;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", Ns[a], o.M);
-            bad += sweep_point(csv, &o, Ns[a], d, choose_blocks(&o, d, Ns[a]), true, "tiled");
+            bad += sweep_point(csv, &o, Ns[a], d, choose_blocks(&o, d, Ns[a]), true, "tiled", false);
         }
         for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
             options o = *opt;
@@ -553,12 +569,12 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.M = Ms[a];
             if (derive_blocks(o.M, d, true, &(int){0}, &(int){0}) != 0) continue;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", N_fixed, o.M);
-            bad += sweep_point(csv, &o, N_fixed, d, choose_blocks(&o, d, N_fixed), a == 0, "tiled");
+            bad += sweep_point(csv, &o, N_fixed, d, choose_blocks(&o, d, N_fixed), a == 0, "tiled", false);
             /* the same M with the blocks that minimize the model's count */
             blocks_t io = {0, 0, 0, 0, o.M};
             derive_blocks_io(o.M, d, false, &io.fBr, &io.fBc);
             derive_blocks_io(o.M, d, true, &io.bBr, &io.bBc);
-            bad += sweep_point(csv, &o, N_fixed, d, io, false, "tiled-io");
+            bad += sweep_point(csv, &o, N_fixed, d, io, false, "tiled-io", false);
         }
     } else if (!strcmp(opt->sweep, "blocks")) {
         int N = (opt->given & OPT_N) ? opt->N : 2048;
@@ -567,7 +583,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.given = (o.given & ~(unsigned)OPT_SRAM) | OPT_BR | OPT_BC;
             o.Br = o.Bc = B;
             fprintf(stderr, "sweep blocks: N = %d, Br = Bc = %d\n", N, B);
-            bad += sweep_point(csv, &o, N, d, choose_blocks(&o, d, N), B == 4, "tiled");
+            bad += sweep_point(csv, &o, N, d, choose_blocks(&o, d, N), B == 4, "tiled", o.causal);
         }
     }
     fclose(csv);
