@@ -131,6 +131,9 @@ static void test_online_softmax(rng_t *rng, int trials)
         worst_L = fmax(worst_L, fabs(L - Lr) / (DBL_EPSILON * xmax));
         free(x);
     }
+    /* N = d = 0: the rows' shapes vary (1..200 logits, d = 1..16) */
+    csv_row("stage2", "online_random_rows_eps_units", 0, 0, false, 0, 0, fmax(worst, worst_L),
+            TOL_ONLINE_EPS_UNITS);
     result(worst <= TOL_ONLINE_EPS_UNITS && worst_L <= TOL_ONLINE_EPS_UNITS,
            "online softmax vs two-pass, random rows",
            "%d rows: output %.2f eps max|V|, L %.2f eps max|x| (<= %g)", trials, worst, worst_L,
