@@ -342,10 +342,10 @@ function Div(div)
     local blocks = pandoc.read(text, "markdown").blocks
     if FORMAT:match("latex") then
       -- let long paths in code wrap in narrow table cells: a zero-width space
-      -- after each '/' (metadata.yaml maps it to \allowbreak); LaTeX only, so
+      -- after each '/' and '_' (metadata.yaml maps it to \allowbreak); LaTeX only, so
       -- that a path copied from the HTML page has no hidden characters
       blocks = pandoc.Blocks(blocks):walk({Code = function(c)
-        c.text = c.text:gsub("/", "/\u{200B}")
+        c.text = c.text:gsub("/", "/\u{200B}"):gsub("_", "_\u{200B}")
         return c
       end})
     end
