@@ -267,6 +267,14 @@ def absent(t, claim_text, quote, what):
     t.row(claim_text, QUOTES[quote].markdown(), f"not measured in this build: {what} is absent", what)
 
 
+def rows_or_absent(t, src, claim_text, quote):
+    """The rows of src, or None after a row saying it is absent."""
+    rows = read_csv(src)
+    if rows is None:
+        absent(t, claim_text, quote, src)
+    return rows
+
+
 # ---------------------------------------------------------------------------
 # Exactness (data/cpu/exactness.csv, data/cpu/chapter_example.csv)
 # ---------------------------------------------------------------------------
@@ -277,6 +285,19 @@ def exactness_rows():
         src = "build/paper/exactness.csv"
         rows = read_csv(src)
     return src, rows
+
+
+def exactness_check(t, check, keys, claim_text, quote):
+    """The exactness.csv rows of one stage-3 check, after setting `keys` to
+    'not measured'; None (with a row saying so) when there are none."""
+    src, rows = exactness_rows()
+    for k in keys:
+        t.value(k, "not measured")
+    got = select(rows or [], stage="stage3", check=check)
+    if not got:
+        absent(t, claim_text, quote, src)
+        return src, None, None
+    return src, rows, got
 
 
 @claim
@@ -342,13 +363,11 @@ def online_softmax(t):
 
 @claim
 def tiled_exact(t):
-    src, rows = exactness_rows()
     claim_text = "Tiled forward equals naive attention"
-    tf = select(rows or [], stage="stage3", check="forward_O_max_abs")
-    for k in ("tiled_err", "tiled_err_shapes", "tiled_bwd_err", "tiled_tol", "tiled_bwd_tol"):
-        t.value(k, "not measured")
+    src, rows, tf = exactness_check(t, "forward_O_max_abs", ("tiled_err", "tiled_err_shapes",
+                                    "tiled_bwd_err", "tiled_tol", "tiled_bwd_tol"),
+                                    claim_text, "q_tiled_err")
     if not tf:
-        absent(t, claim_text, "q_tiled_err", src)
         return
     e = max(num(r, "error") for r in tf)
     ns = sorted({int(r["N"]) for r in tf})
@@ -366,13 +385,10 @@ def tiled_exact(t):
 
 @claim
 def gradient_check(t):
-    src, rows = exactness_rows()
     claim_text = "Tiled backward passes a central-difference check (step $10^{-5}$)"
-    gc = select(rows or [], stage="stage3", check="gradcheck_rel")
-    for k in ("gradcheck", "gradcheck_tol", "gradcheck_step", "gradcheck_trunc", "gradcheck_round"):
-        t.value(k, "not measured")
+    src, _, gc = exactness_check(t, "gradcheck_rel", ("gradcheck", "gradcheck_tol", "gradcheck_step",
+                                 "gradcheck_trunc", "gradcheck_round"), claim_text, "q_gradcheck")
     if not gc:
-        absent(t, claim_text, "q_gradcheck", src)
         return
     e = max(num(r, "error") for r in gc)
     t.value("gradcheck", sci(e))
@@ -401,10 +417,9 @@ def by_int(rows, key):
 @claim
 def naive_io(t):
     src = "data/cpu/io_sweep.csv"
-    rows = read_csv(src)
     claim_text = "Naive attention moves $\\Theta(N^2)$ elements"
+    rows = rows_or_absent(t, src, claim_text, "q_naive_io")
     if rows is None:
-        absent(t, claim_text, "q_naive_io", src)
         return
     nf = by_int(select(rows, algorithm="naive", **{"pass": "forward"}), "N")
     nf = list(dict(nf).items())
@@ -466,10 +481,9 @@ def m_sweep(rows, algorithm, pas, N="2048"):
 @claim
 def tiled_io(t):
     src = "data/cpu/io_sweep.csv"
-    rows = read_csv(src)
     claim_text = "Tiling saves about an order of magnitude of traffic when $M/d^2 \\sim 10$"
+    rows = rows_or_absent(t, src, claim_text, "q_order")
     if rows is None:
-        absent(t, claim_text, "q_order", src)
         return
     fw, bw = m_sweep(rows, "tiled", "forward"), m_sweep(rows, "tiled", "backward")
     thin_f, thin_b = m_sweep(rows, "tiled-io", "forward"), m_sweep(rows, "tiled-io", "backward")
