@@ -358,8 +358,10 @@ static void print_usage(const char *usage, unsigned accepted)
         if (SPECS[i].flag == OPT_DTYPE) {
             char list[64];
             dtype_list(accepted, list, sizeof list);
+            /* fp64 is the parser's default; say so only to a program that
+             * names the dtypes it runs and fp64 among them */
             snprintf(help, sizeof help, "number type of the arithmetic: %s%s", list,
-                     (dtype_bits(accepted) & OPT_FP64) ? " (default fp64)" : "");
+                     (accepted & OPT_FP64) ? " (default fp64)" : "");
         } else {
             snprintf(help, sizeof help, "%s", SPECS[i].help);
         }
