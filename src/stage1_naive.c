@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "npy.h"
+#include "tolerances.h"
 
 /* The fp64 and fp32 bodies: one text, two element types. */
 #define T double
@@ -230,11 +231,9 @@ int main(int argc, char **argv)
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE,
+                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE | OPT_FP64 | OPT_FP32,
                   USAGE, &opt);
-    bool fp32 = !strcmp(opt.dtype, "fp32");
-    if (!fp32 && strcmp(opt.dtype, "fp64"))
-        fatal(EXIT_BAD_INPUT, "--dtype: stage1 runs fp64 or fp32, not %s", opt.dtype);
+    bool fp32 = !strcmp(opt.dtype, "fp32");   /* the parser let only fp64 and fp32 through */
     naive_require_size_flags(&opt);
     char origin[64];
 
@@ -306,7 +305,7 @@ int main(int argc, char **argv)
                                   NULL);
         snprintf(what, sizeof what, "backward vs central differences (%d x %d keys x %d, head 0)",
                  gp->seqlen_q, gp->seqlen_k, gp->d);
-        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), 1e-6);
+        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), TOL_GRADCHECK);
         free(buf);
         free_problem(&g);
     }

@@ -23,6 +23,7 @@
 #include "stage1_naive.h"
 #include "stage2_online_softmax.h"
 #include "stage3_tiled.h"
+#include "tolerances.h"
 
 #include "test_report.h"
 
@@ -34,6 +35,12 @@ static void csv_row(const char *stage, const char *check, int N, int d, bool cau
     if (csv)
         fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.6e,%.1e,%llu\n", stage, check, N, d, causal, Br, Bc,
                 err, tol, (unsigned long long)seed);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 /* A random (N, d) problem: Q, K, V, dO ~ N(0, 1). */
@@ -111,11 +118,18 @@ static void test_online_softmax(rng_t *rng, int trials)
         worst_L = fmax(worst_L, fabs(L - Lr) / (DBL_EPSILON * xmax));
         free(x);
     }
-    result(worst <= 8 && worst_L <= 8, "online softmax vs two-pass, random rows",
-           "%d rows: output %.2f eps max|V|, L %.2f eps max|x| (<= 8)", trials, worst, worst_L);
+    /* N = d = 0: the rows' shapes vary (1..200 logits, d = 1..16) */
+    csv_row("stage2", "online_random_rows_eps_units", 0, 0, false, 0, 0, fmax(worst, worst_L),
+            TOL_ONLINE_EPS_UNITS);
+    result(worst <= TOL_ONLINE_EPS_UNITS && worst_L <= TOL_ONLINE_EPS_UNITS,
+           "online softmax vs two-pass, random rows",
+           "%d rows: output %.2f eps max|V|, L %.2f eps max|x| (<= %g)", trials, worst, worst_L,
+           TOL_ONLINE_EPS_UNITS);
 
-    /* The chapter's case: N = 37, d = 8, spread 5, 1000 fresh rows. */
-    double max_abs = 0;
+    /* The chapter's case: N = 37, d = 8, spread 5, 1000 fresh rows. The
+     * chapter reports one row; the median row is that figure's like, the
+     * maximum over the 1000 rows is what the test bounds. */
+    double max_abs = 0, per_row[1000];
     int within = 0;
     for (int t = 0; t < 1000; t++) {
         double x[37], V[37 * 8], o[8], r[8], L, Lr;
@@ -125,11 +139,16 @@ static void test_online_softmax(rng_t *rng, int trials)
         two_pass_softmax_weighted_sum(x, V, 37, 8, r, &Lr);
         double e = compare("o", o, r, 8, 0, 0, 0).max_abs;
         max_abs = fmax(max_abs, e);
+        per_row[t] = e;
         within += e <= 1e-15;
     }
-    csv_row("stage2", "online_vs_two_pass_max_abs", 37, 8, false, 4, 4, max_abs, 1e-15);
-    result(max_abs <= 4e-15, "online softmax, chapter case N=37 d=8 spread 5 block 4",
-           "max abs %.2e over 1000 rows (<= 4e-15); %d of 1000 rows within 1e-15", max_abs, within);
+    qsort(per_row, 1000, sizeof per_row[0], cmp_double);
+    double median = 0.5 * (per_row[499] + per_row[500]);
+    csv_row("stage2", "online_vs_two_pass_max_abs", 37, 8, false, 4, 4, max_abs, TOL_ONLINE_CHAPTER_ABS);
+    csv_row("stage2", "online_vs_two_pass_median_row", 37, 8, false, 4, 4, median, TOL_ONLINE_CHAPTER_ABS);
+    result(max_abs <= TOL_ONLINE_CHAPTER_ABS, "online softmax, chapter case N=37 d=8 spread 5 block 4",
+           "max abs %.2e over 1000 rows (<= %.0e), median row %.2e; %d of 1000 rows within 1e-15",
+           max_abs, TOL_ONLINE_CHAPTER_ABS, median, within);
 
     /* Fully masked rows: O = 0 and L = -inf, never NaN. */
     double x[5] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, V[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -204,11 +223,11 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
         grads r = naive_all(x, N, d, scale, causal, &nf, &nb);
         grads g = tiled_all(x, N, d, scale, causal, Br, Bc, &sram, &tf, &tb, NULL, NULL);
         size_t n = (size_t)N * d;
-        double ef = compare("O", g.O, r.O, n, 1e-14, 0, 2).max_abs;
-        double el = compare("L", g.L, r.L, (size_t)N, 1e-14, 0, 2).max_abs;
-        double eb = fmax(compare("dQ", g.dQ, r.dQ, n, 1e-12, 0, 2).max_abs,
-                         fmax(compare("dK", g.dK, r.dK, n, 1e-12, 0, 2).max_abs,
-                              compare("dV", g.dV, r.dV, n, 1e-12, 0, 2).max_abs));
+        double ef = compare("O", g.O, r.O, n, TOL_TILED_FORWARD, 0, 2).max_abs;
+        double el = compare("L", g.L, r.L, (size_t)N, TOL_TILED_FORWARD, 0, 2).max_abs;
+        double eb = fmax(compare("dQ", g.dQ, r.dQ, n, TOL_TILED_BACKWARD, 0, 2).max_abs,
+                         fmax(compare("dK", g.dK, r.dK, n, TOL_TILED_BACKWARD, 0, 2).max_abs,
+                              compare("dV", g.dV, r.dV, n, TOL_TILED_BACKWARD, 0, 2).max_abs));
         nonfinite += count_nonfinite(g.O, 4 * n + (size_t)N, false) != 0;
         attn_params p = problem(N, d, scale, causal);
         io_bad += io_total(&tf) != flash_forward_io_formula(&p, Br, Bc);
@@ -219,9 +238,9 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
         io_bad += io_total(&tb) != closed_form_backward(N, d, Br, Bc, causal);
         hw_bad += sram.high_water > (size_t)M;
         if (N % 25 == 0 || N < 4) {
-            csv_row("stage3", "forward_O_max_abs", N, d, causal, Br, Bc, ef, 1e-14);
-            csv_row("stage3", "forward_L_max_abs", N, d, causal, Br, Bc, el, 1e-14);
-            csv_row("stage3", "backward_max_abs", N, d, causal, Br, Bc, eb, 1e-12);
+            csv_row("stage3", "forward_O_max_abs", N, d, causal, Br, Bc, ef, TOL_TILED_FORWARD);
+            csv_row("stage3", "forward_L_max_abs", N, d, causal, Br, Bc, el, TOL_TILED_FORWARD);
+            csv_row("stage3", "backward_max_abs", N, d, causal, Br, Bc, eb, TOL_TILED_BACKWARD);
         }
         wf = fmax(wf, ef);
         wl = fmax(wl, el);
@@ -230,10 +249,11 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
         sram_free(&sram);
         free(x.Q); free(r.O); free(g.O);
     }
-    result(wf <= 1e-14 && wl <= 1e-14, "tiled forward vs naive, N = 1..", "%d shapes up to N = %d, "
-           "causal and not, tails: O %.2e, L %.2e (<= 1e-14)", cases, Nmax, wf, wl);
-    result(wb <= 1e-12, "tiled backward vs naive", "%d shapes: max abs %.2e over dQ, dK, dV (<= 1e-12)",
-           cases, wb);
+    result(wf <= TOL_TILED_FORWARD && wl <= TOL_TILED_FORWARD, "tiled forward vs naive, N = 1..",
+           "%d shapes up to N = %d, causal and not, tails: O %.2e, L %.2e (<= %.0e)", cases, Nmax,
+           wf, wl, TOL_TILED_FORWARD);
+    result(wb <= TOL_TILED_BACKWARD, "tiled backward vs naive",
+           "%d shapes: max abs %.2e over dQ, dK, dV (<= %.0e)", cases, wb, TOL_TILED_BACKWARD);
     result(nonfinite == 0, "tiled outputs fully written", "%d shapes with a non-finite output", nonfinite);
     result(io_bad == 0, "counted IO == formula == chapter 3's closed form (naive and tiled, fwd and bwd)",
            "%d mismatches over %d shapes x 6 counts", io_bad, cases);
@@ -254,13 +274,13 @@ static void test_gradcheck(rng_t *rng, int trials)
                             NULL, NULL);
         attn_params p = problem(N, d, 1.0 / sqrt((double)d), causal);
         double e = gradcheck_central(&p, x.Q, x.K, x.V, x.dO, g.dQ, g.dK, g.dV, 1e-5);
-        csv_row("stage3", "gradcheck_rel", N, d, causal, Br, Bc, e, 1e-6);
+        csv_row("stage3", "gradcheck_rel", N, d, causal, Br, Bc, e, TOL_GRADCHECK);
         worst = fmax(worst, e);
         sram_free(&sram);
         free(x.Q); free(g.O);
     }
-    result(worst <= 1e-6, "tiled backward vs central differences",
-           "%d random shapes: max relative error %.2e (<= 1e-6)", trials, worst);
+    result(worst <= TOL_GRADCHECK, "tiled backward vs central differences",
+           "%d random shapes: max relative error %.2e (<= %.0e)", trials, worst, TOL_GRADCHECK);
 }
 
 /* Causal skipping: visited tiles are exactly the blocks that touch the lower

@@ -426,8 +426,8 @@ static void test_gradcheck_gqa(rng_t *rng, int trials)
         free(o);
         free_problem(&in);
     }
-    result(worst <= 1e-6, "tiled backward with 4 query heads on 2 key/value heads and a window vs central differences",
-           "%d random shapes: max relative %.2e (<= 1e-6)", trials, worst);
+    result(worst <= TOL_GRADCHECK, "tiled backward with 4 query heads on 2 key/value heads and a window vs central differences",
+           "%d random shapes: max relative %.2e (<= %.0e)", trials, worst, TOL_GRADCHECK);
 }
 
 int main(int argc, char **argv)
