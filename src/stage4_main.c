@@ -376,11 +376,10 @@ int main(int argc, char **argv)
     set_prog_name(argv[0]);
     options opt;
     parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
-                      OPT_SCALE | OPT_INPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL | OPT_REPEATS |
-                      OPT_SWEEP,
+                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_SCALE |
+                      OPT_INPUTS | OPT_CSV | OPT_DTYPE | OPT_FP32 | OPT_FP16 | OPT_BF16 |
+                      OPT_KERNEL | OPT_REPEATS | OPT_SWEEP,
                   USAGE, &opt);
-    if (opt.causal) fatal(EXIT_BAD_INPUT, "--causal: not in stage 4 (masks come in stage 6)");
     if (opt.sweep && strcmp(opt.sweep, "tests"))
         fatal(EXIT_BAD_INPUT, "--sweep %s: stage 4 knows only --sweep tests", opt.sweep);
     int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16}, nd = 3;

@@ -139,12 +139,16 @@ for s in ./stage1 ./stage3 ./stage6; do
 done
 if [ -x ./stage4 ]; then
     expect_error "stage4 refuses a window" "unknown flag '--window'" ./stage4 --window 3,0
+    expect_error "stage4 refuses --causal (masks not plumbed into stage 4 yet)" "unknown flag '--causal'" ./stage4 --causal
+    expect_error "stage4 refuses fp64" "runs fp32, fp16 or bf16, not 'fp64'" ./stage4 --dtype fp64
 fi
 
 # Good files in every accepted rank work, and --help exits 0.
 ./stage3 --q $B/good_1x2x16x8_v2.npy --k $B/good_1x2x16x8_v2.npy --v $B/good_1x2x16x8_v2.npy >/dev/null 2>&1 \
     && echo "PASS stage3 reads a format 2.0 (B,H,N,d) file" || echo "FAIL stage3 reads a format 2.0 (B,H,N,d) file"
-for s in ./stage1 ./stage2 ./stage3 ./stage6; do
+stage4=""
+[ -x ./stage4 ] && stage4=./stage4   # built where nvcc is; --help needs no GPU
+for s in ./stage1 ./stage2 ./stage3 ./stage6 $stage4; do
     $s --help >"$tmp/out" 2>&1 && grep -q -- "--seed" "$tmp/out" \
         && echo "PASS $s --help lists the flags" || echo "FAIL $s --help lists the flags"
     # every flag --help lists is one the program takes (no "unknown flag")
@@ -157,5 +161,10 @@ for s in ./stage1 ./stage2 ./stage3 ./stage6; do
 done
 ./stage1 --help | grep -q -- "--dtype T .*fp64 or fp32 (default fp64)" && ! ./stage1 --help | grep -q "as the stage" \
     && echo "PASS stage1 --help names the dtypes it runs" || echo "FAIL stage1 --help names the dtypes it runs"
+if [ -n "$stage4" ]; then
+    ./stage4 --help | grep -q -- "--dtype T .*: fp32, fp16 or bf16$" && ! ./stage4 --help | grep -q -- "--causal" \
+        && echo "PASS stage4 --help names the dtypes it runs and no --causal" \
+        || echo "FAIL stage4 --help names the dtypes it runs and no --causal"
+fi
 ./stage3 --random --n 64 --d 16 --sram 4096 --rule io 2>&1 | grep -q "why these tiles (--rule io)" \
     && echo "PASS stage3 --rule io says why its tiles are thin" || echo "FAIL stage3 --rule io says why its tiles are thin"
