@@ -377,7 +377,7 @@ def online_softmax(t):
 def tiled_exact(t):
     claim_text = "Tiled forward equals naive attention"
     src, rows, tf = exactness_check(t, "forward_O_max_abs", ("tiled_err", "tiled_err_shapes",
-                                    "tiled_bwd_err", "tiled_tol", "tiled_bwd_tol"),
+                                    "tiled_bwd_err", "tiled_tol", "tiled_tol_tex", "tiled_bwd_tol"),
                                     claim_text, "q_tiled_err")
     if not tf:
         return
@@ -386,6 +386,7 @@ def tiled_exact(t):
     t.value("tiled_err", sci(e))
     t.value("tiled_err_shapes", str(len(tf)))
     t.value("tiled_tol", f"{num(tf[0], 'tolerance'):.0e}")
+    t.value("tiled_tol_tex", tex_sci(num(tf[0], "tolerance"), 0))
     tb = select(rows, stage="stage3", check="backward_max_abs")
     if tb:
         t.value("tiled_bwd_err", sci(max(num(r, "error") for r in tb)))
@@ -736,23 +737,29 @@ def causal(t):
 # Masks (chapter 3b, stage 6): data/cpu/window_sweep.csv, memory_vs_n.csv,
 # lse_error.csv, masks_property.csv, and one run of ./stage6
 # ---------------------------------------------------------------------------
+EX4_W = 256      # exercise 4's closing question: N = 4096, W = 256, Br = Bc = 64
+                 # (exercises/ex4/statement.md), one row of the window sweep
+
+
 @claim
 def window_sweep(t):
-    """The sliding-window sweep: N = 4096, d = 64, 64 x 64 tiles."""
+    """The sliding-window sweep (make sweep-masks: N = 4096, d = 64, 64 x 64
+    tiles), and exercise 4's row of it."""
     src = "data/cpu/window_sweep.csv"
     claim_text = "A sliding window skips the key blocks outside it"
     for k in ("win_N", "win_d", "win_B", "win_points", "win_formula_ok", "win_tiles_all",
               "win_tiles_causal", "win_tiles_256", "win_saving_256", "win_tiles_min", "win_io_fwd_256",
-              "win_io_bwd_256", "win_time_fwd_256", "win_time_bwd_256", "win_W_min", "win_W_max"):
+              "win_io_bwd_256", "win_time_fwd_256", "win_time_bwd_256", "win_W_min", "win_W_max",
+              "win_W_ex4"):
         t.value(k, "not measured")
     rows = rows_or_absent(t, src, claim_text, "q_ex4_skip")
     if rows is None:
         return
     full, causal = one(rows, mask="full"), one(rows, mask="causal")
-    w256 = one(rows, mask="window", W="256")
+    w256 = one(rows, mask="window", W=str(EX4_W))
     wins = select(rows, mask="window")
     if not (full and causal and w256 and wins):
-        absent(t, claim_text, "q_ex4_skip", src + " (full, causal or W = 256 rows)")
+        absent(t, claim_text, "q_ex4_skip", src + f" (full, causal or W = {EX4_W} rows)")
         return
     t_all, t_c, t_w = (int(r["tiles_fwd"]) for r in (full, causal, w256))
     ok = all(r["tiles_fwd"] == r["tiles_fwd_formula"] and r["io_fwd"] == r["io_fwd_formula"]
@@ -761,6 +768,7 @@ def window_sweep(t):
     t.value("win_N", full["N"])
     t.value("win_d", full["d"])
     t.value("win_B", full["Br_fwd"])
+    t.value("win_W_ex4", str(EX4_W))
     t.value("win_W_min", str(ws[0]))
     t.value("win_W_max", str(ws[-1]))
     t.value("win_points", str(len(rows)))
@@ -774,7 +782,7 @@ def window_sweep(t):
     t.value("win_io_bwd_256", f"{num(w256, 'io_bwd') / num(causal, 'io_bwd'):.2f}")
     t.value("win_time_fwd_256", f"{num(w256, 'fwd_s') / num(causal, 'fwd_s'):.2f}")
     t.value("win_time_bwd_256", f"{num(w256, 'bwd_s') / num(causal, 'bwd_s'):.2f}")
-    t.row(f"{claim_text} ($N$ = {full['N']}, $d$ = {full['d']}, $W$ = 256, $B_r = B_c$ = "
+    t.row(f"{claim_text} ($N$ = {full['N']}, $d$ = {full['d']}, $W$ = {EX4_W}, $B_r = B_c$ = "
           f"{full['Br_fwd']})", QUOTES["q_ex4_skip"].markdown(),
           f"{t_w} of {t_c} causal tiles visited (saves {1 - t_w / t_c:.2f}; {t_all} without a "
           f"mask); forward traffic {t.values['win_io_fwd_256']} and time "
@@ -788,7 +796,8 @@ def memory_vs_n(t):
     src = "data/cpu/memory_vs_n.csv"
     claim_text = "Memory linear in N (peak resident memory of a whole forward and backward run, fp64)"
     for k in ("mem_d", "mem_naive_N", "mem_naive_mib", "mem_tiled_same_mib", "mem_tiled_N",
-              "mem_tiled_mib", "mem_tiled_wall", "mem_slope_naive", "mem_slope_tiled", "mem_window"):
+              "mem_tiled_mib", "mem_tiled_wall", "mem_slope_naive", "mem_slope_tiled", "mem_window",
+              "mem_window_keys"):
         t.value(k, "not measured")
     rows = rows_or_absent(t, src, claim_text, "q_memory")
     if rows is None:
@@ -808,6 +817,8 @@ def memory_vs_n(t):
     last_tiled = max(select(rows, algorithm="tiled"), key=lambda r: int(r["N"]))
     t.value("mem_d", rows[0]["d"])
     t.value("mem_window", f"({rows[0]['window_left']}, {rows[0]['window_right']})")
+    if rows[0]["window_right"] == "0" and int(rows[0]["window_left"]) >= 0:
+        t.value("mem_window_keys", str(int(rows[0]["window_left"]) + 1))
     t.value("mem_naive_N", str(n_max))
     t.value("mem_naive_mib", f"{n_peak / 1024:.0f}")
     t.value("mem_tiled_same_mib", f"{t_same / 1024:.1f}" if t_same else "n/a")
@@ -828,7 +839,7 @@ def lse_error(t):
     src = "data/cpu/lse_error.csv"
     claim_text = "The backward's $P = \\exp(S - L)$ is exact"
     for k in ("lse_ratio", "lse_naive_max", "lse_L_max", "lse_tiled_max", "lse_L_75", "lse_tiled_75",
-              "lse_eps_L_75", "bwd_tol_base", "bwd_tol_L_factor", "lse_N", "lse_d", "lse_scale"):
+              "lse_eps_L_75", "bwd_tol_base", "bwd_tol_L_factor", "lse_fp32_at_max", "lse_N", "lse_d"):
         t.value(k, "not measured")
     rows = rows_or_absent(t, src, claim_text, "q_exact")
     if rows is None:
@@ -854,6 +865,10 @@ def lse_error(t):
     t.value("lse_ratio", f"{ratio:.2f}")
     t.value("lse_naive_max", sci(n_worst))
     t.value("lse_L_max", f"{num(worst, 'max_abs_L'):.3g}")
+    t.value("lse_N", worst.get("N") or "?")
+    t.value("lse_d", worst.get("d") or "?")
+    # binary32 rounds L to half an ulp, 2^-24 |L| relative (IEEE 754)
+    t.value("lse_fp32_at_max", tex_sci(2.0 ** -24 * num(worst, "max_abs_L")))
     t.value("lse_tiled_max", sci(t_worst))
     tol_text = f"{sci(base, 0)} + {factor:.0f} eps max|L|"
     at_text = ""
@@ -1186,6 +1201,43 @@ def gpu_speed_and_traffic(t):
               paper_gpu.BENCH,
               "The speed-up belongs to kernels whose products use tensor cores; a tiled kernel "
               "on CUDA cores (version 1) is slower than a materialized one built on cuBLAS")
+
+
+# ---------------------------------------------------------------------------
+# The PyTorch op (chapter 4b2) and version 3 (chapter 4c): the settings their
+# scripts run, and data/gpu/v3_steps.csv when present
+# ---------------------------------------------------------------------------
+@claim
+def torch_op(t):
+    """The training comparison's model and run (scripts/train_compare.py's
+    DEFAULTS), and what the op saves for the backward at that size."""
+    import train_compare
+    c = train_compare.DEFAULTS
+    B, H, N = c["batch"], c["heads"], c["context"]
+    for k in ("steps", "layers", "d_model", "heads", "context", "batch"):
+        t.value("train_" + k, str(c[k]))
+    t.value("train_head_dim", str(c["d_model"] // c["heads"]))
+
+    def power(n):          # 2^k when n is a power of two, else grouped digits
+        return f"$2^{{{n.bit_length() - 1}}}$" if n & (n - 1) == 0 else grouped(n)
+    t.value("train_P_elems", power(B * H * N * N))
+    t.value("train_L_elems", power(B * H * N))
+
+
+@claim
+def v3_steps(t):
+    """The setting of the version-3 step figure: the N figures/v3_steps.gp
+    draws, and the tokens and hidden size of data/gpu/v3_steps.csv's rows there."""
+    for k in ("v3_fig_N", "v3_fig_tokens", "v3_fig_hidden"):
+        t.value(k, "n/a")
+    with open(path("figures", "v3_steps.gp")) as f:
+        mo = re.search(r"NN = (\d+)", f.read())
+    rows = [r for r in (read_csv("data/gpu/v3_steps.csv") or []) if mo and r.get("N") == mo.group(1)]
+    if not rows:
+        return
+    t.value("v3_fig_N", grouped(rows[0]["N"]))
+    t.value("v3_fig_tokens", ", ".join(grouped(x) for x in sorted({int(r["B"]) * int(r["N"]) for r in rows})))
+    t.value("v3_fig_hidden", ", ".join(str(x) for x in sorted({int(r["H"]) * int(r["d"]) for r in rows})))
 
 
 @claim

@@ -768,7 +768,7 @@ static int sweep_lse(const options *opt, int argc, char **argv)
               "bits)", LDBL_MANT_DIG);
     FILE *csv = csv_open(opt->csv, argc, argv,
                          "softmax_scale,offset,max_abs_L,algorithm,err_O,err_L,err_dQ,err_dK,err_dV,"
-                         "err_bwd,eps_max_abs_L,tolerance_bwd");
+                         "err_bwd,eps_max_abs_L,tolerance_bwd,N,d");
     static const double offsets[] = {0, -1, -3, -10, -30, -100, -300, -1e3, -3e3, -1e4, -3e4,
                                      -7.5e4, -1e5, -3e5, 1e3, 1e5};
     double scales[2] = {1.0 / sqrt((double)d), 1.0};
@@ -812,9 +812,9 @@ static int sweep_lse(const options *opt, int argc, char **argv)
                 flash_errors e = flash_errors_vs(&in, O, L, dQ, dK, dV, R, rL, R + n, R + 2 * n,
                                                  R + 3 * n);
                 double eb = fmax(e.dQ, fmax(e.dK, e.dV)), tol = flash_backward_tol(rL, (size_t)N);
-                fprintf(csv, "%.6g,%g,%.6g,%s,%.3e,%.3e,%.3e,%.3e,%.3e,%.3e,%.3e,%.3e\n",
+                fprintf(csv, "%.6g,%g,%.6g,%s,%.3e,%.3e,%.3e,%.3e,%.3e,%.3e,%.3e,%.3e,%d,%d\n",
                         p->softmax_scale, c, mL, alg ? "tiled" : "naive", e.O, e.L, e.dQ, e.dK,
-                        e.dV, eb, DBL_EPSILON * mL, tol);
+                        e.dV, eb, DBL_EPSILON * mL, tol, N, d);
                 bad += !(e.O <= FLASH_FWD_TOL && e.L <= FLASH_FWD_TOL && eb <= tol);
             }
         }
