@@ -165,7 +165,7 @@ _UNICODE_MATH = {"²": "^2", "·": r"\cdot ", "Θ": r"\Theta", "≤": r"\le ", "
 def texify(text):
     """A fragment as Markdown: the chapter's \\( \\) math as $ $, its Unicode
     math (N², N·d) as TeX math, code-like fragments as code."""
-    if re.fullmatch(r"[\w ]+ = min\(.*\)", text) or text.startswith("# "):
+    if re.fullmatch(r"[\w ]+ = [\w.]+\(.*\)", text) or text.startswith("# "):
         return f"`{text}`"              # code, or a comment in the chapter's code
     text = re.sub(r"\\\((.*?)\\\)", lambda mo: "$" + mo.group(1) + "$", text)
 
@@ -864,25 +864,25 @@ def lse_error(t):
     t.value("bwd_tol_L_factor", f"{factor:.0f}")
     t.value("lse_ratio", f"{ratio:.2f}")
     t.value("lse_naive_max", sci(n_worst))
-    t.value("lse_L_max", f"{num(worst, 'max_abs_L'):.3g}")
+    t.value("lse_L_max", tex_sci(num(worst, "max_abs_L")))
     t.value("lse_N", worst.get("N") or "?")
     t.value("lse_d", worst.get("d") or "?")
     # binary32 rounds L to half an ulp, 2^-24 |L| relative (IEEE 754)
     t.value("lse_fp32_at_max", tex_sci(2.0 ** -24 * num(worst, "max_abs_L")))
     t.value("lse_tiled_max", sci(t_worst))
-    tol_text = f"{sci(base, 0)} + {factor:.0f} eps max|L|"
+    tol_text = f"{t.values['bwd_tol_base']} + {factor:.0f} $\\varepsilon \\max|L|$"
     at_text = ""
     if at75:
-        t.value("lse_L_75", f"{num(at75[0], 'max_abs_L'):.3g}")
+        t.value("lse_L_75", tex_sci(num(at75[0], "max_abs_L")))
         t.value("lse_tiled_75", sci(num(at75[0], "err_bwd")))
         t.value("lse_eps_L_75", sci(num(at75[0], "eps_max_abs_L")))
-        at_text = (f" (|L| = {t.values['lse_L_75']}: eps |L| = {t.values['lse_eps_L_75']})")
+        at_text = (f" ($|L|$ = {t.values['lse_L_75']}: $\\varepsilon |L|$ = {t.values['lse_eps_L_75']})")
     t.row(claim_text, QUOTES["q_exact"].markdown(),
-          f"tiled backward error up to {ratio:.2f} eps max|L| (relative; {sci(t_worst)} at "
-          f"|L| = {num(worst, 'max_abs_L'):.3g}); the naive backward stays at {sci(n_worst)} at "
-          "every |L|", src,
-          "Exact in real arithmetic only: L is rounded to about eps |L| when stored, and each "
-          f"rebuilt P inherits that relative error{at_text}; the bound is stated and held "
+          f"tiled backward error up to {ratio:.2f} $\\varepsilon \\max|L|$ (relative; "
+          f"{sci(t_worst)} at $|L|$ = {t.values['lse_L_max']}); the naive backward stays at "
+          f"{sci(n_worst)} at every $|L|$", src,
+          "Exact in real arithmetic only: $L$ is rounded to about $\\varepsilon |L|$ when stored, "
+          f"and each rebuilt $P$ inherits that relative error{at_text}; the bound is stated and held "
           f"(tolerance {tol_text}, `src/tolerances.h`)")
 
 
