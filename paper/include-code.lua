@@ -20,7 +20,9 @@ It also does three small things the chapters need:
   [key]{.m}                       a value measured by scripts/claims.py, read
                                   from the file named by the metadata field
                                   `values` (lines "key<TAB>value"); an unknown
-                                  key fails the build.
+                                  key fails the build. A value with TeX math
+                                  in it ($2^{24}$) is parsed as Markdown, any
+                                  other stands as plain text.
   [key]{.q}                       a quotation from the same file (claims.py's
                                   QUOTES: the words, then where they stand),
                                   parsed as Markdown in place.
@@ -266,8 +268,9 @@ function Span(span)
   local v = load_values()[key]
   if v == nil then fail("unknown " .. (quote and "quotation" or "measured value") .. " '" .. key ..
                         "' (not in " .. values_file .. ")") end
-  if not quote then return pandoc.Str(v) end
-  -- a quotation is Markdown (math, code) with its source: parsed in place
+  if not quote and not v:find("%$") then return pandoc.Str(v) end
+  -- a quotation is Markdown (math, code) with its source, and a value with
+  -- math is Markdown too: parsed in place
   local blocks = pandoc.read(v, "markdown").blocks
   if #blocks == 0 then return pandoc.Str("") end
   return pandoc.Span(blocks[1].content)
