@@ -1267,9 +1267,12 @@ def main(argv):
         # PDF (paper/metadata.yaml maps U+200B to \allowbreak); never inside
         # code (it would be copied with a path: paper/include-code.lua adds
         # the break points there for LaTeX only) or math
+        # A '|' ends a cell unless escaped, and inside math an escaped one
+        # would be TeX's '\|' (a double bar): math gets \vert instead.
         parts = re.split(r"(`[^`]*`|\$[^$]*\$)", str(s).replace("\n", " "))
-        return "".join(p if p[:1] in ("`", "$") else p.replace("/", "/\u200b")
-                       for p in parts).replace("|", "\\|")
+        return "".join(p.replace("|", "\\vert{}") if p[:1] == "$" else
+                       p.replace("|", "\\|") if p[:1] == "`" else
+                       p.replace("/", "/\u200b").replace("|", "\\|") for p in parts)
 
     with open(os.path.join(out, "claims.md"), "w") as f:
         f.write("| claim | the source says | measured here | data | erratum |\n")
