@@ -228,7 +228,7 @@ int main(int argc, char **argv)
         }
         /* L == L_ref first: an all-masked row has L = L_ref = -inf, and
          * -inf - -inf is NaN */
-        bool same = L == L_ref || fabs(L - L_ref) <= 1e-15 * fmax(1.0, fabs(L_ref));
+        bool same = L == L_ref || fabs(L - L_ref) <= TOL_TRACE_L * fmax(1.0, fabs(L_ref));
         return same ? 0 : EXIT_CHECK_FAILED;
     }
 

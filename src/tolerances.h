@@ -39,6 +39,25 @@
 #define FLASH_BWD_TOL 1e-12
 #define FLASH_BWD_L_FACTOR 16.0
 
+/* Stage 1's own checks. Rows of P sum to 1 to within a few roundings of N
+ * terms in [0, 1] (absolute). The fp64 output against the model's own fp32
+ * output, and --dtype fp32 against fp64, as relative norms: fp32 rounds to
+ * 2^-24 = 6e-8, so 1e-5 is a hundred-odd roundings; dQ and dK go through
+ * dS = P (dP - D), whose terms cancel, and get ten times that. */
+#define TOL_ROWSUM 1e-14
+#define TOL_MODEL_OUTPUT 1e-5
+#define TOL_FP32_OUT 1e-5
+#define TOL_FP32_GRAD 1e-4
+
+/* Stage 2 --trace: the streamed L against the two-pass L, relative to
+ * max(1, |L|) (a handful of logits: a few roundings at most). */
+#define TOL_TRACE_L 1e-15
+
+/* build/test_masks: a causal problem with empty rows against the same
+ * problem without them, relative to the outputs' magnitudes (the same
+ * arithmetic in another tile order: a few roundings). */
+#define TOL_EMPTY_ROWS 1e-14
+
 /* The tiled backward against central differences (step 1e-5), relative to
  * max|grad|: truncation (step^2) and rounding (eps/step) both near 1e-10. */
 #define TOL_GRADCHECK 1e-6
