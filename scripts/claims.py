@@ -339,18 +339,22 @@ def online_softmax(t):
     md = one(rows or [], stage="stage2", check="online_vs_two_pass_median_row")
     t.value("eps", sci(EPS))
     for k in ("online_err", "online_err_eps", "online_tol", "online_median", "online_median_eps",
-              "chapter_row_err", "chapter_row_eps", "online_eps_units"):
+              "chapter_row_err", "chapter_row_eps", "online_eps_units", "online_eps_N",
+              "online_eps_err"):
         t.value(k, "not measured")
+    # the random row that came nearest its bound (2 sqrt(N) eps, src/tolerances.h)
     units = one(rows or [], stage="stage2", check="online_random_rows_eps_units")
     if units:
-        t.value("online_eps_units", f"{num(units, 'tolerance'):g}")
+        t.value("online_eps_units", f"{num(units, 'tolerance'):.1f}")
+        t.value("online_eps_N", units["N"])
+        t.value("online_eps_err", f"{num(units, 'error'):.1f}")
     if not mx:
         absent(t, claim_text, "q_online_err", src)
         return
     e, tol = num(mx, "error"), num(mx, "tolerance")
     t.value("online_err", sci(e))
     t.value("online_err_eps", f"{e / EPS:.1f}")
-    t.value("online_tol", f"{tol:.0e}")
+    t.value("online_tol", sci(tol))
     parts = []
     if ex:
         ce = num(ex[0], "max_abs_error")
@@ -364,7 +368,7 @@ def online_softmax(t):
         t.value("online_median_eps", f"{m / EPS:.1f}")
         parts.append(f"our C, 1000 fresh rows: median row {sci(m)}")
     parts.append(f"largest of the 1000 {sci(e)} = {e / EPS:.1f} $\\varepsilon$ (bound "
-                 f"{tol:.0e}, `src/tolerances.h`)")
+                 f"{sci(tol)}, `src/tolerances.h`)")
     t.row(claim_text, QUOTES["q_online_err"].markdown(), "; ".join(parts),
           f"data/cpu/chapter_example.csv; {src}",
           f"None for one row: $\\varepsilon = 2^{{-52}}$ = {sci(EPS)}, so one row at about "

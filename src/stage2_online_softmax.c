@@ -165,14 +165,15 @@ static void check_row(const double *x, const double *V, int N, int d, const int 
     free(got);
 }
 
-static int report_rows(const char *what, row_errors e)
+/* The rows of one report have N logits each. */
+static int report_rows(const char *what, row_errors e, int N)
 {
-    const double tol = TOL_ONLINE_EPS_UNITS;
+    const double tol = tol_online_eps_units(N);
     int bad = !(e.out_ulps <= tol) + !(e.L_ulps <= tol);
     printf("%s\n", what);
-    printf("    output: max abs error %.3e = %.2f eps max|V|  (<= %g: %s); %ld of %ld streams within 1e-15\n",
+    printf("    output: max abs error %.3e = %.2f eps max|V|  (<= %.3g: %s); %ld of %ld streams within 1e-15\n",
            e.out_abs, e.out_ulps, tol, e.out_ulps <= tol ? "ok" : "FAIL", e.rows - e.rows_over_1e15, e.rows);
-    printf("    L: max error %.2f eps max(1, max|x|)  (<= %g: %s)\n", e.L_ulps, tol,
+    printf("    L: max error %.2f eps max(1, max|x|)  (<= %.3g: %s)\n", e.L_ulps, tol,
            e.L_ulps <= tol ? "ok" : "FAIL");
     return bad;
 }
@@ -249,8 +250,9 @@ int main(int argc, char **argv)
     printf("stage2: online softmax vs two-pass softmax (max abs error over out and L)\n");
     printf("  block sizes 1, 2, 3, 4, 5, 8, 16, 37, 64 and %d (--block); seed %llu\n", blocks[nblocks - 1],
            (unsigned long long)opt.seed);
-    printf("  the check: error <= %g eps of the values' scale (src/tolerances.h); the count of streams\n"
-           "  within 1e-15 is there for information (it depends on that scale)\n\n", TOL_ONLINE_EPS_UNITS);
+    printf("  the check: error <= %g sqrt(N) eps of the values' scale for a row of N logits, at least\n"
+           "  %g (src/tolerances.h); the count of streams within 1e-15 is there for information (it\n"
+           "  depends on that scale)\n\n", TOL_ONLINE_EPS_PER_ROOT, TOL_ONLINE_EPS_UNITS);
 
     double *x = xmalloc((size_t)N, sizeof(double), "logits");
     double *V = xmalloc((size_t)N * d, sizeof(double), "values");
@@ -262,7 +264,7 @@ int main(int argc, char **argv)
     }
     char what[96];
     snprintf(what, sizeof what, "100 random rows, N = %d, d = %d, logits ~ N(0, 5^2)", N, d);
-    failed += report_rows(what, err);
+    failed += report_rows(what, err, N);
     io_bad += err.io_bad;
 
     /* Logits in the thousands: exp(x) alone overflows past x = 709 in fp64,
@@ -273,14 +275,14 @@ int main(int argc, char **argv)
         fill_normal(V, (size_t)N * d, 0, 1, &rng);
         check_row(x, V, N, d, blocks, nblocks, &err);
     }
-    failed += report_rows("100 rows with logits ~ N(0, 3000^2), where exp(x) alone overflows", err);
+    failed += report_rows("100 rows with logits ~ N(0, 3000^2), where exp(x) alone overflows", err, N);
     io_bad += err.io_bad;
 
     /* A row that is masked in part: -inf logits contribute nothing. */
     for (int j = 0; j < N; j += 2) x[j] = -INFINITY;
     err = (row_errors){0};
     check_row(x, V, N, d, blocks, nblocks, &err);
-    failed += report_rows("a row with every other logit masked (-inf)", err);
+    failed += report_rows("a row with every other logit masked (-inf)", err, N);
     io_bad += err.io_bad;
     free(x);
     free(V);
@@ -306,7 +308,7 @@ int main(int argc, char **argv)
         }
     snprintf(what, sizeof what, "%s: %zu query rows of %d logits, d = %d, blocks 1, 16, 32, 64",
              (opt.given & OPT_INPUTS) ? "input files" : "real input", attn_rows(ap), Sk, d_in);
-    failed += report_rows(what, real);
+    failed += report_rows(what, real, Sk);
     io_bad += real.io_bad;
     free(row);
     free_problem(&p);

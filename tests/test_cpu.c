@@ -102,7 +102,10 @@ static grads tiled_all(qkv x, int N, int d, double scale, bool causal, int Br, i
 /* ---- stage 2 ------------------------------------------------------------ */
 static void test_online_softmax(rng_t *rng, int trials)
 {
-    double worst = 0, worst_L = 0;
+    /* Each row against its own bound (it grows as sqrt(N)); the row that
+     * comes nearest its bound is reported and written to the CSV. */
+    double worst = 0, worst_L = 0, worst_ratio = 0;
+    int worst_N = 0, worst_d = 0;
     for (int t = 0; t < trials; t++) {
         int N = rng_int(rng, 1, 200), d = rng_int(rng, 1, 16), block = rng_int(rng, 1, N + 3);
         double spread = rng_int(rng, 0, 1) ? 5.0 : 50.0;
@@ -114,22 +117,27 @@ static void test_online_softmax(rng_t *rng, int trials)
         for (int j = 0; j < N; j++) xmax = fmax(xmax, fabs(x[j]));
         online_softmax_weighted_sum(x, V, N, d, block, o, &L, NULL, NULL);
         two_pass_softmax_weighted_sum(x, V, N, d, r, &Lr);
-        worst = fmax(worst, compare("o", o, r, (size_t)d, 0, 0, 0).max_abs / (DBL_EPSILON * vmax));
-        worst_L = fmax(worst_L, fabs(L - Lr) / (DBL_EPSILON * xmax));
+        double e = compare("o", o, r, (size_t)d, 0, 0, 0).max_abs / (DBL_EPSILON * vmax);
+        double eL = fabs(L - Lr) / (DBL_EPSILON * xmax), ratio = fmax(e, eL) / tol_online_eps_units(N);
+        if (ratio > worst_ratio) {
+            worst_ratio = ratio;
+            worst = e, worst_L = eL, worst_N = N, worst_d = d;
+        }
         free(x);
     }
-    /* N = d = 0: the rows' shapes vary (1..200 logits, d = 1..16) */
-    csv_row("stage2", "online_random_rows_eps_units", 0, 0, false, 0, 0, fmax(worst, worst_L),
-            TOL_ONLINE_EPS_UNITS);
-    result(worst <= TOL_ONLINE_EPS_UNITS && worst_L <= TOL_ONLINE_EPS_UNITS,
-           "online softmax vs two-pass, random rows",
-           "%d rows: output %.2f eps max|V|, L %.2f eps max|x| (<= %g)", trials, worst, worst_L,
-           TOL_ONLINE_EPS_UNITS);
+    /* the row nearest its bound: its N, d, error (eps units) and bound */
+    csv_row("stage2", "online_random_rows_eps_units", worst_N, worst_d, false, 0, 0,
+            fmax(worst, worst_L), tol_online_eps_units(worst_N));
+    result(worst_ratio <= 1, "online softmax vs two-pass, random rows",
+           "%d rows of 1..200 logits, each within %g sqrt(N) eps (at least %g); nearest its bound: "
+           "N = %d, output %.2f eps max|V|, L %.2f eps max(1, max|x|), bound %.1f", trials,
+           TOL_ONLINE_EPS_PER_ROOT, TOL_ONLINE_EPS_UNITS, worst_N, worst, worst_L,
+           tol_online_eps_units(worst_N));
 
     /* The chapter's case: N = 37, d = 8, spread 5, 1000 fresh rows. The
      * chapter reports one row; the median row is that figure's like, the
      * maximum over the 1000 rows is what the test bounds. */
-    double max_abs = 0, per_row[1000];
+    double max_abs = 0, per_row[1000], vmax_all = 0, worst_units = 0;
     int within = 0;
     for (int t = 0; t < 1000; t++) {
         double x[37], V[37 * 8], o[8], r[8], L, Lr;
@@ -137,18 +145,25 @@ static void test_online_softmax(rng_t *rng, int trials)
         fill_normal(V, 37 * 8, 0, 1, rng);
         online_softmax_weighted_sum(x, V, 37, 8, 4, o, &L, NULL, NULL);
         two_pass_softmax_weighted_sum(x, V, 37, 8, r, &Lr);
-        double e = compare("o", o, r, 8, 0, 0, 0).max_abs;
+        double e = compare("o", o, r, 8, 0, 0, 0).max_abs, vmax = 0;
+        for (int j = 0; j < 37 * 8; j++) vmax = fmax(vmax, fabs(V[j]));
         max_abs = fmax(max_abs, e);
+        vmax_all = fmax(vmax_all, vmax);
+        worst_units = fmax(worst_units, e / (DBL_EPSILON * vmax));
         per_row[t] = e;
         within += e <= 1e-15;
     }
     qsort(per_row, 1000, sizeof per_row[0], cmp_double);
     double median = 0.5 * (per_row[499] + per_row[500]);
-    csv_row("stage2", "online_vs_two_pass_max_abs", 37, 8, false, 4, 4, max_abs, TOL_ONLINE_CHAPTER_ABS);
-    csv_row("stage2", "online_vs_two_pass_median_row", 37, 8, false, 4, 4, median, TOL_ONLINE_CHAPTER_ABS);
-    result(max_abs <= TOL_ONLINE_CHAPTER_ABS, "online softmax, chapter case N=37 d=8 spread 5 block 4",
-           "max abs %.2e over 1000 rows (<= %.0e), median row %.2e; %d of 1000 rows within 1e-15",
-           max_abs, TOL_ONLINE_CHAPTER_ABS, median, within);
+    /* Each row is held to its own scale; in absolute terms no row may pass
+     * the bound at the largest max|V| of the 1000, which the CSV records. */
+    double abs_bound = tol_online_eps_units(37) * DBL_EPSILON * vmax_all;
+    csv_row("stage2", "online_vs_two_pass_max_abs", 37, 8, false, 4, 4, max_abs, abs_bound);
+    csv_row("stage2", "online_vs_two_pass_median_row", 37, 8, false, 4, 4, median, abs_bound);
+    result(worst_units <= tol_online_eps_units(37), "online softmax, chapter case N=37 d=8 spread 5 block 4",
+           "max abs %.2e over 1000 rows (<= %.1e: %.1f eps at the largest max|V|), largest %.2f eps "
+           "max|V| of its row (<= %.1f); median row %.2e; %d of 1000 rows within 1e-15", max_abs,
+           abs_bound, tol_online_eps_units(37), worst_units, tol_online_eps_units(37), median, within);
 
     /* Fully masked rows: O = 0 and L = -inf, never NaN. */
     double x[5] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, V[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
