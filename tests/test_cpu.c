@@ -33,7 +33,7 @@ static void csv_row(const char *stage, const char *check, int N, int d, bool cau
                     int Bc, double err, double tol)
 {
     if (csv)
-        fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.6e,%.1e,%llu\n", stage, check, N, d, causal, Br, Bc,
+        fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.6e,%.6g,%llu\n", stage, check, N, d, causal, Br, Bc,
                 err, tol, (unsigned long long)seed);
 }
 
