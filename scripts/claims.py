@@ -114,6 +114,7 @@ QUOTES = {
     "q_guard_code": Quote("chapter", "ll. 194-195, the forward's code",
                           "# guard rows that are entirely -inf",
                           "m_new   = np.where(np.isneginf(m_new), 0.0, m_new)"),
+    "q_guard_comment": Quote("chapter", "l. 194, the forward's code", "# guard rows that are entirely -inf"),
     "q_memory": Quote("chapter", "l. 427", "Memory drops from \\(O(N^2)\\) to \\(O(N)\\)."),
     "q_exact": Quote("chapter", "l. 491", "computes precisely the same function. No approximation."),
     "q_naive_ai": Quote("chapter", "l. 44",
@@ -958,7 +959,7 @@ def mask_guard(t):
     # so the next tile's exp(-1000 - 0) underflows in fp64 (below about -745)
     under = math.exp(-1000.0 - 0.0)
     t.value("guard_O3", f"{O[3]:g}")
-    t.value("guard_L3", f"{L[3]:.2f}")
+    t.value("guard_L3", f"${L[3]:.2f}$")
     t.row(claim_text, says,
           f"`./stage6 --window 1,0 --br 8 --bc 2` on $N$ = 8, logits $-1000$, $V_j = j + 1$: "
           f"$O_3$ = {O[3]:g} (the mean of $V_2, V_3$), $L_3$ = {L[3]:.2f}",
