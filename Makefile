@@ -19,7 +19,7 @@ TEST_SUITES :=
 TEST_DEPS   :=
 GPU_TARGETS :=
 
-.PHONY: all cpu gpu help clean test bench sweep sweep-masks setup sanitize
+.PHONY: all cpu gpu help clean test test-tools bench sweep sweep-masks setup sanitize
 all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
 cpu: stage1 stage2 stage3 stage6          ## build the CPU stages
 
@@ -117,11 +117,16 @@ TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring "sh test
                "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
-sweep: stage3 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweep, errors
+# Wall times are medians of 5 runs (one timing on a shared machine can be off
+# by a factor); counts are the same on every run.
+sweep: stage2 stage3 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
-	./stage3 --sweep blocks --csv data/cpu/block_sweep.csv
-	./stage3 --sweep blocks --causal --csv data/cpu/causal_sweep.csv
+	./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
+	./stage3 --sweep blocks --causal --repeats 5 --csv data/cpu/causal_sweep.csv
+	./stage3 --sweep formulas --csv data/cpu/formulas.csv
+	./stage2 --trace --csv data/cpu/online_trace.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
+	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv
 sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
 	$(BUILD)/test_masks --csv data/cpu/masks_property.csv
 	./stage6 --sweep window --br 64 --bc 64 --csv data/cpu/window_sweep.csv
@@ -139,10 +144,18 @@ setup:                                    ## the one set-up command: NumPy, Pand
 
 gpu: $(GPU_TARGETS)
 
-# '+': suites run make themselves (the paper, the exercises); under make -j
-# they must get the jobserver, or make warns on a line the tests count.
-test: cpu $(TEST_DEPS)                    ## every test suite; ends with "N passed, N failed, N skipped"
+# On a fresh machine `make test` alone is enough: test-tools installs what
+# the suites need (NumPy, Pandoc, LaTeX, gnuplot, poppler) when any of it is
+# missing, saying so first, or stops with one line saying why it cannot.
+# '+': suites run make themselves (the paper, the exercises), so the recipe is
+# marked recursive and make -jN never warns that the jobserver is closed;
+# tests/run.sh then takes the jobserver out of MAKEFLAGS, so those sub-makes
+# run serially and make -jN test prints what make test prints.
+test: test-tools cpu $(TEST_DEPS)         ## every test suite (builds the PDF and the exercise checkers too); ends with "N passed, N failed, N skipped"
 	+@sh tests/run.sh $(TEST_SUITES)
+
+test-tools:
+	@sh scripts/setup.sh --if-missing
 
 clean:                                    ## remove build outputs
 	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7

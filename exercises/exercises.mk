@@ -13,7 +13,12 @@
 #
 # `make test` runs exercises/test_exercises.sh: every checker must accept the
 # reference solutions (exercises/solutions/exN/), reject the untouched stubs
-# and reject each deliberately wrong answer in exercises/tests/exN-*/.
+# and reject each deliberately wrong answer in exercises/tests/exN-*/. The
+# stubs it tests are the ones shipped, as git's HEAD has them, extracted into
+# build/exercises/shipped/exN/ (exercises/shipped.sh): a learner's work in
+# exercises/exN/, finished or not, compiling or not, never changes what
+# `make test` builds or reports. The learner's own checker is built only by
+# `make exercise`.
 
 # Exercise n is the folder exercises/exn/ with a checker exercises/exn/check.c.
 EX_NUMBERS  := $(sort $(patsubst exercises/ex%/check.c,%,$(wildcard exercises/ex*/check.c)))
@@ -22,12 +27,19 @@ EX_CPPFLAGS  = $(CPPFLAGS) -Iexercises/lib -DEX_ROOT='"$(CURDIR)/exercises"'
 EX_LIBS     := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
                $(BUILD)/stage1_naive.lib.o $(HARNESS)
 
-# The folders each checker is built for: yours, the solution, the test fixtures.
-ex_dirs = exercises/ex$(1) exercises/solutions/ex$(1) \
+# The folders each checker is built for by `make test`: the stubs as shipped,
+# the solution, the test fixtures. (Yours, exercises/exN, by `make exercise`.)
+EX_SHIPPED := $(EX_BUILD)/shipped
+ex_dirs = $(EX_SHIPPED)/ex$(1) exercises/solutions/ex$(1) \
           $(patsubst %/,%,$(wildcard exercises/tests/ex$(1)-*/))
-ex_tag  = $(if $(filter exercises/%,$(1)),$(patsubst exercises/%,%,$(1)),custom/$(subst /,_,$(subst .,_,$(1))))
+ex_tag  = $(if $(filter $(EX_SHIPPED)/%,$(1)),shipped/$(notdir $(1)),$(if $(filter exercises/%,$(1)),$(patsubst exercises/%,%,$(1)),custom/$(subst /,_,$(subst .,_,$(1)))))
 ex_bin  = $(EX_BUILD)/$(call ex_tag,$(1))/check
-ex_csrc = $(filter-out check.c,$(notdir $(wildcard $(1)/*.c)))
+# The C files of a folder; for the shipped stubs, those git's HEAD has (the
+# folder itself is written at build time).
+ex_git_csrc = $(filter %.c,$(notdir $(shell git ls-tree --name-only HEAD $(1)/ 2>/dev/null)))
+ex_csrc = $(filter-out check.c,$(if $(filter $(EX_SHIPPED)/%,$(1)),\
+            $(or $(call ex_git_csrc,exercises/$(notdir $(1))),$(notdir $(wildcard exercises/$(notdir $(1))/*.c))),\
+            $(notdir $(wildcard $(1)/*.c))))
 # A test fixture states only its deliberate bug: for each C file of the
 # solution that the fixture does not hold itself, its code is the solution's,
 # passed through the fixture's FILE.sed when there is one (ex_gen lists these).
@@ -61,10 +73,16 @@ $(EX_BUILD)/$(call ex_tag,$(2))/gen/%.c: exercises/solutions/ex$(1)/%.c $(wildca
 	else cp $$< $$@; fi
 endef
 $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(eval $(call ex_checker,$(n),$(d)))))
+# The shipped stubs' C files, rewritten (only when they differ) on every
+# build; listed one by one, so that no other file looks makeable from them.
+EX_SHIPPED_C := $(foreach n,$(EX_NUMBERS),$(addprefix $(EX_SHIPPED)/ex$(n)/,$(call ex_csrc,$(EX_SHIPPED)/ex$(n))))
+.PHONY: ex-force
+$(EX_SHIPPED_C): ex-force
+	@sh exercises/shipped.sh $(patsubst ex%,%,$(notdir $(@D))) $(@D)
 # Kept, not deleted as intermediates: make's "rm" would otherwise print after
 # the test count, and the fixtures' code is worth reading when one fails.
 .SECONDARY: $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),\
-    $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(d))/gen/%.c,$(call ex_gen,$(n),$(d)))))
+    $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(d))/gen/%.c,$(call ex_gen,$(n),$(d))))) $(EX_SHIPPED_C)
 
 EX_CHECKERS := $(foreach n,$(EX_NUMBERS),$(foreach d,$(call ex_dirs,$(n)),$(call ex_bin,$(d))))
 
@@ -83,8 +101,15 @@ ifneq ($(filter exercise,$(MAKECMDGOALS)),)
 endif
 
 .PHONY: exercise ex-checkers
+# An exercise that is not finished yet is not a build failure: the checker's
+# status 1 ("some part is not right yet") ends with a line saying so and make
+# exits 0, where make would otherwise close with "*** ... Error 1". Any other
+# status (a crash in your C, say) is passed on. The checker itself,
+# build/exercises/exN/check FOLDER, exits 0 only when every part is right.
 exercise: $(call ex_bin,$(EX_DIR))        ## mark an exercise: make exercise EX=n [DIR=folder]
-	@$< $(EX_DIR)
+	@$< $(EX_DIR); rc=$$?; \
+	if [ $$rc -eq 1 ]; then echo "not finished yet: edit the parts above that are not right, then make exercise EX=$(EX)$(if $(DIR), DIR=$(DIR)) again"; \
+	elif [ $$rc -ne 0 ]; then echo "make exercise: the checker $< stopped with status $$rc" >&2; exit $$rc; fi
 
 ex-checkers: $(EX_CHECKERS)         ## build every exercise checker
 

@@ -2,7 +2,11 @@
 # exercises/test_exercises.sh -- the exercises' test suite (run by `make test`,
 # see tests/run.sh for the PASS/FAIL/SKIP protocol). For each exercise N:
 #   exN-solution      the checker accepts exercises/solutions/exN/ (exit 0)
-#   exN-stub          the checker rejects the untouched exercises/exN/ (exit 1)
+#   exN-stub          the checker rejects the stubs as shipped (exit 1): the
+#                     files of exercises/exN/ at git's HEAD, extracted into
+#                     build/exercises/shipped/exN/ by exercises/shipped.sh,
+#                     so that a learner's work in exercises/exN/ (solved or
+#                     half done) changes nothing here
 #   exN-<fixture>     the checker's verdict on exercises/tests/exN-<fixture>/:
 #                     its `expect` file says "accept" (exit 0: e.g. hand
 #                     arithmetic that must be accepted) or gives a fragment
@@ -21,7 +25,10 @@ if ! make -s --no-print-directory ex-checkers >"$out" 2>&1; then
 fi
 
 bin_of() {   # the checker of a folder, as exercises.mk names it
-    echo "build/exercises/${1#exercises/}/check"
+    case $1 in
+        build/exercises/*) echo "$1/check" ;;
+        *) echo "build/exercises/${1#exercises/}/check" ;;
+    esac
 }
 
 # expect_status NAME DIR STATUS [FRAGMENT]
@@ -44,7 +51,12 @@ expect_status() {
 for n in 1 2 3 4 5; do
     [ -f "exercises/ex$n/check.c" ] || { echo "SKIP ex$n: not written yet"; continue; }
     expect_status "ex$n-solution" "exercises/solutions/ex$n" 0
-    expect_status "ex$n-stub" "exercises/ex$n" 1
+    shipped=build/exercises/shipped/ex$n
+    if ! sh exercises/shipped.sh "$n" "$shipped" 2>"$out"; then
+        echo "FAIL ex$n-stub: could not extract the shipped stubs: $(head -c 300 "$out")"
+    else
+        expect_status "ex$n-stub" "$shipped" 1
+    fi
     for dir in exercises/tests/ex$n-*/; do
         [ -d "$dir" ] || continue
         dir=${dir%/}

@@ -4,13 +4,16 @@
 # Input: data/cpu/block_sweep.csv (or csv=...).
 if (!exists("csv")) csv = "data/cpu/block_sweep.csv"
 W = 6.5
-Hgt = 2.8
+Hgt = 3.3
 load "figures/style.gp"
 tiled(p) = (strcol(1) eq "tiled" && strcol(2) eq p)
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward") ? $9*8 : NaN) name "NFB" nooutput
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward") ? $9*8 : NaN) name "NBB" nooutput
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward") ? $13 : NaN) name "NFT" nooutput
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward") ? $13 : NaN) name "NBT" nooutput
+# one legend for both panels, below them, off the curves
+set bmargin 6
+set key at screen 0.5, screen 0.01 center bottom maxrows 1 maxcols 4 font ",9" box opaque
 set multiplot layout 1, 2
 set logscale x 2
 set xrange [3:700]
@@ -19,7 +22,6 @@ set xlabel "block size Br = Bc (rows)"
 set logscale y 10
 set format y "10^{%T}"
 set ylabel "slow-memory traffic (bytes, fp64)"
-set key top right font ",8"
 plot \
   NFB_max with lines lc rgb c_naive_f lw 1 title "naive fwd", \
   NBB_max with lines lc rgb c_naive_b lw 1 title "naive bwd", \
@@ -28,8 +30,8 @@ plot \
 unset logscale y
 set format y "%g"
 set yrange [0:*]
-set ylabel "wall time on this CPU (s)"
-set key bottom right font ",8"
+set ylabel "wall time on this CPU (s, median of the runs)"
+unset key
 plot \
   NFT_max with lines lc rgb c_naive_f lw 1 title "naive fwd", \
   NBT_max with lines lc rgb c_naive_b lw 1 title "naive bwd", \

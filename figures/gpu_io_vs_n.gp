@@ -5,7 +5,7 @@
 # sweep rows of data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_io_sweep.dat"
 W = 6.5
-Hgt = 3.0
+Hgt = 3.6
 load "figures/style.gp"
 set datafile separator whitespace
 set datafile missing NaN
@@ -25,7 +25,10 @@ do for [m in models] {
 set logscale x 2
 set logscale y 10
 set xlabel "sequence length N (tokens)"
-set key top left font ",7" spacing 0.9
+# one legend for both panels, below them, at the text's size: the left
+# panel draws it (it has the compulsory line too), the right one none
+set bmargin 7
+set key at screen 0.5, screen 0.01 center bottom maxrows 2 maxcols 3 width 1 font ",9" spacing 1.1 box opaque
 set multiplot layout 1, 2
 set ylabel "bytes through DRAM (GB)"
 set title "DRAM (points) and IO model (dashed)"
@@ -35,6 +38,7 @@ plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN)
      @model_curves
 # L2 bytes the SMs requested (column 7) where the data has them, else all L2 traffic
 l2(c7, c4) = (c7 == c7 ? c7 : c4)
+unset key
 set ylabel "bytes requested from L2 (GB)"
 set title "L2 (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):(l2($7, $4)) \

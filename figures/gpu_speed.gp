@@ -5,7 +5,7 @@
 # scripts/paper_gpu.py writes from data/gpu/bench_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_speed.dat"
 W = 6.5
-Hgt = 3.0
+Hgt = 3.6
 load "figures/style.gp"
 set datafile separator whitespace
 set datafile missing NaN
@@ -17,9 +17,14 @@ set logscale y 10
 set xlabel "sequence length N (tokens)"
 set ylabel "forward throughput (TFLOP/s)"
 set yrange [10:1000]
-set key bottom right font ",7" spacing 0.9
+# one legend for all panels, below them, at the text's size (first panel only)
+set bmargin 7
+set key at screen 0.5, screen 0.01 center bottom maxrows 2 maxcols 3 width 1 font ",9" spacing 1.1 box opaque
 set multiplot layout 1, words(dims)
+first = 1
 do for [dd in dims] {
+    if (!first) { unset key }
+    first = 0
     set title sprintf("d = %s, bf16, B N = 16384 tokens", dd)
     plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k) && $3 == dd+0 && strcol(5) eq "bf16") ? $2 : NaN):6 \
          smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k)

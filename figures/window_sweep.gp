@@ -5,7 +5,7 @@
 # Horizontal lines: causal and no mask. Input: data/cpu/window_sweep.csv.
 if (!exists("csv")) csv = "data/cpu/window_sweep.csv"
 W = 6.5
-Hgt = 2.8
+Hgt = 3.3
 load "figures/style.gp"
 win(r) = (strcol(1) eq "window")
 stats csv using ((strcol(1) eq "causal") ? $17*8 : NaN) name "CF" nooutput
@@ -16,6 +16,9 @@ stats csv using ((strcol(1) eq "causal") ? $21 : NaN) name "CTF" nooutput
 stats csv using ((strcol(1) eq "causal") ? $22 : NaN) name "CTB" nooutput
 stats csv using ((strcol(1) eq "full") ? $21 : NaN) name "FTF" nooutput
 stats csv using ((strcol(1) eq "full") ? $22 : NaN) name "FTB" nooutput
+# one legend for both panels, below them, off the lines and points
+set bmargin 6
+set key at screen 0.5, screen 0.01 center bottom maxrows 2 maxcols 3 font ",9" box opaque
 set multiplot layout 1, 2
 set logscale x 2
 set xrange [12:3000]
@@ -24,7 +27,6 @@ set xlabel "window W (keys, the query's own included)"
 set logscale y 10
 set format y "10^{%T}"
 set ylabel "slow-memory traffic (bytes, fp64)"
-set key top left font ",7" spacing 1.0
 plot \
   FF_max with lines lc rgb c_other dt 3 title "no mask (fwd, bwd)", \
   FB_max with lines lc rgb c_other dt 3 notitle, \
@@ -36,12 +38,12 @@ plot \
   csv using (win(0) ? $2 : NaN):($19*8) with points pt 11 ps 0.7 lc rgb c_tiled_b title "window, backward", \
   NaN with lines lc rgb c_tiled_f dt 2 title "formula (mask.h)"
 set ylabel "wall time on this CPU (s)"
-set key top left font ",7"
+unset key
 plot \
-  FTF_max with lines lc rgb c_other dt 3 title "no mask (fwd, bwd)", \
+  FTF_max with lines lc rgb c_other dt 3 notitle, \
   FTB_max with lines lc rgb c_other dt 3 notitle, \
-  CTF_max with lines lc rgb c_other dt 1 lw 0.8 title "causal (fwd, bwd)", \
+  CTF_max with lines lc rgb c_other dt 1 lw 0.8 notitle, \
   CTB_max with lines lc rgb c_other dt 1 lw 0.8 notitle, \
-  csv using (win(0) ? $2 : NaN):21 with linespoints pt 9 ps 0.7 lc rgb c_tiled_f title "window, forward", \
-  csv using (win(0) ? $2 : NaN):22 with linespoints pt 11 ps 0.7 lc rgb c_tiled_b title "window, backward"
+  csv using (win(0) ? $2 : NaN):21 with linespoints pt 9 ps 0.7 lc rgb c_tiled_f notitle, \
+  csv using (win(0) ? $2 : NaN):22 with linespoints pt 11 ps 0.7 lc rgb c_tiled_b notitle
 unset multiplot

@@ -20,7 +20,12 @@ It also does three small things the chapters need:
   [key]{.m}                       a value measured by scripts/claims.py, read
                                   from the file named by the metadata field
                                   `values` (lines "key<TAB>value"); an unknown
-                                  key fails the build.
+                                  key fails the build. A value with TeX math
+                                  in it ($2^{24}$) is parsed as Markdown, any
+                                  other stands as plain text.
+  [key]{.q}                       a quotation from the same file (claims.py's
+                                  QUOTES: the words, then where they stand),
+                                  parsed as Markdown in place.
   ::: {.include-md file="F"} :::  the Markdown file F parsed in place (used for
                                   the generated claims table).
   ::: {.requires file="F" data="D"} ...
@@ -28,12 +33,28 @@ It also does three small things the chapters need:
                                   one-line note that D (default F) is absent, so
                                   the build never fails for lack of GPU data.
 
+  ::: {.exercise n="2"} :::       exercise 2 in place: exercises/ex2/statement.md
+                                  (its headings two levels down), then how to
+                                  check it. In the instructor's edition
+                                  (metadata `solutions: true`, make
+                                  paper-solutions) also the reference
+                                  solution, the model answers and the
+                                  checker's rules, all read from
+                                  exercises/solutions/ex2/ and the opening
+                                  comment of exercises/ex2/check.c: one
+                                  source, no copies.
+  ::: {.instructor comment-of="F"} :::
+                                  contents shown only in the instructor's
+                                  edition, followed by the opening comment of
+                                  the C file F when given.
+
 Errors (missing file, missing region, region marked twice, unclosed region,
 unknown value) stop the build with a message naming the file and the region.
 --]]
 
 local values = nil       -- key -> string, loaded on first use
 local values_file = nil  -- path, from the metadata
+local solutions = false  -- the instructor's edition, from the metadata
 
 local function fail(msg)
   io.stderr:write("include-code.lua: error: " .. msg .. "\n")
@@ -241,14 +262,110 @@ local function load_values()
 end
 
 function Span(span)
-  if not span.classes:includes("m") then return nil end
+  local quote = span.classes:includes("q")
+  if not span.classes:includes("m") and not quote then return nil end
   local key = pandoc.utils.stringify(span.content)
   local v = load_values()[key]
-  if v == nil then fail("unknown measured value '" .. key .. "' (not in " .. values_file .. ")") end
-  return pandoc.Str(v)
+  if v == nil then fail("unknown " .. (quote and "quotation" or "measured value") .. " '" .. key ..
+                        "' (not in " .. values_file .. ")") end
+  if not quote and not v:find("%$") then return pandoc.Str(v) end
+  -- a quotation is Markdown (math, code) with its source, and a value with
+  -- math is Markdown too: parsed in place
+  local blocks = pandoc.read(v, "markdown").blocks
+  if #blocks == 0 then return pandoc.Str("") end
+  return pandoc.Span(blocks[1].content)
+end
+
+local function read_file(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- Markdown of a file without its leading HTML comment (the files' own
+-- one-line description of themselves), headings moved `shift` levels down.
+local function markdown_file(path, shift)
+  local text = read_file(path)
+  if not text then fail("cannot read " .. path) end
+  text = text:gsub("^%s*<!%-%-.-%-%->%s*", "")
+  local blocks = pandoc.read(text, "markdown").blocks
+  return pandoc.Blocks(blocks):walk({Header = function(h)
+    h.level = h.level + shift
+    return h
+  end})
+end
+
+-- The opening /* ... */ comment of a C file, without its " * " margins.
+local function leading_comment(path)
+  local text = read_file(path)
+  if not text then fail("cannot read " .. path) end
+  local body = text:match("^%s*/%*(.-)%*/")
+  if not body then fail(path .. " opens with no comment to show as the checker's rules") end
+  local lines = {}
+  for line in (body .. "\n"):gmatch("(.-)\n") do
+    lines[#lines + 1] = line:gsub("^ %* ?", ""):gsub("^ %*$", "")
+  end
+  while #lines > 0 and lines[1]:match("^%s*$") do table.remove(lines, 1) end
+  while #lines > 0 and lines[#lines]:match("^%s*$") do table.remove(lines) end
+  return table.concat(lines, "\n")
+end
+
+local function md(text)
+  return pandoc.read(text, "markdown").blocks
+end
+
+local function exercise(n)
+  local dir = "exercises/ex" .. n
+  local blocks = markdown_file(dir .. "/statement.md", 2)
+  blocks:extend(md("**How to check it.** Work in `" .. dir .. "/` (see `exercises/README.md`), " ..
+    "then run `make exercise EX=" .. n .. "`: the checker marks each part right, wrong " ..
+    "(with a hint, never the answer) or not answered yet, and shows a written answer " ..
+    "beside a model answer once you have written yours."))
+  if not solutions then return blocks end
+  local sol = "exercises/solutions/ex" .. n
+  blocks:extend(md("#### For the instructor: exercise " .. n .. " solved {-}"))
+  local ls = io.popen("ls -1 " .. sol .. " 2>/dev/null")
+  local names = {}
+  for name in ls:lines() do names[#names + 1] = name end
+  ls:close()
+  if #names == 0 then fail("no reference solution in " .. sol) end
+  table.sort(names, function(a, b)   -- answers first, then prose, then code
+    local rank = function(x) return x == "answers.txt" and 1 or (x:match("%.md$") and 2 or 3) end
+    if rank(a) ~= rank(b) then return rank(a) < rank(b) end
+    return a < b
+  end)
+  for _, name in ipairs(names) do
+    local path = sol .. "/" .. name
+    if name:match("%.md$") then
+      blocks:extend(md("Model answer, `" .. path .. "`:"))
+      blocks:extend(markdown_file(path, 4))
+    else
+      local lang = name:match("%.[ch]$") and "c" or nil
+      blocks:extend(md((name == "answers.txt" and "Reference answers" or "Reference code") ..
+                       ", `" .. path .. "`:"))
+      blocks:insert(pandoc.CodeBlock(read_file(path) or "", pandoc.Attr("", lang and {lang} or {})))
+    end
+  end
+  blocks:extend(md("The checker's rules, from the opening comment of `" .. dir .. "/check.c`:"))
+  blocks:insert(pandoc.CodeBlock(leading_comment(dir .. "/check.c")))
+  return blocks
 end
 
 function Div(div)
+  if div.classes:includes("exercise") then
+    local n = div.attributes["n"]
+    if not n or not n:match("^%d+$") then fail("an exercise block needs n=\"N\"") end
+    return exercise(n)
+  end
+  if div.classes:includes("instructor") then
+    if not solutions then return {} end
+    local blocks = pandoc.Blocks(div.content)
+    local src = div.attributes["comment-of"]
+    if src then blocks:insert(pandoc.CodeBlock(leading_comment(src))) end
+    return blocks
+  end
   if div.classes:includes("include-md") then
     local path = div.attributes["file"]
     local f = path and io.open(path, "r")
@@ -262,10 +379,10 @@ function Div(div)
     local blocks = pandoc.read(text, "markdown").blocks
     if FORMAT:match("latex") then
       -- let long paths in code wrap in narrow table cells: a zero-width space
-      -- after each '/' (metadata.yaml maps it to \allowbreak); LaTeX only, so
+      -- after each '/' and '_' (metadata.yaml maps it to \allowbreak); LaTeX only, so
       -- that a path copied from the HTML page has no hidden characters
       blocks = pandoc.Blocks(blocks):walk({Code = function(c)
-        c.text = c.text:gsub("/", "/\u{200B}")
+        c.text = c.text:gsub("/", "/\u{200B}"):gsub("_", "_\u{200B}")
         return c
       end})
     end
@@ -283,6 +400,7 @@ end
 
 function Meta(meta)
   if meta.values then values_file = pandoc.utils.stringify(meta.values) end
+  if meta.solutions then solutions = pandoc.utils.stringify(meta.solutions) == "true" end
   return nil
 end
 

@@ -6,6 +6,8 @@
 #   make paper     figures, then the claims table, then
 #                  build/paper/flashattention.pdf (pdflatex) and
 #                  build/paper/flashattention.html (standalone, one file)
+#   make paper-solutions   the same, with the exercises solved (the
+#                  instructor's edition): flashattention-solutions.pdf/.html
 #
 # Needs pandoc, pdflatex (texlive), gnuplot and python3: `make setup`.
 # Listings come from the sources through paper/include-code.lua; measured
@@ -17,7 +19,7 @@ CHAPTERS   := $(sort $(wildcard chapters/*.md))
 PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-code.lua \
                  --metadata=values:$(PAPER_DIR)/values.tsv --number-sections --resource-path=.
 
-.PHONY: figures paper paper-data
+.PHONY: figures paper paper-data paper-solutions
 
 # Inputs the figures and the claims need beyond data/: the GPU tables (only
 # when data/gpu/ has them; the training comparison's table from
@@ -49,6 +51,18 @@ paper: figures                           ## the woven paper: build/paper/flashat
 	pandoc $(PANDOC_COMMON) --toc --standalone --self-contained --mathml --css=paper/paper.css \
 	    --default-image-extension=svg $(CHAPTERS) -o $(PAPER_DIR)/flashattention.html
 	@echo "paper: wrote $(PAPER_DIR)/flashattention.pdf and $(PAPER_DIR)/flashattention.html"
+
+# The instructor's edition: the same document, with each exercise's reference
+# solution, model answers and checker's rules (paper/include-code.lua reads
+# them from exercises/solutions/ and exercises/exN/check.c).
+SOLUTIONS_META := --metadata=solutions:true --metadata=subtitle:"Instructor's edition, with the exercises solved"
+paper-solutions: figures                 ## the instructor's edition: build/paper/flashattention-solutions.pdf (and .html)
+	@python3 scripts/claims.py --out $(PAPER_DIR)
+	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
+	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention-solutions.pdf
+	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --standalone --self-contained --mathml --css=paper/paper.css \
+	    --default-image-extension=svg $(CHAPTERS) -o $(PAPER_DIR)/flashattention-solutions.html
+	@echo "paper: wrote $(PAPER_DIR)/flashattention-solutions.pdf and $(PAPER_DIR)/flashattention-solutions.html"
 
 # The paper's own test suite: builds the paper and checks it (SKIP lines
 # when pandoc or pdflatex is missing).

@@ -12,7 +12,8 @@ is absent. When present, it writes two small tables for gnuplot:
                         Figure 2 shape: name, DRAM GB, L2 GB, model GB, ms
     OUT/gpu_speed.dat   one line per (path, N, d, causal): TFLOP/s
 
-and claims.py takes summary() for the claims table. Column names are matched
+and claims.py takes summary() (the values the text quotes) for the claims
+table, whose rows it writes itself. Column names are matched
 loosely (listed in ALIASES) so that a renamed column does not break the
 build; a file whose columns cannot be matched is reported and skipped.
 """
@@ -158,12 +159,12 @@ def speed_rows():
 
 
 def summary():
-    """{'values': {...}, 'rows': [claims rows]} or None when nothing usable exists."""
+    """{'values': {...}} or None when nothing usable exists."""
     fig2, _ = fig2_rows()
     speed, _ = speed_rows()
     if not fig2 and not speed:
         return None
-    values, rows = {}, []
+    values = {}
     if fig2:
         by = {}
         for name, dram, l2, model, ms, l2_sm in fig2:
@@ -182,12 +183,6 @@ def summary():
             values["gpu_fig2_mat_gb"] = f"{mat[1]:.2f}"
             values["gpu_fig2_best_gb"] = f"{best[1]:.2f}"
             values["gpu_fig2_best"] = best[0]
-            rows.append(("Tiling cuts DRAM traffic (H200, Figure 2 shape, forward)",
-                         "40.3 -> 4.4 GB (paper, A100, fwd + bwd)",
-                         f"{mat[0]} {mat[1]:.2f} GB vs {best[0]} {best[1]:.2f} GB "
-                         f"({mat[1] / best[1]:.1f}x)", IO,
-                         "on the H200 the flash kernels' DRAM bytes are the compulsory minimum: "
-                         "the K, V re-reads the IO model counts hit the 50 MB L2"))
     if speed:
         # per shape: the best of each kind; headline at the largest N of the largest d
         shapes = {}
@@ -210,15 +205,9 @@ def summary():
             values["gpu_mat_tflops"] = f"{mat_tf:.1f}"
             values["gpu_mat_name"] = mat_name
             values["gpu_shape"] = f"N = {N}, d = {d}, {dtype}"
-            rows.append((f"Tiled attention beats the materialized path on a GPU (H200, {dtype}, "
-                         f"N = {N}, d = {d}, causal = {causal}, forward)",
-                         "2-4x faster (FlashAttention paper, A100)",
-                         f"{mat_name} {mat_tf:.1f} TFLOP/s; " + "; ".join(parts), BENCH,
-                         "the speedup belongs to kernels that use tensor cores; a tiled kernel on "
-                         "CUDA cores can be slower than a materialized one built on cuBLAS"))
-    if not rows:
+    if not values:
         return None
-    return {"values": values, "rows": rows}
+    return {"values": values}
 
 
 def write_speed_table(speed, path):

@@ -342,12 +342,12 @@ static const opt_spec SPECS[] = {
     {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, (B,H_kv,seqlen_k,d): fewer heads or other length than Q allowed"},
     {"--v", OPT_INPUTS, ARG_STR, "FILE", "V from a .npy file, same shape as K"},
     {"--do", OPT_INPUTS, ARG_STR, "FILE", "dO (upstream gradient), same shape as Q (default: random, --seed)"},
-    {"--out", OPT_FWD_OUTPUTS, ARG_STR, "FILE", "write O as .npy (float64, (B,H,N,d))"},
+    {"--out", OPT_FWD_OUTPUTS, ARG_STR, "FILE", "write O as .npy, float64, always (B,H,N,d): an (N,d) input gives (1,1,N,d)"},
     {"--lse", OPT_FWD_OUTPUTS, ARG_STR, "FILE", "write L = logsumexp per row as .npy (B,H,N)"},
     {"--dq", OPT_GRAD_OUTPUTS, ARG_STR, "FILE", "write dQ as .npy"},
     {"--dk", OPT_GRAD_OUTPUTS, ARG_STR, "FILE", "write dK as .npy"},
     {"--dv", OPT_GRAD_OUTPUTS, ARG_STR, "FILE", "write dV as .npy"},
-    {"--dtype", OPT_DTYPE, ARG_STR, "T", "number type: fp64, fp32, fp16 or bf16, as the stage's usage says"},
+    {"--dtype", OPT_DTYPE, ARG_STR, "T", NULL},   /* help: dtype_list() */
     {"--br", OPT_BR, ARG_INT, "BR", "query block rows Br"},
     {"--bc", OPT_BC, ARG_INT, "BC", "key/value block rows Bc"},
     {"--sram", OPT_SRAM, ARG_LONG, "M", "SRAM size M in elements; Br, Bc derived from it"},
@@ -365,15 +365,50 @@ static const opt_spec SPECS[] = {
 };
 #define N_SPECS (sizeof SPECS / sizeof SPECS[0])
 
+/* The --dtype values a program runs: "fp64 or fp32", from its accepted bits
+ * (OPT_DTYPE without any OPT_FP* bit: all four). Returns how many. */
+static const struct { unsigned flag; const char *name; } DTYPES[] = {
+    {OPT_FP64, "fp64"}, {OPT_FP32, "fp32"}, {OPT_FP16, "fp16"}, {OPT_BF16, "bf16"},
+};
+static unsigned dtype_bits(unsigned accepted)
+{
+    unsigned all = OPT_FP64 | OPT_FP32 | OPT_FP16 | OPT_BF16;
+    return (accepted & all) ? (accepted & all) : all;
+}
+static void dtype_list(unsigned accepted, char *buf, size_t n)
+{
+    unsigned bits = dtype_bits(accepted);
+    int total = 0, k = 0;
+    for (size_t i = 0; i < 4; i++) total += !!(bits & DTYPES[i].flag);
+    buf[0] = '\0';
+    for (size_t i = 0; i < 4; i++) {
+        if (!(bits & DTYPES[i].flag)) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%s", k == 0 ? "" : (k == total - 1 ? " or " : ", "),
+                 DTYPES[i].name);
+        k++;
+    }
+}
+
 static void print_usage(const char *usage, unsigned accepted)
 {
     printf("%s\n\nOptions:\n", usage);
     for (size_t i = 0; i < N_SPECS; i++) {
         if (!(SPECS[i].flag & accepted)) continue;
-        char left[64];
+        char left[64], help[160];
         snprintf(left, sizeof left, "%s%s%s", SPECS[i].name, SPECS[i].meta ? " " : "",
                  SPECS[i].meta ? SPECS[i].meta : "");
-        printf("  %-20s %s\n", left, SPECS[i].help);
+        if (SPECS[i].flag == OPT_DTYPE) {
+            char list[64];
+            dtype_list(accepted, list, sizeof list);
+            /* fp64 is the parser's default; say so only to a program that
+             * names the dtypes it runs and fp64 among them */
+            snprintf(help, sizeof help, "number type of the arithmetic: %s%s", list,
+                     (accepted & OPT_FP64) ? " (default fp64)" : "");
+        } else {
+            snprintf(help, sizeof help, "%s", SPECS[i].help);
+        }
+        printf("  %-20s %s\n", left, help);
     }
     printf("  %-20s %s\n", "--help", "this text");
 }
@@ -400,7 +435,7 @@ static double parse_real(const char *flag, const char *s)
     return v;
 }
 
-static void parse_value(const opt_spec *sp, const char *val, options *o)
+static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, options *o)
 {
     const char *f = sp->name;
     switch (sp->flag) {
@@ -453,11 +488,18 @@ static void parse_value(const opt_spec *sp, const char *val, options *o)
             fatal(EXIT_BAD_INPUT, "--rule: expected 'paper' or 'io', got '%s'", val);
         o->rule = val;
         break;
-    case OPT_DTYPE:
-        if (strcmp(val, "fp64") && strcmp(val, "fp32") && strcmp(val, "fp16") && strcmp(val, "bf16"))
-            fatal(EXIT_BAD_INPUT, "--dtype: expected fp64, fp32, fp16 or bf16, got '%s'", val);
+    case OPT_DTYPE: {
+        unsigned bits = dtype_bits(accepted);
+        bool ok = false;
+        for (size_t i = 0; i < 4; i++) ok |= (bits & DTYPES[i].flag) && !strcmp(val, DTYPES[i].name);
+        if (!ok) {
+            char list[64];
+            dtype_list(accepted, list, sizeof list);
+            fatal(EXIT_BAD_INPUT, "--dtype: %s runs %s, not '%s'", g_prog, list, val);
+        }
         o->dtype = val;
         break;
+    }
     case OPT_LOGITS: {
         char buf[65536];
         if (strlen(val) >= sizeof buf) fatal(EXIT_BAD_INPUT, "--logits: list too long");
@@ -508,6 +550,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
     o->rule = "paper";
     o->window_left = o->window_right = -1;
     o->check = "naive";
+    bool seen[N_SPECS] = {false};
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -529,6 +572,9 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
         for (size_t s = 0; s < N_SPECS; s++)
             if (!strcmp(SPECS[s].name, name) && (SPECS[s].flag & accepted)) sp = &SPECS[s];
         if (!sp) fatal(EXIT_BAD_INPUT, "unknown flag '%s' (see --help)", name);
+        /* The second of two values would silently win: refused instead. */
+        if (seen[sp - SPECS]) fatal(EXIT_BAD_INPUT, "%s is given twice", name);
+        seen[sp - SPECS] = true;
 
         o->given |= sp->flag;
         if (sp->kind == ARG_NONE) {
@@ -543,7 +589,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
         if (!val) fatal(EXIT_BAD_INPUT, "%s: missing value (%s %s)", name, name, sp->meta);
         if (!eq && strncmp(val, "--", 2) == 0)
             fatal(EXIT_BAD_INPUT, "%s: missing value before '%s'", name, val);
-        parse_value(sp, val, o);
+        parse_value(sp, val, accepted, o);
     }
 }
 

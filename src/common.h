@@ -192,6 +192,10 @@ enum opt_flag {
     /* The flags that describe the problem's mask and shape beyond (B, H, N, d). */
     OPT_MASKS = OPT_CAUSAL | OPT_WINDOW | OPT_KV_HEADS | OPT_SEQLEN_K,
     OPT_DETERMINISTIC = 1u << 26,   /* --deterministic (GPU backward) */
+    /* The values of --dtype a program runs, OR-ed into `accepted` beside
+     * OPT_DTYPE: --help lists just these and the parser refuses the others.
+     * OPT_DTYPE alone means all four. */
+    OPT_FP64 = 1u << 27, OPT_FP32 = 1u << 28, OPT_FP16 = 1u << 29, OPT_BF16 = 1u << 30,
 };
 /* --dq --dk --dv, apart from --out --lse so that a forward-only program
  * (stage 4) does not list them; a macro, since an enum constant must fit an
@@ -234,8 +238,11 @@ typedef struct { unsigned flag; const char *text; } flag_help;
 
 /* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234,
  * no mask).
- * `accepted` is the OR of OPT_* flags this stage takes; `usage` is the
- * stage's own summary printed above the flag list by --help (exit 0). */
+ * `accepted` is the OR of OPT_* flags this stage takes (and, with OPT_DTYPE,
+ * the OPT_FP* values it runs); `usage` is the stage's own summary printed
+ * above the flag list by --help (exit 0), which lists only accepted flags.
+ * A flag this stage does not take, a flag given twice, a missing or bad
+ * value: one line on stderr and exit 2. */
 void parse_options(int argc, char **argv, unsigned accepted, const char *usage,
                    options *opt);
 

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "npy.h"
+#include "tolerances.h"
 
 /* The fp64 and fp32 bodies: one text, two element types. */
 #define T double
@@ -230,11 +231,9 @@ int main(int argc, char **argv)
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE,
+                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE | OPT_FP64 | OPT_FP32,
                   USAGE, &opt);
-    bool fp32 = !strcmp(opt.dtype, "fp32");
-    if (!fp32 && strcmp(opt.dtype, "fp64"))
-        fatal(EXIT_BAD_INPUT, "--dtype: stage1 runs fp64 or fp32, not %s", opt.dtype);
+    bool fp32 = !strcmp(opt.dtype, "fp32");   /* the parser let only fp64 and fp32 through */
     naive_require_size_flags(&opt);
     char origin[64];
 
@@ -288,7 +287,7 @@ int main(int argc, char **argv)
     printf("checks (fp64)\n");
     char what[96];
     snprintf(what, sizeof what, "rows of P sum to 1 (head 0; %zu empty rows: 0)", empty_rows);
-    failed += report(what, row_sum_err, 1e-14);
+    failed += report(what, row_sum_err, TOL_ROWSUM);
     failed += report("outputs fully written: NaN or +-inf (L = -inf of an empty row allowed)",
                      (double)(count_nonfinite(O, nq, false) + count_nonfinite(L, rows, true) +
                               count_nonfinite(dQ, nq, false) + count_nonfinite(dK, nkv, false) +
@@ -306,7 +305,7 @@ int main(int argc, char **argv)
                                   NULL);
         snprintf(what, sizeof what, "backward vs central differences (%d x %d keys x %d, head 0)",
                  gp->seqlen_q, gp->seqlen_k, gp->d);
-        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), 1e-6);
+        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), TOL_GRADCHECK);
         free(buf);
         free_problem(&g);
     }
@@ -320,7 +319,7 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/o_model.npy", DEFAULT_INPUT_DIR);
         if (npy_read(path, &om, err, sizeof err) == 0 && om.numel == nq) {
             err_stats e = compare("O vs model", O, om.data, nq, INFINITY, 0, 0);
-            failed += report("O vs the model's own fp32 output (rel. norm)", e.rel_norm, 1e-5);
+            failed += report("O vs the model's own fp32 output (rel. norm)", e.rel_norm, TOL_MODEL_OUTPUT);
             npy_free(&om);
         } else if (om.data == NULL) {
             printf("  (no %s: model output check skipped)\n", path);
@@ -350,10 +349,10 @@ int main(int argc, char **argv)
         }
         free(buf);
         printf("checks (fp32 arithmetic against fp64, relative norm)\n");
-        failed += report("O", compare("O", O32, O, nq, INFINITY, 0, 0).rel_norm, 1e-5);
-        failed += report("dQ", compare("dQ", dQ32, dQ, nq, INFINITY, 0, 0).rel_norm, 1e-4);
-        failed += report("dK", compare("dK", dK32, dK, nkv, INFINITY, 0, 0).rel_norm, 1e-4);
-        failed += report("dV", compare("dV", dV32, dV, nkv, INFINITY, 0, 0).rel_norm, 1e-5);
+        failed += report("O", compare("O", O32, O, nq, INFINITY, 0, 0).rel_norm, TOL_FP32_OUT);
+        failed += report("dQ", compare("dQ", dQ32, dQ, nq, INFINITY, 0, 0).rel_norm, TOL_FP32_GRAD);
+        failed += report("dK", compare("dK", dK32, dK, nkv, INFINITY, 0, 0).rel_norm, TOL_FP32_GRAD);
+        failed += report("dV", compare("dV", dV32, dV, nkv, INFINITY, 0, 0).rel_norm, TOL_FP32_OUT);
     }
 
     uint64_t f_formula = naive_forward_io_formula(p), b_formula = naive_backward_io_formula(p);

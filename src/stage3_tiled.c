@@ -14,7 +14,8 @@
  *   ./stage3 --random --n 4096 --d 64 --sram 65536
  *   ./stage3 --random --n 300 --br 32 --bc 48 --causal
  *   ./stage3 --sweep io --csv data/cpu/io_sweep.csv        (make sweep)
- *   ./stage3 --sweep blocks --csv data/cpu/block_sweep.csv
+ *   ./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
+ *   ./stage3 --sweep formulas --csv data/cpu/formulas.csv
  *
  * What it prints: tiled against naive (stage 1) errors on O, L, dQ, dK, dV;
  * a gradient check of the tiled backward by central differences; the SRAM
@@ -35,6 +36,7 @@
 
 #include "stage1_naive.h"
 #include "stage2_online_softmax.h"
+#include "tolerances.h"
 
 
 size_t flash_forward_sram_elements(int Br, int Bc, int d)
@@ -405,9 +407,14 @@ flash_blocks flash_blocks_from_options(const options *opt, const attn_params *p,
     *M = (opt->given & OPT_SRAM) ? opt->M : FLASH_DEFAULT_M;
     int (*rule)(long, int, bool, int *, int *) =
         strcmp(opt->rule, "io") ? derive_blocks : derive_blocks_io;
-    if (rule(*M, d, false, &b.fBr, &b.fBc) != 0 || rule(*M, d, true, &b.bBr, &b.bBc) != 0)
+    if (rule(*M, d, false, &b.fBr, &b.fBc) != 0 || rule(*M, d, true, &b.bBr, &b.bBc) != 0) {
+        if (!(opt->given & OPT_SRAM))   /* name the default, not a flag the user never gave */
+            fatal(EXIT_BAD_INPUT, "the default M = %ld elements is too small for one tile at "
+                  "d = %d (the backward needs at least %zu); give --sram M", *M, d,
+                  flash_backward_sram_elements(1, 1, d));
         fatal(EXIT_BAD_INPUT, "--sram %ld: M is too small for one tile at d = %d (the backward "
               "needs at least %zu elements)", *M, d, flash_backward_sram_elements(1, 1, d));
+    }
     return b;
 }
 
@@ -421,7 +428,8 @@ static const char USAGE[] =
     "usage: ./stage3 [options]\n"
     "With no options: the real input (all-MiniLM-L6-v2 Q, K, V, dO; every head), M = 16384\n"
     "elements of SRAM, Br and Bc derived from M. Exit 0 only if every check passes.\n"
-    "--sweep io|blocks writes --csv (see make sweep).";
+    "--sweep io|blocks|formulas writes --csv (see make sweep); --repeats R times each point R\n"
+    "times and writes the median.";
 
 static int report(const char *what, double err, double tol)
 {
@@ -430,57 +438,110 @@ static int report(const char *what, double err, double tol)
     return ok ? 0 : 1;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 /* One naive and one tiled run of a random (1, 1, N, d) problem, forward and
- * backward, written as CSV rows. Returns the number of counted != formula. */
+ * backward, written as CSV rows. Timed --repeats times (default 1): wall_s is
+ * the median, since one timing on a shared machine can be off by a factor;
+ * the counts must be the same every time. With `paired` (the causal block
+ * sweep) the non-causal run of the same problem and tiles is timed too, the
+ * two alternating, so that a causal/non-causal time ratio compares runs made
+ * under the same load; both get rows. Returns the number of counted !=
+ * formula (and high-water > M). */
 static int sweep_point(FILE *csv, const options *opt, int N, int d, flash_blocks b, long M,
-                       bool with_naive, const char *label)
+                       bool with_naive, const char *label, bool paired)
 {
     options o = *opt;
     o.N = N;
     o.d = d;
     o.batch = o.heads = 1;
     o.given |= OPT_N | OPT_D;
+    int R = opt->repeats > 0 ? opt->repeats : 1;
     attn_problem prob;
     load_problem(&o, &prob);
-    const attn_params *p = &prob.params;
-    size_t n = attn_q_numel(p);
+    /* The variants timed: the problem as given, or (paired) its non-causal
+     * twin first and then the causal problem, on the same Q, K, V, dO. */
+    attn_params var[2] = {prob.params, prob.params};
+    int nv = paired ? 2 : 1;
+    if (paired) {
+        var[0].window_size_left = var[0].window_size_right = -1;
+        var[1].window_size_left = -1;
+        var[1].window_size_right = 0;
+    }
+    size_t n = attn_q_numel(&prob.params);
     double *buf = xmalloc(5 * n + (size_t)N, sizeof(double), "sweep buffers");
     double *O = buf, *dQ = buf + n, *dK = buf + 2 * n, *dV = buf + 3 * n, *L = buf + 4 * n;
-    int causal = attn_is_causal(p), bad = 0;
+    double *t = xmalloc(8 * (size_t)R, sizeof(double), "sweep times");  /* [variant][4][R] */
+    int bad = 0;
     if (with_naive) {
-        io_counter nf, nb;
-        io_reset(&nf);
-        io_reset(&nb);
-        double t_nf, t_nb;
-        naive_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, O, L, dQ, dK, dV, &nf, &nb,
-                                  &t_nf, &t_nb);
-        uint64_t fwd = io_total(&nf), bwd = io_total(&nb);
-        uint64_t ff = naive_forward_io_formula(p), bf = naive_backward_io_formula(p);
-        fprintf(csv, "naive,forward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", causal, N, d,
-                (unsigned long long)fwd, (unsigned long long)ff, 8ull * fwd, t_nf);
-        fprintf(csv, "naive,backward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f\n", causal, N, d,
-                (unsigned long long)bwd, (unsigned long long)bf, 8ull * bwd, t_nb);
-        bad += (fwd != ff) + (bwd != bf);
+        uint64_t fwd[2] = {0, 0}, bwd[2] = {0, 0};
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < nv; v++) {
+                io_counter nf, nb;
+                io_reset(&nf);
+                io_reset(&nb);
+                naive_attention_all_heads(&var[v], prob.Q, prob.K, prob.V, prob.dO, O, L, dQ, dK,
+                                          dV, &nf, &nb, &t[(v * 4 + 0) * R + r],
+                                          &t[(v * 4 + 1) * R + r]);
+                fwd[v] = io_total(&nf);
+                bwd[v] = io_total(&nb);
+                bad += (fwd[v] != naive_forward_io_formula(&var[v])) +
+                       (bwd[v] != naive_backward_io_formula(&var[v]));
+            }
+        for (int v = 0; v < nv; v++) {
+            int causal = attn_is_causal(&var[v]);
+            uint64_t ff = naive_forward_io_formula(&var[v]), bf = naive_backward_io_formula(&var[v]);
+            fprintf(csv, "naive,forward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f,%d,\n", causal, N, d,
+                    (unsigned long long)fwd[v], (unsigned long long)ff, 8ull * fwd[v],
+                    median(&t[(v * 4 + 0) * R], R), R);
+            fprintf(csv, "naive,backward,%d,%d,%d,,,,%llu,%llu,%llu,,%.6f,%d,\n", causal, N, d,
+                    (unsigned long long)bwd[v], (unsigned long long)bf, 8ull * bwd[v],
+                    median(&t[(v * 4 + 1) * R], R), R);
+        }
     }
     sram_arena sram;
     sram_init(&sram, (size_t)M);
-    io_counter tf, tb;
-    io_reset(&tf);
-    io_reset(&tb);
-    double t_f, t_b;
-    flash_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, b, O, L, dQ, dK, dV, &sram, &tf,
-                              &tb, NULL, NULL, &t_f, &t_b);
-    uint64_t ff = flash_forward_io_formula(p, b.fBr, b.fBc);
-    uint64_t bf = flash_backward_io_formula(p, b.bBr, b.bBc);
-    fprintf(csv, "%s,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, causal, N,
-            d, M, b.fBr, b.fBc, (unsigned long long)io_total(&tf), (unsigned long long)ff,
-            8ull * io_total(&tf), sram.high_water, t_f);
-    fprintf(csv, "%s,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f\n", label, causal, N,
-            d, M, b.bBr, b.bBc, (unsigned long long)io_total(&tb), (unsigned long long)bf,
-            8ull * io_total(&tb), sram.high_water, t_b);
+    io_counter tf[2], tb[2];
+    tile_stats sf[2], sb[2];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < nv; v++) {
+            io_reset(&tf[v]);
+            io_reset(&tb[v]);
+            sf[v] = sb[v] = (tile_stats){0, 0};
+            flash_attention_all_heads(&var[v], prob.Q, prob.K, prob.V, prob.dO, b, O, L, dQ, dK,
+                                      dV, &sram, &tf[v], &tb[v], &sf[v], &sb[v],
+                                      &t[(v * 4 + 2) * R + r], &t[(v * 4 + 3) * R + r]);
+            bad += io_total(&tf[v]) != flash_forward_io_formula(&var[v], b.fBr, b.fBc);
+            bad += io_total(&tb[v]) != flash_backward_io_formula(&var[v], b.bBr, b.bBc);
+            bad += sf[v].tiles_visited != flash_tiles_formula(&var[v], b.fBr, b.fBc);
+            bad += sb[v].tiles_visited != flash_tiles_formula(&var[v], b.bBr, b.bBc);
+        }
+    for (int v = 0; v < nv; v++) {
+        int causal = attn_is_causal(&var[v]);
+        uint64_t ff = flash_forward_io_formula(&var[v], b.fBr, b.fBc);
+        uint64_t bf = flash_backward_io_formula(&var[v], b.bBr, b.bBc);
+        fprintf(csv, "%s,forward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f,%d,%llu\n", label,
+                causal, N, d, M, b.fBr, b.fBc, (unsigned long long)io_total(&tf[v]),
+                (unsigned long long)ff, 8ull * io_total(&tf[v]), sram.high_water,
+                median(&t[(v * 4 + 2) * R], R), R, (unsigned long long)sf[v].tiles_visited);
+        fprintf(csv, "%s,backward,%d,%d,%d,%ld,%d,%d,%llu,%llu,%llu,%zu,%.6f,%d,%llu\n", label,
+                causal, N, d, M, b.bBr, b.bBc, (unsigned long long)io_total(&tb[v]),
+                (unsigned long long)bf, 8ull * io_total(&tb[v]), sram.high_water,
+                median(&t[(v * 4 + 3) * R], R), R, (unsigned long long)sb[v].tiles_visited);
+    }
     fflush(csv);
-    bad += (io_total(&tf) != ff) + (io_total(&tb) != bf) + (sram.high_water > (size_t)M);
+    bad += sram.high_water > (size_t)M;
     sram_free(&sram);
+    free(t);
     free(buf);
     free_problem(&prob);
     return bad;
@@ -488,7 +549,76 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, flash_blocks
 
 #define SWEEP_HEADER \
     "algorithm,pass,causal,N,d,M,Br,Bc,counted_elements,formula_elements,bytes_fp64," \
-    "sram_high_water,wall_s"
+    "sram_high_water,wall_s,repeats,tiles_visited"
+
+/* --sweep formulas: the closed forms the paper sets beside the measurements,
+ * evaluated here by the same C functions the tests check, so that no script
+ * re-derives them. Rows: quantity, rule, pass, N, d, M, Br, Bc, value.
+ *   footprint    SRAM elements of one pass's tiles under a block rule:
+ *                "paper" (FlashAttention Algorithm 1 as printed: Bc =
+ *                ceil(M/4d), Br = min(ceil(M/4d), d)), "derive_blocks"
+ *                (stage 3's fit of it), "derive_blocks_io" (--rule io)
+ *   io_elements  the IO formula of that pass at those tiles (N as given)
+ *   footprint_over_M_max  the paper's rule's largest forward footprint / M
+ *                over every M from 4d to 2^18 (the M where it is reached)
+ *   causal_tiles (query block, key block) tiles a causal forward with
+ *                Br = Bc = B computes: "all" (no skipping), "code" (the
+ *                tiles src/mask.h's causal mask visits: a key block is
+ *                skipped when it starts at or past the query block's
+ *                exclusive end i1), "chapter" (the textbook's test, skip only
+ *                when the key block starts past i1, which also keeps the
+ *                block starting at i1: the tiles of the window (-1, 1)),
+ *                beside the code's count the sweeps measure in their
+ *                tiles_visited column. */
+static void formula_rows(FILE *csv, int N, int d)
+{
+    static const long Ms[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
+    attn_params p = attn_params_make(1, 1, N, d, 1.0 / sqrt((double)d));
+    for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
+        long M = Ms[a];
+        for (int pass = 0; pass < 2; pass++) {
+            bool bwd = pass == 1;
+            const char *pname = bwd ? "backward" : "forward";
+            int br[3], bc[3];
+            const char *rule[3] = {"paper", "derive_blocks", "derive_blocks_io"};
+            int c = (int)((M + 4L * d - 1) / (4L * d));
+            br[0] = imin(c, d);
+            bc[0] = c;
+            if (derive_blocks(M, d, bwd, &br[1], &bc[1]) != 0) br[1] = bc[1] = 0;
+            if (derive_blocks_io(M, d, bwd, &br[2], &bc[2]) != 0) br[2] = bc[2] = 0;
+            for (int r = 0; r < 3; r++) {
+                if (br[r] == 0) continue;
+                size_t fp = bwd ? flash_backward_sram_elements(br[r], bc[r], d)
+                                : flash_forward_sram_elements(br[r], bc[r], d);
+                uint64_t io = bwd ? flash_backward_io_formula(&p, br[r], bc[r])
+                                  : flash_forward_io_formula(&p, br[r], bc[r]);
+                fprintf(csv, "footprint,%s,%s,,%d,%ld,%d,%d,%zu\n", rule[r], pname, d, M, br[r],
+                        bc[r], fp);
+                fprintf(csv, "io_elements,%s,%s,%d,%d,%ld,%d,%d,%llu\n", rule[r], pname, N, d, M,
+                        br[r], bc[r], (unsigned long long)io);
+            }
+        }
+    }
+    double worst = 0;
+    long worst_M = 0;
+    for (long M = 4L * d; M < (1L << 18); M++) {
+        int c = (int)((M + 4L * d - 1) / (4L * d));
+        double r = (double)flash_forward_sram_elements(imin(c, d), c, d) / (double)M;
+        if (r > worst) { worst = r; worst_M = M; }
+    }
+    int wc = (int)((worst_M + 4L * d - 1) / (4L * d));
+    fprintf(csv, "footprint_over_M_max,paper,forward,,%d,%ld,%d,%d,%.6f\n", d, worst_M,
+            imin(wc, d), wc, worst);
+    for (int B = 4; B <= 512 && B <= N; B *= 2) {
+        int64_t T = ceil_div(N, B);
+        int64_t code = mask_tiles_visited(mask_causal(N, N), B, B);
+        int64_t chapter = mask_tiles_visited(mask_make(N, N, -1, 1), B, B);
+        fprintf(csv, "causal_tiles,all,forward,%d,%d,,%d,%d,%lld\n", N, d, B, B, (long long)(T * T));
+        fprintf(csv, "causal_tiles,code,forward,%d,%d,,%d,%d,%lld\n", N, d, B, B, (long long)code);
+        fprintf(csv, "causal_tiles,chapter,forward,%d,%d,,%d,%d,%lld\n", N, d, B, B,
+                (long long)chapter);
+    }
+}
 
 /* Blocks for a sweep point of length N: --br/--bc or --sram as options say. */
 static flash_blocks sweep_blocks(const options *o, int d, int N, long *M)
@@ -498,12 +628,23 @@ static flash_blocks sweep_blocks(const options *o, int d, int N, long *M)
 }
 
 /* --sweep io: traffic over N (M fixed) and over M (N fixed). --sweep blocks:
- * Br = Bc over powers of two at one N, with wall time. d is --d or 64. */
+ * Br = Bc over powers of two at one N, with wall time (with --causal, each
+ * point also non-causal, timed in alternation). --sweep formulas: the closed
+ * forms above. d is --d or 64. */
 static int run_sweep(const options *opt, int argc, char **argv)
 {
     if (!opt->csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
+    if (strcmp(opt->sweep, "io") && strcmp(opt->sweep, "blocks") && strcmp(opt->sweep, "formulas"))
+        fatal(EXIT_BAD_INPUT, "--sweep: expected 'io', 'blocks' or 'formulas', got '%s'", opt->sweep);
     int d = (opt->given & OPT_D) ? opt->d : 64, bad = 0;
     long M;
+    if (!strcmp(opt->sweep, "formulas")) {
+        FILE *f = csv_open(opt->csv, argc, argv, "quantity,rule,pass,N,d,M,Br,Bc,value");
+        formula_rows(f, (opt->given & OPT_N) ? opt->N : 2048, d);
+        fclose(f);
+        printf("stage3 --sweep formulas: wrote %s\n", opt->csv);
+        return 0;
+    }
     FILE *csv = csv_open(opt->csv, argc, argv, SWEEP_HEADER);
     if (!strcmp(opt->sweep, "io")) {
         static const int Ns[] = {128, 256, 512, 1024, 2048, 4096};
@@ -515,7 +656,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.M = FLASH_DEFAULT_M;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", Ns[a], o.M);
             flash_blocks b = sweep_blocks(&o, d, Ns[a], &M);
-            bad += sweep_point(csv, &o, Ns[a], d, b, M, true, "tiled");
+            bad += sweep_point(csv, &o, Ns[a], d, b, M, true, "tiled", false);
         }
         for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
             options o = *opt;
@@ -524,12 +665,12 @@ static int run_sweep(const options *opt, int argc, char **argv)
             if (derive_blocks(o.M, d, true, &(int){0}, &(int){0}) != 0) continue;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", N_fixed, o.M);
             flash_blocks b = sweep_blocks(&o, d, N_fixed, &M);
-            bad += sweep_point(csv, &o, N_fixed, d, b, M, a == 0, "tiled");
+            bad += sweep_point(csv, &o, N_fixed, d, b, M, a == 0, "tiled", false);
             /* the same M with the blocks that minimize the model's count */
             flash_blocks io = {0, 0, 0, 0};
             derive_blocks_io(o.M, d, false, &io.fBr, &io.fBc);
             derive_blocks_io(o.M, d, true, &io.bBr, &io.bBc);
-            bad += sweep_point(csv, &o, N_fixed, d, io, o.M, false, "tiled-io");
+            bad += sweep_point(csv, &o, N_fixed, d, io, o.M, false, "tiled-io", false);
         }
     } else if (!strcmp(opt->sweep, "blocks")) {
         int N = (opt->given & OPT_N) ? opt->N : 2048;
@@ -539,10 +680,8 @@ static int run_sweep(const options *opt, int argc, char **argv)
             o.Br = o.Bc = B;
             fprintf(stderr, "sweep blocks: N = %d, Br = Bc = %d\n", N, B);
             flash_blocks b = sweep_blocks(&o, d, N, &M);
-            bad += sweep_point(csv, &o, N, d, b, M, B == 4, "tiled");
+            bad += sweep_point(csv, &o, N, d, b, M, B == 4, "tiled", o.causal);
         }
-    } else {
-        fatal(EXIT_BAD_INPUT, "--sweep: expected 'io' or 'blocks', got '%s'", opt->sweep);
     }
     fclose(csv);
     printf("stage3 --sweep %s: wrote %s; counted == formula and high-water <= M: %s\n",
@@ -556,14 +695,15 @@ int main(int argc, char **argv)
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                      OPT_SWEEP | OPT_CSV | OPT_RULE,
+                      OPT_SWEEP | OPT_CSV | OPT_RULE | OPT_REPEATS,
                   USAGE, &opt);
     if (opt.sweep) {
         if (opt.given & (OPT_MASKS & ~(unsigned)OPT_CAUSAL))
-            fatal(EXIT_BAD_INPUT, "--sweep io|blocks runs square problems (--causal or none); "
-                  "masks and lengths are swept by ./stage6 --sweep window");
+            fatal(EXIT_BAD_INPUT, "--sweep io|blocks|formulas runs square problems (--causal or "
+                  "none); masks and lengths are swept by ./stage6 --sweep window");
         return run_sweep(&opt, argc, argv);
     }
+    if (opt.given & OPT_REPEATS) fatal(EXIT_BAD_INPUT, "--repeats times the points of a --sweep");
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
 
     naive_require_size_flags(&opt);   /* the reference is naive */
@@ -588,10 +728,16 @@ int main(int argc, char **argv)
                "= %.6g, window = (%d, %d)\n", p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, d,
                p->softmax_scale, p->window_size_left, p->window_size_right);
     printf("  SRAM M = %ld elements, rule %s; forward Br = %d, Bc = %d (%zu elements); "
-           "backward Br = %d, Bc = %d (%zu elements)\n\n", M,
+           "backward Br = %d, Bc = %d (%zu elements)\n", M,
            (opt.given & OPT_BR) ? "--br/--bc" : opt.rule, b.fBr, b.fBc,
            flash_forward_sram_elements(b.fBr, b.fBc, d), b.bBr, b.bBc,
            flash_backward_sram_elements(b.bBr, b.bBc, d));
+    if (!(opt.given & OPT_BR) && !strcmp(opt.rule, "io"))
+        printf("  why these tiles (--rule io): the forward reads all of K and V once per query block,\n"
+               "  so the fewest bytes come from the tallest query block that fits (Br = %d) with one key\n"
+               "  row at a time (Bc = 1); the backward reads Q, dO, dQ, L and D once per key block, so\n"
+               "  there the key block takes the room (Bc = %d, Br = 1)\n", b.fBr, b.bBc);
+    printf("\n");
 
     /* The reference: stage 1, every score matrix materialized. */
     double *ref = xmalloc(2 * nq + 2 * nkv + rows, sizeof(double), "naive outputs");
@@ -649,7 +795,8 @@ int main(int argc, char **argv)
         char what[96];
         snprintf(what, sizeof what, "tiled backward vs central differences (%d x %d, head 0)",
                  gp->seqlen_q, gp->d);
-        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), 1e-6);
+        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5),
+                         TOL_GRADCHECK);
         sram_free(&small);
         free(buf);
         free_problem(&g);

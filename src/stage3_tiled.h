@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "common.h"
+#include "tolerances.h"
 
 size_t flash_forward_sram_elements(int Br, int Bc, int d);
 size_t flash_backward_sram_elements(int Br, int Bc, int d);
@@ -132,13 +133,10 @@ flash_errors flash_errors_vs(const attn_problem *in, const double *O, const doub
                              const double *rO, const double *rL, const double *rdQ,
                              const double *rdK, const double *rdV);
 
-/* The tolerances every check of a tiled run uses, on the errors above:
- * forward FLASH_FWD_TOL; backward FLASH_BWD_TOL plus FLASH_BWD_L_FACTOR eps
- * max|L| (flash_backward_tol over L's rows), the loss of rebuilding P from a
- * rounded L, measured by ./stage6 --sweep lse. */
-#define FLASH_FWD_TOL 1e-13
-#define FLASH_BWD_TOL 1e-12
-#define FLASH_BWD_L_FACTOR 16.0
+/* The tolerance of the backward's errors above: FLASH_BWD_TOL plus
+ * FLASH_BWD_L_FACTOR eps max|L| over L's rows (both in src/tolerances.h, with
+ * FLASH_FWD_TOL for the forward's), the loss of rebuilding P from a rounded
+ * L, measured by ./stage6 --sweep lse. */
 double flash_backward_tol(const double *L, size_t rows);
 
 #endif /* FA_STAGE3_TILED_H */

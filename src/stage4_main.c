@@ -566,7 +566,7 @@ int main(int argc, char **argv)
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS | OPT_SCALE |
-                      OPT_INPUTS | OPT_FWD_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL | OPT_REPEATS | OPT_SWEEP,
+                      OPT_INPUTS | OPT_FWD_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_FP32 | OPT_FP16 | OPT_BF16 | OPT_KERNEL | OPT_REPEATS | OPT_SWEEP,
                   USAGE, &opt);
     if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model"))
         fatal(EXIT_BAD_INPUT, "--sweep %s: stage 4 knows --sweep tests and model", opt.sweep);

@@ -31,6 +31,12 @@ for s in ./stage1 ./stage2 ./stage3 ./stage6; do
     expect_error "$s missing value" "missing value" $s --seed
     expect_error "$s non-numeric value" "expected an integer, got 'abc'" $s --seed abc
 done
+for s in ./stage1 ./stage2 ./stage3 ./stage6; do
+    expect_error "$s flag given twice" "--seed is given twice" $s --seed 1 --seed 2
+done
+expect_error "stage6 window given twice" "--window is given twice" ./stage6 --random --n 8 --window 3,0 --window 2,0
+expect_error "stage3 input flag given twice" "--q is given twice" ./stage3 --q $B/good_16x8.npy --q $B/good_16x8.npy
+expect_error "stage2 switch given twice" "--trace is given twice" ./stage2 --trace --trace
 for s in ./stage1 ./stage3; do
     expect_error "$s N = 0" "out of range" $s --n 0
     expect_error "$s negative d" "out of range" $s --d -4
@@ -94,14 +100,23 @@ expect_error "stage3 sweeps square problems only" "masks and lengths are swept b
 ./stage2 --trace --logits=-inf,-inf >"$tmp/out" 2>&1 && grep -q "l = 0.000000" "$tmp/out" && ! grep -qi nan "$tmp/out" \
     && echo "PASS stage2 --trace with every logit -inf: exit 0, l = 0, L = -inf, no NaN" \
     || echo "FAIL stage2 --trace with every logit -inf: $(cat "$tmp/out")"
-expect_error "stage1 bad dtype" "expected fp64, fp32" ./stage1 --dtype fp8
+expect_error "stage1 bad dtype" "runs fp64 or fp32, not 'fp8'" ./stage1 --dtype fp8
 expect_error "stage1 fp16 refused on the CPU" "runs fp64 or fp32" ./stage1 --dtype bf16
 expect_error "stage3 M too small for one tile" "M is too small for one tile at d = 64" ./stage3 --random --n 16 --d 64 --sram 300
+expect_error "stage3 default M too small names the default, not --sram" "the default M = 16384 elements is too small" ./stage3 --random --n 5 --d 4096
+grep -q -- "--sram 16384" "$tmp/err" && echo "FAIL stage3 default M error names a flag never given" || echo "PASS stage3 default M error names no flag the user did not give"
 expect_error "stage3 tiles larger than M" "need" ./stage3 --random --n 16 --d 8 --br 8 --bc 8 --sram 100
 expect_error "stage3 --br without --bc" "go together" ./stage3 --random --n 16 --br 8
 expect_error "stage3 unknown block rule" "expected 'paper' or 'io'" ./stage3 --rule best
 expect_error "stage3 --rule with --br/--bc" "does not go with --br/--bc" ./stage3 --random --n 16 --br 8 --bc 8 --rule io
-expect_error "stage3 bad sweep name" "expected 'io' or 'blocks'" ./stage3 --sweep nope --csv $B/x.csv
+expect_error "stage3 bad sweep name" "expected 'io', 'blocks' or 'formulas'" ./stage3 --sweep nope --csv $B/x.csv
+expect_error "stage3 --repeats without --sweep" "--repeats times the points of a --sweep" ./stage3 --repeats 3
+expect_error "stage2 --csv without --trace" "--csv is written by --trace" ./stage2 --csv $B/x.csv
+./stage2 --trace --csv $B/trace.csv >/dev/null 2>&1 && grep -q '^two_pass,,6,,1.07484065' $B/trace.csv && grep -q '^2,6;2,6,0.04978706' $B/trace.csv \
+    && echo "PASS stage2 --trace --csv writes the trace at full precision" || echo "FAIL stage2 --trace --csv writes the trace at full precision"
+./stage3 --sweep formulas --csv $B/f.csv >/dev/null 2>&1 && grep -q '^causal_tiles,code,forward,2048,64,,64,64,528$' $B/f.csv \
+    && grep -q '^footprint,paper,forward,,64,16384,64,64,20608$' $B/f.csv \
+    && echo "PASS stage3 --sweep formulas writes the closed forms" || echo "FAIL stage3 --sweep formulas writes the closed forms"
 expect_error "stage3 sweep without csv" "needs --csv" ./stage3 --sweep io
 expect_error "stage2 logits not numbers" "expected a finite number" ./stage2 --trace --logits 1,x,3
 expect_error "stage2 --logits without --trace" "used with --trace" ./stage2 --logits 1,2
@@ -124,12 +139,31 @@ for s in ./stage1 ./stage3 ./stage6; do
 done
 if [ -x ./stage4 ]; then
     expect_error "stage4 refuses a malformed window" "expected two integers L,R" ./stage4 --window 3
+    expect_error "stage4 refuses fp64" "runs fp32, fp16 or bf16, not 'fp64'" ./stage4 --dtype fp64
 fi
 
 # Good files in every accepted rank work, and --help exits 0.
 ./stage3 --q $B/good_1x2x16x8_v2.npy --k $B/good_1x2x16x8_v2.npy --v $B/good_1x2x16x8_v2.npy >/dev/null 2>&1 \
     && echo "PASS stage3 reads a format 2.0 (B,H,N,d) file" || echo "FAIL stage3 reads a format 2.0 (B,H,N,d) file"
-for s in ./stage1 ./stage2 ./stage3 ./stage6; do
+stage4=""
+[ -x ./stage4 ] && stage4=./stage4   # built where nvcc is; --help needs no GPU
+for s in ./stage1 ./stage2 ./stage3 ./stage6 $stage4; do
     $s --help >"$tmp/out" 2>&1 && grep -q -- "--seed" "$tmp/out" \
         && echo "PASS $s --help lists the flags" || echo "FAIL $s --help lists the flags"
+    # every flag --help lists is one the program takes (no "unknown flag")
+    bad=""
+    for f in $(grep -o '^  --[a-z-]*' "$tmp/out" | grep -v -- '--help'); do
+        $s $f --help >"$tmp/o2" 2>&1 </dev/null   # a value flag stops at "missing value", a switch at --help
+        grep -q "unknown flag" "$tmp/o2" && bad="$bad $f"
+    done
+    [ -z "$bad" ] && echo "PASS $s --help lists only flags it takes" || echo "FAIL $s --help lists flags it refuses:$bad"
 done
+./stage1 --help | grep -q -- "--dtype T .*fp64 or fp32 (default fp64)" && ! ./stage1 --help | grep -q "as the stage" \
+    && echo "PASS stage1 --help names the dtypes it runs" || echo "FAIL stage1 --help names the dtypes it runs"
+if [ -n "$stage4" ]; then
+    ./stage4 --help | grep -q -- "--dtype T .*: fp32, fp16 or bf16$" && ./stage4 --help | grep -q -- "--causal" \
+        && echo "PASS stage4 --help names the dtypes it runs, and --causal, which it takes" \
+        || echo "FAIL stage4 --help names the dtypes it runs, and --causal, which it takes"
+fi
+./stage3 --random --n 64 --d 16 --sram 4096 --rule io 2>&1 | grep -q "why these tiles (--rule io)" \
+    && echo "PASS stage3 --rule io says why its tiles are thin" || echo "FAIL stage3 --rule io says why its tiles are thin"

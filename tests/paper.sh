@@ -9,7 +9,16 @@
 #      no reference left in the output);
 #   4. every figure was redrawn from data in this build (newer than its data
 #      file and its gnuplot script), and every figure with data is in the PDF;
-#   5. the claims table is in the PDF text with the measured values.
+#   5. the claims table is in the PDF text with the measured values;
+#   6. every region marked in the sources is a listing of some chapter;
+#   7. the exercises are woven in after their chapters, each with how to
+#      check it, and `make paper-solutions` builds the instructor's edition
+#      with the solutions (the student's has none);
+#   8. no number in chapters/ that is neither generated from data/ nor quoted
+#      with its source (tests/paper_numbers.py), and nothing cited from
+#      outside the repository;
+#   9. every quotation of the textbook is in it word for word
+#      (tests/paper_quotes.py; SKIP where the textbook is not on the machine).
 # Without pandoc or pdflatex it prints SKIP lines (`make setup` installs them).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -27,7 +36,9 @@ for tool in pandoc pdflatex gnuplot pdftotext python3; do
 done
 if [ -n "$missing" ]; then
     for t in "paper: include filter" "paper: build" "paper: regions resolved" \
-             "paper: figures from data" "paper: claims table in PDF"; do
+             "paper: figures from data" "paper: claims table in PDF" "paper: every marked region included" \
+             "paper: exercises woven in" "paper: instructor's edition" "paper: numbers generated or cited" \
+             "paper: textbook quotations"; do
         skip "$t" "not installed:$missing (make setup)"
     done
     exit 0
@@ -104,7 +115,8 @@ if $MAKE -s paper > "$tmp/build.log" 2>&1; then
     pass "paper: build (build/paper/flashattention.pdf and .html)"
 else
     fail "paper: build" "make paper failed: $(grep -i 'error' "$tmp/build.log" | head -n 3 | tr '\n' ' ')"
-    for t in "paper: regions resolved" "paper: figures from data" "paper: claims table in PDF"; do
+    for t in "paper: regions resolved" "paper: figures from data" "paper: claims table in PDF" \
+             "paper: exercises woven in" "paper: instructor's edition"; do
         fail "$t" "no paper was built"
     done
     exit 0
@@ -171,4 +183,77 @@ done
 nrows=$(grep -c '^| ' build/paper/claims.md)
 [ "$ok" = 1 ] && pass "paper: claims table in PDF ($((nrows - 1)) claims, measured values present)" \
               || fail "paper: claims table in PDF" "$why"
+
+# ---- 6. every marked region is included ---------------------------------------
+# A region marked in a source but shown nowhere is either a listing the text
+# forgot or a marker to remove. PENDING names regions whose chapter is being
+# written elsewhere; a pending region that a chapter already includes fails
+# too, so that the list cannot go stale.
+PENDING=""   # none now: chapters/03b-masks.md includes the mask-* regions
+marked=$(grep -rHo --include='*.c' --include='*.h' --include='*.cu' '^[[:space:]]*//> [A-Za-z0-9_.-]*' src kernels 2>/dev/null |
+         sed 's|:[[:space:]]*//> |#|' | sort -u)
+unused="" stale=""
+for r in $marked; do
+    pending=0
+    for p in $PENDING; do [ "$p" = "$r" ] && pending=1; done
+    if printf '%s\n' "$refs" | grep -qxF "$r"; then
+        [ "$pending" = 1 ] && stale="$stale $r"
+    elif [ "$pending" = 0 ]; then
+        unused="$unused $r"
+    fi
+done
+if [ -z "$marked" ]; then
+    fail "paper: every marked region included" "found no //> regions under src/ and kernels/"
+elif [ -n "$unused" ]; then
+    fail "paper: every marked region included" "marked but in no chapter (include them, or remove the markers):$unused"
+elif [ -n "$stale" ]; then
+    fail "paper: every marked region included" "listed as pending in tests/paper.sh but included already:$stale"
+else
+    pass "paper: every marked region included ($(printf '%s\n' $marked | wc -l) regions; pending a chapter: $(printf '%s\n' $PENDING | grep -c .))"
+fi
+
+# ---- 7. the exercises, and the instructor's edition ---------------------------------
+ok=1 why=""
+for n in 1 2 3 4 5; do
+    st=exercises/ex$n/statement.md
+    [ -f "$st" ] || continue
+    title=$(grep -m1 '^# ' "$st" | sed 's/^# //')
+    grep -qF -- "$title" "$tmp/paper.txt" || { ok=0; why="'$title' ($st) is not in the PDF"; }
+    grep -qF -- "make exercise EX=$n" "$tmp/paper.txt" || { ok=0; why="the PDF does not say how to check exercise $n"; }
+done
+grep -q "For the instructor" "$tmp/paper.txt" && { ok=0; why="the student's edition shows the solutions"; }
+[ "$ok" = 1 ] && pass "paper: exercises woven in (each statement from exercises/exN/statement.md, with make exercise EX=n)" \
+              || fail "paper: exercises woven in" "$why"
+if $MAKE -s paper-solutions > "$tmp/sol.log" 2>&1 && [ -s build/paper/flashattention-solutions.pdf ]; then
+    pdftotext -layout build/paper/flashattention-solutions.pdf "$tmp/sol.txt"
+    ok=1 why=""
+    for n in 1 2 3 4 5; do
+        [ -d exercises/solutions/ex$n ] || continue
+        grep -q "For the instructor: exercise $n solved" "$tmp/sol.txt" || { ok=0; why="no solution section for exercise $n"; }
+        # the first answer line, "key = value", as the reference solution has it
+        line=$(grep -v '^#' exercises/solutions/ex$n/answers.txt | grep -m1 '=' | sed 's/#.*//')
+        key=$(printf '%s' "$line" | sed 's/[[:space:]]*=.*//') val=$(printf '%s' "$line" | sed 's/^[^=]*=[[:space:]]*//; s/[[:space:]]*$//')
+        if [ -n "$key" ] && ! grep -qE -- "^ *$key *= *$val" "$tmp/sol.txt"; then
+            ok=0 why="exercise $n's reference answer '$key = $val' is not in the instructor's edition"
+        fi
+    done
+    grep -q "Marked parts, each over every case" "$tmp/sol.txt" || { ok=0; why="exercise 4's checker rules (check.c's opening comment) are missing"; }
+    [ "$ok" = 1 ] && pass "paper: instructor's edition (build/paper/flashattention-solutions.pdf: solutions, model answers, checkers' rules)" \
+                  || fail "paper: instructor's edition" "$why"
+else
+    fail "paper: instructor's edition" "make paper-solutions failed: $(grep -i error "$tmp/sol.log" | head -n 3 | tr '\n' ' ')"
+fi
+
+# ---- 8. numbers generated or cited; nothing cited from outside --------------------
+out=$(python3 tests/paper_numbers.py 2>&1)
+if printf '%s\n' "$out" | grep -q '^FAIL'; then
+    echo "$out"
+elif grep -nE 'ANCHORS|DESIGN\.md|\.\./shared|shared/seed' build/paper/claims.md chapters/*.md >"$tmp/ext" 2>/dev/null; then
+    fail "paper: numbers generated or cited" "cites a file outside the repository: $(head -n 2 "$tmp/ext" | tr '\n' ' ')"
+else
+    echo "$out" | sed 's/^PASS paper: every number/PASS paper: numbers generated or cited: every number/'
+fi
+
+# ---- 9. the textbook's quotations ------------------------------------------------------
+python3 tests/paper_quotes.py | sed 's/^\(PASS\|FAIL\|SKIP\) paper: textbook quotations are/\1 paper: textbook quotations: all/'
 exit 0

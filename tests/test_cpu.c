@@ -23,6 +23,7 @@
 #include "stage1_naive.h"
 #include "stage2_online_softmax.h"
 #include "stage3_tiled.h"
+#include "tolerances.h"
 
 #include "test_report.h"
 
@@ -32,8 +33,14 @@ static void csv_row(const char *stage, const char *check, int N, int d, bool cau
                     int Bc, double err, double tol)
 {
     if (csv)
-        fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.6e,%.1e,%llu\n", stage, check, N, d, causal, Br, Bc,
+        fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.6e,%.6g,%llu\n", stage, check, N, d, causal, Br, Bc,
                 err, tol, (unsigned long long)seed);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 /* A random (N, d) problem: Q, K, V, dO ~ N(0, 1). */
@@ -95,7 +102,10 @@ static grads tiled_all(qkv x, int N, int d, double scale, bool causal, int Br, i
 /* ---- stage 2 ------------------------------------------------------------ */
 static void test_online_softmax(rng_t *rng, int trials)
 {
-    double worst = 0, worst_L = 0;
+    /* Each row against its own bound (it grows as sqrt(N)); the row that
+     * comes nearest its bound is reported and written to the CSV. */
+    double worst = 0, worst_L = 0, worst_ratio = 0;
+    int worst_N = 0, worst_d = 0;
     for (int t = 0; t < trials; t++) {
         int N = rng_int(rng, 1, 200), d = rng_int(rng, 1, 16), block = rng_int(rng, 1, N + 3);
         double spread = rng_int(rng, 0, 1) ? 5.0 : 50.0;
@@ -107,15 +117,27 @@ static void test_online_softmax(rng_t *rng, int trials)
         for (int j = 0; j < N; j++) xmax = fmax(xmax, fabs(x[j]));
         online_softmax_weighted_sum(x, V, N, d, block, o, &L, NULL, NULL);
         two_pass_softmax_weighted_sum(x, V, N, d, r, &Lr);
-        worst = fmax(worst, compare("o", o, r, (size_t)d, 0, 0, 0).max_abs / (DBL_EPSILON * vmax));
-        worst_L = fmax(worst_L, fabs(L - Lr) / (DBL_EPSILON * xmax));
+        double e = compare("o", o, r, (size_t)d, 0, 0, 0).max_abs / (DBL_EPSILON * vmax);
+        double eL = fabs(L - Lr) / (DBL_EPSILON * xmax), ratio = fmax(e, eL) / tol_online_eps_units(N);
+        if (ratio > worst_ratio) {
+            worst_ratio = ratio;
+            worst = e, worst_L = eL, worst_N = N, worst_d = d;
+        }
         free(x);
     }
-    result(worst <= 8 && worst_L <= 8, "online softmax vs two-pass, random rows",
-           "%d rows: output %.2f eps max|V|, L %.2f eps max|x| (<= 8)", trials, worst, worst_L);
+    /* the row nearest its bound: its N, d, error (eps units) and bound */
+    csv_row("stage2", "online_random_rows_eps_units", worst_N, worst_d, false, 0, 0,
+            fmax(worst, worst_L), tol_online_eps_units(worst_N));
+    result(worst_ratio <= 1, "online softmax vs two-pass, random rows",
+           "%d rows of 1..200 logits, each within %g sqrt(N) eps (at least %g); nearest its bound: "
+           "N = %d, output %.2f eps max|V|, L %.2f eps max(1, max|x|), bound %.1f", trials,
+           TOL_ONLINE_EPS_PER_ROOT, TOL_ONLINE_EPS_UNITS, worst_N, worst, worst_L,
+           tol_online_eps_units(worst_N));
 
-    /* The chapter's case: N = 37, d = 8, spread 5, 1000 fresh rows. */
-    double max_abs = 0;
+    /* The chapter's case: N = 37, d = 8, spread 5, 1000 fresh rows. The
+     * chapter reports one row; the median row is that figure's like, the
+     * maximum over the 1000 rows is what the test bounds. */
+    double max_abs = 0, per_row[1000], vmax_all = 0, worst_units = 0;
     int within = 0;
     for (int t = 0; t < 1000; t++) {
         double x[37], V[37 * 8], o[8], r[8], L, Lr;
@@ -123,13 +145,25 @@ static void test_online_softmax(rng_t *rng, int trials)
         fill_normal(V, 37 * 8, 0, 1, rng);
         online_softmax_weighted_sum(x, V, 37, 8, 4, o, &L, NULL, NULL);
         two_pass_softmax_weighted_sum(x, V, 37, 8, r, &Lr);
-        double e = compare("o", o, r, 8, 0, 0, 0).max_abs;
+        double e = compare("o", o, r, 8, 0, 0, 0).max_abs, vmax = 0;
+        for (int j = 0; j < 37 * 8; j++) vmax = fmax(vmax, fabs(V[j]));
         max_abs = fmax(max_abs, e);
+        vmax_all = fmax(vmax_all, vmax);
+        worst_units = fmax(worst_units, e / (DBL_EPSILON * vmax));
+        per_row[t] = e;
         within += e <= 1e-15;
     }
-    csv_row("stage2", "online_vs_two_pass_max_abs", 37, 8, false, 4, 4, max_abs, 1e-15);
-    result(max_abs <= 4e-15, "online softmax, chapter case N=37 d=8 spread 5 block 4",
-           "max abs %.2e over 1000 rows (<= 4e-15); %d of 1000 rows within 1e-15", max_abs, within);
+    qsort(per_row, 1000, sizeof per_row[0], cmp_double);
+    double median = 0.5 * (per_row[499] + per_row[500]);
+    /* Each row is held to its own scale; in absolute terms no row may pass
+     * the bound at the largest max|V| of the 1000, which the CSV records. */
+    double abs_bound = tol_online_eps_units(37) * DBL_EPSILON * vmax_all;
+    csv_row("stage2", "online_vs_two_pass_max_abs", 37, 8, false, 4, 4, max_abs, abs_bound);
+    csv_row("stage2", "online_vs_two_pass_median_row", 37, 8, false, 4, 4, median, abs_bound);
+    result(worst_units <= tol_online_eps_units(37), "online softmax, chapter case N=37 d=8 spread 5 block 4",
+           "max abs %.2e over 1000 rows (<= %.1e: %.1f eps at the largest max|V|), largest %.2f eps "
+           "max|V| of its row (<= %.1f); median row %.2e; %d of 1000 rows within 1e-15", max_abs,
+           abs_bound, tol_online_eps_units(37), worst_units, tol_online_eps_units(37), median, within);
 
     /* Fully masked rows: O = 0 and L = -inf, never NaN. */
     double x[5] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, V[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -204,11 +238,11 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
         grads r = naive_all(x, N, d, scale, causal, &nf, &nb);
         grads g = tiled_all(x, N, d, scale, causal, Br, Bc, &sram, &tf, &tb, NULL, NULL);
         size_t n = (size_t)N * d;
-        double ef = compare("O", g.O, r.O, n, 1e-14, 0, 2).max_abs;
-        double el = compare("L", g.L, r.L, (size_t)N, 1e-14, 0, 2).max_abs;
-        double eb = fmax(compare("dQ", g.dQ, r.dQ, n, 1e-12, 0, 2).max_abs,
-                         fmax(compare("dK", g.dK, r.dK, n, 1e-12, 0, 2).max_abs,
-                              compare("dV", g.dV, r.dV, n, 1e-12, 0, 2).max_abs));
+        double ef = compare("O", g.O, r.O, n, TOL_TILED_FORWARD, 0, 2).max_abs;
+        double el = compare("L", g.L, r.L, (size_t)N, TOL_TILED_FORWARD, 0, 2).max_abs;
+        double eb = fmax(compare("dQ", g.dQ, r.dQ, n, TOL_TILED_BACKWARD, 0, 2).max_abs,
+                         fmax(compare("dK", g.dK, r.dK, n, TOL_TILED_BACKWARD, 0, 2).max_abs,
+                              compare("dV", g.dV, r.dV, n, TOL_TILED_BACKWARD, 0, 2).max_abs));
         nonfinite += count_nonfinite(g.O, 4 * n + (size_t)N, false) != 0;
         attn_params p = problem(N, d, scale, causal);
         io_bad += io_total(&tf) != flash_forward_io_formula(&p, Br, Bc);
@@ -219,9 +253,9 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
         io_bad += io_total(&tb) != closed_form_backward(N, d, Br, Bc, causal);
         hw_bad += sram.high_water > (size_t)M;
         if (N % 25 == 0 || N < 4) {
-            csv_row("stage3", "forward_O_max_abs", N, d, causal, Br, Bc, ef, 1e-14);
-            csv_row("stage3", "forward_L_max_abs", N, d, causal, Br, Bc, el, 1e-14);
-            csv_row("stage3", "backward_max_abs", N, d, causal, Br, Bc, eb, 1e-12);
+            csv_row("stage3", "forward_O_max_abs", N, d, causal, Br, Bc, ef, TOL_TILED_FORWARD);
+            csv_row("stage3", "forward_L_max_abs", N, d, causal, Br, Bc, el, TOL_TILED_FORWARD);
+            csv_row("stage3", "backward_max_abs", N, d, causal, Br, Bc, eb, TOL_TILED_BACKWARD);
         }
         wf = fmax(wf, ef);
         wl = fmax(wl, el);
@@ -230,10 +264,11 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
         sram_free(&sram);
         free(x.Q); free(r.O); free(g.O);
     }
-    result(wf <= 1e-14 && wl <= 1e-14, "tiled forward vs naive, N = 1..", "%d shapes up to N = %d, "
-           "causal and not, tails: O %.2e, L %.2e (<= 1e-14)", cases, Nmax, wf, wl);
-    result(wb <= 1e-12, "tiled backward vs naive", "%d shapes: max abs %.2e over dQ, dK, dV (<= 1e-12)",
-           cases, wb);
+    result(wf <= TOL_TILED_FORWARD && wl <= TOL_TILED_FORWARD, "tiled forward vs naive, N = 1..",
+           "%d shapes up to N = %d, causal and not, tails: O %.2e, L %.2e (<= %.0e)", cases, Nmax,
+           wf, wl, TOL_TILED_FORWARD);
+    result(wb <= TOL_TILED_BACKWARD, "tiled backward vs naive",
+           "%d shapes: max abs %.2e over dQ, dK, dV (<= %.0e)", cases, wb, TOL_TILED_BACKWARD);
     result(nonfinite == 0, "tiled outputs fully written", "%d shapes with a non-finite output", nonfinite);
     result(io_bad == 0, "counted IO == formula == chapter 3's closed form (naive and tiled, fwd and bwd)",
            "%d mismatches over %d shapes x 6 counts", io_bad, cases);
@@ -254,13 +289,13 @@ static void test_gradcheck(rng_t *rng, int trials)
                             NULL, NULL);
         attn_params p = problem(N, d, 1.0 / sqrt((double)d), causal);
         double e = gradcheck_central(&p, x.Q, x.K, x.V, x.dO, g.dQ, g.dK, g.dV, 1e-5);
-        csv_row("stage3", "gradcheck_rel", N, d, causal, Br, Bc, e, 1e-6);
+        csv_row("stage3", "gradcheck_rel", N, d, causal, Br, Bc, e, TOL_GRADCHECK);
         worst = fmax(worst, e);
         sram_free(&sram);
         free(x.Q); free(g.O);
     }
-    result(worst <= 1e-6, "tiled backward vs central differences",
-           "%d random shapes: max relative error %.2e (<= 1e-6)", trials, worst);
+    result(worst <= TOL_GRADCHECK, "tiled backward vs central differences",
+           "%d random shapes: max relative error %.2e (<= %.0e)", trials, worst, TOL_GRADCHECK);
 }
 
 /* Causal skipping: visited tiles are exactly the blocks that touch the lower

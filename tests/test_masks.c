@@ -9,7 +9,7 @@
  *   2. The property test: >= 1000 random problems (seqlen_q, seqlen_k, d, B,
  *      H, H_kv, window or causal, Br != Bc from 1 to past the lengths), the
  *      tiled forward and backward against stage 1 masked (fp64), errors
- *      relative to the magnitudes (forward <= 1e-13, backward <= 1e-12 plus
+ *      relative to the magnitudes (src/tolerances.h: forward <= 1e-13, backward <= 1e-12 plus
  *      the |L| term of flash_backward_tol), tiles visited == formula ==
  *      brute force, counted IO == formula, no NaN, empty rows O = 0,
  *      L = -inf, dQ = 0.
@@ -337,8 +337,9 @@ static void test_empty_rows_add_nothing(rng_t *rng)
                               NULL, NULL, NULL, NULL, NULL);
     double e = fmax(rel_err(a + 2 * nq, c + 2 * nq, 2 * nk, max_abs_finite(c + 2 * nq, 2 * nk)),
                     rel_err(a + (size_t)cut * d, c, (size_t)(Sq - cut) * d, max_abs_finite(V, nk)));
-    result(e <= 1e-14, "empty rows add nothing to dK, dV (causal, 37 queries, 20 keys)",
-           "dK, dV and the seeing rows' O against the problem without the 17 empty rows: relative %.2e", e);
+    result(e <= TOL_EMPTY_ROWS, "empty rows add nothing to dK, dV (causal, 37 queries, 20 keys)",
+           "dK, dV and the seeing rows' O against the problem without the 17 empty rows: relative %.2e (<= %.0e)",
+           e, TOL_EMPTY_ROWS);
     sram_free(&sram);
     free(x), free(a), free(c);
 }
@@ -426,8 +427,8 @@ static void test_gradcheck_gqa(rng_t *rng, int trials)
         free(o);
         free_problem(&in);
     }
-    result(worst <= 1e-6, "tiled backward with 4 query heads on 2 key/value heads and a window vs central differences",
-           "%d random shapes: max relative %.2e (<= 1e-6)", trials, worst);
+    result(worst <= TOL_GRADCHECK, "tiled backward with 4 query heads on 2 key/value heads and a window vs central differences",
+           "%d random shapes: max relative %.2e (<= %.0e)", trials, worst, TOL_GRADCHECK);
 }
 
 int main(int argc, char **argv)
