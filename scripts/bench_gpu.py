@@ -269,22 +269,34 @@ def bench(args, lib, prov):
                     flops = {ps: lib.fa_flops(fa.FORWARD, ctypes.byref(p)) * f for ps, f in PASS_FLOP_FACTOR.items()}
                     q, k, v, do = make_inputs(B, H, N, d, tdtype, seed=1000 + N + d + causal)
                     measured = []   # (impl, pass, ms, reps, note, result as fp32)
-                    for name, make, info_f, info_b in impls(lib, q, k, v, do, causal, args.max_workspace_gb):
+                    for name0, make, info_f, info_b in impls(lib, q, k, v, do, causal, args.max_workspace_gb):
+                        def label(ps, name0=name0, info_f=info_f, info_b=info_b):
+                            """ours_v3_hopper's backward is backward v3, not the
+                            forward's name: rows are named by what ran."""
+                            if info_b is None or not name0.startswith("ours"):
+                                return name0
+                            det = "_det" if name0.endswith("_det") else ""
+                            if ps == "bwd":
+                                return info_b.label() + det
+                            if ps == "fwdbwd" and info_f is not None and info_f.version != info_b.version:
+                                return f"{info_f.label()}+bwd_{info_b.name.decode()}"
+                            return name0
+                        name = name0
                         if N > args.slow_max_n and ("_tiled" in name or "materialized" in name):
                             for ps in args.passes:
-                                measured.append((name, ps, None, None,
+                                measured.append((label(ps), ps, None, None,
                                                  f"skipped: slow path, N > --slow-max-n {args.slow_max_n}", None))
                             continue
                         try:
                             obj = make()
                         except Skip as e:
                             for ps in args.passes:
-                                measured.append((name, ps, None, None, str(e), None))
+                                measured.append((label(ps), ps, None, None, str(e), None))
                             continue
                         except Exception as e:
                             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                             for ps in args.passes:
-                                measured.append((name, ps, None, None, "failed: " + msg[:160], None))
+                                measured.append((label(ps), ps, None, None, "failed: " + msg[:160], None))
                             continue
                         for ps in args.passes:
                             if isinstance(obj, Ours) and ((ps != "bwd" and info_f is None) or
@@ -297,14 +309,14 @@ def bench(args, lib, prov):
                                 out = fn()
                                 torch.cuda.synchronize()
                                 ms, reps = time_ms(fn, args.repeats)
-                                measured.append((name, ps, ms, reps, "", out.float().clone()))
+                                measured.append((label(ps), ps, ms, reps, "", out.float().clone()))
                             except Exception as e:
                                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                                 if name.startswith("sdpa") and dt == "fp32":
                                     msg = "not supported: SDPA flash/cuDNN backends take fp16/bf16 only"
                                 else:
                                     msg = "failed: " + msg[:160]
-                                measured.append((name, ps, None, None, msg, None))
+                                measured.append((label(ps), ps, None, None, msg, None))
                         del obj
                         torch.cuda.empty_cache()
                     # accuracy on the same tensors: max |O - O_flash| (fwd) or |dQ - dQ_flash| (bwd)
