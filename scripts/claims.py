@@ -6,7 +6,12 @@
 Reads only what this repository's programs wrote:
   data/cpu/*.csv      stages 2, 3 and 6 and the property tests (make sweep)
   data/gpu/*.csv      the H200 runs (make bench-gpu, make io-gpu), ring.csv
-                      through scripts/paper_ring.py
+                      through scripts/paper_ring.py, v3_steps.csv and
+                      v3_ncu.txt through scripts/paper_v3.py
+  src/gpu_host.c, src/stage5_main.c
+                      the constants of stage 5's fault inputs (chapter 4b's
+                      arithmetic on them), and kernels/stage4_v3_hopper.h's
+                      default step: settings the text must follow
   OUT/lse_probe.npy   the L that one run of ./stage3 --lse saves here
   OUT/guard_o.npy     the O of one run of ./stage6 on exercise 4's guard case,
                       whose inputs are written here too
@@ -1254,7 +1259,7 @@ def fault_inputs(t):
     t.value("fault_neg_score", f"${tau_tex} \\cdot {d} \\cdot {num_tex(A / 2)}^2 \\approx "
                                f"{tex_sci(s_neg)[1:-1]}$")
     t.value("fault_neg_half_ulp", f"$2^{{{h_neg}}}$")
-    t.value("fault_neg_p_err", f"{100 * math.expm1(2.0 ** h_neg):.0f} %")
+    t.value("fault_neg_p_err", f"{100 * math.expm1(2.0 ** h_neg):.0f}\u00a0%")
     # U[lo, lo + w]: mean entry lo + w/2
     s_huge = d * (lo + w / 2) ** 2 / math.sqrt(d)
     t.value("fault_huge_dist", f"$U[{num_tex(lo)}, {num_tex(lo + w)}]$")
@@ -1300,6 +1305,16 @@ def v3_steps(t):
     t.value("v3_fig_N", grouped(rows[0]["N"]))
     t.value("v3_fig_tokens", ", ".join(grouped(x) for x in sorted({int(r["B"]) * int(r["N"]) for r in rows})))
     t.value("v3_fig_hidden", ", ".join(str(x) for x in sorted({int(r["H"]) * int(r["d"]) for r in rows})))
+
+
+@claim
+def v3_measured(t):
+    """What the device run of data/gpu/v3_steps.csv and v3_ncu.txt measured
+    (scripts/paper_v3.py): the default step against SDPA cuDNN and flash,
+    each step's gain, the counters that say what limits it."""
+    import paper_v3
+    for k, v in paper_v3.values().items():
+        t.value(k, v)
 
 
 @claim
