@@ -9,7 +9,7 @@
  * signals mbarriers, warpgroup matrix instructions (wgmma) compute
  * S = Q K^T and O += P V, a producer warpgroup and two consumer warpgroups
  * split the work, and the softmax of one tile overlaps the matrix products
- * of another. It was built in five steps, each kept and selectable with
+ * of another. It was built in eight steps, each kept and selectable with
  * FA_V3_STEP=k in the environment (default: FA_V3_DEFAULT_STEP below):
  *   1  TMA + wgmma, one warpgroup of 64 query rows that issues its own copies
  *   2  warp specialization: a producer warpgroup (copies only, 24 registers)

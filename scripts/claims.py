@@ -6,7 +6,12 @@
 Reads only what this repository's programs wrote:
   data/cpu/*.csv      stages 2, 3 and 6 and the property tests (make sweep)
   data/gpu/*.csv      the H200 runs (make bench-gpu, make io-gpu), ring.csv
-                      through scripts/paper_ring.py
+                      through scripts/paper_ring.py, v3_steps.csv and
+                      v3_ncu.txt through scripts/paper_v3.py
+  src/gpu_host.c, src/stage5_main.c
+                      the constants of stage 5's fault inputs (chapter 4b's
+                      arithmetic on them), and kernels/stage4_v3_hopper.h's
+                      default step: settings the text must follow
   OUT/lse_probe.npy   the L that one run of ./stage3 --lse saves here
   OUT/guard_o.npy     the O of one run of ./stage6 on exercise 4's guard case,
                       whose inputs are written here too
@@ -1209,6 +1214,60 @@ def gpu_speed_and_traffic(t):
 
 
 # ---------------------------------------------------------------------------
+# The fault inputs of stage 5's tests (chapter 4b): what the rounding of an
+# fp32 L does to P there, from the generators' own constants
+# ---------------------------------------------------------------------------
+def _fp32_half_ulp_log2(x):
+    """log2 of half an ulp of an fp32 number of magnitude x (IEEE 754
+    binary32: 24-bit significand, so an ulp is 2^(e - 23) for 2^e <= x < 2^(e+1))."""
+    return math.floor(math.log2(abs(x))) - 24
+
+
+@claim
+def fault_inputs(t):
+    """Chapter 4b's arithmetic on two of the fault inputs stage 5 tests:
+    Q, K ~ -A U[0,1) and Q, K ~ U[lo, lo + w] (src/gpu_host.c, GH_IN_NEG900
+    and GH_IN_HUGE), at the d of their cases in src/stage5_main.c, with the
+    default softmax_scale 1/sqrt(d). The typical scaled score is
+    tau d E[q] E[k] (entries independent); an fp32 L of that size is rounded
+    by up to half an ulp, which enters every exponent of the row: P is off
+    by a factor of up to e^(half ulp)."""
+    with open(path("src", "gpu_host.c")) as f:
+        gen = f.read()
+    with open(path("src", "stage5_main.c")) as f:
+        cases = f.read()
+    neg = re.search(r"in->Q\[i\] = -([\d.e]+) \* rng_uniform", gen)
+    huge = re.search(r"in->Q\[i\] = ([\d.e]+) \+ ([\d.e]+) \* rng_uniform", gen)
+    dm = re.search(r'\{"fault: [^"]*",(?: *\d+,){5} *(\d+),[^}]*GH_IN_NEG900\}', cases)
+    if not (neg and huge and dm):
+        sys.exit("claims.py: the fault inputs' generators (src/gpu_host.c) or their cases "
+                 "(src/stage5_main.c) are not where fault_inputs() looks for them")
+    A, lo, w, d = float(neg.group(1)), float(huge.group(1)), float(huge.group(2)), int(dm.group(1))
+    root = math.isqrt(d)
+    tau_tex = f"\\tfrac1{{{root}}}" if root * root == d else f"\\tfrac1{{\\sqrt{{{d}}}}}"
+    t.value("fault_d", str(d))
+
+    def num_tex(x):          # 900 as 900, 4e4 as 4 \times 10^4, 6.5e4 as 6.5 \times 10^4
+        if x == int(x) and abs(x) < 1e4:
+            return str(int(x))
+        m, e = f"{x:.1e}".split("e")
+        return f"{m.rstrip('0').rstrip('.')} \\times 10^{{{int(e)}}}"
+    # -A U[0,1): mean entry -A/2, so q.k is about d (A/2)^2
+    s_neg = d * (A / 2) ** 2 / math.sqrt(d)
+    h_neg = _fp32_half_ulp_log2(s_neg)
+    t.value("fault_neg_dist", f"$-{num_tex(A)}\\,U[0,1)$")
+    t.value("fault_neg_score", f"${tau_tex} \\cdot {d} \\cdot {num_tex(A / 2)}^2 \\approx "
+                               f"{tex_sci(s_neg)[1:-1]}$")
+    t.value("fault_neg_half_ulp", f"$2^{{{h_neg}}}$")
+    t.value("fault_neg_p_err", f"{100 * math.expm1(2.0 ** h_neg):.0f}\u00a0%")
+    # U[lo, lo + w]: mean entry lo + w/2
+    s_huge = d * (lo + w / 2) ** 2 / math.sqrt(d)
+    t.value("fault_huge_dist", f"$U[{num_tex(lo)}, {num_tex(lo + w)}]$")
+    t.value("fault_huge_score", tex_sci(s_huge))
+    t.value("fault_huge_half_ulp", f"$2^{{{_fp32_half_ulp_log2(s_huge)}}}$")
+
+
+# ---------------------------------------------------------------------------
 # The PyTorch op (chapter 4b2) and version 3 (chapter 4c): the settings their
 # scripts run, and data/gpu/v3_steps.csv when present
 # ---------------------------------------------------------------------------
@@ -1246,6 +1305,16 @@ def v3_steps(t):
     t.value("v3_fig_N", grouped(rows[0]["N"]))
     t.value("v3_fig_tokens", ", ".join(grouped(x) for x in sorted({int(r["B"]) * int(r["N"]) for r in rows})))
     t.value("v3_fig_hidden", ", ".join(str(x) for x in sorted({int(r["H"]) * int(r["d"]) for r in rows})))
+
+
+@claim
+def v3_measured(t):
+    """What the device run of data/gpu/v3_steps.csv and v3_ncu.txt measured
+    (scripts/paper_v3.py): the default step against SDPA cuDNN and flash,
+    each step's gain, the counters that say what limits it."""
+    import paper_v3
+    for k, v in paper_v3.values().items():
+        t.value(k, v)
 
 
 @claim
