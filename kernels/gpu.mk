@@ -38,7 +38,8 @@ TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
 # The kernels and the library's entry points: every .cu of kernels/, one
 # object each; the version table (kernels/versions.def) ties them together.
-GPU_HDRS := kernels/fa_gpu.h kernels/gpu_common.cuh kernels/versions.def src/attn_params.h src/mask.h
+GPU_HDRS := kernels/fa_gpu.h kernels/gpu_common.cuh kernels/stage5_backward.cuh kernels/versions.def \
+            src/attn_params.h src/mask.h
 GPU_OBJS := $(BUILD)/fa_api.o $(BUILD)/stage4_forward.o $(BUILD)/stage4_v3_hopper.o $(BUILD)/stage5_backward.o
 $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
