@@ -676,87 +676,18 @@ __global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
             cp_async_wait<0>();
         }
         __syncthreads();
-        if constexpr (KVREG) {
-            if (s == 0)
-#pragma unroll
-                for (int kd = 0; kd < KD; kd++) {
-                    const int at = (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8;
-                    ldsm_x4(kf[kd][0], kf[kd][1], kf[kd][2], kf[kd][3], Ks + at);
-                    ldsm_x4(vf[kd][0], vf[kd][1], vf[kd][2], vf[kd][3], Vs + at);
-                }
-        }
+        if constexpr (KVREG)
+            if (s == 0) bwd_load_kv_frags<T, KD, LD>(kf, vf, Ks, Vs, warp, lane);
         const int bh = head_of(s), ib = block_of(s), i0 = ib * BR, i1 = min(i0 + BR, Sq);
         const T *Qt = Qs + stage * BR * LD, *dOt = dOs + stage * BR * LD;
         const float *Lt = Ls + stage * BR, *Dt = Ds + stage * BR;
         const bool full = i1 - i0 == BR && j1 - j0 == BC && mask_tile_unmasked(a.mask, i0, i1, j0, j1);
 
-        /* Steps 1-5 run on the tile's queries in two halves of 32, so that
-         * S^T and dP^T of a half (16 registers each) are alive together:
-         * dS = P (dP - D) takes P in fp32, before it is rounded for the dV
-         * product. (From the rounded P, as an earlier version did, dQ's
-         * error was 2.2x SDPA flash's on the H200: every P_ij of a row
-         * carries its own rounding into dS, and dQ_i sums them over j.) */
+        /* Steps 1-5 (bwd_key_half) on the tile's queries in two halves of 32 */
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int q0 = 32 * half;
-            /* 1. S^T = K_j Q^T (16 keys x 32 queries per warp); P^T = exp(S^T - L)
-             * in fp32; entry e of n-tile n: key 16 w + g + 8 (e / 2), query
-             * q0 + 8 n + 2 t + e % 2. */
-            float ps[4][4], dp[4][4];
-            bwd_keys_by_queries<T, D, LD, KVREG, 32>(ps, kf, Ks, Qt, q0, warp, lane);
-#pragma unroll
-            for (int n = 0; n < 4; n++) {
-                const float2 l2 = *reinterpret_cast<const float2 *>(Lt + q0 + 8 * n + 2 * t);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = ex2(bwd_exponent2(ps[n][e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
-                    if (!full) {
-                        const int i = i0 + q0 + 8 * n + 2 * t + (e & 1), j = j0 + 16 * warp + g + 8 * (e >> 1);
-                        if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) p = 0.f;
-                    }
-                    ps[n][e] = p;
-                }
-            }
-            /* 2. dV_j += P^T dO: P rounded to the dtype once, packed as the A
-             * operand (k = query; the m16n8 accumulator layout of two n-tiles
-             * is the m16n8k16 A layout) */
-            unsigned pf[2][4];
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                pf[kk][0] = pack2<T>(ps[2 * kk][0], ps[2 * kk][1]);
-                pf[kk][1] = pack2<T>(ps[2 * kk][2], ps[2 * kk][3]);
-                pf[kk][2] = pack2<T>(ps[2 * kk + 1][0], ps[2 * kk + 1][1]);
-                pf[kk][3] = pack2<T>(ps[2 * kk + 1][2], ps[2 * kk + 1][3]);
-            }
-            bwd_accumulate_keys<T, D, LD, 32>(dv, pf, dOt, q0, lane);
-
-            /* 3. dP^T = V_j dO^T; dS^T = P^T (dP^T - D) with P in fp32, rounded
-             * and packed */
-            bwd_keys_by_queries<T, D, LD, KVREG, 32>(dp, vf, Vs, dOt, q0, warp, lane);
-            unsigned sf[2][4];
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {   /* n-tile n = 2 kk + h */
-                    const int n = 2 * kk + h;
-                    const float2 d2 = *reinterpret_cast<const float2 *>(Dt + q0 + 8 * n + 2 * t);
-                    sf[kk][2 * h] = pack2<T>(ps[n][0] * (dp[n][0] - d2.x), ps[n][1] * (dp[n][1] - d2.y));
-                    sf[kk][2 * h + 1] = pack2<T>(ps[n][2] * (dp[n][2] - d2.x), ps[n][3] * (dp[n][3] - d2.y));
-                }
-            /* 4. dK_j += dS^T Q (softmax_scale applied once, at the end) */
-            bwd_accumulate_keys<T, D, LD, 32>(dk, sf, Qt, q0, lane);
-
-            /* 5. dS^T to shared memory: dQ_i needs all 64 keys of a query row,
-             * spread over the four warps */
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                T *row0 = dSs + (16 * warp + g) * LDS + q0 + 16 * kk + 2 * t, *row8 = row0 + 8 * LDS;
-                *reinterpret_cast<unsigned *>(row0) = sf[kk][0];
-                *reinterpret_cast<unsigned *>(row8) = sf[kk][1];
-                *reinterpret_cast<unsigned *>(row0 + 8) = sf[kk][2];
-                *reinterpret_cast<unsigned *>(row8 + 8) = sf[kk][3];
-            }
-        }
+        for (int half = 0; half < 2; half++)
+            bwd_key_half<T, D, LD, LDS, KVREG, false, false>(dk, dv, kf, vf, Ks, Vs, Qt, dOt, Lt, Dt, dSs, 32 * half,
+                                                            i0, j0 + 16 * warp, Sq, Sk, full, a, warp, lane);
         __syncthreads();
 
         /* 6. dQ_i += softmax_scale dS K_j: warp w takes query rows 16 w..16 w + 15,
@@ -798,19 +729,8 @@ __global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
         __syncthreads();   /* this stage's tiles and dS^T are rewritten next */
     }
 
-    /* dK_j, dV_j: rows 16 w + g (+ 8), columns 8 n + 2 t; zero for keys nobody sees */
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int j = j0 + 16 * warp + g + 8 * h;
-        if (j >= Sk) continue;
-        T *dkr = x.dk + ((size_t)bkv * Sk + j) * D, *dvr = x.dv + ((size_t)bkv * Sk + j) * D;
-#pragma unroll
-        for (int n = 0; n < DT; n++) {
-            *reinterpret_cast<unsigned *>(dkr + 8 * n + 2 * t) =
-                pack2<T>(a.softmax_scale * dk[n][2 * h], a.softmax_scale * dk[n][2 * h + 1]);
-            *reinterpret_cast<unsigned *>(dvr + 8 * n + 2 * t) = pack2<T>(dv[n][2 * h], dv[n][2 * h + 1]);
-        }
-    }
+    /* dK_j, dV_j: zero for keys nobody sees */
+    bwd_store_dkdv<T, D>(x, dk, dv, bkv, j0 + 16 * warp, Sk, lane);
 }
 //< bwd-v2-kernel
 
@@ -829,16 +749,7 @@ static int v2_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 template <typename T>
 static int v2_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    switch (x.a.d) {
-    case 16: return v2_bwd_launch_d<T, 16>(x, B, st);
-    case 32: return v2_bwd_launch_d<T, 32>(x, B, st);
-    case 48: return v2_bwd_launch_d<T, 48>(x, B, st);
-    case 64: return v2_bwd_launch_d<T, 64>(x, B, st);
-    case 80: return v2_bwd_launch_d<T, 80>(x, B, st);
-    case 96: return v2_bwd_launch_d<T, 96>(x, B, st);
-    case 112: return v2_bwd_launch_d<T, 112>(x, B, st);
-    default: return v2_bwd_launch_d<T, 128>(x, B, st);
-    }
+    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return v2_bwd_launch_d<T, decltype(dd)::value>(x, B, st); });
 }
 
 /* ------------------------------------------------------------------------- */
@@ -914,10 +825,8 @@ static int v1_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
 static int v2_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)
 {
-    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->do_))
-        return fa_set_error(FA_ERR_UNSUPPORTED, "backward v2 needs 16-byte aligned Q, K, V, dO");
-    if (dtype == FA_FP16) return tiled_backward<__half>(dtype, p, x, deterministic, st, v2_bwd_launch<__half>);
-    return tiled_backward<__nv_bfloat16>(dtype, p, x, deterministic, st, v2_bwd_launch<__nv_bfloat16>);
+    return tiled_backward_mma("v2", dtype, p, x, deterministic, st, v2_bwd_launch<__half>,
+                              v2_bwd_launch<__nv_bfloat16>);
 }
 
 static int v2_bwd_block_rows(int d) { (void)d; return v2b_cfg<64>::BR; }

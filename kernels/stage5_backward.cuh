@@ -10,7 +10,8 @@
  *   dQ additions     atomically, or in key-block order (deterministic mode)
  *   mma fragments    the key-major products of the tensor-core versions:
  *                    S^T = K_j Q^T (or dP^T = V_j dO^T) for one warp's 16
- *                    keys, and dK_j (or dV_j) += A Y for them
+ *                    keys, and dK_j (or dV_j) += A Y for them; steps 1-5
+ *                    of one query tile for those keys (bwd_key_half)
  *   tiled launch     tiled_backward<T>: pre-pass D, zeroed dQ accumulator and
  *                    counters, the version's kernel, post-pass; its
  *                    workspace and IO model (defined in stage5_backward.cu)
@@ -169,6 +170,138 @@ __device__ __forceinline__ void bwd_accumulate_keys(float (&acc)[D / 8][4], cons
         }
 }
 
+/* K_j, V_j rows 16 w .. 16 w + 15 (this warp's keys) as A fragments, for
+ * the whole block's life when d <= 64 (KD = d / 16 fragments each). */
+template <typename T, int KD, int LD>
+__device__ __forceinline__ void bwd_load_kv_frags(unsigned (&kf)[KD][4], unsigned (&vf)[KD][4], const T *Ks,
+                                                  const T *Vs, int warp, int lane)
+{
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++) {
+        const int at = (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8;
+        ldsm_x4(kf[kd][0], kf[kd][1], kf[kd][2], kf[kd][3], Ks + at);
+        ldsm_x4(vf[kd][0], vf[kd][1], vf[kd][2], vf[kd][3], Vs + at);
+    }
+}
+
+/* dK_j = softmax_scale dk and dV_j = dv for this warp's 16 keys (the first
+ * is key jw; rows jw + g (+ 8), columns 8 n + 2 t of the accumulators) into
+ * dK, dV of key/value head bkv; keys at or past Sk are not written. */
+template <typename T, int D>
+__device__ __forceinline__ void bwd_store_dkdv(const bwd_args<T> &x, const float (&dk)[D / 8][4],
+                                               const float (&dv)[D / 8][4], int bkv, int jw, int Sk, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int j = jw + g + 8 * h;
+        if (j >= Sk) continue;
+        T *dkr = x.dk + ((size_t)bkv * Sk + j) * D, *dvr = x.dv + ((size_t)bkv * Sk + j) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<unsigned *>(dkr + 8 * n + 2 * t) =
+                pack2<T>(x.a.softmax_scale * dk[n][2 * h], x.a.softmax_scale * dk[n][2 * h + 1]);
+            *reinterpret_cast<unsigned *>(dvr + 8 * n + 2 * t) = pack2<T>(dv[n][2 * h], dv[n][2 * h + 1]);
+        }
+    }
+}
+
+//> bwd-key-half
+/* Steps 1-5 of the tensor-core backward (versions 2 and 3) for this warp's
+ * 16 keys (the first is key jw; rows 16 w.. of Ks, Vs, dSs) against the 32
+ * queries q0 .. q0 + 31 of the query tile (first query i0): S^T and dP^T of
+ * the 32 queries (16 registers each) are alive together, so that
+ * dS = P (dP - D) takes P in fp32, before it is rounded for the dV product.
+ * (From the rounded P, as an earlier version 2 did, dQ's error was 2.2x SDPA
+ * flash's on the H200: every P_ij of a row carries its own rounding into dS,
+ * and dQ_i sums them over j.) full: the caller knows every (query, key)
+ * pair of the call to be visible, so no entry needs the mask test. Two ways
+ * to do the same: RAW_L, Lt holds L as stored
+ * (-inf for a row that sees no key) and is guarded here (version 3, whose
+ * cp.async copies cannot change it), else guarded already (version 2);
+ * MASK_APART, the mask in a branch of its own after the exponentials, so
+ * that they stay one straight run of code (version 3), else per element
+ * inside their loop (version 2). */
+template <typename T, int D, int LD, int LDS, bool KVREG, bool RAW_L, bool MASK_APART>
+__device__ __forceinline__ void bwd_key_half(float (&dk)[D / 8][4], float (&dv)[D / 8][4], const unsigned (*kf)[4],
+                                             const unsigned (*vf)[4], const T *Ks, const T *Vs, const T *Qt,
+                                             const T *dOt, const float *Lt, const float *Dt, T *dSs, int q0,
+                                             int i0, int jw, int Sq, int Sk, bool full, const fa_kargs &a,
+                                             int warp, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    /* 1. S^T = K_j Q^T (16 keys x 32 queries); P^T = exp(S^T - L) in fp32;
+     * entry e of n-tile n: key jw + g + 8 (e / 2), query q0 + 8 n + 2 t + e % 2. */
+    float ps[4][4], dp[4][4];
+    bwd_keys_by_queries<T, D, LD, KVREG, 32>(ps, kf, Ks, Qt, q0, warp, lane);
+#pragma unroll
+    for (int n = 0; n < 4; n++) {
+        float2 l2 = *reinterpret_cast<const float2 *>(Lt + q0 + 8 * n + 2 * t);
+        if constexpr (RAW_L) l2 = make_float2(lse_guard(l2.x), lse_guard(l2.y));
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float p = ex2(bwd_exponent2(ps[n][e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
+            if constexpr (!MASK_APART) {
+                if (!full) {
+                    const int i = i0 + q0 + 8 * n + 2 * t + (e & 1), j = jw + g + 8 * (e >> 1);
+                    if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) p = 0.f;
+                }
+            }
+            ps[n][e] = p;
+        }
+    }
+    if constexpr (MASK_APART) {
+        if (!full)
+#pragma unroll
+            for (int n = 0; n < 4; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = i0 + q0 + 8 * n + 2 * t + (e & 1), j = jw + g + 8 * (e >> 1);
+                    if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) ps[n][e] = 0.f;
+                }
+    }
+    /* 2. dV_j += P^T dO: P rounded to the dtype once, packed as the A
+     * operand (k = query; the m16n8 accumulator layout of two n-tiles is the
+     * m16n8k16 A layout) */
+    unsigned pf[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        pf[kk][0] = pack2<T>(ps[2 * kk][0], ps[2 * kk][1]);
+        pf[kk][1] = pack2<T>(ps[2 * kk][2], ps[2 * kk][3]);
+        pf[kk][2] = pack2<T>(ps[2 * kk + 1][0], ps[2 * kk + 1][1]);
+        pf[kk][3] = pack2<T>(ps[2 * kk + 1][2], ps[2 * kk + 1][3]);
+    }
+    bwd_accumulate_keys<T, D, LD, 32>(dv, pf, dOt, q0, lane);
+
+    /* 3. dP^T = V_j dO^T; dS^T = P^T (dP^T - D) with P in fp32, rounded and
+     * packed */
+    bwd_keys_by_queries<T, D, LD, KVREG, 32>(dp, vf, Vs, dOt, q0, warp, lane);
+    unsigned sf[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {   /* n-tile n = 2 kk + h */
+            const int n = 2 * kk + h;
+            const float2 d2 = *reinterpret_cast<const float2 *>(Dt + q0 + 8 * n + 2 * t);
+            sf[kk][2 * h] = pack2<T>(ps[n][0] * (dp[n][0] - d2.x), ps[n][1] * (dp[n][1] - d2.y));
+            sf[kk][2 * h + 1] = pack2<T>(ps[n][2] * (dp[n][2] - d2.x), ps[n][3] * (dp[n][3] - d2.y));
+        }
+    /* 4. dK_j += dS^T Q (softmax_scale applied once, at the end) */
+    bwd_accumulate_keys<T, D, LD, 32>(dk, sf, Qt, q0, lane);
+
+    /* 5. dS^T to shared memory: dQ_i needs all the block's keys of a query
+     * row, spread over the warps */
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        T *row0 = dSs + (16 * warp + g) * LDS + q0 + 16 * kk + 2 * t, *row8 = row0 + 8 * LDS;
+        *reinterpret_cast<unsigned *>(row0) = sf[kk][0];
+        *reinterpret_cast<unsigned *>(row8) = sf[kk][1];
+        *reinterpret_cast<unsigned *>(row0 + 8) = sf[kk][2];
+        *reinterpret_cast<unsigned *>(row8 + 8) = sf[kk][3];
+    }
+}
+//< bwd-key-half
+
 /* ------------------------------------------------------------------------- */
 /* The tiled backward around a kernel (stage5_backward.cu)                    */
 /* ------------------------------------------------------------------------- */
@@ -185,6 +318,33 @@ template <typename T> using bwd_launch_fn = int (*)(const bwd_args<T> &x, int B,
 template <typename T>
 int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
                    bwd_launch_fn<T> launch);
+/* The entry of the tensor-core versions (2, 3): fp16 or bf16, and 16-byte
+ * aligned Q, K, V, dO (their tiles are copied with 16-byte cp.async); name
+ * ("v2") for the error line. */
+static inline int tiled_backward_mma(const char *name, int dtype, const attn_params *p, const fa_ptrs *x,
+                                     int deterministic, cudaStream_t st, bwd_launch_fn<__half> f16,
+                                     bwd_launch_fn<__nv_bfloat16> bf16)
+{
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->do_))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward %s needs 16-byte aligned Q, K, V, dO", name);
+    if (dtype == FA_FP16) return tiled_backward<__half>(dtype, p, x, deterministic, st, f16);
+    return tiled_backward<__nv_bfloat16>(dtype, p, x, deterministic, st, bf16);
+}
+/* f(std::integral_constant<int, D>()) for the head dimension d, a multiple
+ * of 16 from 16 to 128: the tensor-core kernels' template sizes. */
+template <typename F> static int bwd_dispatch_d16(int d, F f)
+{
+    switch (d) {
+    case 16: return f(std::integral_constant<int, 16>());
+    case 32: return f(std::integral_constant<int, 32>());
+    case 48: return f(std::integral_constant<int, 48>());
+    case 64: return f(std::integral_constant<int, 64>());
+    case 80: return f(std::integral_constant<int, 80>());
+    case 96: return f(std::integral_constant<int, 96>());
+    case 112: return f(std::integral_constant<int, 112>());
+    default: return f(std::integral_constant<int, 128>());
+    }
+}
 /* The tiled versions' workspace (D, dQ accumulator, counters) in bytes, and
  * their IO model with Br x Bc tiles (stage5_backward.cu's header). */
 size_t tiled_bwd_workspace(int dtype, const attn_params *p);
