@@ -11,8 +11,8 @@
  *
  * (the chapter's backward; stage 3's flash_backward is the CPU model), with
  * the masks, seqlen_q != seqlen_k and grouped heads of src/mask.h and
- * src/attn_params.h. Three versions, chosen by --kernel K (one row each in
- * kernels/versions.def):
+ * src/attn_params.h. Four versions, chosen by --kernel K (one row each in
+ * kernels/versions.def; version 3 lives in stage5_bwd_v3.cu):
  *
  *   version | what
  *   --------+-----------------------------------------------------------------
@@ -29,9 +29,12 @@
  *           | backward): mma.sync m16n8k16 for the five products, S^T and dP^T
  *           | in registers, only dS through shared memory (for dQ); Q_i, dO_i
  *           | tiles double-buffered with cp.async; fp16/bf16
+ *   3       | version 2 on blocks of 128 keys and 8 warps (one block per SM):
+ *           | Q_i, dO_i, L_i, D_i loaded once for twice the keys, all by
+ *           | cp.async; dQ added 16 bytes at a time (stage5_bwd_v3.cu)
  *
  * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace). In
- * versions 1 and 2 the blocks of different key blocks run at once and all
+ * versions 1 to 3 the blocks of different key blocks run at once and all
  * add into the same dQ rows, so dQ is accumulated in fp32 (atomicAdd; a
  * post-pass rounds it to the dtype): the order of those additions, and so the
  * last bits of dQ, changes from run to run. deterministic = 1 orders them:
@@ -68,7 +71,7 @@
  *     + 8 M d + 8 Sk d  (fp32)                dQ, dK products: Q, K read, dQ, dK written
  *     + (16 + 2 es)(M d + Sk d)  (fp16/bf16)  Q, K widened to fp32, read; dQ, dK
  *                                             written in fp32 and narrowed
- *   versions 1, 2, per query head (R = query rows read, summed over key
+ *   versions 1 to 3, per query head (R = query rows read, summed over key
  *   blocks = mask_query_rows_read(Br, Bc); Sq Tc without a mask):
  *       es 2 Sq d + 4 Sq                      pre-pass: O, dO read, D written
  *     + 4 Sq d                                dQ accumulator zeroed
@@ -87,7 +90,8 @@
  *   checks it.
  *
  * Tiles: version 1 Br = 64 query rows, Bc = 64 keys (32 when d > 64);
- * version 2 Br = Bc = 64, 4 warps of 16 keys each.
+ * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 3 Br = 64,
+ * Bc = 128, 8 warps of 16 keys each.
  *
  * What the tiled versions share with version 3 (kernels/stage5_bwd_v3.cu)
  * is in stage5_backward.cuh: bwd_args, P's exponent, the deterministic
@@ -98,7 +102,7 @@
  * Run:     ./stage5 [--kernel K] [--dtype fp32|fp16|bf16] [--deterministic] ...
  * Cost:    2.5 times the forward's FLOPs (5 products of 2 Sq Sk d instead of
  *          2), version 0 needs (4 + es) B H Sq Sk bytes of workspace, versions
- *          1 and 2 O(B H Sq d).
+ *          1 to 3 O(B H Sq d).
  */
 #include "stage5_backward.cuh"
 
