@@ -140,12 +140,23 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     const T *Kh = x.k + (size_t)bkv * Sk * D, *Vh = x.v + (size_t)bkv * Sk * D;
 
     /* The steps: every query block that sees this key block (mask.h), for
-     * each query head of the group. */
+     * each query head of the group. In the default mode key block jb starts
+     * its walk over the nq query blocks at the (jb mod nq)-th: the key blocks
+     * of one head that run at the same time then add into different query
+     * blocks of dQ, where in query-block order (version 2's) they all start
+     * on the same one and their atomic additions meet in the same L2 lines.
+     * The deterministic mode keeps that order: its turns go in key-block
+     * order, and a rotated walk would make each block wait for the previous
+     * one at every step. */
     int ib_begin, ib_end;
     const int nq = mask_query_blocks(a.mask, j0, j1, BR, &ib_begin, &ib_end);
     const int steps = nq * a.h_per_kv;
+    const int rot = x.deterministic || nq == 0 ? 0 : jb % nq;
     auto head_of = [&](int s) { return b * a.H + hk * a.h_per_kv + s / nq; };
-    auto block_of = [&](int s) { return ib_begin + s % nq; };
+    auto block_of = [&](int s) {
+        const int k = s % nq + rot;
+        return ib_begin + (k < nq ? k : k - nq);
+    };
     auto load_step = [&](int s, int stage) {   /* Q_i, dO_i, L_i, D_i, all by cp.async */
         const int bh = head_of(s), i0 = block_of(s) * BR;
         cp_async_rows<T, D, BR, LD, NT>(Qs + stage * BR * LD, x.q + (size_t)bh * Sq * D, i0, Sq);
