@@ -24,6 +24,10 @@
  *                                        (red .v4, sm_90), half as many
  *   per-tile mask test for the block     per warp (its 16 keys): more of a
  *                                        causal diagonal takes the fast path
+ *   every key block walks the query      key block jb starts at the
+ *   blocks from the first                (jb mod nq)-th (default mode): the
+ *                                        blocks running at once add into
+ *                                        different dQ tiles
  *
  * Unchanged: warp w owns keys 16 w .. 16 w + 15 of the block and keeps their
  * rows of dK_j, dV_j in registers (d = 128: 128 registers); S^T and dP^T are
