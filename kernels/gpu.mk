@@ -38,8 +38,10 @@ TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
 # The kernels and the library's entry points: every .cu of kernels/, one
 # object each; the version table (kernels/versions.def) ties them together.
-GPU_HDRS := kernels/fa_gpu.h kernels/gpu_common.cuh kernels/versions.def src/attn_params.h src/mask.h
-GPU_OBJS := $(BUILD)/fa_api.o $(BUILD)/stage4_forward.o $(BUILD)/stage4_v3_hopper.o $(BUILD)/stage5_backward.o
+GPU_HDRS := kernels/fa_gpu.h kernels/gpu_common.cuh kernels/stage5_backward.cuh kernels/versions.def \
+            src/attn_params.h src/mask.h
+GPU_OBJS := $(BUILD)/fa_api.o $(BUILD)/stage4_forward.o $(BUILD)/stage4_v3_hopper.o $(BUILD)/stage5_backward.o \
+            $(BUILD)/stage5_bwd_v3.o
 $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
@@ -53,16 +55,32 @@ STAGE4_OBJS := $(BUILD)/stage4_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/s
 stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
 
-# Stage 5: the backward (kernels/stage5_backward.cu) and its host program;
+# Stage 5: the backward (kernels/stage5_backward.cu, stage5_bwd_v3.cu) and its host program;
 # src/gpu_host.c is the host code the GPU stages share (stage 4 links it too).
 $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: CPPFLAGS += -Ikernels
 $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: kernels/fa_gpu.h
 STAGE5_OBJS := $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
                $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
-stage5: $(STAGE5_OBJS)                    ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores
+stage5: $(STAGE5_OBJS)                    ## CUDA backward: v0 materialized, v1 tiled, v2/v3 tensor cores
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
 GPU_TARGETS += stage5
 TEST_DEPS += stage5
+
+# Backward version 3 (kernels/stage5_bwd_v3.cu) keeps dK_j, dV_j in
+# registers, 255 of them at d = 128: its ptxas report (registers, spills per
+# kernel) is kept in build/bwd_v3_ptxas.txt, anything else nvcc says is
+# shown, and a spill fails the build (local memory would leave it correct
+# and slow, which no test catches).
+define BWD_V3_PTXAS_CHECK
+	@grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' $(BUILD)/bwd_v3_ptxas$(1).txt >&2 || true
+	@! grep -E '[1-9][0-9]* bytes spill' $(BUILD)/bwd_v3_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
+endef
+$(BUILD)/stage5_bwd_v3.o: kernels/stage5_bwd_v3.cu $(GPU_HDRS) | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/bwd_v3_ptxas.txt || { cat $(BUILD)/bwd_v3_ptxas.txt; exit 1; }
+	$(call BWD_V3_PTXAS_CHECK,)
+$(BUILD)/stage5_bwd_v3.pic.o: kernels/stage5_bwd_v3.cu $(GPU_HDRS) | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/bwd_v3_ptxas_pic.txt || { cat $(BUILD)/bwd_v3_ptxas_pic.txt; exit 1; }
+	$(call BWD_V3_PTXAS_CHECK,_pic)
 
 $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 	$(NVCC) $(GENCODE) -shared $^ -o $@ $(GPU_LIBS)

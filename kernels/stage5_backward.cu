@@ -11,8 +11,8 @@
  *
  * (the chapter's backward; stage 3's flash_backward is the CPU model), with
  * the masks, seqlen_q != seqlen_k and grouped heads of src/mask.h and
- * src/attn_params.h. Three versions, chosen by --kernel K (one row each in
- * kernels/versions.def):
+ * src/attn_params.h. Four versions, chosen by --kernel K (one row each in
+ * kernels/versions.def; version 3 lives in stage5_bwd_v3.cu):
  *
  *   version | what
  *   --------+-----------------------------------------------------------------
@@ -29,9 +29,12 @@
  *           | backward): mma.sync m16n8k16 for the five products, S^T and dP^T
  *           | in registers, only dS through shared memory (for dQ); Q_i, dO_i
  *           | tiles double-buffered with cp.async; fp16/bf16
+ *   3       | version 2 on blocks of 128 keys and 8 warps (one block per SM):
+ *           | Q_i, dO_i, L_i, D_i loaded once for twice the keys, all by
+ *           | cp.async; dQ added 16 bytes at a time (stage5_bwd_v3.cu)
  *
  * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace). In
- * versions 1 and 2 the blocks of different key blocks run at once and all
+ * versions 1 to 3 the blocks of different key blocks run at once and all
  * add into the same dQ rows, so dQ is accumulated in fp32 (atomicAdd; a
  * post-pass rounds it to the dtype): the order of those additions, and so the
  * last bits of dQ, changes from run to run. deterministic = 1 orders them:
@@ -68,7 +71,7 @@
  *     + 8 M d + 8 Sk d  (fp32)                dQ, dK products: Q, K read, dQ, dK written
  *     + (16 + 2 es)(M d + Sk d)  (fp16/bf16)  Q, K widened to fp32, read; dQ, dK
  *                                             written in fp32 and narrowed
- *   versions 1, 2, per query head (R = query rows read, summed over key
+ *   versions 1 to 3, per query head (R = query rows read, summed over key
  *   blocks = mask_query_rows_read(Br, Bc); Sq Tc without a mask):
  *       es 2 Sq d + 4 Sq                      pre-pass: O, dO read, D written
  *     + 4 Sq d                                dQ accumulator zeroed
@@ -87,40 +90,27 @@
  *   checks it.
  *
  * Tiles: version 1 Br = 64 query rows, Bc = 64 keys (32 when d > 64);
- * version 2 Br = Bc = 64, 4 warps of 16 keys each.
+ * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 3 Br = 64,
+ * Bc = 128, 8 warps of 16 keys each.
+ *
+ * What the tiled versions share with version 3 (kernels/stage5_bwd_v3.cu)
+ * is in stage5_backward.cuh: bwd_args, P's exponent, the deterministic
+ * mode's turns, the tensor-core fragment helpers and the declarations of the
+ * tiled launch, workspace and IO model defined here.
  *
  * Build:   make stage5        (the host program src/stage5_main.c links this)
  * Run:     ./stage5 [--kernel K] [--dtype fp32|fp16|bf16] [--deterministic] ...
  * Cost:    2.5 times the forward's FLOPs (5 products of 2 Sq Sk d instead of
  *          2), version 0 needs (4 + es) B H Sq Sk bytes of workspace, versions
- *          1 and 2 O(B H Sq d).
+ *          1 to 3 O(B H Sq d).
  */
-#include "gpu_common.cuh"
+#include "stage5_backward.cuh"
 
 #include <limits.h>
-#include <math.h>
-
-#define FA_LOG2E 1.4426950408889634f
 
 /* ========================================================================= */
 /* Shared by every version                                                   */
 /* ========================================================================= */
-
-//> bwd-lse-guard
-/* L of a row that sees no key is -inf; exp(S - L) would be exp(+inf). As
- * +inf instead, every P of that row is exp(-inf) = 0 and the row adds
- * nothing, whatever the mask test says. */
-__device__ __forceinline__ float lse_guard(float L) { return L == -INFINITY ? INFINITY : L; }
-
-/* P from a score s (not yet scaled) and the row's guarded L: the exponent
- * s softmax_scale - L is formed first, in one rounding (fma), so that it is
- * exact when it is small whatever the size of L, and clamped at 0 (a P
- * above 1 can only be rounding); then it changes base for exp2. */
-__device__ __forceinline__ float bwd_exponent2(float s, float softmax_scale, float L)
-{
-    return fminf(fmaf(s, softmax_scale, -L), 0.f) * FA_LOG2E;
-}
-//< bwd-lse-guard
 
 //> bwd-dot
 /* The pre-pass: D_i = dO_i . O_i for every query row, in fp32, one warp per
@@ -365,77 +355,9 @@ static double v0_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* Versions 1 and 2: the tiled backward                                      */
 /* ========================================================================= */
-
-/* What the tiled kernels read and write. */
-template <typename T> struct bwd_args {
-    const T *q, *k, *v, *dO;   /* (B,H,Sq,d), (B,H_kv,Sk,d) x2, (B,H,Sq,d) */
-    const float *L, *D;        /* (B,H,Sq): softmax_lse, the pre-pass's D */
-    float *dq_acc;             /* (B,H,Sq,d) fp32, zeroed: the dQ accumulator */
-    T *dk, *dv;                /* (B,H_kv,Sk,d) */
-    int *sem;                  /* (B,H,Tr) counters of the deterministic mode */
-    int deterministic;
-    fa_kargs a;
-};
-
-//> bwd-dq-order
-/* The deterministic mode: the key blocks that see query block (bh, i) add
- * their dQ_i shares one at a time, in key-block order. sem counts the shares
- * added so far, so key block j waits for turn j - (first key block of i),
- * adds with plain loads and stores (no atomics), and passes the turn on.
- * Blocks wait only for blocks of the same head with a smaller key-block
- * index, so the waits cannot close a cycle, provided a block waited for has
- * been started: the GPU dispatches a grid's blocks in index order (observed
- * behaviour, not a CUDA guarantee; this mode relies on it). The cost: a key
- * block may idle while an earlier one finishes its share. */
-__device__ __forceinline__ void dq_turn_wait(const int *sem, int turn)
-{
-    if (threadIdx.x == 0) {
-        int seen;
-        for (;;) {
-            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
-            if (seen == turn) break;
-            __nanosleep(64);
-        }
-    }
-    __syncthreads();
-}
-__device__ __forceinline__ void dq_turn_pass(int *sem)
-{
-    __threadfence();   /* this block's dQ stores before the next block's loads */
-    __syncthreads();
-    if (threadIdx.x == 0) atomicAdd(sem, 1);
-}
-/* One share: atomically (default), or, holding the turn, a plain
- * read-add-write through L2 (ld.cg/st.cg: never a stale L1 line). */
-__device__ __forceinline__ void dq_add(float *p, float v, bool ordered)
-{
-    if (ordered) __stcg(p, __ldcg(p) + v);
-    else atomicAdd(p, v);
-}
-__device__ __forceinline__ void dq_add2(float *p, float v0, float v1, bool ordered)
-{
-    if (ordered) {
-        float2 o = __ldcg(reinterpret_cast<const float2 *>(p));
-        __stcg(reinterpret_cast<float2 *>(p), make_float2(o.x + v0, o.y + v1));
-    } else {
-#if __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float2 *>(p), make_float2(v0, v1));   /* one 8-byte red */
-#else
-        atomicAdd(p, v0);
-        atomicAdd(p + 1, v1);
-#endif
-    }
-}
-//< bwd-dq-order
-
-/* The turn of key block jb at query block [i0, i1): its index among the key
- * blocks that query block visits (mask.h). */
-__device__ __forceinline__ int dq_turn(const attn_mask &m, int i0, int i1, int Bc, int jb)
-{
-    int jb_begin, jb_end;
-    mask_key_blocks(m, i0, i1, Bc, &jb_begin, &jb_end);
-    return jb - jb_begin;
-}
+/* Their kernel arguments (bwd_args), the deterministic mode's turns
+ * (bwd-dq-order) and the tensor-core fragment helpers are in
+ * stage5_backward.cuh, which version 3 (stage5_bwd_v3.cu) shares. */
 
 /* ------------------------------------------------------------------------- */
 /* Version 1: CUDA cores                                                      */
@@ -695,56 +617,6 @@ template <typename T> __device__ __forceinline__ float2 unpack2(unsigned u)
         return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u));
 }
 
-/* S^T (or dP^T) = X_w Y^T for this warp's 16 keys and NQ queries of the
- * tile starting at query q0: A = X rows 16 w.. (registers when xf, else
- * ldmatrix from Xs), B = Y^T read from Yt[query][d] as it lies (ldmatrix
- * without .trans). acc holds NQ / 8 n-tiles. */
-template <typename T, int D, bool XREG, int NQ>
-__device__ __forceinline__ void v2b_keys_by_queries(float (&acc)[NQ / 8][4], const unsigned (*xf)[4],
-                                                    const T *Xs, const T *Yt, int q0, int warp, int lane)
-{
-    constexpr int LD = v2b_cfg<D>::LD;
-#pragma unroll
-    for (int n = 0; n < NQ / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-#pragma unroll
-    for (int kd = 0; kd < D / 16; kd++) {
-        unsigned xa[4];
-        if constexpr (XREG) {
-            xa[0] = xf[kd][0]; xa[1] = xf[kd][1]; xa[2] = xf[kd][2]; xa[3] = xf[kd][3];
-        } else {
-            ldsm_x4(xa[0], xa[1], xa[2], xa[3],
-                    Xs + (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8);
-        }
-#pragma unroll
-        for (int n2 = 0; n2 < NQ / 16; n2++) {
-            unsigned b0, b1, b2, b3;
-            ldsm_x4(b0, b1, b2, b3,
-                    Yt + (q0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 + ((lane >> 3) & 1) * 8);
-            mma16816<T>(acc[2 * n2], xa, b0, b1);
-            mma16816<T>(acc[2 * n2 + 1], xa, b2, b3);
-        }
-    }
-}
-
-/* acc (16 keys x D) += A (16 keys x NQ queries from q0, packed fragments)
- * Y (those NQ queries x D, read from Yt[query][d] with ldmatrix.trans). */
-template <typename T, int D, int NQ>
-__device__ __forceinline__ void v2b_accumulate_keys(float (&acc)[D / 8][4], const unsigned (&af)[NQ / 16][4],
-                                                    const T *Yt, int q0, int lane)
-{
-    constexpr int LD = v2b_cfg<D>::LD;
-#pragma unroll
-    for (int kk = 0; kk < NQ / 16; kk++)
-#pragma unroll
-        for (int c2 = 0; c2 < D / 16; c2++) {
-            unsigned b0, b1, b2, b3;
-            ldsm_x4_t(b0, b1, b2, b3,
-                      Yt + (q0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
-            mma16816<T>(acc[2 * c2], af[kk], b0, b1);
-            mma16816<T>(acc[2 * c2 + 1], af[kk], b2, b3);
-        }
-}
-
 //> bwd-v2-kernel
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
@@ -808,87 +680,18 @@ __global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
             cp_async_wait<0>();
         }
         __syncthreads();
-        if constexpr (KVREG) {
-            if (s == 0)
-#pragma unroll
-                for (int kd = 0; kd < KD; kd++) {
-                    const int at = (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8;
-                    ldsm_x4(kf[kd][0], kf[kd][1], kf[kd][2], kf[kd][3], Ks + at);
-                    ldsm_x4(vf[kd][0], vf[kd][1], vf[kd][2], vf[kd][3], Vs + at);
-                }
-        }
+        if constexpr (KVREG)
+            if (s == 0) bwd_load_kv_frags<T, KD, LD>(kf, vf, Ks, Vs, warp, lane);
         const int bh = head_of(s), ib = block_of(s), i0 = ib * BR, i1 = min(i0 + BR, Sq);
         const T *Qt = Qs + stage * BR * LD, *dOt = dOs + stage * BR * LD;
         const float *Lt = Ls + stage * BR, *Dt = Ds + stage * BR;
         const bool full = i1 - i0 == BR && j1 - j0 == BC && mask_tile_unmasked(a.mask, i0, i1, j0, j1);
 
-        /* Steps 1-5 run on the tile's queries in two halves of 32, so that
-         * S^T and dP^T of a half (16 registers each) are alive together:
-         * dS = P (dP - D) takes P in fp32, before it is rounded for the dV
-         * product. (From the rounded P, as an earlier version did, dQ's
-         * error was 2.2x SDPA flash's on the H200: every P_ij of a row
-         * carries its own rounding into dS, and dQ_i sums them over j.) */
+        /* Steps 1-5 (bwd_key_half) on the tile's queries in two halves of 32 */
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int q0 = 32 * half;
-            /* 1. S^T = K_j Q^T (16 keys x 32 queries per warp); P^T = exp(S^T - L)
-             * in fp32; entry e of n-tile n: key 16 w + g + 8 (e / 2), query
-             * q0 + 8 n + 2 t + e % 2. */
-            float ps[4][4], dp[4][4];
-            v2b_keys_by_queries<T, D, KVREG, 32>(ps, kf, Ks, Qt, q0, warp, lane);
-#pragma unroll
-            for (int n = 0; n < 4; n++) {
-                const float2 l2 = *reinterpret_cast<const float2 *>(Lt + q0 + 8 * n + 2 * t);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = ex2(bwd_exponent2(ps[n][e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
-                    if (!full) {
-                        const int i = i0 + q0 + 8 * n + 2 * t + (e & 1), j = j0 + 16 * warp + g + 8 * (e >> 1);
-                        if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) p = 0.f;
-                    }
-                    ps[n][e] = p;
-                }
-            }
-            /* 2. dV_j += P^T dO: P rounded to the dtype once, packed as the A
-             * operand (k = query; the m16n8 accumulator layout of two n-tiles
-             * is the m16n8k16 A layout) */
-            unsigned pf[2][4];
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                pf[kk][0] = pack2<T>(ps[2 * kk][0], ps[2 * kk][1]);
-                pf[kk][1] = pack2<T>(ps[2 * kk][2], ps[2 * kk][3]);
-                pf[kk][2] = pack2<T>(ps[2 * kk + 1][0], ps[2 * kk + 1][1]);
-                pf[kk][3] = pack2<T>(ps[2 * kk + 1][2], ps[2 * kk + 1][3]);
-            }
-            v2b_accumulate_keys<T, D, 32>(dv, pf, dOt, q0, lane);
-
-            /* 3. dP^T = V_j dO^T; dS^T = P^T (dP^T - D) with P in fp32, rounded
-             * and packed */
-            v2b_keys_by_queries<T, D, KVREG, 32>(dp, vf, Vs, dOt, q0, warp, lane);
-            unsigned sf[2][4];
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {   /* n-tile n = 2 kk + h */
-                    const int n = 2 * kk + h;
-                    const float2 d2 = *reinterpret_cast<const float2 *>(Dt + q0 + 8 * n + 2 * t);
-                    sf[kk][2 * h] = pack2<T>(ps[n][0] * (dp[n][0] - d2.x), ps[n][1] * (dp[n][1] - d2.y));
-                    sf[kk][2 * h + 1] = pack2<T>(ps[n][2] * (dp[n][2] - d2.x), ps[n][3] * (dp[n][3] - d2.y));
-                }
-            /* 4. dK_j += dS^T Q (softmax_scale applied once, at the end) */
-            v2b_accumulate_keys<T, D, 32>(dk, sf, Qt, q0, lane);
-
-            /* 5. dS^T to shared memory: dQ_i needs all 64 keys of a query row,
-             * spread over the four warps */
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                T *row0 = dSs + (16 * warp + g) * LDS + q0 + 16 * kk + 2 * t, *row8 = row0 + 8 * LDS;
-                *reinterpret_cast<unsigned *>(row0) = sf[kk][0];
-                *reinterpret_cast<unsigned *>(row8) = sf[kk][1];
-                *reinterpret_cast<unsigned *>(row0 + 8) = sf[kk][2];
-                *reinterpret_cast<unsigned *>(row8 + 8) = sf[kk][3];
-            }
-        }
+        for (int half = 0; half < 2; half++)
+            bwd_key_half<T, D, LD, LDS, KVREG, false, false>(dk, dv, kf, vf, Ks, Vs, Qt, dOt, Lt, Dt, dSs, 32 * half,
+                                                            i0, j0 + 16 * warp, Sq, Sk, full, a, warp, lane);
         __syncthreads();
 
         /* 6. dQ_i += softmax_scale dS K_j: warp w takes query rows 16 w..16 w + 15,
@@ -930,19 +733,8 @@ __global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
         __syncthreads();   /* this stage's tiles and dS^T are rewritten next */
     }
 
-    /* dK_j, dV_j: rows 16 w + g (+ 8), columns 8 n + 2 t; zero for keys nobody sees */
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int j = j0 + 16 * warp + g + 8 * h;
-        if (j >= Sk) continue;
-        T *dkr = x.dk + ((size_t)bkv * Sk + j) * D, *dvr = x.dv + ((size_t)bkv * Sk + j) * D;
-#pragma unroll
-        for (int n = 0; n < DT; n++) {
-            *reinterpret_cast<unsigned *>(dkr + 8 * n + 2 * t) =
-                pack2<T>(a.softmax_scale * dk[n][2 * h], a.softmax_scale * dk[n][2 * h + 1]);
-            *reinterpret_cast<unsigned *>(dvr + 8 * n + 2 * t) = pack2<T>(dv[n][2 * h], dv[n][2 * h + 1]);
-        }
-    }
+    /* dK_j, dV_j: zero for keys nobody sees */
+    bwd_store_dkdv<T, D>(x, dk, dv, bkv, j0 + 16 * warp, Sk, lane);
 }
 //< bwd-v2-kernel
 
@@ -961,24 +753,18 @@ static int v2_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 template <typename T>
 static int v2_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    switch (x.a.d) {
-    case 16: return v2_bwd_launch_d<T, 16>(x, B, st);
-    case 32: return v2_bwd_launch_d<T, 32>(x, B, st);
-    case 48: return v2_bwd_launch_d<T, 48>(x, B, st);
-    case 64: return v2_bwd_launch_d<T, 64>(x, B, st);
-    case 80: return v2_bwd_launch_d<T, 80>(x, B, st);
-    case 96: return v2_bwd_launch_d<T, 96>(x, B, st);
-    case 112: return v2_bwd_launch_d<T, 112>(x, B, st);
-    default: return v2_bwd_launch_d<T, 128>(x, B, st);
-    }
+    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return v2_bwd_launch_d<T, decltype(dd)::value>(x, B, st); });
 }
 
 /* ------------------------------------------------------------------------- */
 /* The tiled backward: pre-pass, kernel, post-pass                            */
 /* ------------------------------------------------------------------------- */
-/* Workspace of versions 1 and 2: D, the fp32 dQ accumulator (fp16/bf16; in
- * fp32 dQ itself accumulates), the counters of the deterministic mode. Both
- * versions take Br = 64 query rows, which sizes the counters. */
+/* Workspace of the tiled versions: D, the fp32 dQ accumulator (fp16/bf16;
+ * in fp32 dQ itself accumulates), the counters of the deterministic mode.
+ * Every tiled version takes Br = BWD_TILED_BR = 64 query rows, which sizes
+ * the counters. */
+static_assert(BWD_V1_BR == BWD_TILED_BR && v2b_cfg<64>::BR == BWD_TILED_BR,
+              "the deterministic mode's counters are per BWD_TILED_BR query rows");
 struct tiled_ws {
     float *D, *dq_acc;
     int *sem;
@@ -986,13 +772,13 @@ struct tiled_ws {
 static size_t tiled_ws_carve(int dtype, const attn_params *p, void *base, tiled_ws *w)
 {
     ws_carver c = {(char *)base, 0};
-    const size_t Tr = (size_t)(p->seqlen_q + 63) / 64;
+    const size_t Tr = (size_t)(p->seqlen_q + BWD_TILED_BR - 1) / BWD_TILED_BR;
     w->D = c.take<float>(attn_rows(p));
     w->dq_acc = dtype == FA_FP32 ? nullptr : c.take<float>(attn_q_numel(p));
     w->sem = c.take<int>((size_t)p->B * p->H * Tr);
     return c.used;
 }
-static size_t tiled_bwd_workspace(int dtype, const attn_params *p)
+size_t tiled_bwd_workspace(int dtype, const attn_params *p)
 {
     tiled_ws w;
     return tiled_ws_carve(dtype, p, nullptr, &w);
@@ -1000,8 +786,8 @@ static size_t tiled_bwd_workspace(int dtype, const attn_params *p)
 
 //> bwd-tiled-launch
 template <typename T>
-static int tiled_backward_t(int version, int dtype, const attn_params *p, const fa_ptrs *x,
-                            int deterministic, cudaStream_t st)
+int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
+                   bwd_launch_fn<T> launch)
 {
     tiled_ws w;
     tiled_ws_carve(dtype, p, x->workspace, &w);
@@ -1016,42 +802,44 @@ static int tiled_backward_t(int version, int dtype, const attn_params *p, const 
     if (int rc = bwd_dot<T>(a.dO, (const T *)x->o, w.D, (long long)attn_rows(p), p->d, st)) return rc;
     CUDA_TRY(cudaMemsetAsync(a.dq_acc, 0, nq * sizeof(float), st));
     if (deterministic)
-        CUDA_TRY(cudaMemsetAsync(w.sem, 0, (size_t)p->B * p->H * ((p->seqlen_q + 63) / 64) * sizeof(int), st));
-    int rc;
-    if constexpr (std::is_same<T, float>::value) {
-        rc = v1_bwd_launch<T>(a, p->B, st);
-    } else {
-        rc = version == 1 ? v1_bwd_launch<T>(a, p->B, st) : v2_bwd_launch<T>(a, p->B, st);
+        CUDA_TRY(cudaMemsetAsync(w.sem, 0, (size_t)p->B * p->H *
+                                 ((p->seqlen_q + BWD_TILED_BR - 1) / BWD_TILED_BR) * sizeof(int), st));
+    int rc = launch(a, p->B, st);
+    if constexpr (!std::is_same<T, float>::value)
         if (rc == FA_OK) rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
-    }
     return rc;
 }
 //< bwd-tiled-launch
+template int tiled_backward<float>(int, const attn_params *, const fa_ptrs *, int, cudaStream_t,
+                                   bwd_launch_fn<float>);
+template int tiled_backward<__half>(int, const attn_params *, const fa_ptrs *, int, cudaStream_t,
+                                    bwd_launch_fn<__half>);
+template int tiled_backward<__nv_bfloat16>(int, const attn_params *, const fa_ptrs *, int, cudaStream_t,
+                                           bwd_launch_fn<__nv_bfloat16>);
 
 static int v1_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)
 {
     return fa_dispatch_dtype(dtype, [&](auto zero) {
         using T = decltype(zero);
-        return tiled_backward_t<T>(1, dtype, p, x, deterministic, st);
+        return tiled_backward<T>(dtype, p, x, deterministic, st, v1_bwd_launch<T>);
     });
 }
 
 static int v2_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)
 {
-    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->do_))
-        return fa_set_error(FA_ERR_UNSUPPORTED, "backward v2 needs 16-byte aligned Q, K, V, dO");
-    if (dtype == FA_FP16) return tiled_backward_t<__half>(2, dtype, p, x, deterministic, st);
-    return tiled_backward_t<__nv_bfloat16>(2, dtype, p, x, deterministic, st);
+    return tiled_backward_mma("v2", dtype, p, x, deterministic, st, v2_bwd_launch<__half>,
+                              v2_bwd_launch<__nv_bfloat16>);
 }
 
 static int v2_bwd_block_rows(int d) { (void)d; return v2b_cfg<64>::BR; }
 static int v2_bwd_block_cols(int d) { (void)d; return v2b_cfg<64>::BC; }
 
-/* The header's formula for versions 1 and 2. Kr: rows of the key blocks
- * that some query sees (mask.h; the others only write zero dK, dV). */
-static double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
+/* The header's formula for the tiled versions (1, 2, 3). Kr: rows of the
+ * key blocks that some query sees (mask.h; the others only write zero dK,
+ * dV). */
+double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 {
     const attn_mask m = attn_mask_of(p);
     double es = (double)fa_dtype_bytes(dtype), d = p->d, Sq = p->seqlen_q, Sk = p->seqlen_k;

@@ -32,13 +32,13 @@ if ! timeout 330 make -j"$(nproc)" stage5 > "$out/build.log" 2>&1; then
     echo "build failed:"; tail -n 40 "$out/build.log"; exit 1
 fi
 grep -i 'warning' "$out/build.log" | head -n 10
-cuobjdump --dump-resource-usage build/stage5_backward.o 2>/dev/null |
+for o in build/stage5_backward.o build/stage5_bwd_v3.o; do cuobjdump --dump-resource-usage "$o" 2>/dev/null; done |
     grep -E 'Function|REG' | paste - - |
     sed -E 's/.*Function ([^:]*):.*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 REG=\2 STACK=\3 LOCAL=\5/' |
     while read -r f rest; do echo "$(echo "$f" | c++filt) $rest"; done > "$out/registers.txt"
 echo "backward kernels, registers per head dimension (local memory bytes = spills, all listed in registers.txt):"
 grep 'backward_kernel' "$out/registers.txt" |
-    sed -E 's/^void (v[12])_backward_kernel<([^,]*), ([0-9]+)[^>]*>.* REG=([0-9]+) STACK=[0-9]+ LOCAL=([0-9]+)/\1 \2 \3 \4 \5/' |
+    sed -E 's/^void (v[123])_backward_kernel<([^,]*), ([0-9]+)[^>]*>.* REG=([0-9]+) STACK=[0-9]+ LOCAL=([0-9]+)/\1 \2 \3 \4 \5/' |
     awk '{k = $1 " " $2; line[k] = line[k] " d" $3 ":" $4 ($5 > 0 ? "(LOCAL " $5 ")" : "")}
          END {for (k in line) print "  " k ":" line[k]}' | sort
 
@@ -66,6 +66,8 @@ if [ -x "$SAN" ]; then
     sanitize racecheck san_racecheck_v2 --sweep small --kernel 2 --dtype bf16
     sanitize synccheck san_synccheck_v1 --sweep small --kernel 1 --dtype fp16
     sanitize synccheck san_synccheck_v2 --sweep small --kernel 2 --dtype fp16
+    sanitize racecheck san_racecheck_v3 --sweep small --kernel 3 --dtype fp16
+    sanitize synccheck san_synccheck_v3 --sweep small --kernel 3 --dtype bf16
 fi
 wait "$tests_pid"
 echo "./stage5 --sweep tests: exit status $?"
@@ -73,7 +75,8 @@ head -n 1 "$out/stage5_tests.log"
 show "$out/stage5_tests.log"
 wait
 if [ -x "$SAN" ]; then
-    for name in san_memcheck san_initcheck san_racecheck_v1 san_racecheck_v2 san_synccheck_v1 san_synccheck_v2; do
+    for name in san_memcheck san_initcheck san_racecheck_v1 san_racecheck_v2 san_synccheck_v1 san_synccheck_v2 \
+                san_racecheck_v3 san_synccheck_v3; do
         echo "$name: exit status $(cat "$out/$name.rc") ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$out/$name.log"))"
         grep -m5 -i 'hazard\|uninitialized\|invalid\|barrier error\|^FAIL' "$out/$name.log"
     done

@@ -20,7 +20,7 @@
 #     (rows that see no key: O = 0, L = -inf), grouped heads; a window that
 #     covers every key bitwise equal to no mask; issue 8's fault inputs; the
 #     real input unmasked, with a window and with its keys cut;
-#   - ./stage5 --sweep tests: backward versions 0, 1, 2 the same way, plus
+#   - ./stage5 --sweep tests: every backward version (0 to 3) the same way, plus
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
 #     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
 #     mode (30 runs bitwise equal) and the key-block split of stage 7;
@@ -153,7 +153,7 @@ done
 sanitize stage5-memcheck memcheck ./stage5 --sweep small
 sanitize stage5-initcheck initcheck ./stage5 --sweep small
 sanitize stage5-racecheck racecheck sh -c './stage5 --sweep small --kernel 1 --dtype fp32 &&
-    ./stage5 --sweep small --kernel 2 --dtype bf16'
+    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 3 --dtype fp16'
 sanitize stage5-synccheck synccheck sh -c './stage5 --sweep small --kernel 1 --dtype fp16 &&
-    ./stage5 --sweep small --kernel 2 --dtype fp16'
+    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 3 --dtype bf16'
 exit 0

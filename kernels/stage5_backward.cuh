@@ -1,0 +1,353 @@
+/*
+ * stage5_backward.cuh -- what the tiled backward versions share across
+ * files: kernels/stage5_backward.cu (versions 0, 1, 2, the pre-pass, the
+ * post-pass and the launch around a tiled kernel) and
+ * kernels/stage5_bwd_v3.cu (version 3). The equations, the conventions and
+ * the IO model are in stage5_backward.cu's header comment.
+ *
+ *   P's exponent     lse_guard, bwd_exponent2 (device)
+ *   kernel args      bwd_args<T>: pointers and the problem
+ *   dQ additions     atomically, or in key-block order (deterministic mode)
+ *   mma fragments    the key-major products of the tensor-core versions:
+ *                    S^T = K_j Q^T (or dP^T = V_j dO^T) for one warp's 16
+ *                    keys, and dK_j (or dV_j) += A Y for them; steps 1-5
+ *                    of one query tile for those keys (bwd_key_half)
+ *   tiled launch     tiled_backward<T>: pre-pass D, zeroed dQ accumulator and
+ *                    counters, the version's kernel, post-pass; its
+ *                    workspace and IO model (defined in stage5_backward.cu)
+ *
+ * Device functions only (every one inline), and declarations: no kernel is
+ * defined here, so each kernel lives in exactly one object file.
+ */
+#ifndef FA_STAGE5_BACKWARD_CUH
+#define FA_STAGE5_BACKWARD_CUH
+
+#include "gpu_common.cuh"
+
+#include <math.h>
+
+#define FA_LOG2E 1.4426950408889634f
+
+//> bwd-lse-guard
+/* L of a row that sees no key is -inf; exp(S - L) would be exp(+inf). As
+ * +inf instead, every P of that row is exp(-inf) = 0 and the row adds
+ * nothing, whatever the mask test says. */
+__device__ __forceinline__ float lse_guard(float L) { return L == -INFINITY ? INFINITY : L; }
+
+/* P from a score s (not yet scaled) and the row's guarded L: the exponent
+ * s softmax_scale - L is formed first, in one rounding (fma), so that it is
+ * exact when it is small whatever the size of L, and clamped at 0 (a P
+ * above 1 can only be rounding); then it changes base for exp2. */
+__device__ __forceinline__ float bwd_exponent2(float s, float softmax_scale, float L)
+{
+    return fminf(fmaf(s, softmax_scale, -L), 0.f) * FA_LOG2E;
+}
+//< bwd-lse-guard
+
+/* What the tiled kernels read and write. */
+template <typename T> struct bwd_args {
+    const T *q, *k, *v, *dO;   /* (B,H,Sq,d), (B,H_kv,Sk,d) x2, (B,H,Sq,d) */
+    const float *L, *D;        /* (B,H,Sq): softmax_lse, the pre-pass's D */
+    float *dq_acc;             /* (B,H,Sq,d) fp32, zeroed: the dQ accumulator */
+    T *dk, *dv;                /* (B,H_kv,Sk,d) */
+    int *sem;                  /* (B,H,Tr) counters of the deterministic mode */
+    int deterministic;
+    fa_kargs a;
+};
+
+//> bwd-dq-order
+/* The deterministic mode: the key blocks that see query block (bh, i) add
+ * their dQ_i shares one at a time, in key-block order. sem counts the shares
+ * added so far, so key block j waits for turn j - (first key block of i),
+ * adds with plain loads and stores (no atomics), and passes the turn on.
+ * Blocks wait only for blocks of the same head with a smaller key-block
+ * index, so the waits cannot close a cycle, provided a block waited for has
+ * been started: the GPU dispatches a grid's blocks in index order (observed
+ * behaviour, not a CUDA guarantee; this mode relies on it). The cost: a key
+ * block may idle while an earlier one finishes its share. */
+__device__ __forceinline__ void dq_turn_wait(const int *sem, int turn)
+{
+    if (threadIdx.x == 0) {
+        int seen;
+        for (;;) {
+            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+            if (seen == turn) break;
+            __nanosleep(64);
+        }
+    }
+    __syncthreads();
+}
+__device__ __forceinline__ void dq_turn_pass(int *sem)
+{
+    __threadfence();   /* this block's dQ stores before the next block's loads */
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(sem, 1);
+}
+/* One share: atomically (default), or, holding the turn, a plain
+ * read-add-write through L2 (ld.cg/st.cg: never a stale L1 line). */
+__device__ __forceinline__ void dq_add(float *p, float v, bool ordered)
+{
+    if (ordered) __stcg(p, __ldcg(p) + v);
+    else atomicAdd(p, v);
+}
+__device__ __forceinline__ void dq_add2(float *p, float v0, float v1, bool ordered)
+{
+    if (ordered) {
+        float2 o = __ldcg(reinterpret_cast<const float2 *>(p));
+        __stcg(reinterpret_cast<float2 *>(p), make_float2(o.x + v0, o.y + v1));
+    } else {
+#if __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2 *>(p), make_float2(v0, v1));   /* one 8-byte red */
+#else
+        atomicAdd(p, v0);
+        atomicAdd(p + 1, v1);
+#endif
+    }
+}
+//< bwd-dq-order
+
+/* The turn of key block jb at query block [i0, i1): its index among the key
+ * blocks that query block visits (mask.h). */
+__device__ __forceinline__ int dq_turn(const attn_mask &m, int i0, int i1, int Bc, int jb)
+{
+    int jb_begin, jb_end;
+    mask_key_blocks(m, i0, i1, Bc, &jb_begin, &jb_end);
+    return jb - jb_begin;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The key-major products on the tensor cores (versions 2 and 3)              */
+/* ------------------------------------------------------------------------- */
+/* A warp owns 16 keys of the block; tiles of 16-bit elements in shared
+ * memory with rows of LD elements (d + 8: the 8 rows one ldmatrix reads
+ * fall in 8 different bank groups). */
+
+/* S^T (or dP^T) = X_w Y^T for this warp's 16 keys and NQ queries of the
+ * tile starting at query q0: A = X rows 16 w.. (registers when xf, else
+ * ldmatrix from Xs), B = Y^T read from Yt[query][d] as it lies (ldmatrix
+ * without .trans). acc holds NQ / 8 n-tiles. */
+template <typename T, int D, int LD, bool XREG, int NQ>
+__device__ __forceinline__ void bwd_keys_by_queries(float (&acc)[NQ / 8][4], const unsigned (*xf)[4],
+                                                    const T *Xs, const T *Yt, int q0, int warp, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < NQ / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+    for (int kd = 0; kd < D / 16; kd++) {
+        unsigned xa[4];
+        if constexpr (XREG) {
+            xa[0] = xf[kd][0]; xa[1] = xf[kd][1]; xa[2] = xf[kd][2]; xa[3] = xf[kd][3];
+        } else {
+            ldsm_x4(xa[0], xa[1], xa[2], xa[3],
+                    Xs + (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8);
+        }
+#pragma unroll
+        for (int n2 = 0; n2 < NQ / 16; n2++) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4(b0, b1, b2, b3,
+                    Yt + (q0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kd * 16 + ((lane >> 3) & 1) * 8);
+            mma16816<T>(acc[2 * n2], xa, b0, b1);
+            mma16816<T>(acc[2 * n2 + 1], xa, b2, b3);
+        }
+    }
+}
+
+/* acc (16 keys x D) += A (16 keys x NQ queries from q0, packed fragments)
+ * Y (those NQ queries x D, read from Yt[query][d] with ldmatrix.trans). */
+template <typename T, int D, int LD, int NQ>
+__device__ __forceinline__ void bwd_accumulate_keys(float (&acc)[D / 8][4], const unsigned (&af)[NQ / 16][4],
+                                                    const T *Yt, int q0, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < NQ / 16; kk++)
+#pragma unroll
+        for (int c2 = 0; c2 < D / 16; c2++) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4_t(b0, b1, b2, b3,
+                      Yt + (q0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
+            mma16816<T>(acc[2 * c2], af[kk], b0, b1);
+            mma16816<T>(acc[2 * c2 + 1], af[kk], b2, b3);
+        }
+}
+
+/* K_j, V_j rows 16 w .. 16 w + 15 (this warp's keys) as A fragments, for
+ * the whole block's life when d <= 64 (KD = d / 16 fragments each). */
+template <typename T, int KD, int LD>
+__device__ __forceinline__ void bwd_load_kv_frags(unsigned (&kf)[KD][4], unsigned (&vf)[KD][4], const T *Ks,
+                                                  const T *Vs, int warp, int lane)
+{
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++) {
+        const int at = (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + kd * 16 + (lane >> 4) * 8;
+        ldsm_x4(kf[kd][0], kf[kd][1], kf[kd][2], kf[kd][3], Ks + at);
+        ldsm_x4(vf[kd][0], vf[kd][1], vf[kd][2], vf[kd][3], Vs + at);
+    }
+}
+
+/* dK_j = softmax_scale dk and dV_j = dv for this warp's 16 keys (the first
+ * is key jw; rows jw + g (+ 8), columns 8 n + 2 t of the accumulators) into
+ * dK, dV of key/value head bkv; keys at or past Sk are not written. */
+template <typename T, int D>
+__device__ __forceinline__ void bwd_store_dkdv(const bwd_args<T> &x, const float (&dk)[D / 8][4],
+                                               const float (&dv)[D / 8][4], int bkv, int jw, int Sk, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int j = jw + g + 8 * h;
+        if (j >= Sk) continue;
+        T *dkr = x.dk + ((size_t)bkv * Sk + j) * D, *dvr = x.dv + ((size_t)bkv * Sk + j) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<unsigned *>(dkr + 8 * n + 2 * t) =
+                pack2<T>(x.a.softmax_scale * dk[n][2 * h], x.a.softmax_scale * dk[n][2 * h + 1]);
+            *reinterpret_cast<unsigned *>(dvr + 8 * n + 2 * t) = pack2<T>(dv[n][2 * h], dv[n][2 * h + 1]);
+        }
+    }
+}
+
+//> bwd-key-half
+/* Steps 1-5 of the tensor-core backward (versions 2 and 3) for this warp's
+ * 16 keys (the first is key jw; rows 16 w.. of Ks, Vs, dSs) against the 32
+ * queries q0 .. q0 + 31 of the query tile (first query i0): S^T and dP^T of
+ * the 32 queries (16 registers each) are alive together, so that
+ * dS = P (dP - D) takes P in fp32, before it is rounded for the dV product.
+ * (From the rounded P, as an earlier version 2 did, dQ's error was 2.2x SDPA
+ * flash's on the H200: every P_ij of a row carries its own rounding into dS,
+ * and dQ_i sums them over j.) full: the caller knows every (query, key)
+ * pair of the call to be visible, so no entry needs the mask test. Two ways
+ * to do the same: RAW_L, Lt holds L as stored
+ * (-inf for a row that sees no key) and is guarded here (version 3, whose
+ * cp.async copies cannot change it), else guarded already (version 2);
+ * MASK_APART, the mask in a branch of its own after the exponentials, so
+ * that they stay one straight run of code (version 3), else per element
+ * inside their loop (version 2). */
+template <typename T, int D, int LD, int LDS, bool KVREG, bool RAW_L, bool MASK_APART>
+__device__ __forceinline__ void bwd_key_half(float (&dk)[D / 8][4], float (&dv)[D / 8][4], const unsigned (*kf)[4],
+                                             const unsigned (*vf)[4], const T *Ks, const T *Vs, const T *Qt,
+                                             const T *dOt, const float *Lt, const float *Dt, T *dSs, int q0,
+                                             int i0, int jw, int Sq, int Sk, bool full, const fa_kargs &a,
+                                             int warp, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    /* 1. S^T = K_j Q^T (16 keys x 32 queries); P^T = exp(S^T - L) in fp32;
+     * entry e of n-tile n: key jw + g + 8 (e / 2), query q0 + 8 n + 2 t + e % 2. */
+    float ps[4][4], dp[4][4];
+    bwd_keys_by_queries<T, D, LD, KVREG, 32>(ps, kf, Ks, Qt, q0, warp, lane);
+#pragma unroll
+    for (int n = 0; n < 4; n++) {
+        float2 l2 = *reinterpret_cast<const float2 *>(Lt + q0 + 8 * n + 2 * t);
+        if constexpr (RAW_L) l2 = make_float2(lse_guard(l2.x), lse_guard(l2.y));
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float p = ex2(bwd_exponent2(ps[n][e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
+            if constexpr (!MASK_APART) {
+                if (!full) {
+                    const int i = i0 + q0 + 8 * n + 2 * t + (e & 1), j = jw + g + 8 * (e >> 1);
+                    if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) p = 0.f;
+                }
+            }
+            ps[n][e] = p;
+        }
+    }
+    if constexpr (MASK_APART) {
+        if (!full)
+#pragma unroll
+            for (int n = 0; n < 4; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = i0 + q0 + 8 * n + 2 * t + (e & 1), j = jw + g + 8 * (e >> 1);
+                    if (!(i < Sq && j < Sk && mask_visible(a.mask, i, j))) ps[n][e] = 0.f;
+                }
+    }
+    /* 2. dV_j += P^T dO: P rounded to the dtype once, packed as the A
+     * operand (k = query; the m16n8 accumulator layout of two n-tiles is the
+     * m16n8k16 A layout) */
+    unsigned pf[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        pf[kk][0] = pack2<T>(ps[2 * kk][0], ps[2 * kk][1]);
+        pf[kk][1] = pack2<T>(ps[2 * kk][2], ps[2 * kk][3]);
+        pf[kk][2] = pack2<T>(ps[2 * kk + 1][0], ps[2 * kk + 1][1]);
+        pf[kk][3] = pack2<T>(ps[2 * kk + 1][2], ps[2 * kk + 1][3]);
+    }
+    bwd_accumulate_keys<T, D, LD, 32>(dv, pf, dOt, q0, lane);
+
+    /* 3. dP^T = V_j dO^T; dS^T = P^T (dP^T - D) with P in fp32, rounded and
+     * packed */
+    bwd_keys_by_queries<T, D, LD, KVREG, 32>(dp, vf, Vs, dOt, q0, warp, lane);
+    unsigned sf[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {   /* n-tile n = 2 kk + h */
+            const int n = 2 * kk + h;
+            const float2 d2 = *reinterpret_cast<const float2 *>(Dt + q0 + 8 * n + 2 * t);
+            sf[kk][2 * h] = pack2<T>(ps[n][0] * (dp[n][0] - d2.x), ps[n][1] * (dp[n][1] - d2.y));
+            sf[kk][2 * h + 1] = pack2<T>(ps[n][2] * (dp[n][2] - d2.x), ps[n][3] * (dp[n][3] - d2.y));
+        }
+    /* 4. dK_j += dS^T Q (softmax_scale applied once, at the end) */
+    bwd_accumulate_keys<T, D, LD, 32>(dk, sf, Qt, q0, lane);
+
+    /* 5. dS^T to shared memory: dQ_i needs all the block's keys of a query
+     * row, spread over the warps */
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        T *row0 = dSs + (16 * warp + g) * LDS + q0 + 16 * kk + 2 * t, *row8 = row0 + 8 * LDS;
+        *reinterpret_cast<unsigned *>(row0) = sf[kk][0];
+        *reinterpret_cast<unsigned *>(row8) = sf[kk][1];
+        *reinterpret_cast<unsigned *>(row0 + 8) = sf[kk][2];
+        *reinterpret_cast<unsigned *>(row8 + 8) = sf[kk][3];
+    }
+}
+//< bwd-key-half
+
+/* ------------------------------------------------------------------------- */
+/* The tiled backward around a kernel (stage5_backward.cu)                    */
+/* ------------------------------------------------------------------------- */
+/* A tiled version's kernel launcher: the grid over (key block, key/value
+ * head) for the B batches of x. */
+template <typename T> using bwd_launch_fn = int (*)(const bwd_args<T> &x, int B, cudaStream_t st);
+
+/* The whole tiled pass (listing bwd-tiled-launch): D = rowsum(dO * O), the
+ * dQ accumulator (and in deterministic mode the counters) zeroed, the
+ * kernel, the accumulator rounded into dQ (fp16/bf16). Instantiated for
+ * float, __half and __nv_bfloat16 in stage5_backward.cu. The counters are
+ * per 64 query rows: every tiled kernel takes Br = 64 (BWD_TILED_BR). */
+#define BWD_TILED_BR 64
+template <typename T>
+int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
+                   bwd_launch_fn<T> launch);
+/* The entry of the tensor-core versions (2, 3): fp16 or bf16, and 16-byte
+ * aligned Q, K, V, dO (their tiles are copied with 16-byte cp.async); name
+ * ("v2") for the error line. */
+static inline int tiled_backward_mma(const char *name, int dtype, const attn_params *p, const fa_ptrs *x,
+                                     int deterministic, cudaStream_t st, bwd_launch_fn<__half> f16,
+                                     bwd_launch_fn<__nv_bfloat16> bf16)
+{
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->do_))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward %s needs 16-byte aligned Q, K, V, dO", name);
+    if (dtype == FA_FP16) return tiled_backward<__half>(dtype, p, x, deterministic, st, f16);
+    return tiled_backward<__nv_bfloat16>(dtype, p, x, deterministic, st, bf16);
+}
+/* f(std::integral_constant<int, D>()) for the head dimension d, a multiple
+ * of 16 from 16 to 128: the tensor-core kernels' template sizes. */
+template <typename F> static int bwd_dispatch_d16(int d, F f)
+{
+    switch (d) {
+    case 16: return f(std::integral_constant<int, 16>());
+    case 32: return f(std::integral_constant<int, 32>());
+    case 48: return f(std::integral_constant<int, 48>());
+    case 64: return f(std::integral_constant<int, 64>());
+    case 80: return f(std::integral_constant<int, 80>());
+    case 96: return f(std::integral_constant<int, 96>());
+    case 112: return f(std::integral_constant<int, 112>());
+    default: return f(std::integral_constant<int, 128>());
+    }
+}
+/* The tiled versions' workspace (D, dQ accumulator, counters) in bytes, and
+ * their IO model with Br x Bc tiles (stage5_backward.cu's header). */
+size_t tiled_bwd_workspace(int dtype, const attn_params *p);
+double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc);
+
+#endif /* FA_STAGE5_BACKWARD_CUH */

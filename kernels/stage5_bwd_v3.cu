@@ -1,0 +1,305 @@
+/*
+ * stage5_bwd_v3.cu -- backward version 3: version 2's schedule on blocks of
+ * 128 keys and 8 warps.
+ *
+ * What it computes is version 2's (kernels/stage5_backward.cu: the
+ * equations, the masks, the conventions, the deterministic mode), with the
+ * same D pre-pass, fp32 dQ accumulator and post-pass (tiled_backward). What
+ * changes is how one thread block is laid out:
+ *
+ *   version 2                           version 3
+ *   Bc = 64 keys, 4 warps, 2 blocks/SM   Bc = 128 keys, 8 warps, 1 block/SM
+ *   Q_i, dO_i tiles feed 64 keys         the same tiles feed 128 keys: half
+ *                                        the loads of Q_i, dO_i, L_i, D_i and
+ *                                        half the dQ additions per FLOP
+ *   L_i, D_i by plain loads (each step   L_i, D_i by cp.async with Q_i, dO_i:
+ *   waits for them)                      the next step's arrive while this
+ *                                        one computes
+ *   3 barriers per query block           2 (a third protected nothing the
+ *                                        next step's first barrier does not)
+ *   dQ: warp w adds rows 16 w..,         dQ: warp w adds 16 rows x half of d;
+ *   8-byte atomics (red .v2)             lanes swap halves with their
+ *                                        neighbour so each holds 4
+ *                                        consecutive floats: 16-byte atomics
+ *                                        (red .v4, sm_90), half as many
+ *   per-tile mask test for the block     per warp (its 16 keys): more of a
+ *                                        causal diagonal takes the fast path
+ *   every key block walks the query      key block jb starts at the
+ *   blocks from the first                (jb mod nq)-th (default mode): the
+ *                                        blocks running at once add into
+ *                                        different dQ tiles
+ *
+ * Unchanged: warp w owns keys 16 w .. 16 w + 15 of the block and keeps their
+ * rows of dK_j, dV_j in registers (d = 128: 128 registers); S^T and dP^T are
+ * formed 32 queries at a time so that dS = P (dP - D) takes P in fp32; K_j,
+ * V_j stay in registers as A fragments for d <= 64; Q_i, dO_i tiles are
+ * double-buffered with cp.async; dS^T goes through shared memory for dQ_i.
+ *
+ * Tiles: Br = 64 query rows, Bc = 128 keys, d = 16 to 128 in multiples of
+ * 16. Shared memory (16-bit elements, rows padded by 8): K_j, V_j (2 x 128
+ * rows), two stages of Q_i, dO_i (4 x 64 rows), dS^T (128 x 72), two stages
+ * of L_i, D_i: 155 KiB at d = 128, 91 KiB at d = 64; one block of 256
+ * threads per SM (__launch_bounds__(256, 1): up to 255 registers).
+ *
+ * IO model: the tiled one of stage5_backward.cu's header (tiled_bwd_model)
+ * with Br = 64, Bc = 128: R, the query rows read summed over key blocks, is
+ * Sq Tc with Tc = ceil(Sk / 128), half of version 2's.
+ *
+ * Needs: fp16 or bf16; 16-byte aligned Q, K, V, dO; compute capability 8.0
+ * (the 16-byte atomics are sm_90's; older GPUs add 4 bytes at a time).
+ */
+#include "stage5_backward.cuh"
+
+template <int D> struct v3b_cfg {
+    static constexpr int BR = BWD_TILED_BR, BC = 128, NT = 256;
+    static constexpr int LD = D + 8;        /* row stride of K, V, Q, dO tiles */
+    static constexpr int LDS = BR + 8;      /* row stride of the dS^T tile */
+    static constexpr bool KVREG = D <= 64;  /* K_j, V_j held as A fragments in registers */
+    static constexpr int KD = D / 16;       /* 16-column groups of d */
+    static constexpr int KH = (KD + 1) / 2; /* ... of them per warp in the dQ product */
+    static constexpr size_t smem_bytes()
+    {
+        return 2 * ((2 * (size_t)BC + 4 * (size_t)BR) * LD + (size_t)BC * LDS) + 4 * 4 * (size_t)BR;
+    }
+};
+
+/* 4 bytes global -> shared, asynchronously; src_bytes 0 writes a zero. */
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
+                 "r"(src_bytes));
+}
+
+//> bwd-v3-dq
+/* Four consecutive dQ entries: one 16-byte atomic (sm_90's red.v4.f32), or,
+ * holding the deterministic mode's turn, a plain read-add-write through L2. */
+__device__ __forceinline__ void dq_add4(float *p, float4 v, bool ordered)
+{
+    if (ordered) {
+        const float4 o = __ldcg(reinterpret_cast<const float4 *>(p));
+        __stcg(reinterpret_cast<float4 *>(p), make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w));
+    } else {
+#if __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float4 *>(p), v);
+#else
+        atomicAdd(p, v.x);
+        atomicAdd(p + 1, v.y);
+        atomicAdd(p + 2, v.z);
+        atomicAdd(p + 3, v.w);
+#endif
+    }
+}
+
+/* One m16n8 accumulator of dQ (rows r0 and r0 + 8 of the head's rows,
+ * columns col + 2t, col + 2t + 1, t = lane % 4), times scale, into the fp32
+ * accumulator acc of one head (rows of d floats), 16 bytes
+ * per lane: lanes t and t ^ 1 swap halves, so that an even t holds row r0,
+ * columns col + 2t .. col + 2t + 3, and an odd t row r0 + 8, columns
+ * col + 2t - 2 .. col + 2t + 1. Every lane of the warp must call it (the
+ * swap is a shuffle); rows at or past Sq add nothing. */
+__device__ __forceinline__ void dq_add_tile(float *acc, int Sq, int d, int r0, int col, const float (&c)[4],
+                                            float scale, int lane, bool ordered)
+{
+    const int t = lane & 3;
+    const bool odd = t & 1;
+    const float s0 = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
+    const float s1 = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
+    const float4 v = odd ? make_float4(scale * s0, scale * s1, scale * c[2], scale * c[3])
+                         : make_float4(scale * c[0], scale * c[1], scale * s0, scale * s1);
+    const int r = r0 + (odd ? 8 : 0);
+    if (r < Sq) dq_add4(acc + (size_t)r * d + col + 2 * (t & 2), v, ordered);
+}
+//< bwd-v3-dq
+
+//> bwd-v3-kernel
+/* One block of 8 warps per (key block of 128, key/value head). Per query
+ * block i (Br = 64) of each query head of the group, warp w runs version 2's
+ * steps 1-5 on its 16 keys (S^T, P, dV, dP^T, dS, dK, dS^T to shared
+ * memory); then, after one barrier, dQ_i += dS K_j with warp w taking query
+ * rows 16 (w % 4) .. + 15 and the 16-column groups of d in its half
+ * (w / 4), added 16 bytes at a time. */
+template <typename T, int D>
+__global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
+{
+    using C = v3b_cfg<D>;
+    constexpr int BR = C::BR, BC = C::BC, NT = C::NT, LD = C::LD, LDS = C::LDS, DT = D / 8;
+    constexpr int KD = C::KD, KH = C::KH;
+    constexpr bool KVREG = C::KVREG;
+    extern __shared__ uint4 smem_bwd3[];
+    T *Ks = reinterpret_cast<T *>(smem_bwd3);   /* Bc x LD */
+    T *Vs = Ks + BC * LD;                       /* Bc x LD */
+    T *Qs = Vs + BC * LD;                       /* 2 stages of Br x LD */
+    T *dOs = Qs + 2 * BR * LD;                  /* 2 stages of Br x LD */
+    T *dSs = dOs + 2 * BR * LD;                 /* Bc x LDS: dS^T, [key][query] */
+    float *Ls = reinterpret_cast<float *>(dSs + BC * LDS);   /* 2 stages of Br (L as stored) */
+    float *Ds = Ls + 2 * BR;                                 /* 2 stages of Br */
+
+    const fa_kargs &a = x.a;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+    const int Sq = a.seqlen_q, Sk = a.seqlen_k;
+    const int jb = blockIdx.x, j0 = jb * BC, j1 = min(j0 + BC, Sk);
+    const int jw = j0 + 16 * warp;   /* this warp's first key */
+    const int bkv = blockIdx.y, b = bkv / a.H_kv, hk = bkv % a.H_kv;
+    const int Tr = (Sq + BR - 1) / BR;
+    const T *Kh = x.k + (size_t)bkv * Sk * D, *Vh = x.v + (size_t)bkv * Sk * D;
+
+    /* The steps: every query block that sees this key block (mask.h), for
+     * each query head of the group. In the default mode key block jb starts
+     * its walk over the nq query blocks at the (jb mod nq)-th: the key blocks
+     * of one head that run at the same time then add into different query
+     * blocks of dQ, where in query-block order (version 2's) they all start
+     * on the same one and their atomic additions meet in the same L2 lines.
+     * The deterministic mode keeps that order: its turns go in key-block
+     * order, and a rotated walk would make each block wait for the previous
+     * one at every step. */
+    int ib_begin, ib_end;
+    const int nq = mask_query_blocks(a.mask, j0, j1, BR, &ib_begin, &ib_end);
+    const int steps = nq * a.h_per_kv;
+    const int rot = x.deterministic || nq == 0 ? 0 : jb % nq;
+    auto head_of = [&](int s) { return b * a.H + hk * a.h_per_kv + s / nq; };
+    auto block_of = [&](int s) {
+        const int k = s % nq + rot;
+        return ib_begin + (k < nq ? k : k - nq);
+    };
+    auto load_step = [&](int s, int stage) {   /* Q_i, dO_i, L_i, D_i, all by cp.async */
+        const int bh = head_of(s), i0 = block_of(s) * BR;
+        cp_async_rows<T, D, BR, LD, NT>(Qs + stage * BR * LD, x.q + (size_t)bh * Sq * D, i0, Sq);
+        cp_async_rows<T, D, BR, LD, NT>(dOs + stage * BR * LD, x.dO + (size_t)bh * Sq * D, i0, Sq);
+        if (threadIdx.x < 2 * BR) {   /* rows past Sq get 0 (their P is masked to 0) */
+            const int r = threadIdx.x & (BR - 1), i = i0 + r;
+            const float *src = (threadIdx.x < BR ? x.L : x.D) + (size_t)bh * Sq;
+            float *dst = (threadIdx.x < BR ? Ls : Ds) + stage * BR + r;
+            cp_async4(dst, i < Sq ? src + i : src, i < Sq ? 4 : 0);
+        }
+    };
+
+    float dk[DT][4], dv[DT][4];
+#pragma unroll
+    for (int c = 0; c < DT; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[c][e] = dv[c][e] = 0.f;
+    unsigned kf[KVREG ? KD : 1][4], vf[KVREG ? KD : 1][4];
+
+    if (steps > 0) {
+        cp_async_rows<T, D, BC, LD, NT>(Ks, Kh, j0, Sk);
+        cp_async_rows<T, D, BC, LD, NT>(Vs, Vh, j0, Sk);
+        load_step(0, 0);
+        cp_async_commit();
+    }
+    for (int s = 0; s < steps; s++) {
+        const int stage = s & 1;
+        /* The next step's tiles fly while this one computes. Their stage was
+         * last read by the previous step's steps 1-5, which every warp
+         * finished before the previous step's second barrier. */
+        if (s + 1 < steps) {
+            load_step(s + 1, stage ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        /* This step's tiles are in; every warp is done reading the previous
+         * step's dS^T (its dQ product), so it may be rewritten. */
+        __syncthreads();
+        if constexpr (KVREG)
+            if (s == 0) bwd_load_kv_frags<T, KD, LD>(kf, vf, Ks, Vs, warp, lane);
+        const int bh = head_of(s), ib = block_of(s), i0 = ib * BR, i1 = min(i0 + BR, Sq);
+        const T *Qt = Qs + stage * BR * LD, *dOt = dOs + stage * BR * LD;
+        const float *Lt = Ls + stage * BR, *Dt = Ds + stage * BR;
+        /* No per-element mask when the whole 64 x 16 tile of this warp is
+         * visible (rows and keys inside the problem). */
+        const bool full = i1 - i0 == BR && jw + 16 <= Sk && mask_tile_unmasked(a.mask, i0, i1, jw, jw + 16);
+
+        /* Version 2's steps 1-5 (bwd_key_half) on the tile's queries in two
+         * halves of 32; L as copied, the mask apart from the exponentials */
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+            bwd_key_half<T, D, LD, LDS, KVREG, true, true>(dk, dv, kf, vf, Ks, Vs, Qt, dOt, Lt, Dt, dSs, 32 * half, i0,
+                                                          jw, Sq, Sk, full, a, warp, lane);
+        __syncthreads();   /* dS^T complete: every key of the block, every query */
+
+        /* 6. dQ_i += softmax_scale dS K_j over the block's 128 keys: warp w
+         * takes query rows 16 rg .. 16 rg + 15 (rg = w % 4) and the 16-column
+         * groups c2 = ch KH .. ch KH + KH - 1 of d (ch = w / 4; for odd
+         * d / 16 the last group of half 1 is past d and skipped). A = dS
+         * read transposed from dS^T, B = K_j (ldmatrix.trans). The products
+         * are finished before the additions start, so that in deterministic
+         * mode the turn is held only for the additions. */
+        const int rg = warp & 3, ch = warp >> 2;
+        float qd[KH][2][4];
+#pragma unroll
+        for (int c = 0; c < KH; c++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) qd[c][0][e] = qd[c][1][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) {
+            unsigned qa[4];
+            ldsm_x4_t(qa[0], qa[1], qa[2], qa[3],
+                      dSs + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + 16 * rg + ((lane >> 3) & 1) * 8);
+#pragma unroll
+            for (int c = 0; c < KH; c++) {
+                const int c2 = ch * KH + c;
+                if (KD % 2 == 0 || c2 < KD) {
+                    unsigned b0, b1, b2, b3;
+                    ldsm_x4_t(b0, b1, b2, b3,
+                              Ks + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
+                    mma16816<T>(qd[c][0], qa, b0, b1);
+                    mma16816<T>(qd[c][1], qa, b2, b3);
+                }
+            }
+        }
+        const bool ordered = x.deterministic;
+        int *sem = x.sem + (size_t)bh * Tr + ib;
+        if (ordered) dq_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb));
+        float *acc = x.dq_acc + (size_t)bh * Sq * D;
+#pragma unroll
+        for (int c = 0; c < KH; c++) {
+            const int c2 = ch * KH + c;
+            if (KD % 2 == 0 || c2 < KD)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    dq_add_tile(acc, Sq, D, i0 + 16 * rg + g, 16 * c2 + 8 * h, qd[c][h], a.softmax_scale, lane,
+                                ordered);
+        }
+        if (ordered) dq_turn_pass(sem);
+    }
+
+    /* dK_j, dV_j: zero for keys nobody sees */
+    bwd_store_dkdv<T, D>(x, dk, dv, bkv, jw, Sk, lane);
+}
+//< bwd-v3-kernel
+
+template <typename T, int D>
+static int v3_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
+{
+    using C = v3b_cfg<D>;
+    const size_t smem = C::smem_bytes();
+    CUDA_TRY(cudaFuncSetAttribute(v3_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
+    const dim3 grid((x.a.seqlen_k + C::BC - 1) / C::BC, (unsigned)(B * x.a.H_kv));
+    v3_backward_kernel<T, D><<<grid, C::NT, smem, st>>>(x);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+
+template <typename T>
+static int v3_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
+{
+    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return v3_bwd_launch_d<T, decltype(dd)::value>(x, B, st); });
+}
+
+static int v3_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                       cudaStream_t st)
+{
+    return tiled_backward_mma("v3", dtype, p, x, deterministic, st, v3_bwd_launch<__half>,
+                              v3_bwd_launch<__nv_bfloat16>);
+}
+
+static int v3_bwd_block_rows(int d) { (void)d; return v3b_cfg<64>::BR; }
+static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
+
+/* Version 3's row of the table (kernels/versions.def). */
+const fa_row fa_row_bwd_v3 = {
+    {FA_BACKWARD, 3, "v3", "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)",
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma8"},
+    v3_backward, nullptr, tiled_bwd_workspace, v3_bwd_block_rows, v3_bwd_block_cols, tiled_bwd_model};
