@@ -401,6 +401,9 @@ def profile_io(args, lib):
                 print(f"skip {name} {ps} {dt}: {str(e).splitlines()[0][:120]}", flush=True)
                 continue
             info = info_f if ps == "fwd" else info_b
+            if ps == "bwd" and info_b is not None and name.startswith("ours"):
+                # named by the backward that ran, as in the timed rows
+                name = info_b.label() + ("_det" if name.endswith("_det") else "")
             model = lib.fa_model_bytes(pass_code, info.version, dcode, p) if info is not None else None
             tagmap[tag] = dict(impl=name, pass_=ps, dtype=dt, B=B, H=H, N=N, d=d, label=label,
                                model_bytes=model,

@@ -1287,6 +1287,19 @@ def torch_op(t):
     t.value("train_P_elems", power(B * H * N * N))
     t.value("train_L_elems", power(B * H * N))
 
+    # the first training run, judged by the first rule (data/gpu/train_loss_first.csv)
+    first = path("data", "gpu", "train_loss_first.csv")
+    for k in ("train_first_commit", "train_first_dev", "train_first_spread", "train_first_ratio"):
+        t.value(k, "n/a")
+    if os.path.exists(first):
+        losses, pv = train_compare.read_csv(first)
+        s = train_compare.summarize(losses)
+        dev = abs(s["final"]["ours"] - s["final"][train_compare.REF])
+        t.value("train_first_commit", pv.get("commit", "?"))
+        t.value("train_first_dev", f"{dev:.4f}")
+        t.value("train_first_spread", f"{s['spread']:.4f}")
+        t.value("train_first_ratio", f"{dev / s['spread']:.1f}")
+
 
 @claim
 def v3_steps(t):

@@ -9,21 +9,33 @@ sequence of batches (both drawn from --seed), once per attention path:
 
     ours             flash_attention(q, k, v, causal=True): our kernels,
                      forward and backward, the best version the table has
+    ours_rerun       the same again (our default backward adds dQ in no
+                     fixed order, so a rerun moves the trajectory)
+    ours_v2          our versions 2 (forward and backward), FlashAttention-2's
+                     schedule, instead of the best (version 3)
     sdpa_flash       torch's scaled_dot_product_attention, flash backend
     sdpa_flash_rerun the same again (what a rerun of one kernel moves)
     sdpa_cudnn       cuDNN backend            (skipped where it does not run)
     sdpa_efficient   memory-efficient backend (skipped where it does not run)
+    fp32_math        the reference: attention in fp32 (SDPA's math backend on
+                     q, k, v converted to fp32, autocast off inside), the
+                     result rounded back to bf16
 
 Everything but the attention is the same torch code, in bf16 autocast with
 fp32 weights and AdamW, so the runs differ only by rounding, which bf16
 training amplifies from step to step. The comparison:
     final loss   the mean training loss of the last 50 steps of a run
-    bf16 noise   the largest |final(a) - final(b)| over pairs of PyTorch's
-                 own runs: how far the final loss moves when only the
-                 attention kernel (or the run) changes among kernels that
-                 PyTorch ships as correct
-    verdict      PASS when |final(ours) - final(sdpa_flash)| <= 2 x noise
+    drift        |final(run) - final(fp32_math)|: how far a run ends from
+                 the run whose attention is not rounded to bf16 inside
+    bf16 noise   the largest drift of PyTorch's bf16 runs (sdpa_*): how far
+                 kernels that PyTorch ships as correct end from the
+                 reference
+    verdict      PASS when the drift of every run of ours is <= 2 x noise
                  (twice, as in the gradient checks' error rule)
+The first rule (the chapter says why it was replaced) took as noise the
+spread among PyTorch's bf16 runs; those round P alike and follow one
+trajectory, so their spread measured only the order of dQ's atomic
+additions, not what bf16 rounding moves. Both numbers are printed.
 
 Usage (on a GPU machine; make build/libfa_gpu.so first):
     python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
@@ -53,7 +65,9 @@ import provenance as prov  # noqa: E402
 
 REF = "sdpa_flash"
 LAST = 50    # steps averaged into a run's final loss
-RUNS = ["ours", "sdpa_flash", "sdpa_flash_rerun", "sdpa_cudnn", "sdpa_efficient"]
+RUNS = ["ours", "ours_rerun", "ours_v2", "sdpa_flash", "sdpa_flash_rerun", "sdpa_cudnn", "sdpa_efficient",
+        "fp32_math"]
+FP32 = "fp32_math"   # the reference run of the verdict
 CORPUS = ["chapters/*.md", "src/*.c", "src/*.h", "kernels/*.cu", "kernels/*.cuh"]
 DEVICE = "cuda"
 # The model and the run, as the paper describes them (scripts/claims.py reads
@@ -68,26 +82,26 @@ PROV_COLS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command"]
 # ---------------------------------------------------------------------------
 def summarize(losses, last=LAST):
     """losses: {run: [loss per step]}. Returns a dict with each run's final
-    loss (mean of the last `last` steps), the noise among PyTorch's runs, our
-    deviation from sdpa_flash and the verdict."""
+    loss (mean of the last `last` steps), each run's drift from fp32_math,
+    the bf16 noise (the largest drift of PyTorch's bf16 runs), the spread
+    among PyTorch's bf16 runs (the first rule's noise), and the verdict on
+    our runs."""
     n = min(len(v) for v in losses.values())
     k = min(last, n)
     final = {r: sum(v[n - k:n]) / k for r, v in losses.items()}
     torch_runs = [r for r in losses if r.startswith("sdpa_")]
-    pairs = [(a, b) for i, a in enumerate(torch_runs) for b in torch_runs[i + 1:]]
-    noise, noise_pair = 0.0, None
-    for a, b in pairs:
-        if abs(final[a] - final[b]) >= noise:
-            noise, noise_pair = abs(final[a] - final[b]), (a, b)
-    out = {"steps": n, "last": k, "final": final, "noise": noise, "noise_pair": noise_pair,
-           "step0": {r: v[0] for r, v in losses.items()}}
-    if "ours" in losses and REF in losses and noise_pair:
-        dev = abs(final["ours"] - final[REF])
-        out["deviation"] = dev
-        out["ratio"] = dev / noise if noise > 0 else math.inf
-        out["verdict"] = "PASS" if dev <= 2 * noise else "FAIL"
-    else:
-        out["verdict"] = "NONE"   # not enough runs to say
+    ours = [r for r in losses if r.startswith("ours")]
+    spread = (max(final[r] for r in torch_runs) - min(final[r] for r in torch_runs)) if torch_runs else None
+    out = {"steps": n, "last": k, "final": final, "spread": spread,
+           "step0": {r: v[0] for r, v in losses.items()}, "verdict": "NONE"}
+    if FP32 in final and torch_runs and ours:
+        drift = {r: abs(final[r] - final[FP32]) for r in final if r != FP32}
+        noise_run = max(torch_runs, key=lambda r: drift[r])
+        noise = drift[noise_run]
+        worst = max(ours, key=lambda r: drift[r])
+        out.update(drift=drift, noise=noise, noise_run=noise_run, worst=worst,
+                   ratio=drift[worst] / noise if noise > 0 else math.inf,
+                   verdict="PASS" if drift[worst] <= 2 * noise else "FAIL")
     return out
 
 
@@ -95,16 +109,17 @@ def report_lines(s):
     """The comparison as plain lines (the training log)."""
     lines = [f"final loss = mean of the last {s['last']} of {s['steps']} steps:"]
     for r, f in s["final"].items():
-        lines.append(f"  {r:18s} {f:.5f}   (step 0: {s['step0'][r]:.5f})")
-    if s["noise_pair"]:
-        a, b = s["noise_pair"]
-        lines.append(f"bf16 noise: largest |final(a) - final(b)| over PyTorch's own runs = "
-                     f"{s['noise']:.5f} ({a} vs {b})")
+        d = s.get("drift", {}).get(r)
+        lines.append(f"  {r:18s} {f:.5f}   (step 0: {s['step0'][r]:.5f})"
+                     + ("" if d is None else f"   drift from {FP32}: {d:.5f}"))
+    if s["spread"] is not None:
+        lines.append(f"spread among PyTorch's bf16 runs (the first rule's noise): {s['spread']:.5f}")
     if s["verdict"] in ("PASS", "FAIL"):
-        lines.append(f"ours vs {REF}: |{s['final']['ours']:.5f} - {s['final'][REF]:.5f}| = "
-                     f"{s['deviation']:.5f} = {s['ratio']:.2f} x noise; rule <= 2 x noise: {s['verdict']}")
+        lines.append(f"bf16 noise: largest drift of PyTorch's bf16 runs = {s['noise']:.5f} ({s['noise_run']})")
+        lines.append(f"ours: largest drift {s['drift'][s['worst']]:.5f} ({s['worst']}) = {s['ratio']:.2f} x noise; "
+                     f"rule <= 2 x noise: {s['verdict']}")
     else:
-        lines.append("no verdict: need the run 'ours', sdpa_flash and another PyTorch run")
+        lines.append(f"no verdict: need {FP32}, a PyTorch bf16 run and a run of ours")
     return lines
 
 
@@ -128,19 +143,25 @@ def write_summary(csv_path, md_path):
         return 0
     losses, p = read_csv(csv_path)
     s = summarize(losses)
-    rows = ["| run | loss at step 0 | final loss (mean of the last %d steps) | minus %s |" % (s["last"], REF),
-            "|---|---:|---:|---:|"]
+    rows = ["| run | loss at step 0 | final loss (mean of the last %d steps) | drift from `%s` |"
+            % (s["last"], FP32), "|---|---:|---:|---:|"]
     for r, f in s["final"].items():
-        rows.append(f"| `{r}` | {s['step0'][r]:.4f} | {f:.4f} | {f - s['final'].get(REF, f):+.4f} |")
+        d = s.get("drift", {}).get(r)
+        rows.append(f"| `{r}` | {s['step0'][r]:.4f} | {f:.4f} | {'' if d is None else f'{d:.4f}'} |")
     text = "\n".join(rows) + "\n\n"
-    if s["noise_pair"]:
-        a, b = s["noise_pair"]
-        text += (f"The bf16 noise, the largest difference of final losses among PyTorch's own runs, is "
-                 f"{s['noise']:.4f} (`{a}` against `{b}`). ")
     if s["verdict"] in ("PASS", "FAIL"):
-        text += (f"Our op's final loss differs from `{REF}`'s by {s['deviation']:.4f}, "
-                 f"{s['ratio']:.2f} times that noise ({'within' if s['verdict'] == 'PASS' else 'outside'} "
-                 f"the rule of at most twice the noise). ")
+        text += (f"The bf16 noise, the largest drift of PyTorch's bf16 runs from `{FP32}`, is "
+                 f"{s['noise']:.4f} (`{s['noise_run']}`). The largest drift of our runs is "
+                 f"{s['drift'][s['worst']]:.4f} (`{s['worst']}`), {s['ratio']:.2f} times that noise "
+                 f"({'within' if s['verdict'] == 'PASS' else 'outside'} the rule of at most twice the noise). ")
+    if s["spread"] is not None:
+        text += f"PyTorch's bf16 runs end within {s['spread']:.4f} of each other"
+        if "ours" in s["final"] and REF in s["final"] and s["spread"] > 0:
+            dev = abs(s["final"]["ours"] - s["final"][REF])
+            text += (f"; under the first rule, which took that spread as the noise, `ours` (off `{REF}` by "
+                     f"{dev:.4f}) is {dev / s['spread']:.2f} times it "
+                     f"({'within' if dev <= 2 * s['spread'] else 'outside'} twice the spread)")
+        text += ". "
     text += (f"{s['steps']} steps per run; {p.get('gpu', '?')}, driver {p.get('driver', '?')}, "
              f"CUDA {p.get('cuda', '?')}, torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, "
              f"{p.get('date', '?')}.\n")
@@ -218,7 +239,15 @@ def attention_paths(torch, F):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return attn
 
+    def fp32_math(q, k, v):
+        # autocast would send SDPA back to bf16: off, and fp32 in and out
+        with torch.autocast(DEVICE, enabled=False), sdpa_kernel([SDPBackend.MATH]):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True).to(q.dtype)
+
     return {"ours": lambda q, k, v: flash_attention(q, k, v, causal=True),
+            "ours_rerun": lambda q, k, v: flash_attention(q, k, v, causal=True),
+            "ours_v2": lambda q, k, v: flash_attention(q, k, v, causal=True, version=2),
+            FP32: fp32_math,
             "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
             "sdpa_flash_rerun": sdpa(SDPBackend.FLASH_ATTENTION),
             "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
@@ -305,7 +334,7 @@ def run_training(args):
     for name in [r for r in RUNS if r in args.runs]:
         try:
             losses[name], seconds[name] = train(torch, F, GPT, init, batches, paths[name], cfg)
-        except RuntimeError as e:   # a backend that does not run here
+        except (RuntimeError, ValueError) as e:   # a backend or version that does not run here
             if name == "ours":
                 raise
             print(f"{name:18s} skipped: {str(e).strip().splitlines()[0][:120]}")
