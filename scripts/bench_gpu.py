@@ -234,14 +234,13 @@ def impls(lib, q, k, v, do, causal, max_ws):
 
 
 def bench(args, lib, prov):
-    files = {}
+    files, by_path = {}, {}   # pass -> open file; path -> open file (bwd and fwdbwd share one)
     for ps, path in (("fwd", args.csv), ("bwd", args.bwd_csv), ("fwdbwd", args.bwd_csv)):
-        if path and path not in files.values():
-            f = open(path, "w")
-            f.write(HEADER + "\n")
-            files[ps] = f
-        elif path:
-            files[ps] = next(f for k, f in files.items() if f.name == path)
+        if path and path not in by_path:
+            by_path[path] = open(path, "w")
+            by_path[path].write(HEADER + "\n")
+        if path:
+            files[ps] = by_path[path]
     rows = []
 
     def emit(impl, ps, dt, causal, B, H, N, d, ms, tflops, reps, diff, note):
@@ -282,26 +281,26 @@ def bench(args, lib, prov):
                                 return f"{info_f.label()}+bwd_{info_b.name.decode()}"
                             return name0
                         name = name0
+                        # the passes this path has (a deterministic row is a backward only)
+                        passes = [ps for ps in args.passes if not name0.startswith("ours") or
+                                  ((ps == "bwd" or info_f is not None) and (ps == "fwd" or info_b is not None))]
                         if N > args.slow_max_n and ("_tiled" in name or "materialized" in name):
-                            for ps in args.passes:
+                            for ps in passes:
                                 measured.append((label(ps), ps, None, None,
                                                  f"skipped: slow path, N > --slow-max-n {args.slow_max_n}", None))
                             continue
                         try:
                             obj = make()
                         except Skip as e:
-                            for ps in args.passes:
+                            for ps in passes:
                                 measured.append((label(ps), ps, None, None, str(e), None))
                             continue
                         except Exception as e:
                             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                            for ps in args.passes:
+                            for ps in passes:
                                 measured.append((label(ps), ps, None, None, "failed: " + msg[:160], None))
                             continue
-                        for ps in args.passes:
-                            if isinstance(obj, Ours) and ((ps != "bwd" and info_f is None) or
-                                                          (ps != "fwd" and info_b is None)):
-                                continue
+                        for ps in passes:
                             fn = getattr(obj, ps)
                             try:
                                 if ps == "bwd" and isinstance(obj, Ours):

@@ -1331,6 +1331,16 @@ def v3_measured(t):
 
 
 @claim
+def bwd_measured(t):
+    """What the final device run measured of the GPU backward (chapter 04b,
+    scripts/paper_bwd.py): ratios to SDPA flash and cuDNN, determinism's
+    cost, the bytes beside the IO model."""
+    import paper_bwd
+    for k, v in paper_bwd.values().items():
+        t.value(k, v)
+
+
+@claim
 def ring(t):
     """Stage 7 (chapter 04d): exercise 2 by the merge rule, and data/gpu/ring.csv
     when present (scripts/paper_ring.py)."""

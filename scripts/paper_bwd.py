@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""scripts/paper_bwd.py -- the numbers chapter 04b (the GPU backward) quotes from the H200 run.
+
+    python3 scripts/paper_bwd.py         prints the values, one "key<TAB>value" a line
+
+claims.py takes values() into build/paper/values.tsv. Two files, both written
+by one call of scripts/device_final.sh:
+
+  data/gpu/bench_bwd.csv  TFLOP/s of one backward call (pass bwd) and of a
+                          forward plus backward (pass fwdbwd) for every
+                          version in the library's table, their
+                          deterministic modes (rows *_det), SDPA flash and
+                          cuDNN, on the same tensors in the same run
+  data/gpu/io_bwd.csv     Nsight Compute's DRAM and L2 bytes of one backward
+                          per implementation beside each version's IO model
+
+From them: our fastest backward against flash and cuDNN (range over the
+shapes with N >= N_LO, and the geometric mean), version 2 likewise (the
+issue's target was version 2 at 1.0x flash), the forward-plus-backward
+ratios, what the deterministic mode costs, fp16, and the bytes. Ratios are
+of TFLOP/s, which on one shape is the inverse ratio of times. Without the
+files every key is "n/a" (bwd_status "absent"). Standard library only.
+"""
+import csv
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
+IO = os.environ.get("PAPER_BWD_IO", "data/gpu/io_bwd.csv")
+N_LO = 2048          # the issue's "N >= 2048"
+V2, V3 = "ours_v2_mma", "ours_v3_mma8"      # backward rows (pass bwd)
+V3_FB = "ours_v3_hopper"                     # forward v3 + backward v3 (pass fwdbwd)
+FLASH, CUDNN = "sdpa_flash", "sdpa_cudnn"
+
+
+def full(rel):
+    return rel if os.path.isabs(rel) else os.path.join(ROOT, rel)
+
+
+def rows(rel):
+    if not os.path.exists(full(rel)):
+        return None
+    with open(full(rel), newline="") as f:
+        return list(csv.DictReader(ln for ln in f if not ln.startswith("#") and ln.strip()))
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def span(xs, digits=2):
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.{digits}f}" if f"{lo:.{digits}f}" == f"{hi:.{digits}f}" else f"{lo:.{digits}f}-{hi:.{digits}f}"
+
+
+def table(rs, ps, dtype):
+    """(impl, d, causal, N) -> (TFLOP/s, ms) for one pass and dtype, timed rows only."""
+    out = {}
+    for r in rs:
+        if r["pass"] == ps and r["dtype"] == dtype and r["tflops"] and r["median_ms"]:
+            out[(r["impl"], int(r["d"]), int(r["causal"]), int(r["N"]))] = (float(r["tflops"]), float(r["median_ms"]))
+    return out
+
+
+def ratios(t, a, b, n_lo=N_LO, n_hi=None):
+    """TFLOP/s of a over b on every shape both ran with N in [n_lo, n_hi]."""
+    out = []
+    for (impl, d, c, N), (tf, _) in t.items():
+        if impl == a and N >= n_lo and (n_hi is None or N <= n_hi) and (b, d, c, N) in t:
+            out.append(tf / t[(b, d, c, N)][0])
+    return out
+
+
+def values():
+    keys = ["bwd_status", "bwd_commit", "bwd_date", "bwd_nshapes", "bwd_N_lo",
+            "bwd_v3_flash", "bwd_v3_flash_gm", "bwd_v3_cudnn", "bwd_v3_cudnn_gm",
+            "bwd_v2_flash", "bwd_v2_flash_gm", "bwd_v2_cudnn", "bwd_v3_over_v2",
+            "bwd_v3_tf", "bwd_v2_tf", "bwd_flash_tf", "bwd_cudnn_tf",
+            "bwd_fb_flash", "bwd_fb_flash_gm", "bwd_fb_cudnn", "bwd_fb_cudnn_gm",
+            "bwd_det_v2", "bwd_det_v3", "bwd_fp16_v3_flash", "bwd_fp16_v3_cudnn",
+            "bwd_v3_flash_512",
+            "bwd_io_N", "bwd_io_d", "bwd_io_v3_l2", "bwd_io_v3_model", "bwd_io_v3_ratio",
+            "bwd_io_v2_l2", "bwd_io_v2_model", "bwd_io_v2_ratio", "bwd_io_flash_l2",
+            "bwd_io_cudnn_l2", "bwd_io_v3_dram", "bwd_io_compulsory", "bwd_io_flash_dram"]
+    v = {k: "n/a" for k in keys}
+    v["bwd_status"] = "absent"
+    rs = rows(BENCH)
+    if rs:
+        t = table(rs, "bwd", "bf16")
+        r3f, r3c = ratios(t, V3, FLASH), ratios(t, V3, CUDNN)
+        r2f, r2c = ratios(t, V2, FLASH), ratios(t, V2, CUDNN)
+        if r3f and r2f:
+            v["bwd_status"] = "present"
+            first = next(r for r in rs if r["pass"] == "bwd")
+            v["bwd_commit"], v["bwd_date"] = first["commit"], first["date"][:10]
+            v["bwd_nshapes"] = str(len(r3f))
+            v["bwd_N_lo"] = f"{N_LO}"
+            v["bwd_v3_flash"], v["bwd_v3_flash_gm"] = span(r3f), f"{gmean(r3f):.2f}"
+            v["bwd_v3_cudnn"], v["bwd_v3_cudnn_gm"] = span(r3c), f"{gmean(r3c):.2f}"
+            v["bwd_v2_flash"], v["bwd_v2_flash_gm"] = span(r2f), f"{gmean(r2f):.2f}"
+            v["bwd_v2_cudnn"] = span(r2c)
+            v["bwd_v3_over_v2"] = span(ratios(t, V3, V2))
+            for key, impl in (("bwd_v3_tf", V3), ("bwd_v2_tf", V2), ("bwd_flash_tf", FLASH), ("bwd_cudnn_tf", CUDNN)):
+                xs = [tf for (i, d, c, N), (tf, _) in t.items() if i == impl and N >= N_LO]
+                v[key] = span(xs, 0)
+            small = ratios(t, V3, FLASH, 512, 512)
+            v["bwd_v3_flash_512"] = span(small) if small else "n/a"
+            # the deterministic mode: its time over the default's, same version and shape
+            for key, impl in (("bwd_det_v2", V2), ("bwd_det_v3", V3)):
+                xs = [t[(impl, d, c, N)][0] / t[(impl + "_det", d, c, N)][0]
+                      for (i, d, c, N) in t if i == impl and N >= N_LO and (impl + "_det", d, c, N) in t]
+                v[key] = span(xs, 1) if xs else "n/a"
+        fb = table(rs, "fwdbwd", "bf16")
+        f3f, f3c = ratios(fb, V3_FB, FLASH), ratios(fb, V3_FB, CUDNN)
+        if f3f:
+            v["bwd_fb_flash"], v["bwd_fb_flash_gm"] = span(f3f), f"{gmean(f3f):.2f}"
+            v["bwd_fb_cudnn"], v["bwd_fb_cudnn_gm"] = span(f3c), f"{gmean(f3c):.2f}"
+        h = table(rs, "bwd", "fp16")
+        hf, hc = ratios(h, V3, FLASH), ratios(h, V3, CUDNN)
+        if hf:
+            v["bwd_fp16_v3_flash"], v["bwd_fp16_v3_cudnn"] = span(hf), span(hc)
+    io = rows(IO)
+    if io:
+        d128 = {r["impl"]: r for r in io if r["d"] == "128"}
+        # backward rows were once named by the forward (ours_v3_hopper); accept both
+        r3 = d128.get(V3) or d128.get(V3_FB)
+        r2, rf, rc = d128.get(V2), d128.get(FLASH), d128.get(CUDNN)
+        if r3 and r2 and rf:
+            gb = lambda r, k: float(r[k]) / 1e9  # noqa: E731
+            v["bwd_io_N"], v["bwd_io_d"] = r3["N"], r3["d"]
+            v["bwd_io_v3_l2"], v["bwd_io_v3_model"] = f"{gb(r3, 'l2_bytes'):.1f}", f"{gb(r3, 'model_bytes'):.1f}"
+            v["bwd_io_v3_ratio"] = f"{float(r3['l2_bytes']) / float(r3['model_bytes']):.2f}"
+            v["bwd_io_v2_l2"], v["bwd_io_v2_model"] = f"{gb(r2, 'l2_bytes'):.1f}", f"{gb(r2, 'model_bytes'):.1f}"
+            v["bwd_io_v2_ratio"] = f"{float(r2['l2_bytes']) / float(r2['model_bytes']):.2f}"
+            v["bwd_io_flash_l2"] = f"{gb(rf, 'l2_bytes'):.1f}"
+            v["bwd_io_cudnn_l2"] = f"{gb(rc, 'l2_bytes'):.1f}" if rc else "n/a"
+            v["bwd_io_v3_dram"] = f"{gb(r3, 'dram_bytes'):.2f}"
+            v["bwd_io_flash_dram"] = f"{gb(rf, 'dram_bytes'):.2f}"
+            v["bwd_io_compulsory"] = f"{gb(r3, 'compulsory_bytes'):.2f}"
+    return v
+
+
+def main():
+    for k, x in sorted(values().items()):
+        print(f"{k}\t{x}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
