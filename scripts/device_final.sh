@@ -15,7 +15,9 @@
 #             backward, forward+backward; bf16 over the papers' grid (d 64,
 #             128; N 512 .. 16384; causal and not), fp16 at N 2048, 8192
 #             -> bench_fwd.csv, bench_bwd.csv, bench_*_fp16.csv
-#             then ncu: DRAM and L2 bytes of the backward -> io_bwd.csv
+#             then ncu: DRAM and L2 bytes of the backward -> io_bwd.csv, and
+#             the executed instructions by opcode of our backward version 3
+#             and FlashAttention-2's -> bwd_opcodes_*.txt
 #      GPU 1  tests: ./stage4 --sweep tests, ./stage5 --sweep tests,
 #             compute-sanitizer on ./stage5 --sweep small, the PyTorch op's
 #             checks (tests/gpu/test_flash_op.py); then the training
@@ -60,6 +62,15 @@ lane_bench() {
         "ncu --profile-from-start off --clock-control none --metrics $M python3 scripts/bench_gpu.py --profile-io MAP.json --passes bwd" \
         >> "$D/ncu.log" 2>&1
     echo "ncu_io.py exit $?" >> "$D/lane0.txt"
+    # executed instructions by opcode of our fastest backward and FlashAttention-2's, one
+    # launch each, bf16, B 2, H 16, N 8192, d 128, no mask (chapter 4b's instruction count)
+    for k in v3_backward flash_bwd_dq_dk_dv; do
+        timeout 60 "$NCU" --clock-control none --metrics sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum \
+            --print-metric-instances details -k regex:$k -c 1 \
+            python3 scripts/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2 \
+            --impls ours_v3_hopper,sdpa_flash > "$D/bwd_opcodes_$k.txt" 2>&1
+        echo "opcodes $k exit $?" >> "$D/lane0.txt"
+    done
 }
 lane_tests() {
     export CUDA_VISIBLE_DEVICES=1

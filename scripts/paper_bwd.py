@@ -24,11 +24,18 @@ files every key is "n/a" (bwd_status "absent"). Standard library only.
 import csv
 import math
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 IO = os.environ.get("PAPER_BWD_IO", "data/gpu/io_bwd.csv")
+OPS = {"ours": "data/gpu/bwd_opcodes_v3.txt", "flash": "data/gpu/bwd_opcodes_flash.txt"}
+# opcode groups of the instruction-count comparison
+INTEGER = ("IMAD", "LEA", "LOP3", "ISETP", "SHF", "IADD3", "SEL", "VIADD", "IABS", "VIADDMNMX", "VIMNMX",
+           "PRMT", "MOV", "I2F", "F2I", "S2R", "LDC", "ULDC", "UIADD3", "ULEA", "UMOV", "USHF", "UISETP",
+           "ULOP3", "USEL", "UIMAD", "S2UR", "R2UR", "P2R", "R2P", "PLOP3")
+BRANCH = ("BRA", "BSSY", "BSYNC")
 N_LO = 2048          # the issue's "N >= 2048"
 V2, V3 = "ours_v2_mma", "ours_v3_mma8"      # backward rows (pass bwd)
 V3_FB = "ours_v3_hopper"                     # forward v3 + backward v3 (pass fwdbwd)
@@ -73,6 +80,49 @@ def ratios(t, a, b, n_lo=N_LO, n_hi=None):
     return out
 
 
+def opcodes(rel):
+    """{opcode: executed warp instructions} and the kernel's duration (ns)
+    from an ncu --print-metric-instances details log; None if absent."""
+    if not os.path.exists(full(rel)):
+        return None
+    text = open(full(rel)).read()
+    i = text.find("sass__inst_executed_per_opcode")
+    if i < 0:
+        return None
+    body = text[i:text.index(")", i)]
+    ops = {m.group(1): int(m.group(2).replace(",", "")) for m in re.finditer(r"([A-Z][A-Z0-9_]*):\s*([\d,]+)", body)}
+    dur = re.search(r"gpu__time_duration.sum\s+(\w+)\s+([\d,.]+)", text)
+    ns = None
+    if dur:
+        ns = float(dur.group(2).replace(",", "")) * {"ns": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}.get(dur.group(1), 1)
+    return ops, ns
+
+
+def opcode_values():
+    keys = ["bwd_op_ours", "bwd_op_flash", "bwd_op_ratio", "bwd_op_hmma", "bwd_op_time_ratio",
+            "bwd_op_int_ours", "bwd_op_int_flash", "bwd_op_branch_ours", "bwd_op_branch_flash",
+            "bwd_op_ldsm_ours", "bwd_op_ldsm_flash", "bwd_op_per_hmma_ours", "bwd_op_per_hmma_flash"]
+    v = {k: "n/a" for k in keys}
+    a, b = opcodes(OPS["ours"]), opcodes(OPS["flash"])
+    if not a or not b:
+        return v
+    (oa, ta), (ob, tb) = a, b
+    G = lambda x: f"{x / 1e9:.2f}"  # noqa: E731  (billions)
+    M = lambda x: f"{x / 1e6:.0f}"  # noqa: E731  (millions)
+    na, nb = sum(oa.values()), sum(ob.values())
+    v["bwd_op_ours"], v["bwd_op_flash"], v["bwd_op_ratio"] = G(na), G(nb), f"{na / nb:.2f}"
+    v["bwd_op_hmma"] = M(oa.get("HMMA", 0)) if oa.get("HMMA") == ob.get("HMMA") else \
+        f"{M(oa.get('HMMA', 0))} and {M(ob.get('HMMA', 0))}"
+    if ta and tb:
+        v["bwd_op_time_ratio"] = f"{ta / tb:.2f}"
+    for key, group in (("int", INTEGER), ("branch", BRANCH), ("ldsm", ("LDSM",))):
+        v[f"bwd_op_{key}_ours"] = M(sum(oa.get(o, 0) for o in group))
+        v[f"bwd_op_{key}_flash"] = M(sum(ob.get(o, 0) for o in group))
+    v["bwd_op_per_hmma_ours"] = f"{na / oa['HMMA']:.1f}" if oa.get("HMMA") else "n/a"
+    v["bwd_op_per_hmma_flash"] = f"{nb / ob['HMMA']:.1f}" if ob.get("HMMA") else "n/a"
+    return v
+
+
 def values():
     keys = ["bwd_status", "bwd_commit", "bwd_date", "bwd_nshapes", "bwd_N_lo",
             "bwd_v3_flash", "bwd_v3_flash_gm", "bwd_v3_cudnn", "bwd_v3_cudnn_gm",
@@ -86,6 +136,7 @@ def values():
             "bwd_io_cudnn_l2", "bwd_io_v3_dram", "bwd_io_compulsory", "bwd_io_flash_dram"]
     v = {k: "n/a" for k in keys}
     v["bwd_status"] = "absent"
+    v.update(opcode_values())
     rs = rows(BENCH)
     if rs:
         t = table(rs, "bwd", "bf16")
