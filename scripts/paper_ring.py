@@ -59,7 +59,8 @@ def values():
 
     keys = ("gpu", "gpus", "nccl", "shape", "largest_n", "eff_fwd", "eff_bwd", "eff_fwd_causal",
             "eff_bwd_causal", "hidden_fwd", "hidden_bwd", "tflops_fwd", "tflops_fwd_single",
-            "bytes_rows", "bytes_ok", "date", "commit")
+            "bytes_rows", "bytes_ok", "date", "commit", "comm_share_fwd", "comm_share_bwd",
+            "hidden_mid_fwd", "hidden_mid_bwd", "mid_n")
     for k in keys:
         v["ring_" + k] = "n/a"
     rows = read_rows(RING)
@@ -92,6 +93,14 @@ def values():
                 v[f"ring_eff_{pass_}{suffix}"] = f"{float(r['efficiency']):.2f}"
                 if not causal:
                     v[f"ring_hidden_{pass_}"] = f"{float(r['hidden_share']):.2f}"
+                    # the transfers alone as a share of the ring's time: how much hiding can matter
+                    v[f"ring_comm_share_{pass_}"] = f"{100 * float(r['comm_only_ms']) / float(r['ring_ms']):.1f}\u00a0%"
+    # where hiding matters more: the smallest N, no mask
+    smallest = min(int(r["N"]) for r in rows)
+    v["ring_mid_n"] = f"{smallest:,}"
+    for r in rows:
+        if int(r["N"]) == smallest and int(r["causal"]) == 0 and r["pass"] in ("fwd", "bwd"):
+            v[f"ring_hidden_mid_{r['pass']}"] = f"{float(r['hidden_share']):.2f}"
     r = at("fwd", 0)
     if r:
         v["ring_tflops_fwd"] = f"{float(r['ring_tflops']):.0f}"
