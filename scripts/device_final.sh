@@ -65,7 +65,7 @@ lane_bench() {
     # executed instructions by opcode of our fastest backward and FlashAttention-2's, one
     # launch each, bf16, B 2, H 16, N 8192, d 128, no mask (chapter 4b's instruction count)
     for k in v3_backward flash_bwd_dq_dk_dv; do
-        timeout 60 "$NCU" --clock-control none --metrics sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum \
+        timeout 60 "$NCU" --clock-control none --metrics sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,launch__block_size \
             --print-metric-instances details -k regex:$k -c 1 \
             python3 scripts/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2 \
             --impls ours_v3_hopper,sdpa_flash > "$D/bwd_opcodes_$k.txt" 2>&1

@@ -91,22 +91,28 @@ def opcodes(rel):
         return None
     body = text[i:text.index(")", i)]
     ops = {m.group(1): int(m.group(2).replace(",", "")) for m in re.finditer(r"([A-Z][A-Z0-9_]*):\s*([\d,]+)", body)}
+    shape = re.search(r"bwd\s+bf16\s+c=(\d)\s+N=\s*(\d+)\s+d=\s*(\d+)", text)
+    regs = re.search(r"launch__registers_per_thread\s+\S+\s+(\d+)", text)
+    extra = {"N": shape.group(2) if shape else None, "d": shape.group(3) if shape else None,
+             "regs": regs.group(1) if regs else None}
     dur = re.search(r"gpu__time_duration.sum\s+(\w+)\s+([\d,.]+)", text)
     ns = None
     if dur:
         ns = float(dur.group(2).replace(",", "")) * {"ns": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}.get(dur.group(1), 1)
-    return ops, ns
+    return ops, ns, extra
 
 
 def opcode_values():
-    keys = ["bwd_op_ours", "bwd_op_flash", "bwd_op_ratio", "bwd_op_hmma", "bwd_op_time_ratio",
+    keys = ["bwd_op_N", "bwd_op_d", "bwd_op_regs_ours", "bwd_op_regs_flash", "bwd_op_ours", "bwd_op_flash", "bwd_op_ratio", "bwd_op_hmma", "bwd_op_time_ratio",
             "bwd_op_int_ours", "bwd_op_int_flash", "bwd_op_branch_ours", "bwd_op_branch_flash",
             "bwd_op_ldsm_ours", "bwd_op_ldsm_flash", "bwd_op_per_hmma_ours", "bwd_op_per_hmma_flash"]
     v = {k: "n/a" for k in keys}
     a, b = opcodes(OPS["ours"]), opcodes(OPS["flash"])
     if not a or not b:
         return v
-    (oa, ta), (ob, tb) = a, b
+    (oa, ta, ea), (ob, tb, eb) = a, b
+    v["bwd_op_N"], v["bwd_op_d"] = ea["N"] or "n/a", ea["d"] or "n/a"
+    v["bwd_op_regs_ours"], v["bwd_op_regs_flash"] = ea["regs"] or "n/a", eb["regs"] or "n/a"
     G = lambda x: f"{x / 1e9:.2f}"  # noqa: E731  (billions)
     M = lambda x: f"{x / 1e6:.0f}"  # noqa: E731  (millions)
     na, nb = sum(oa.values()), sum(ob.values())
@@ -124,7 +130,8 @@ def opcode_values():
 
 
 def values():
-    keys = ["bwd_status", "bwd_commit", "bwd_date", "bwd_nshapes", "bwd_N_lo",
+    keys = ["bwd_status", "bwd_commit", "bwd_date", "bwd_nshapes", "bwd_N_lo", "bwd_tokens", "bwd_hidden",
+            "bwd_fp16_Ns",
             "bwd_v3_flash", "bwd_v3_flash_gm", "bwd_v3_cudnn", "bwd_v3_cudnn_gm",
             "bwd_v2_flash", "bwd_v2_flash_gm", "bwd_v2_cudnn", "bwd_v3_over_v2",
             "bwd_v3_tf", "bwd_v2_tf", "bwd_flash_tf", "bwd_cudnn_tf",
@@ -147,6 +154,11 @@ def values():
             first = next(r for r in rs if r["pass"] == "bwd")
             v["bwd_commit"], v["bwd_date"] = first["commit"], first["date"][:10]
             v["bwd_nshapes"] = str(len(r3f))
+            bt = [r for r in rs if r["pass"] == "bwd" and r["dtype"] == "bf16"]
+            tokens = sorted({int(r["B"]) * int(r["N"]) for r in bt})
+            hidden = sorted({int(r["H"]) * int(r["d"]) for r in bt})
+            v["bwd_tokens"] = "/".join(str(x) for x in tokens)
+            v["bwd_hidden"] = "/".join(str(x) for x in hidden)
             v["bwd_N_lo"] = f"{N_LO}"
             v["bwd_v3_flash"], v["bwd_v3_flash_gm"] = span(r3f), f"{gmean(r3f):.2f}"
             v["bwd_v3_cudnn"], v["bwd_v3_cudnn_gm"] = span(r3c), f"{gmean(r3c):.2f}"
@@ -171,6 +183,8 @@ def values():
         h = table(rs, "bwd", "fp16")
         hf, hc = ratios(h, V3, FLASH), ratios(h, V3, CUDNN)
         if hf:
+            ns = sorted({N for (i, d, c, N) in h if i == V3})
+            v["bwd_fp16_Ns"] = " and ".join(str(n) for n in ns)
             v["bwd_fp16_v3_flash"], v["bwd_fp16_v3_cudnn"] = span(hf), span(hc)
     io = rows(IO)
     if io:
