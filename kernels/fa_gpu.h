@@ -128,6 +128,16 @@ int fa_time(int pass, int version, int dtype, const attn_params *p, const fa_ptr
 size_t fa_dtype_bytes(int dtype);
 const char *fa_dtype_name(int dtype);
 
+/* Unit roundoff of a dtype (FA_FP32, FA_FP16, FA_BF16): half the spacing of
+ * its numbers at 1, 2^-24, 2^-11, 2^-8. Relative to an output's scale it is
+ * the most that rounding the largest entry alone moves it; the host
+ * programs' error rules take it as their floor, so that two correctly
+ * rounded results never fail a check. */
+static inline double fa_unit_roundoff(int dtype)
+{
+    return dtype == FA_BF16 ? 0x1p-8 : dtype == FA_FP16 ? 0x1p-11 : 0x1p-24;
+}
+
 /* Runtime helpers for the C host programs (thin wrappers over the CUDA runtime). */
 int fa_device_count(void);                       /* 0 when no GPU (or no driver) */
 /* "NVIDIA H200, cc 9.0, 132 SMs, 60 MiB L2, CUDA driver 13.0, runtime 13.0" */

@@ -213,6 +213,7 @@ int gh_each_dtype(const gh_inputs *in, const int *dtypes, int nd, bool grads, gh
  * *twice_v0 says whether the 2 x v0 bound is the one in force. */
 double gh_allowed(int dtype, int version, double v0_err, double floor, bool fault, bool *twice_v0);
 
+
 /* What a failed comparison looks like, on lines starting with '#': entries
  * of tensor t off by more than tol (absolute; NaN and infinities count), the
  * worst and the first three with (b, h, row, col), and the ranges of heads,

@@ -81,12 +81,6 @@ static const char USAGE[] =
 
 #define NV_MAX 16
 
-/* Unit roundoff of the dtype: half the spacing of its numbers at 1. */
-static double unit_roundoff(int dtype)
-{
-    return dtype == FA_FP32 ? 0x1p-24 : dtype == FA_FP16 ? 0x1p-11 : 0x1p-8;
-}
-
 /* ------------------------------------------------------------------------- */
 /* The checks of one run beyond the error measure                             */
 /* ------------------------------------------------------------------------- */
@@ -124,7 +118,7 @@ static size_t best_key_check(const gh_problem *g, const double *O)
     const double *Q = g->host[GH_Q], *K = g->host[GH_K], *V = g->host[GH_V];
     const int Sk = p->seqlen_k, d = p->d;
     attn_mask m = attn_mask_of(p);
-    double slack = (4 * unit_roundoff(g->dtype) + (Sk + 8) * 0x1p-24) * max_abs_finite(V, attn_kv_numel(p));
+    double slack = (4 * fa_unit_roundoff(g->dtype) + (Sk + 8) * 0x1p-24) * max_abs_finite(V, attn_kv_numel(p));
     double *s = xmalloc((size_t)Sk, sizeof(double), "logits"), *lo = xmalloc((size_t)d, sizeof(double), "lo");
     double *hi = xmalloc((size_t)d, sizeof(double), "hi");
     size_t outside = 0;
@@ -400,7 +394,7 @@ static int run_dtype(void *ctx, const gh_inputs *in, gh_problem *g, const gh_ref
             /* O: the 2 x v0 rule; L: 1e-5 in fp32, the sanity bound otherwise */
             bool twice_v0;
             double allowed = t == 0 ? gh_allowed(dtype, x->version, v0 ? v0->e[0].err : -1,
-                                                 unit_roundoff(dtype), fault, &twice_v0)
+                                                 fa_unit_roundoff(dtype), fault, &twice_v0)
                                     : gh_allowed(dtype, 0, -1, 0, fault, &twice_v0);
             if (x->e[t].nonfinite == 0 && x->e[t].err <= allowed) continue;
             bad++;

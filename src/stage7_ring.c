@@ -797,11 +797,6 @@ static errs errors_of(const host_problem *h, const host_out *o)
     return e;
 }
 
-static double unit_roundoff(int dtype)
-{
-    return dtype == FA_BF16 ? 0x1p-8 : dtype == FA_FP16 ? 0x1p-11 : 0x1p-24;
-}
-
 static int n_pass, n_fail, n_skip;
 static void line(bool ok, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void line(bool ok, const char *name, const char *fmt, ...)
@@ -885,7 +880,7 @@ static void check_problem(ring_ctx *x, const host_problem *h, int kernel, const 
     errs es = errors_of(h, &s), er = errors_of(h, &r);
     size_t nq = attn_q_numel(&j.p), nk = attn_kv_numel(&j.p), rows = attn_rows(&j.p);
     size_t eb = fa_dtype_bytes(j.dtype);
-    double u = unit_roundoff(j.dtype);
+    double u = fa_unit_roundoff(j.dtype);
 
     /* ring against single directly, for the record */
     double *a = xmalloc(2 * nq, sizeof(double), "O pair");
