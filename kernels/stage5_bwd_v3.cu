@@ -88,12 +88,18 @@ __device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src,
         const int r = (int)(threadIdx.x / CH), c = (int)(threadIdx.x % CH) * 8;
         const T *g = src + (size_t)(row0 + r) * D + c;
         T *sh = dst + r * LD + c;
+        if (row0 + ROWS <= row_end) {   /* every row inside: no bound test, no select per copy */
 #pragma unroll
-        for (int it = 0; it < (N + NT - 1) / NT; it++)
-            if (N % NT == 0 || r + it * RS < ROWS) {
-                const bool ok = row0 + r + it * RS < row_end;
-                cp_async16(sh + it * RS * LD, ok ? g + (size_t)it * RS * D : src, ok ? 16 : 0);
-            }
+            for (int it = 0; it < (N + NT - 1) / NT; it++)
+                if (N % NT == 0 || r + it * RS < ROWS) cp_async16(sh + it * RS * LD, g + (size_t)it * RS * D, 16);
+        } else {
+#pragma unroll
+            for (int it = 0; it < (N + NT - 1) / NT; it++)
+                if (N % NT == 0 || r + it * RS < ROWS) {
+                    const bool ok = row0 + r + it * RS < row_end;
+                    cp_async16(sh + it * RS * LD, ok ? g + (size_t)it * RS * D : src, ok ? 16 : 0);
+                }
+        }
     } else {
 #pragma unroll
         for (int it = 0; it < (N + NT - 1) / NT; it++) {
@@ -157,18 +163,21 @@ __device__ __forceinline__ void dq_add_tile(float *row, bool row_ok, int col, co
     const float s1 = __shfl_xor_sync(0xffffffffu, odd ? c1 : c3, 1);
     const float4 v = odd ? make_float4(s0, s1, c2, c3) : make_float4(c0, c1, s0, s1);
 #if __CUDA_ARCH__ >= 900
-    if constexpr (!ORDERED && !CHECK) {
-        atomicAdd(reinterpret_cast<float4 *>(row + col), v);
-        return;
-    }
     if constexpr (!ORDERED) {
-        /* The 16-byte atomic of dq_add4 as one predicated red: written as
-         * "if (row_ok) atomicAdd", ptxas puts each of the 8 additions behind
-         * a branch of its own and recomputes the 64-bit address inside it. */
-        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\t"
-                     "@p red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n\t}"
-                     ::"l"(row + col), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)row_ok)
-                     : "memory");
+        /* dq_add4's 16-byte atomic as a red (no result wanted), predicated
+         * on row_ok when CHECK: written as "if (row_ok) atomicAdd", nvcc puts
+         * each of the 8 additions behind a branch and rebuilds the 64-bit
+         * address inside it; atomicAdd alone may become an ATOM that returns
+         * a value nobody reads. */
+        if constexpr (CHECK)
+            asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\t"
+                         "@p red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n\t}"
+                         ::"l"(row + col), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)row_ok)
+                         : "memory");
+        else
+            asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+                         ::"l"(row + col), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                         : "memory");
         return;
     }
 #endif
