@@ -35,6 +35,20 @@
  * V_j stay in registers as A fragments for d <= 64; Q_i, dO_i tiles are
  * double-buffered with cp.async; dS^T goes through shared memory for dQ_i.
  *
+ * The loop's bookkeeping. ncu on the H200 (bf16, N = 8192, d = 128) found
+ * this kernel executing 1.6x the instructions of FA2's backward for the same
+ * HMMA count, at the same IPC: the excess was integer work around the
+ * products, per step (one query block): two integer divisions to find the
+ * step's head and block (a cursor now), a runtime copy loop with a signed
+ * division per 16-byte copy (cp_async_tile: unrolled, one pointer per
+ * thread, no bound test when the block is inside Sq), ldmatrix addresses of
+ * the dQ product rebuilt per k-step (per-lane bases, constant offsets), and
+ * per dQ tile a 64-bit address, a bound test and a branch on the mode (once
+ * per step; red.v4 where no result is wanted); without a window, the
+ * full-tile test is a flag. Static SASS of a full-tile default-mode step
+ * (scripts/bwd_v3_sass.sh): 1614 -> 1079 instructions for 320 HMMA; the
+ * arithmetic is unchanged (data/gpu/bwd_v3_steps.md, second round).
+ *
  * Tiles: Br = 64 query rows, Bc = 128 keys, d = 16 to 128 in multiples of
  * 16. Shared memory (16-bit elements, rows padded by 8): K_j, V_j (2 x 128
  * rows), two stages of Q_i, dO_i (4 x 64 rows), dS^T (128 x 72), two stages
@@ -83,7 +97,8 @@ __device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src,
     constexpr int CH = D / 8, N = ROWS * CH;
     if constexpr (NT % CH == 0) {
         /* d / 8 divides the thread count: a thread keeps its column, and its
-         * copy it is NT / CH rows below copy 0, in shared and global memory */
+         * copy number it lies it NT / CH rows below its first, in shared and
+         * in global memory */
         constexpr int RS = NT / CH;
         const int r = (int)(threadIdx.x / CH), c = (int)(threadIdx.x % CH) * 8;
         const T *g = src + (size_t)(row0 + r) * D + c;
@@ -281,6 +296,7 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
      * column in dS^T and K_j as shared-memory byte addresses, once; every
      * further tile is a compile-time offset from them. */
     const int rg = warp & 3, ch = warp >> 2;
+    const bool unwindowed = a.mask.window_size_left < 0 && a.mask.window_size_right < 0;
     const unsigned dS_lane = smem_u32(dSs + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * rg + ((lane >> 3) & 1) * 8);
     const unsigned K_lane = smem_u32(Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + ch * KH * 16 + (lane >> 4) * 8);
 
@@ -313,8 +329,12 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
         const T *Qt = Qs + stage * BR * LD, *dOt = dOs + stage * BR * LD;
         const float *Lt = Ls + stage * BR, *Dt = Ds + stage * BR;
         /* No per-element mask when the whole 64 x 16 tile of this warp is
-         * visible (rows and keys inside the problem). */
-        const bool full = i1 - i0 == BR && jw + 16 <= Sk && mask_tile_unmasked(a.mask, i0, i1, jw, jw + 16);
+         * visible (rows and keys inside the problem). Without a window every
+         * such tile is: mask_tile_unmasked's key_first is 0, its key_last
+         * Sk - 1 >= jw + 15 and no row is empty, so its test (some 40
+         * instructions of branches and constant loads per step) is skipped. */
+        const bool inside = i1 - i0 == BR && jw + 16 <= Sk;
+        const bool full = inside && (unwindowed || mask_tile_unmasked(a.mask, i0, i1, jw, jw + 16));
 
         /* Version 2's steps 1-5 (bwd_key_half) on the tile's queries in two
          * halves of 32; L as copied, the mask apart from the exponentials */
