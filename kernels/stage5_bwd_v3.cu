@@ -378,32 +378,23 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
         int *sem = x.sem + (size_t)bh * Tr + ib;
         float *row = dq_row_of(x.dq_acc + (size_t)bh * Sq * D, D, i0 + 16 * rg + g, lane);
         const bool row_ok = i0 + 16 * rg + g + ((lane & 1) ? 8 : 0) < Sq;
+        auto add_dq = [&](auto ordered_c, auto check_c) {   /* the 8 tiles, one mode */
+#pragma unroll
+            for (int c = 0; c < KH; c++)
+                if (KD % 2 == 0 || ch * KH + c < KD)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        dq_add_tile<decltype(ordered_c)::value, decltype(check_c)::value>(
+                            row, row_ok, 16 * (ch * KH + c) + 8 * h, qd[c][h], a.softmax_scale, lane);
+        };
         if (ordered) {
             dq_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb));
-#pragma unroll
-            for (int c = 0; c < KH; c++)
-                if (KD % 2 == 0 || ch * KH + c < KD)
-#pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        dq_add_tile<true, true>(row, row_ok, 16 * (ch * KH + c) + 8 * h, qd[c][h], a.softmax_scale,
-                                                lane);
+            add_dq(std::true_type(), std::true_type());
             dq_turn_pass(sem);
         } else if (i1 - i0 == BR) {   /* every row of the block inside Sq: no bound test */
-#pragma unroll
-            for (int c = 0; c < KH; c++)
-                if (KD % 2 == 0 || ch * KH + c < KD)
-#pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        dq_add_tile<false, false>(row, row_ok, 16 * (ch * KH + c) + 8 * h, qd[c][h],
-                                                  a.softmax_scale, lane);
+            add_dq(std::false_type(), std::false_type());
         } else {
-#pragma unroll
-            for (int c = 0; c < KH; c++)
-                if (KD % 2 == 0 || ch * KH + c < KD)
-#pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        dq_add_tile<false, true>(row, row_ok, 16 * (ch * KH + c) + 8 * h, qd[c][h],
-                                                 a.softmax_scale, lane);
+            add_dq(std::false_type(), std::true_type());
         }
         at = at_next;
     }
