@@ -35,6 +35,20 @@
  * V_j stay in registers as A fragments for d <= 64; Q_i, dO_i tiles are
  * double-buffered with cp.async; dS^T goes through shared memory for dQ_i.
  *
+ * The loop's bookkeeping. ncu on the H200 (bf16, N = 8192, d = 128) found
+ * this kernel executing 1.6x the instructions of FA2's backward for the same
+ * HMMA count, at the same IPC: the excess was integer work around the
+ * products, per step (one query block): two integer divisions to find the
+ * step's head and block (a cursor now), a runtime copy loop with a signed
+ * division per 16-byte copy (cp_async_tile: unrolled, one pointer per
+ * thread, no bound test when the block is inside Sq), ldmatrix addresses of
+ * the dQ product rebuilt per k-step (per-lane bases, constant offsets), and
+ * per dQ tile a 64-bit address, a bound test and a branch on the mode (once
+ * per step; red.v4 where no result is wanted); without a window, the
+ * full-tile test is a flag. Static SASS of a full-tile default-mode step
+ * (scripts/bwd_v3_sass.sh): 1614 -> 1079 instructions for 320 HMMA; the
+ * arithmetic is unchanged (data/gpu/bwd_v3_steps.md, second round).
+ *
  * Tiles: Br = 64 query rows, Bc = 128 keys, d = 16 to 128 in multiples of
  * 16. Shared memory (16-bit elements, rows padded by 8): K_j, V_j (2 x 128
  * rows), two stages of Q_i, dO_i (4 x 64 rows), dS^T (128 x 72), two stages
@@ -70,6 +84,59 @@ __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_
                  "r"(src_bytes));
 }
 
+/* Rows [row0, row0 + ROWS) of a (row_end, D) head into a ROWS x LD tile:
+ * the copies of cp_async_rows (gpu_common.cuh), the same 16 bytes by the
+ * same thread, with the loop over a thread's copies unrolled at compile time.
+ * cp_async_rows's runtime loop costs, per step, a signed division of every
+ * index by D / 8 and a remainder loop (ptxas cannot know the trip count);
+ * here the thread's row and column come from threadIdx.x once, and each
+ * further copy is a constant number of rows further. */
+template <typename T, int D, int ROWS, int LD, int NT>
+__device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src, int row0, int row_end)
+{
+    constexpr int CH = D / 8, N = ROWS * CH;
+    if constexpr (NT % CH == 0) {
+        /* d / 8 divides the thread count: a thread keeps its column, and its
+         * copy number it lies it NT / CH rows below its first, in shared and
+         * in global memory */
+        constexpr int RS = NT / CH;
+        const int r = (int)(threadIdx.x / CH), c = (int)(threadIdx.x % CH) * 8;
+        const T *g = src + (size_t)(row0 + r) * D + c;
+        T *sh = dst + r * LD + c;
+        if (row0 + ROWS <= row_end) {   /* every row inside: no bound test, no select per copy */
+#pragma unroll
+            for (int it = 0; it < (N + NT - 1) / NT; it++)
+                if (N % NT == 0 || r + it * RS < ROWS) cp_async16(sh + it * RS * LD, g + (size_t)it * RS * D, 16);
+        } else {
+#pragma unroll
+            for (int it = 0; it < (N + NT - 1) / NT; it++)
+                if (N % NT == 0 || r + it * RS < ROWS) {
+                    const bool ok = row0 + r + it * RS < row_end;
+                    cp_async16(sh + it * RS * LD, ok ? g + (size_t)it * RS * D : src, ok ? 16 : 0);
+                }
+        }
+    } else {
+#pragma unroll
+        for (int it = 0; it < (N + NT - 1) / NT; it++) {
+            const unsigned idx = threadIdx.x + it * NT;
+            if (N % NT == 0 || idx < (unsigned)N) {
+                const int r = (int)(idx / CH), c = (int)(idx % CH) * 8;
+                const bool ok = row0 + r < row_end;
+                cp_async16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
+            }
+        }
+    }
+}
+
+/* ldmatrix .x4 .trans from a shared-memory address already converted (a
+ * base computed once per thread plus a compile-time offset, which ptxas
+ * folds into the instruction's immediate). */
+__device__ __forceinline__ void ldsm_x4_t_u32(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3, unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
 //> bwd-v3-dq
 /* Four consecutive dQ entries: one 16-byte atomic (sm_90's red.v4.f32), or,
  * holding the deterministic mode's turn, a plain read-add-write through L2. */
@@ -92,22 +159,56 @@ __device__ __forceinline__ void dq_add4(float *p, float4 v, bool ordered)
 
 /* One m16n8 accumulator of dQ (rows r0 and r0 + 8 of the head's rows,
  * columns col + 2t, col + 2t + 1, t = lane % 4), times scale, into the fp32
- * accumulator acc of one head (rows of d floats), 16 bytes
- * per lane: lanes t and t ^ 1 swap halves, so that an even t holds row r0,
- * columns col + 2t .. col + 2t + 3, and an odd t row r0 + 8, columns
- * col + 2t - 2 .. col + 2t + 1. Every lane of the warp must call it (the
- * swap is a shuffle); rows at or past Sq add nothing. */
-__device__ __forceinline__ void dq_add_tile(float *acc, int Sq, int d, int r0, int col, const float (&c)[4],
-                                            float scale, int lane, bool ordered)
+ * accumulator, 16 bytes per lane: lanes t and t ^ 1 swap halves, so that an
+ * even t holds row r0, columns col + 2t .. col + 2t + 3, and an odd t row
+ * r0 + 8, columns col + 2t - 2 .. col + 2t + 1. row: this lane's 4 floats at
+ * col = 0 (dq_row_of), so a tile's address is row + col, col a compile-time
+ * constant; row_ok: that row is inside Sq (else it adds nothing). ORDERED is
+ * a template argument so that the choice is made once per step, outside the
+ * 8 calls. Every lane of the warp must call it (the swap is a shuffle). The
+ * scaling comes first: the neighbour's scale * c is the same float as scale
+ * times the neighbour's c. */
+template <bool ORDERED, bool CHECK>
+__device__ __forceinline__ void dq_add_tile(float *row, bool row_ok, int col, const float (&c)[4], float scale,
+                                            int lane)
+{
+    const bool odd = lane & 1;
+    const float c0 = scale * c[0], c1 = scale * c[1], c2 = scale * c[2], c3 = scale * c[3];
+    const float s0 = __shfl_xor_sync(0xffffffffu, odd ? c0 : c2, 1);
+    const float s1 = __shfl_xor_sync(0xffffffffu, odd ? c1 : c3, 1);
+    const float4 v = odd ? make_float4(s0, s1, c2, c3) : make_float4(c0, c1, s0, s1);
+#if __CUDA_ARCH__ >= 900
+    if constexpr (!ORDERED) {
+        /* dq_add4's 16-byte atomic as a red (no result wanted), predicated
+         * on row_ok when CHECK: written as "if (row_ok) atomicAdd", nvcc puts
+         * each of the 8 additions behind a branch and rebuilds the 64-bit
+         * address inside it; atomicAdd alone may become an ATOM that returns
+         * a value nobody reads. */
+        if constexpr (CHECK)
+            asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\t"
+                         "@p red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n\t}"
+                         ::"l"(row + col), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)row_ok)
+                         : "memory");
+        else
+            asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+                         ::"l"(row + col), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                         : "memory");
+        return;
+    }
+#endif
+    if (!CHECK || row_ok) dq_add4(row + col, v, ORDERED);
+}
+/* This lane's dq_add_tile row in the accumulator acc of one head (rows of d
+ * floats), for the tiles of rows r0, r0 + 8: row r0 (even t) or r0 + 8 (odd
+ * t), first column 2 (t & 2). */
+__device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
 {
     const int t = lane & 3;
-    const bool odd = t & 1;
-    const float s0 = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
-    const float s1 = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
-    const float4 v = odd ? make_float4(scale * s0, scale * s1, scale * c[2], scale * c[3])
-                         : make_float4(scale * c[0], scale * c[1], scale * s0, scale * s1);
-    const int r = r0 + (odd ? 8 : 0);
-    if (r < Sq) dq_add4(acc + (size_t)r * d + col + 2 * (t & 2), v, ordered);
+    float *row = acc + (size_t)(r0 + ((t & 1) ? 8 : 0)) * d + 2 * (t & 2);
+    /* Opaque to the compiler: otherwise it rebuilds the 64-bit address from
+     * the row index at each of the 8 additions instead of adding a constant */
+    asm("mov.b64 %0, %0;" : "+l"(row));
+    return row;
 }
 //< bwd-v3-dq
 
@@ -156,15 +257,26 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     const int nq = mask_query_blocks(a.mask, j0, j1, BR, &ib_begin, &ib_end);
     const int steps = nq * a.h_per_kv;
     const int rot = x.deterministic || nq == 0 ? 0 : jb % nq;
-    auto head_of = [&](int s) { return b * a.H + hk * a.h_per_kv + s / nq; };
-    auto block_of = [&](int s) {
-        const int k = s % nq + rot;
+    /* Step s is query head (s / nq) of the group and the (s mod nq)-th block
+     * of the rotated walk; a cursor steps through them with one compare
+     * each, where s / nq and s % nq would cost two integer divisions (some
+     * 30 instructions each) per step. */
+    struct step_at {
+        int h, k;   /* query head of the group; position in the walk, 0 .. nq - 1 */
+    };
+    auto next_step = [&](step_at p) {
+        if (++p.k == nq) { p.k = 0; p.h++; }
+        return p;
+    };
+    auto head_of = [&](step_at p) { return b * a.H + hk * a.h_per_kv + p.h; };
+    auto block_of = [&](step_at p) {
+        const int k = p.k + rot;
         return ib_begin + (k < nq ? k : k - nq);
     };
-    auto load_step = [&](int s, int stage) {   /* Q_i, dO_i, L_i, D_i, all by cp.async */
-        const int bh = head_of(s), i0 = block_of(s) * BR;
-        cp_async_rows<T, D, BR, LD, NT>(Qs + stage * BR * LD, x.q + (size_t)bh * Sq * D, i0, Sq);
-        cp_async_rows<T, D, BR, LD, NT>(dOs + stage * BR * LD, x.dO + (size_t)bh * Sq * D, i0, Sq);
+    auto load_step = [&](step_at p, int stage) {   /* Q_i, dO_i, L_i, D_i, all by cp.async */
+        const int bh = head_of(p), i0 = block_of(p) * BR;
+        cp_async_tile<T, D, BR, LD, NT>(Qs + stage * BR * LD, x.q + (size_t)bh * Sq * D, i0, Sq);
+        cp_async_tile<T, D, BR, LD, NT>(dOs + stage * BR * LD, x.dO + (size_t)bh * Sq * D, i0, Sq);
         if (threadIdx.x < 2 * BR) {   /* rows past Sq get 0 (their P is masked to 0) */
             const int r = threadIdx.x & (BR - 1), i = i0 + r;
             const float *src = (threadIdx.x < BR ? x.L : x.D) + (size_t)bh * Sq;
@@ -180,19 +292,29 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
         for (int e = 0; e < 4; e++) dk[c][e] = dv[c][e] = 0.f;
     unsigned kf[KVREG ? KD : 1][4], vf[KVREG ? KD : 1][4];
 
+    /* The dQ product's ldmatrix addresses (step 6): this lane's row and
+     * column in dS^T and K_j as shared-memory byte addresses, once; every
+     * further tile is a compile-time offset from them. */
+    const int rg = warp & 3, ch = warp >> 2;
+    const bool unwindowed = a.mask.window_size_left < 0 && a.mask.window_size_right < 0;
+    const unsigned dS_lane = smem_u32(dSs + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * rg + ((lane >> 3) & 1) * 8);
+    const unsigned K_lane = smem_u32(Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + ch * KH * 16 + (lane >> 4) * 8);
+
     if (steps > 0) {
         cp_async_rows<T, D, BC, LD, NT>(Ks, Kh, j0, Sk);
         cp_async_rows<T, D, BC, LD, NT>(Vs, Vh, j0, Sk);
-        load_step(0, 0);
+        load_step(step_at{0, 0}, 0);
         cp_async_commit();
     }
+    step_at at = {0, 0};   /* step s's head and block */
     for (int s = 0; s < steps; s++) {
         const int stage = s & 1;
+        const step_at at_next = next_step(at);
         /* The next step's tiles fly while this one computes. Their stage was
          * last read by the previous step's steps 1-5, which every warp
          * finished before the previous step's second barrier. */
         if (s + 1 < steps) {
-            load_step(s + 1, stage ^ 1);
+            load_step(at_next, stage ^ 1);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -203,12 +325,16 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
         __syncthreads();
         if constexpr (KVREG)
             if (s == 0) bwd_load_kv_frags<T, KD, LD>(kf, vf, Ks, Vs, warp, lane);
-        const int bh = head_of(s), ib = block_of(s), i0 = ib * BR, i1 = min(i0 + BR, Sq);
+        const int bh = head_of(at), ib = block_of(at), i0 = ib * BR, i1 = min(i0 + BR, Sq);
         const T *Qt = Qs + stage * BR * LD, *dOt = dOs + stage * BR * LD;
         const float *Lt = Ls + stage * BR, *Dt = Ds + stage * BR;
         /* No per-element mask when the whole 64 x 16 tile of this warp is
-         * visible (rows and keys inside the problem). */
-        const bool full = i1 - i0 == BR && jw + 16 <= Sk && mask_tile_unmasked(a.mask, i0, i1, jw, jw + 16);
+         * visible (rows and keys inside the problem). Without a window every
+         * such tile is: mask_tile_unmasked's key_first is 0, its key_last
+         * Sk - 1 >= jw + 15 and no row is empty, so its test (some 40
+         * instructions of branches and constant loads per step) is skipped. */
+        const bool inside = i1 - i0 == BR && jw + 16 <= Sk;
+        const bool full = inside && (unwindowed || mask_tile_unmasked(a.mask, i0, i1, jw, jw + 16));
 
         /* Version 2's steps 1-5 (bwd_key_half) on the tile's queries in two
          * halves of 32; L as copied, the mask apart from the exponentials */
@@ -225,7 +351,6 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
          * read transposed from dS^T, B = K_j (ldmatrix.trans). The products
          * are finished before the additions start, so that in deterministic
          * mode the turn is held only for the additions. */
-        const int rg = warp & 3, ch = warp >> 2;
         float qd[KH][2][4];
 #pragma unroll
         for (int c = 0; c < KH; c++)
@@ -234,34 +359,44 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++) {
             unsigned qa[4];
-            ldsm_x4_t(qa[0], qa[1], qa[2], qa[3],
-                      dSs + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * LDS + 16 * rg + ((lane >> 3) & 1) * 8);
+            ldsm_x4_t_u32(qa[0], qa[1], qa[2], qa[3], dS_lane + 2 * (kk * 16 * LDS));
 #pragma unroll
             for (int c = 0; c < KH; c++) {
                 const int c2 = ch * KH + c;
                 if (KD % 2 == 0 || c2 < KD) {
                     unsigned b0, b1, b2, b3;
-                    ldsm_x4_t(b0, b1, b2, b3,
-                              Ks + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c2 * 16 + (lane >> 4) * 8);
+                    ldsm_x4_t_u32(b0, b1, b2, b3, K_lane + 2 * (kk * 16 * LD + c * 16));
                     mma16816<T>(qd[c][0], qa, b0, b1);
                     mma16816<T>(qd[c][1], qa, b2, b3);
                 }
             }
         }
+        /* The additions: this lane's row pointer and bound test once per
+         * step, the mode's branch once per step (warp-uniform), not per
+         * tile. */
         const bool ordered = x.deterministic;
         int *sem = x.sem + (size_t)bh * Tr + ib;
-        if (ordered) dq_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb));
-        float *acc = x.dq_acc + (size_t)bh * Sq * D;
+        float *row = dq_row_of(x.dq_acc + (size_t)bh * Sq * D, D, i0 + 16 * rg + g, lane);
+        const bool row_ok = i0 + 16 * rg + g + ((lane & 1) ? 8 : 0) < Sq;
+        auto add_dq = [&](auto ordered_c, auto check_c) {   /* the 8 tiles, one mode */
 #pragma unroll
-        for (int c = 0; c < KH; c++) {
-            const int c2 = ch * KH + c;
-            if (KD % 2 == 0 || c2 < KD)
+            for (int c = 0; c < KH; c++)
+                if (KD % 2 == 0 || ch * KH + c < KD)
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    dq_add_tile(acc, Sq, D, i0 + 16 * rg + g, 16 * c2 + 8 * h, qd[c][h], a.softmax_scale, lane,
-                                ordered);
+                    for (int h = 0; h < 2; h++)
+                        dq_add_tile<decltype(ordered_c)::value, decltype(check_c)::value>(
+                            row, row_ok, 16 * (ch * KH + c) + 8 * h, qd[c][h], a.softmax_scale, lane);
+        };
+        if (ordered) {
+            dq_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb));
+            add_dq(std::true_type(), std::true_type());
+            dq_turn_pass(sem);
+        } else if (i1 - i0 == BR) {   /* every row of the block inside Sq: no bound test */
+            add_dq(std::false_type(), std::false_type());
+        } else {
+            add_dq(std::false_type(), std::true_type());
         }
-        if (ordered) dq_turn_pass(sem);
+        at = at_next;
     }
 
     /* dK_j, dV_j: zero for keys nobody sees */
