@@ -82,6 +82,31 @@ lane_tests() {
           echo "stage5 $tool exit $?: $(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$D/san_$tool.log")" >> "$D/lane1.txt"
       done ) &
     wait
+    # OLD_STAGE5=<a stage5 binary of an earlier commit>: its deterministic
+    # dQ, dK, dV beside this build's, bit for bit, for the versions 2 and 3
+    # (a change meant to keep the arithmetic must give the same bits)
+    if [ -n "${OLD_STAGE5:-}" ] && [ -x "$OLD_STAGE5" ]; then
+        for shape in "--n 1000 --d 128 --causal" "--n 777 --d 80 --window 100,20" \
+                     "--n 300 --d 48 --seqlen-k 421 --causal" "--n 513 --d 64 --kv-heads 2 --heads 4" \
+                     "--n 2048 --d 128"; do
+            for k in 2 3; do
+                ok=1
+                for b in "$OLD_STAGE5" ./stage5; do
+                    tag=$(basename "$b")
+                    # shellcheck disable=SC2086
+                    timeout 60 "$b" --random --seed 7 $shape --kernel $k --dtype bf16 --deterministic \
+                        --dq "$D/bit_${tag}_dq.npy" --dk "$D/bit_${tag}_dk.npy" --dv "$D/bit_${tag}_dv.npy" \
+                        > "$D/bit_${tag}.log" 2>&1 || ok=0
+                done
+                for t in dq dk dv; do
+                    cmp -s "$D/bit_$(basename "$OLD_STAGE5")_$t.npy" "$D/bit_stage5_$t.npy" || ok=0
+                done
+                echo "$([ $ok = 1 ] && echo SAME || echo DIFFERENT) v$k bf16 deterministic $shape" >> "$D/bitwise.log"
+            done
+        done
+        rm -f "$D"/bit_*.npy
+        echo "bitwise vs $OLD_STAGE5: $(grep -c '^SAME' "$D/bitwise.log") same, $(grep -c '^DIFFERENT' "$D/bitwise.log") different" >> "$D/lane1.txt"
+    fi
     timeout 100 python3 tests/gpu/test_flash_op.py > "$D/flash_op.log" 2>&1
     echo "flash_op exit $?" >> "$D/lane1.txt"
     timeout 150 python3 scripts/train_compare.py --csv "$D/train_loss.csv" > "$D/train.log" 2>&1
