@@ -97,8 +97,8 @@ __device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src,
     constexpr int CH = D / 8, N = ROWS * CH;
     if constexpr (NT % CH == 0) {
         /* d / 8 divides the thread count: a thread keeps its column, and its
-         * copy number it lies it NT / CH rows below its first, in shared and
-         * in global memory */
+         * copy number `it` lies it * NT / CH rows below its first, in shared
+         * and in global memory */
         constexpr int RS = NT / CH;
         const int r = (int)(threadIdx.x / CH), c = (int)(threadIdx.x % CH) * 8;
         const T *g = src + (size_t)(row0 + r) * D + c;
