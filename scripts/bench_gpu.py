@@ -424,6 +424,52 @@ def profile_io(args, lib):
         json.dump(tagmap, f, indent=1)
 
 
+SPEED_FLOPS = {"fwd": "4 B H N^2 d", "bwd": "2.5 x 4 B H N^2 d", "fwdbwd": "3.5 x 4 B H N^2 d"}
+
+
+def speed_table(rows, fname, ps):
+    """One Markdown table of TFLOP/s for pass ps: a row per (dtype, causal, d,
+    N), a column per implementation in the file (ours first, by version,
+    then the peers), and our fastest version over SDPA flash and cuDNN."""
+    if not rows:
+        return []
+    r0 = rows[0]
+    impls_ = []
+    for r in rows:
+        if r["impl"] not in impls_:
+            impls_.append(r["impl"])
+    ours = sorted(i for i in impls_ if i.startswith("ours"))
+    peers = [i for i in ("sdpa_flash", "sdpa_cudnn", "torch_materialized") if i in impls_]
+    cols = ours + peers
+    out = [f"Speed, pass {ps} (TFLOP/s = {SPEED_FLOPS[ps]} / median time, halved when causal): {r0['gpu']}, "
+           f"driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, cuDNN {r0['cudnn']}, commit "
+           f"{r0['commit']}, {r0['date']} (data/gpu/{fname}). `-`: not run (a slow path above its N, or no such "
+           f"pass); n/a: the dtype is not supported.\n",
+           "| dtype | causal | d | N | B x H | " + " | ".join(c.replace("_", " ") for c in cols)
+           + " | best ours / flash | best ours / cuDNN |",
+           "|---|---|---|---|---|" + "---|" * (len(cols) + 2)]
+    keys = []
+    for r in rows:
+        k = (r["dtype"], r["causal"], int(r["d"]), int(r["N"]), r["B"] + " x " + r["H"])
+        if k not in keys:
+            keys.append(k)
+    for dt, c, dd, N, bh in keys:
+        tf, cells = {}, []
+        for col in cols:
+            m = [r for r in rows if r["impl"] == col and r["dtype"] == dt and r["causal"] == c and
+                 int(r["d"]) == dd and int(r["N"]) == N]
+            if m and m[0]["tflops"]:
+                tf[col] = float(m[0]["tflops"])
+                cells.append(f"{tf[col]:.1f}")
+            else:
+                cells.append("n/a" if m and "not supported" in m[0]["note"] else "-")
+        best = max((tf[o] for o in ours if o in tf and not o.endswith("_det")), default=None)
+        rat = [f"{best / tf[p]:.2f}" if best and p in tf else "-" for p in ("sdpa_flash", "sdpa_cudnn")]
+        out.append(f"| {dt} | {c} | {dd} | {N} | {bh} | " + " | ".join(cells) + " | " + " | ".join(rat) + " |")
+    out.append("")
+    return out
+
+
 def tables(args):
     """Markdown tables for data/gpu/README.md, read from the measured files
     (nothing typed by hand): speed, bytes, errors."""
@@ -431,44 +477,29 @@ def tables(args):
     import re
     d = os.path.join(ROOT, "data", "gpu")
     out = []
-    bench = [r for r in csv.DictReader(open(os.path.join(d, "bench_fwd.csv")))]
-    if bench:
-        b0 = bench[0]
-        out.append(f"Speed: {b0['gpu']}, driver {b0['driver']}, CUDA {b0['cuda']}, torch {b0['torch']}, "
-                   f"cuDNN {b0['cudnn']}, commit {b0['commit']}, {b0['date']} (data/gpu/bench_fwd.csv).\n")
-        names = [("ours_v0_materialized", "v0 materialized"), ("ours_v1_tiled", "v1 tiled (CUDA cores)"),
-                 ("ours_v2_mma", "v2 tiled (mma.sync)"), ("sdpa_flash", "SDPA flash"),
-                 ("sdpa_cudnn", "SDPA cuDNN"), ("torch_materialized", "torch matmul+softmax")]
-        out.append("| dtype | d | N | B x H | " + " | ".join(n[1] for n in names) + " | v2 / flash |")
-        out.append("|---|---|---|---|" + "---|" * len(names) + "---|")
-        keys = []
-        for r in bench:
-            k = (r["dtype"], int(r["d"]), int(r["N"]), r["B"] + " x " + r["H"])
-            if k not in keys:
-                keys.append(k)
-        for dt, dd, N, bh in keys:
-            cells, tf = [], {}
-            for n, _ in names:
-                m = [r for r in bench if r["impl"] == n and r["dtype"] == dt and int(r["d"]) == dd and int(r["N"]) == N]
-                if m and m[0]["tflops"]:
-                    tf[n] = float(m[0]["tflops"])
-                    cells.append(f"{tf[n]:.1f}")
-                else:
-                    cells.append("n/a" if m and "not supported" in m[0]["note"] else "-")
-            ratio = f"{tf['ours_v2_mma'] / tf['sdpa_flash']:.2f}" if "ours_v2_mma" in tf and "sdpa_flash" in tf else "-"
-            out.append(f"| {dt} | {dd} | {N} | {bh} | " + " | ".join(cells) + f" | {ratio} |")
-        out.append("\nTFLOP/s = 4 B H N^2 d / median time; n/a: the implementation does not take the dtype.")
-        for dd in sorted({int(r["d"]) for r in bench}):
-            rat = []
-            for N in sorted({int(r["N"]) for r in bench}):
-                f = {r["impl"]: float(r["tflops"]) for r in bench if r["dtype"] == "bf16" and int(r["d"]) == dd
-                     and int(r["N"]) == N and r["tflops"]}
-                if "ours_v2_mma" in f and "sdpa_flash" in f:
-                    rat.append(f["ours_v2_mma"] / f["sdpa_flash"])
-            if rat:
-                out.append(f"bf16, d = {dd}: version 2 reaches {min(rat):.2f} to {max(rat):.2f} of SDPA flash "
-                           f"(FlashAttention-2) over N.")
-        out.append("")
+    for fname, ps in (("bench_fwd.csv", "fwd"), ("bench_bwd.csv", "bwd"), ("bench_bwd.csv", "fwdbwd")):
+        path = os.path.join(d, fname)
+        if os.path.exists(path):
+            out += speed_table([r for r in csv.DictReader(ln for ln in open(path) if not ln.startswith("#"))
+                                if r["pass"] == ps], fname, ps)
+    iob = os.path.join(d, "io_bwd.csv")
+    if os.path.exists(iob):
+        rows = list(csv.DictReader(open(iob)))
+        if rows:
+            r0 = rows[0]
+            out.append(f"Bytes of one backward: {r0['gpu']}, driver {r0['driver']}, commit {r0['commit']}, "
+                       f"{r0['date']} (data/gpu/io_bwd.csv; GB = 1e9 bytes; cuDNN's and flash's have no model).\n")
+            out.append("| dtype | B,H,N,d | impl | DRAM GB | L2 GB (all) | L2 GB (SM requests) | model GB | "
+                       "compulsory GB | L2 (all) / model | time ms |")
+            out.append("|---|---|---|---|---|---|---|---|---|---|")
+            gb = lambda x: f"{float(x) / 1e9:.3f}" if x else "-"  # noqa: E731
+            for r in rows:
+                ratio = f"{float(r['l2_bytes']) / float(r['model_bytes']):.2f}" if r["model_bytes"] else "-"
+                out.append(f"| {r['dtype']} | {r['B']},{r['H']},{r['N']},{r['d']} | {r['impl']} | "
+                           f"{gb(r['dram_bytes'])} | {gb(r['l2_bytes'])} | {gb(r['l2_from_sm_bytes'])} | "
+                           f"{gb(r['model_bytes'])} | {gb(r['compulsory_bytes'])} | {ratio} | "
+                           f"{float(r['kernel_time_ms']):.3f} |")
+            out.append("")
     io = [r for r in csv.DictReader(open(os.path.join(d, "io_fwd.csv")))]
     if io:
         i0 = io[0]
@@ -514,11 +545,13 @@ def tables(args):
                            f"{float(r['l2_read_bytes']) / 1e9:.3f} GB | {r['sectors_per_request']} | "
                            f"{r['l2_read_over_model']} | {float(r['kernel_time_ms']):.3f} |")
             out.append("")
-    log = os.path.join(d, "gpu_test.log")
-    if os.path.exists(log):
+    # the newest stage-4 test log: the final run's, else the older gpu_test.log
+    log = next((os.path.join(d, f) for f in ("final_stage4_tests.log", "gpu_test.log")
+                if os.path.exists(os.path.join(d, f))), None)
+    if log:
         txt = open(log).read()
         seed = re.search(r"seed (\d+)", txt)
-        out.append(f"Errors (data/gpu/gpu_test.log, seed {seed.group(1) if seed else '?'}): "
+        out.append(f"Errors (data/gpu/{os.path.basename(log)}, seed {seed.group(1) if seed else '?'}): "
                    "max |O - O_ref| / max |O_ref| against the CPU fp64 reference on the inputs rounded to the dtype.\n")
         cols = (("fp32", "v0"), ("fp32", "v1"), ("fp16", "v0"), ("fp16", "v1"), ("fp16", "v2"), ("fp16", "v3"),
                 ("bf16", "v0"), ("bf16", "v1"), ("bf16", "v2"), ("bf16", "v3"))
@@ -538,7 +571,10 @@ def tables(args):
             out.append(f"| {shape} | " + " | ".join(c) + " |")
         summ = re.search(r"^\d+ passed, \d+ failed, \d+ skipped$", txt, re.M)
         san = re.findall(r"^(?:PASS|FAIL) stage4-(?:memcheck|racecheck).*$", txt, re.M)
-        out.append("\n" + (summ.group(0) if summ else "") + "; " + "; ".join(san))
+        tail = ([summ.group(0)] if summ else []) + san
+        if not summ:
+            tail.insert(0, f"{len(re.findall(r'^PASS', txt, re.M))} PASS, {len(re.findall(r'^FAIL', txt, re.M))} FAIL")
+        out.append("\n" + "; ".join(tail))
     text = "\n".join(out)
     if args.readme:
         readme = open(args.readme).read()

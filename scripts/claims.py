@@ -1289,8 +1289,14 @@ def torch_op(t):
 
     # the first training run, judged by the first rule (data/gpu/train_loss_first.csv)
     first = path("data", "gpu", "train_loss_first.csv")
-    for k in ("train_first_commit", "train_first_dev", "train_first_spread", "train_first_ratio"):
+    for k in ("train_first_commit", "train_first_dev", "train_first_spread", "train_first_ratio",
+              "train_first_rerun", "train_rerun"):
         t.value(k, "n/a")
+    cur = path("data", "gpu", "train_loss.csv")
+    if os.path.exists(cur):
+        s = train_compare.summarize(train_compare.read_csv(cur)[0])["final"]
+        if "sdpa_flash_rerun" in s and "sdpa_flash" in s:
+            t.value("train_rerun", f"{abs(s['sdpa_flash_rerun'] - s['sdpa_flash']):.4f}")
     if os.path.exists(first):
         losses, pv = train_compare.read_csv(first)
         s = train_compare.summarize(losses)
@@ -1299,6 +1305,8 @@ def torch_op(t):
         t.value("train_first_dev", f"{dev:.4f}")
         t.value("train_first_spread", f"{s['spread']:.4f}")
         t.value("train_first_ratio", f"{dev / s['spread']:.1f}")
+        f = s["final"]
+        t.value("train_first_rerun", f"{abs(f['sdpa_flash_rerun'] - f['sdpa_flash']):.5f}")
 
 
 @claim

@@ -30,7 +30,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 IO = os.environ.get("PAPER_BWD_IO", "data/gpu/io_bwd.csv")
-OPS = {"ours": "data/gpu/bwd_opcodes_v3.txt", "flash": "data/gpu/bwd_opcodes_flash.txt"}
+OPS = {"ours": "data/gpu/bwd_opcodes_v3.txt", "flash": "data/gpu/bwd_opcodes_flash.txt",
+       "before": "data/gpu/bwd_opcodes_v3_before.txt"}   # version 3 before its second round
 # opcode groups of the instruction-count comparison
 INTEGER = ("IMAD", "LEA", "LOP3", "ISETP", "SHF", "IADD3", "SEL", "VIADD", "IABS", "VIADDMNMX", "VIMNMX",
            "PRMT", "MOV", "I2F", "F2I", "S2R", "LDC", "ULDC", "UIADD3", "ULEA", "UMOV", "USHF", "UISETP",
@@ -86,10 +87,10 @@ def opcodes(rel):
     if not os.path.exists(full(rel)):
         return None
     text = open(full(rel)).read()
-    i = text.find("sass__inst_executed_per_opcode")
-    if i < 0:
+    m = re.search(r"sass__inst_executed_per_opcode\s+[\d,]+\s*\(", text)   # the value, not a command line
+    if not m:
         return None
-    body = text[i:text.index(")", i)]
+    body = text[m.end():text.index(")", m.end())]
     ops = {m.group(1): int(m.group(2).replace(",", "")) for m in re.finditer(r"([A-Z][A-Z0-9_]*):\s*([\d,]+)", body)}
     shape = re.search(r"bwd\s+bf16\s+c=(\d)\s+N=\s*(\d+)\s+d=\s*(\d+)", text)
     regs = re.search(r"launch__registers_per_thread\s+\S+\s+(\d+)", text)
@@ -105,7 +106,9 @@ def opcodes(rel):
 def opcode_values():
     keys = ["bwd_op_N", "bwd_op_d", "bwd_op_regs_ours", "bwd_op_regs_flash", "bwd_op_ours", "bwd_op_flash", "bwd_op_ratio", "bwd_op_hmma", "bwd_op_time_ratio",
             "bwd_op_int_ours", "bwd_op_int_flash", "bwd_op_branch_ours", "bwd_op_branch_flash",
-            "bwd_op_ldsm_ours", "bwd_op_ldsm_flash", "bwd_op_per_hmma_ours", "bwd_op_per_hmma_flash"]
+            "bwd_op_ldsm_ours", "bwd_op_ldsm_flash", "bwd_op_per_hmma_ours", "bwd_op_per_hmma_flash",
+            "bwd_op_before", "bwd_op_before_ratio", "bwd_op_before_per_hmma", "bwd_op_before_int",
+            "bwd_op_before_branch", "bwd_op_rate_ratio", "bwd_bitwise", "bwd_bitwise_shapes"]
     v = {k: "n/a" for k in keys}
     a, b = opcodes(OPS["ours"]), opcodes(OPS["flash"])
     if not a or not b:
@@ -121,11 +124,27 @@ def opcode_values():
         f"{M(oa.get('HMMA', 0))} and {M(ob.get('HMMA', 0))}"
     if ta and tb:
         v["bwd_op_time_ratio"] = f"{ta / tb:.2f}"
+        # flash's instructions per unit time over ours
+        v["bwd_op_rate_ratio"] = f"{(nb / tb) / (na / ta):.2f}"
     for key, group in (("int", INTEGER), ("branch", BRANCH), ("ldsm", ("LDSM",))):
         v[f"bwd_op_{key}_ours"] = M(sum(oa.get(o, 0) for o in group))
         v[f"bwd_op_{key}_flash"] = M(sum(ob.get(o, 0) for o in group))
     v["bwd_op_per_hmma_ours"] = f"{na / oa['HMMA']:.1f}" if oa.get("HMMA") else "n/a"
     v["bwd_op_per_hmma_flash"] = f"{nb / ob['HMMA']:.1f}" if ob.get("HMMA") else "n/a"
+    bit = full("data/gpu/final_bitwise.log")
+    if os.path.exists(bit):
+        lines = [ln for ln in open(bit) if ln.startswith(("SAME", "DIFFERENT"))]
+        same = sum(ln.startswith("SAME") for ln in lines)
+        v["bwd_bitwise"] = f"{same} of {len(lines)}"
+        v["bwd_bitwise_shapes"] = str(len({ln.split(" deterministic ", 1)[-1] for ln in lines}))
+    c = opcodes(OPS["before"])
+    if c and c[0].get("HMMA"):
+        oc = c[0]
+        nc = sum(oc.values())
+        v["bwd_op_before"], v["bwd_op_before_ratio"] = G(nc), f"{nc / nb:.2f}"
+        v["bwd_op_before_per_hmma"] = f"{nc / oc['HMMA']:.1f}"
+        v["bwd_op_before_int"] = M(sum(oc.get(o, 0) for o in INTEGER))
+        v["bwd_op_before_branch"] = M(sum(oc.get(o, 0) for o in BRANCH))
     return v
 
 
