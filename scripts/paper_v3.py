@@ -148,6 +148,7 @@ def values():
     v["v3_status"] = "absent"
     v.update(ncu_values())
     v.update(check_values())
+    v.update(bench_values())
     if table is None or S is None:
         return v
     ours = {k[1:]: x for k, x in table.items() if k[0] == "ours_v3"}
@@ -242,6 +243,42 @@ def check_values():
         steps = sorted({int(x) for x in re.findall(r"v3-small step (\d+)", text)})
         v["v3_sanitized_steps"] = words([str(x) for x in steps]) if steps else "n/a"
         v["v3_sanitize"] = (f"{clean} of {runs} sanitizer runs clean" if runs else "n/a")
+    return v
+
+
+def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
+    """Version 3 in the final benchmark (bench_gpu.py's grid, one run with
+    the peers): ratios to cuDNN and flash, bf16, over N >= n_lo and below,
+    and the shapes where it is under cuDNN."""
+    keys = ["v3b_commit", "v3b_n", "v3b_gm_cudnn", "v3b_cudnn", "v3b_flash", "v3b_nbelow", "v3b_below",
+            "v3b_short_cudnn", "v3b_N_lo"]
+    v = {k: "n/a" for k in keys}
+    if not os.path.exists(full(rel)):
+        return v
+    with open(full(rel), newline="") as f:
+        rows = [r for r in csv.DictReader(ln for ln in f if not ln.startswith("#"))
+                if r["pass"] == "fwd" and r["dtype"] == "bf16" and r["tflops"]]
+    t = {(r["impl"], int(r["d"]), int(r["causal"]), int(r["N"])): float(r["tflops"]) for r in rows}
+    shapes = sorted({k[1:] for k in t if k[0] == "ours_v3_hopper" and ("sdpa_cudnn",) + k[1:] in t
+                     and ("sdpa_flash",) + k[1:] in t})
+    long_ = [sh for sh in shapes if sh[2] >= n_lo]
+    short = [sh for sh in shapes if sh[2] < n_lo]
+    if not long_:
+        return v
+    rc = {sh: t[("ours_v3_hopper",) + sh] / t[("sdpa_cudnn",) + sh] for sh in shapes}
+    rf = {sh: t[("ours_v3_hopper",) + sh] / t[("sdpa_flash",) + sh] for sh in shapes}
+    v["v3b_commit"] = rows[0]["commit"]
+    v["v3b_N_lo"] = grouped(n_lo)
+    v["v3b_n"] = str(len(long_))
+    v["v3b_gm_cudnn"] = f"{gmean([rc[sh] for sh in long_]):.2f}"
+    v["v3b_cudnn"] = span([rc[sh] for sh in long_], lambda x: f"{x:.2f}")
+    v["v3b_flash"] = span([rf[sh] for sh in long_], lambda x: f"{x:.1f}")
+    below = [sh for sh in long_ if rc[sh] < 1]
+    v["v3b_nbelow"] = str(len(below))
+    v["v3b_below"] = words([f"$d = {d}$ {'causal' if c else 'non-causal'} at $N$ = {grouped(N)} "
+                            f"({rc[(d, c, N)]:.2f}$\\times$)" for d, c, N in below]) if below else "none"
+    if short:
+        v["v3b_short_cudnn"] = span([rc[sh] for sh in short], lambda x: f"{x:.2f}")
     return v
 
 
