@@ -28,12 +28,19 @@ import sys
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     if len(sys.argv) not in (2, 4):
         sys.stderr.write("usage: sass_waits.py SASS [FROM TO]\n")
         return 2
-    lo = int(sys.argv[2], 16) if len(sys.argv) == 4 else 0
-    hi = int(sys.argv[3], 16) if len(sys.argv) == 4 else 1 << 62
-    lines = open(sys.argv[1]).read().split('\n')
+    try:
+        lo = int(sys.argv[2], 16) if len(sys.argv) == 4 else 0
+        hi = int(sys.argv[3], 16) if len(sys.argv) == 4 else 1 << 62
+        lines = open(sys.argv[1]).read().split('\n')
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"sass_waits.py: {e}\n")
+        return 2
     for i, l in enumerate(lines[:-1]):
         m = re.match(r'^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\* 0x[0-9a-f]+ \*/', l)
         m2 = re.match(r'^\s+/\* (0x[0-9a-f]+) \*/', lines[i + 1])
