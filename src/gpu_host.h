@@ -208,11 +208,11 @@ int gh_each_dtype(const gh_inputs *in, const int *dtypes, int nd, bool grads, gh
  *   fp16, bf16  the sanity bound (fp16 1e-2, bf16 5e-2); for a version other
  *               than 0, also at most 2 v0_err + floor, where v0_err is version
  *               0's error on the same inputs (negative: version 0 did not run)
- *               and floor keeps two exact results (N = 1) from failing
+ *               and floor, which stages 4 and 5 pass as fa_unit_roundoff(dtype),
+ *               keeps two correctly rounded results from failing
  *   fault       infinity (fault inputs: only finiteness is checked here)
  * *twice_v0 says whether the 2 x v0 bound is the one in force. */
 double gh_allowed(int dtype, int version, double v0_err, double floor, bool fault, bool *twice_v0);
-
 
 /* What a failed comparison looks like, on lines starting with '#': entries
  * of tensor t off by more than tol (absolute; NaN and infinities count), the
