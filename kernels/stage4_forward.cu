@@ -177,41 +177,6 @@ static int v0_forward(int dtype, const attn_params *p, const fa_ptrs *x, int det
 /* Version 1: tiled FlashAttention forward on the CUDA cores                 */
 /* ========================================================================= */
 
-/* Copy rows [row0, row0 + rows) of a row-major (N, d) matrix into a shared
- * tile of `rows` x D fp32 (row stride ld), times mul. Rows past N and
- * columns past d become 0: a zero key row gives a score that is masked
- * anyway, a zero value row or column adds nothing, so the tile arithmetic
- * needs no bounds checks. With vec, 16-byte loads (d a multiple of the
- * vector width and the base 16-byte aligned); else one element at a time. */
-template <typename T, int D>
-__device__ __forceinline__ void load_tile(float *dst, int ld, const T *__restrict__ src, int row0,
-                                          int rows, int N, int d, bool vec, float mul)
-{
-    if (vec) {
-        constexpr int VEC = vec16<T>::n, CH = D / VEC;   /* 16-byte chunks per row */
-        for (int idx = threadIdx.x; idx < rows * CH; idx += blockDim.x) {
-            int r = idx / CH, c = (idx % CH) * VEC;
-            float x[VEC];
-            if (row0 + r < N && c < d) {
-                load16(src + (size_t)(row0 + r) * d + c, x);
-            } else {
-#pragma unroll
-                for (int u = 0; u < VEC; u++) x[u] = 0.f;
-            }
-#pragma unroll
-            for (int u = 0; u < VEC; u += 4)
-                *reinterpret_cast<float4 *>(dst + r * ld + c + u) =
-                    make_float4(x[u] * mul, x[u + 1] * mul, x[u + 2] * mul, x[u + 3] * mul);
-        }
-    } else {
-        for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
-            int r = idx / D, c = idx % D;
-            dst[r * ld + c] =
-                (row0 + r < N && c < d) ? to_f(src[(size_t)(row0 + r) * d + c]) * mul : 0.f;
-        }
-    }
-}
-
 //> v1-kernel
 /* One thread block of 256 threads computes Br = 64 rows of O and L for one
  * head (blockIdx.y = b H + h, blockIdx.x = query block i). Thread (ty, tx),
@@ -259,7 +224,7 @@ __global__ void __launch_bounds__(256, 2)
         return;
     }
 
-    load_tile<T, D>(Qs, LDQ, Qh, i0, BR, Nq, d, vec, a.scale_log2);
+    load_rows_f32<T, D, BR>(Qs, LDQ, Qh, i0, Nq, d, vec, a.scale_log2);
 
     float m[4], l[4], o[4][NO];   /* running max (base 2), this thread's share of l, O_i */
 #pragma unroll
@@ -273,8 +238,8 @@ __global__ void __launch_bounds__(256, 2)
     for (int j = jb0; j < jb1; j++) {
         const int j0 = j * BC;
         __syncthreads();   /* the previous tile's K, V, P are no longer read */
-        load_tile<T, D>(Ks, LDQ, Kh, j0, BC, Nk, d, vec, 1.f);
-        load_tile<T, D>(Vs, LDQ, Vh, j0, BC, Nk, d, vec, 1.f);
+        load_rows_f32<T, D, BC>(Ks, LDQ, Kh, j0, Nk, d, vec, 1.f);
+        load_rows_f32<T, D, BC>(Vs, LDQ, Vh, j0, Nk, d, vec, 1.f);
         __syncthreads();
 
         /* S_ij = Q_i K_j^T (already times softmax_scale log2 e): a 4 x NS
