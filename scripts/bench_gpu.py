@@ -470,6 +470,29 @@ def speed_table(rows, fname, ps):
     return out
 
 
+def bytes_table(rows, fname, what):
+    """One Markdown table of Nsight Compute's bytes (scripts/ncu_io.py's
+    columns) beside the IO models, a row per (shape, implementation)."""
+    if not rows:
+        return []
+    r0 = rows[0]
+    gb = lambda x: f"{float(x) / 1e9:.3f}" if x else "-"  # noqa: E731
+    over = lambda a, b: f"{float(a) / float(b):.2f}" if a and b else "-"  # noqa: E731
+    out = [f"Bytes, {what}: {r0['gpu']}, driver {r0['driver']}, commit {r0['commit']}, {r0['date']} "
+           f"(data/gpu/{fname}; GB = 1e9 bytes).\n",
+           "| config | dtype | B,H,N,d | impl | DRAM GB | L2 GB (all) | L2 GB (SM requests) | model GB | "
+           "compulsory GB | DRAM / model | SM-L2 / model | L2 (all) / model | time ms |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['label']} | {r['dtype']} | {r['B']},{r['H']},{r['N']},{r['d']} | {r['impl']} | "
+                   f"{gb(r['dram_bytes'])} | {gb(r['l2_bytes'])} | {gb(r.get('l2_from_sm_bytes'))} | "
+                   f"{gb(r['model_bytes'])} | {gb(r['compulsory_bytes'])} | {r['dram_over_model'] or '-'} | "
+                   f"{r.get('l2_from_sm_over_model') or '-'} | {over(r['l2_bytes'], r['model_bytes'])} | "
+                   f"{float(r['kernel_time_ms']):.3f} |")
+    out.append("")
+    return out
+
+
 def tables(args):
     """Markdown tables for data/gpu/README.md, read from the measured files
     (nothing typed by hand): speed, bytes, errors."""
@@ -482,38 +505,15 @@ def tables(args):
         if os.path.exists(path):
             out += speed_table([r for r in csv.DictReader(ln for ln in open(path) if not ln.startswith("#"))
                                 if r["pass"] == ps], fname, ps)
-    iob = os.path.join(d, "io_bwd.csv")
-    if os.path.exists(iob):
-        rows = list(csv.DictReader(open(iob)))
-        if rows:
-            r0 = rows[0]
-            out.append(f"Bytes of one backward: {r0['gpu']}, driver {r0['driver']}, commit {r0['commit']}, "
-                       f"{r0['date']} (data/gpu/io_bwd.csv; GB = 1e9 bytes; cuDNN's and flash's have no model).\n")
-            out.append("| dtype | B,H,N,d | impl | DRAM GB | L2 GB (all) | L2 GB (SM requests) | model GB | "
-                       "compulsory GB | L2 (all) / model | time ms |")
-            out.append("|---|---|---|---|---|---|---|---|---|---|")
-            gb = lambda x: f"{float(x) / 1e9:.3f}" if x else "-"  # noqa: E731
-            for r in rows:
-                ratio = f"{float(r['l2_bytes']) / float(r['model_bytes']):.2f}" if r["model_bytes"] else "-"
-                out.append(f"| {r['dtype']} | {r['B']},{r['H']},{r['N']},{r['d']} | {r['impl']} | "
-                           f"{gb(r['dram_bytes'])} | {gb(r['l2_bytes'])} | {gb(r['l2_from_sm_bytes'])} | "
-                           f"{gb(r['model_bytes'])} | {gb(r['compulsory_bytes'])} | {ratio} | "
-                           f"{float(r['kernel_time_ms']):.3f} |")
-            out.append("")
-    io = [r for r in csv.DictReader(open(os.path.join(d, "io_fwd.csv")))]
+    io = []
+    for fname, what in (("io_bwd.csv", "one backward per implementation; cuDNN's and flash's have no model"),
+                        ("io_fwd.csv", "forward")):
+        path = os.path.join(d, fname)
+        rows = list(csv.DictReader(open(path))) if os.path.exists(path) else []
+        out += bytes_table(rows, fname, what)
+        if fname == "io_fwd.csv":
+            io = rows
     if io:
-        i0 = io[0]
-        out.append(f"Bytes: {i0['gpu']}, driver {i0['driver']}, commit {i0['commit']}, {i0['date']} "
-                   f"(data/gpu/io_fwd.csv; GB = 1e9 bytes).\n")
-        out.append("| config | dtype | B,H,N,d | impl | DRAM GB | L2 GB (all) | L2 GB (SM requests) | "
-                   "model GB | compulsory GB | DRAM / model | SM-L2 / model | time ms |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        g = lambda x: f"{float(x) / 1e9:.3f}" if x else "-"
-        for r in io:
-            out.append(f"| {r['label']} | {r['dtype']} | {r['B']},{r['H']},{r['N']},{r['d']} | {r['impl']} | "
-                       f"{g(r['dram_bytes'])} | {g(r['l2_bytes'])} | {g(r.get('l2_from_sm_bytes'))} | "
-                       f"{g(r['model_bytes'])} | {g(r['compulsory_bytes'])} | {r['dram_over_model'] or '-'} | "
-                       f"{r.get('l2_from_sm_over_model') or '-'} | {float(r['kernel_time_ms']):.3f} |")
         def dram(impl, N, d, dt="fp16", H="32"):
             m = [r for r in io if r["impl"] == impl and r["N"] == str(N) and r["d"] == str(d)
                  and r["dtype"] == dt and r["H"] == H]
