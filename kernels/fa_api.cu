@@ -244,6 +244,54 @@ extern "C" double fa_compulsory_bytes(int pass, int dtype, const attn_params *p)
 /* ------------------------------------------------------------------------- */
 /* Running a pass                                                            */
 /* ------------------------------------------------------------------------- */
+extern "C" void fa_strides_of(const attn_params *p, const fa_ptrs *x, fa_stride out[8])
+{
+    const fa_stride *given[8] = {&x->sq, &x->sk, &x->sv, &x->so, &x->sdo, &x->sdq, &x->sdk, &x->sdv};
+    const int64_t d = p->d, rq = (int64_t)p->seqlen_q * d, rk = (int64_t)p->seqlen_k * d;
+    const fa_stride cq = {p->H * rq, rq, d}, ck = {p->H_kv * rk, rk, d};
+    /* q, k, v, o, do_, dq, dk, dv: which of the two shapes each has */
+    static const int is_kv[8] = {0, 1, 1, 0, 0, 0, 1, 1};
+    for (int i = 0; i < 8; i++) {
+        const fa_stride *g = given[i];
+        out[i] = (g->batch == 0 && g->head == 0 && g->row == 0) ? (is_kv[i] ? ck : cq) : *g;
+    }
+}
+
+extern "C" int fa_strides_contiguous(const attn_params *p, const fa_ptrs *x)
+{
+    fa_stride s[8];
+    fa_strides_of(p, x, s);
+    const int64_t d = p->d, rq = (int64_t)p->seqlen_q * d, rk = (int64_t)p->seqlen_k * d;
+    for (int i = 0; i < 8; i++) {
+        const int kv = i == 1 || i == 2 || i == 6 || i == 7;
+        const int64_t r = kv ? rk : rq, heads = kv ? p->H_kv : p->H;
+        if (s[i].row != d || s[i].head != r || s[i].batch != heads * r) return 0;
+    }
+    return 1;
+}
+
+/* Strided versions read rows with 16-byte copies (TMA boxes, cp.async): each
+ * stride a multiple of 16 bytes. The pointers' alignment is the caller's,
+ * as for contiguous tensors. */
+static int check_strides(const fa_row *r, int pass, int dtype, const attn_params *p, const fa_ptrs *x)
+{
+    if (fa_strides_contiguous(p, x)) return FA_OK;
+    if (!r->info.strided)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s %s takes contiguous tensors only (strides given)",
+                            pass_name(pass), r->info.name);
+    fa_stride s[8];
+    fa_strides_of(p, x, s);
+    const int64_t per16 = 16 / (int64_t)fa_dtype_bytes(dtype);
+    static const char *names[8] = {"q", "k", "v", "o", "do", "dq", "dk", "dv"};
+    for (int i = 0; i < 8; i++)
+        if (s[i].batch < 0 || s[i].head < 0 || s[i].row < p->d || s[i].batch % per16 ||
+            s[i].head % per16 || s[i].row % per16)
+            return fa_set_error(FA_ERR_UNSUPPORTED, "%s strides (batch %lld, head %lld, row %lld): "
+                                "need rows of >= d elements and strides in multiples of 16 bytes",
+                                names[i], (long long)s[i].batch, (long long)s[i].head, (long long)s[i].row);
+    return FA_OK;
+}
+
 static int run_pass(int pass, int version, int dtype, const attn_params *p, const fa_ptrs *x,
                     int deterministic, void *stream)
 {
@@ -257,6 +305,7 @@ static int run_pass(int pass, int version, int dtype, const attn_params *p, cons
     if (deterministic && !r->info.deterministic)
         return fa_set_error(FA_ERR_UNSUPPORTED, "--deterministic: %s %s has no deterministic mode",
                             pass_name(pass), r->info.name);
+    if ((rc = check_strides(r, pass, dtype, p, x))) return rc;
     return r->run(dtype, p, x, deterministic, (cudaStream_t)stream);
 }
 

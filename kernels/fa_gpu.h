@@ -1,7 +1,7 @@
 /*
  * fa_gpu.h -- the C interface of the project's CUDA kernels (libfa_gpu.so and
  * the host programs stage4, stage5, stage7). Plain C: the host programs and
- * the Python tools (scripts/fa.py mirrors this file through ctypes) never
+ * the Python tools (python/fa.py mirrors this file through ctypes) never
  * include a CUDA header.
  *
  * A call names a pass (forward or backward), a version and a dtype, and
@@ -11,7 +11,9 @@
  * programs, tests and tools loop over the table instead of knowing versions.
  *
  * Layout: Q, O, dO, dQ (B, H, seqlen_q, d); K, V, dK, dV (B, H_kv, seqlen_k,
- * d), all row-major in the dtype; L = softmax_lse (B, H, seqlen_q) fp32, the
+ * d), row-major in the dtype unless fa_ptrs gives strides (versions whose
+ * row says `strided` read them; the others take the contiguous layout
+ * only); L = softmax_lse (B, H, seqlen_q) fp32, contiguous always, the
  * natural-log logsumexp of each row of softmax_scale Q K^T over the keys the
  * row sees, -inf for a row that sees none (its O row is 0). All pointers are
  * device pointers. Every function returns FA_OK or an FA_ERR_* code;
@@ -38,9 +40,20 @@ enum {
 };
 enum fa_pass { FA_FORWARD = 0, FA_BACKWARD = 1 };
 
+/* Element strides of one tensor seen as (B, heads, seqlen, d), the last
+ * dimension contiguous: as FlashAttention's parameters carry them, so that a
+ * (B, seqlen, heads, d) view or a slice of one packed QKV projection needs
+ * no copy. All three 0 means the contiguous layout (batch = heads seqlen d,
+ * head = seqlen d, row = d), which is what a zeroed fa_ptrs gives. */
+typedef struct {
+    int64_t batch, head, row;
+} fa_stride;
+
 /* Device pointers of one call. The forward reads q, k, v and writes o and
  * softmax_lse; the backward reads q, k, v, o, softmax_lse, do_ and writes dq,
- * dk, dv. workspace: fa_workspace_bytes() bytes (NULL when that is 0). */
+ * dk, dv. workspace: fa_workspace_bytes() bytes (NULL when that is 0).
+ * The strides (zero: contiguous) are read by versions whose row says
+ * `strided`; fa_forward/fa_backward refuse others any non-contiguous one. */
 typedef struct {
     const void *q, *k, *v;   /* (B,H,Sq,d), (B,H_kv,Sk,d), (B,H_kv,Sk,d) */
     void *o;                 /* (B,H,Sq,d) */
@@ -49,6 +62,7 @@ typedef struct {
     void *dq, *dk, *dv;      /* shapes of q, k, v */
     void *workspace;
     size_t workspace_bytes;
+    fa_stride sq, sk, sv, so, sdo, sdq, sdk, sdv;   /* strides of q, k, v, o, do_, dq, dk, dv */
 } fa_ptrs;
 
 /* One row of the table of versions. */
@@ -64,6 +78,7 @@ typedef struct {
     int deterministic;       /* 1: has a deterministic mode (backward) */
     int min_cc;              /* least compute capability (major*10+minor), e.g. 90 */
     const char *slug;        /* "mma": with the name, the benchmarks' label (ours_v2_mma) */
+    int strided;             /* 1: reads fa_ptrs' strides (rows 16-byte aligned); 0: contiguous only */
 } fa_version_info;
 
 int fa_num_versions(int pass);
@@ -77,6 +92,14 @@ const fa_version_info *fa_version(int pass, int version);
 int fa_check_supported(int pass, int version, int dtype, const attn_params *p);
 /* The same without the GPU check (what a machine without a GPU can say). */
 int fa_check_problem(int pass, int version, int dtype, const attn_params *p);
+
+/* The strides a call uses: fa_ptrs' own, with an all-zero one replaced by
+ * the contiguous layout's (q, o, do_, dq of (B, H, seqlen_q, d); k, v, dk,
+ * dv of (B, H_kv, seqlen_k, d)), in the order sq, sk, sv, so, sdo, sdq, sdk,
+ * sdv. Host only. */
+void fa_strides_of(const attn_params *p, const fa_ptrs *x, fa_stride out[8]);
+/* 1 when every stride fa_strides_of gives is the contiguous layout's. */
+int fa_strides_contiguous(const attn_params *p, const fa_ptrs *x);
 
 /* Device workspace in bytes (0 for most versions). */
 size_t fa_workspace_bytes(int pass, int version, int dtype, const attn_params *p);

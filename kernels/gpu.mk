@@ -4,7 +4,7 @@
 # src/stage4_main.c, src/stage5_main.c, plain C, linked with the kernels of
 # kernels/*.cu and cuBLAS) and build/libfa_gpu.so
 # (the same entry points, kernels/fa_gpu.h, for the Python tools through
-# ctypes: scripts/fa.py). Code is
+# ctypes: python/fa.py). Code is
 # emitted for sm_90 always (the H200/H100 the project targets) and for the
 # compute capability nvidia-smi reports, when there is a GPU here.
 # Where nvcc is missing, nothing CUDA is built and the GPU test suite prints
@@ -20,7 +20,7 @@ GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
 TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
 TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
 
-.PHONY: gpu-test bench-gpu io-gpu v3-check train-gpu
+.PHONY: gpu-test bench-gpu io-gpu v3-check train-gpu overhead-gpu train-compare-gpu
 
 ifneq ($(strip $(NVCC)),)
 # compute capability of GPU 0 as "90", empty without a GPU
@@ -123,12 +123,18 @@ bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu
 train-gpu: $(BUILD)/libfa_gpu.so         ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv
 	python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
 
+train-compare-gpu: $(BUILD)/libfa_gpu.so ## eager and compiled, ours and SDPA, 3 seeds: data/gpu/train_compare.csv
+	python3 scripts/train_compare.py --compare --steps 200 --seeds 3 --csv data/gpu/train_compare.csv
+
+overhead-gpu: $(BUILD)/libfa_gpu.so      ## the op's cost per call at small shapes beside SDPA's: data/gpu/op_overhead.csv
+	python3 scripts/bench_op_overhead.py --csv data/gpu/op_overhead.csv
+
 io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv, v2_layout_ab.csv
 	sh scripts/ncu_io.sh data/gpu/io_fwd.csv
 	NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
 else
 gpu-test:
 	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
-bench-gpu io-gpu v3-check train-gpu:
+bench-gpu io-gpu v3-check train-gpu overhead-gpu train-compare-gpu:
 	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
 endif

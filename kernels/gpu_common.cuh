@@ -264,13 +264,14 @@ __device__ __forceinline__ void load_rows_f32(float *dst, int ld, const T *__res
  * are zero-filled by the copy itself (source size 0). The caller commits and
  * waits. */
 template <typename T, int D, int ROWS, int LD, int NT>
-__device__ __forceinline__ void cp_async_rows(T *dst, const T *__restrict__ src, int row0, int row_end)
+__device__ __forceinline__ void cp_async_rows(T *dst, const T *__restrict__ src, int row0, int row_end,
+                                              long long gs = D)
 {
     constexpr int CH = D / 8;
     for (int idx = threadIdx.x; idx < ROWS * CH; idx += NT) {
         int r = idx / CH, c = (idx % CH) * 8;
         bool ok = row0 + r < row_end;
-        cp_async16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
+        cp_async16(dst + r * LD + c, ok ? src + (row0 + r) * gs + c : src, ok ? 16 : 0);
     }
 }
 

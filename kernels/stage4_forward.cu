@@ -762,13 +762,13 @@ static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
 
 const fa_row fa_row_fwd_v0 = {
     {FA_FORWARD, 0, "v0", "materialized (cuBLAS + softmax)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 0, 0, "materialized"},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 0, 0, "materialized", 0},
     v0_forward, nullptr, v0_workspace, nullptr, nullptr, v0_model};
 const fa_row fa_row_fwd_v1 = {
     {FA_FORWARD, 1, "v1", "tiled (smem K/V, fp32 CUDA cores)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 0, 0, "tiled"},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 0, 0, "tiled", 0},
     v1_forward, nullptr, nullptr, v1_block_rows, v1_block_cols, fa_model_tiled_forward};
 const fa_row fa_row_fwd_v2 = {
     {FA_FORWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, cp.async)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 0, 80, "mma"},
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 0, 80, "mma", 0},
     v2_forward, nullptr, nullptr, v2_block_rows, v2_block_cols, fa_model_tiled_forward};

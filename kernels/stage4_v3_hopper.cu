@@ -134,27 +134,28 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 //< v3-mbarrier
 
 //> v3-tma
-/* One box of the tensor map (64 columns x rows x 1 head) into shared memory
- * at dst; the copy engine adds the bytes to bar's transaction count when
- * they have landed. Coordinates: {column, row, head}; rows past the tensor's
- * extent arrive as zeros (and still count). */
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                            int c0, int c1, int c2, bool issue = true)
+/* One box of the tensor map (64 columns x rows x 1 head x 1 batch) into
+ * shared memory at dst; the copy engine adds the bytes to bar's transaction
+ * count when they have landed. Coordinates: {column, row, head, batch}; rows
+ * past the tensor's extent arrive as zeros (and still count). */
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                            int c0, int c1, int c2, int c3, bool issue = true)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-                 "@p cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4}], [%5];\n}\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "r"((int)issue)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %7, 0;\n"
+                 "@p cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n}\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar),
+                 "r"((int)issue)
                  : "memory");
 }
-/* A whole tile: ROWS rows from row0 of head z, all d = 64 CB columns, as CB
+/* A whole tile: ROWS rows from row0 of head z.x of batch z.y, all d = 64 CB columns, as CB
  * column blocks of ROWS x 128 bytes; one expect_tx announces all of it.
  * Only threads with `issue` set act (a predicate, not a branch: step 1 calls
  * this from all 128 threads of the warpgroup that also issues wgmma, and a
  * branch there would make the compiler serialize the wgmma). */
 template <int CB, int ROWS>
 __device__ __forceinline__ void tma_tile(const CUtensorMap *map, uint32_t dst, uint32_t bar,
-                                         int row0, int z, bool issue = true)
+                                         int row0, int2 z, bool issue = true)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
                  "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(bar),
@@ -162,7 +163,7 @@ __device__ __forceinline__ void tma_tile(const CUtensorMap *map, uint32_t dst, u
                  : "memory");
 #pragma unroll
     for (int cb = 0; cb < CB; cb++)
-        tma_load_3d(dst + cb * ROWS * 128, map, bar, cb * 64, row0, z, issue);
+        tma_load_4d(dst + cb * ROWS * 128, map, bar, cb * 64, row0, z.x, z.y, issue);
 }
 //< v3-tma
 
@@ -389,6 +390,7 @@ struct v3_args {
     /* (after the fields of steps 1-5, so that their code is unchanged) */
     int group_q, group_r;     /* step 6: head groups of group_q + 1 heads (the first group_r) and group_q */
     unsigned *tile_counter;   /* step 6: next tile to hand out; zero at launch */
+    long long o_batch, o_head, o_row;   /* O's strides in elements (fa_stride) */
 };
 
 //> v3-schedule
@@ -490,11 +492,17 @@ template <int D, int STEP> struct v3_smem {
     __device__ uint32_t tile_slot(int i) const { return base + C::OFF_TILE + 4 * i; }
 };
 
-/* The key/value head query head bh reads (grouped-query attention). */
-__device__ __forceinline__ int v3_kv_head(const v3_args &a, int bh)
+/* The key/value head query head bh reads (grouped-query attention), as the
+ * tensor maps' coordinates {head, batch}. */
+__device__ __forceinline__ int2 v3_kv_head(const v3_args &a, int bh)
 {
     int b = bh / a.H, h = bh % a.H;
-    return b * a.H_kv + h / (a.H / a.H_kv);
+    return make_int2(h / (a.H / a.H_kv), b);
+}
+/* Query head bh as the tensor map's coordinates {head, batch}. */
+__device__ __forceinline__ int2 v3_q_head(const v3_args &a, int bh)
+{
+    return make_int2(bh % a.H, bh / a.H);
 }
 
 /* Release a stage: one arrival per warp, after that warp's wait_group has
@@ -579,7 +587,7 @@ __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v
  * barrier counts as complete. */
 template <int D, int STEP>
 __device__ __forceinline__ void produce(const v3_smem<D, STEP> &sm, const CUtensorMap *map, bool is_v,
-                                        int n, int jb, int kvh, bool issue = true)
+                                        int n, int jb, int2 kvh, bool issue = true)
 {
     using C = v3_cfg<D, STEP>;
     const int st = n % C::STAGES, ph = (n / C::STAGES) & 1;
@@ -608,9 +616,9 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
             if (!mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1)) continue;
         }
         if (nq > 0) mbar_wait(sm.empty_q(), (nq - 1) & 1);
-        tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, bh);
+        tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, v3_q_head(a, bh));
         nq++;
-        const int kvh = v3_kv_head(a, bh);
+        const int2 kvh = v3_kv_head(a, bh);
         for (int jb = jb0; jb < jb1; jb++, n++) {
             produce<D, STEP>(sm, tmK, false, n, jb, kvh);
             produce<D, STEP>(sm, tmV, true, n, jb, kvh);
@@ -814,7 +822,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
     for (int k = 0; v3_next_tile<D, STEP, false>(sm, a, k, bh, qb); k++) {
         const int i0 = qb * C::BR;
         const int r0 = i0 + 64 * cw + 16 * warp + g;   /* this thread's rows r0 and r0 + 8 */
-        T *Oh = (T *)a.O + (size_t)bh * a.seqlen_q * D;
+        T *Oh = (T *)a.O + (size_t)(bh / a.H) * a.o_batch + (size_t)(bh % a.H) * a.o_head;
         float *Lh = a.L + (size_t)bh * a.seqlen_q;
         int jb0, jb1;
         const int nblk = mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1);
@@ -831,9 +839,9 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
 
         if (nblk > 0) {
-            const int kvh = v3_kv_head(a, bh);
+            const int2 kvh = v3_kv_head(a, bh);
             if constexpr (self_load) {   /* step 1: Q and the first STAGES blocks */
-                tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, bh, issuer);
+                tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, v3_q_head(a, bh), issuer);
                 for (int b = 0; b < S && b < nblk; b++) {
                     produce<D, STEP>(sm, tmK, false, n + b, jb0 + b, kvh, issuer);
                     produce<D, STEP>(sm, tmV, true, n + b, jb0 + b, kvh, issuer);
@@ -970,7 +978,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             const int row = r0 + 8 * h;
             if (row >= a.seqlen_q) continue;
             const float inv = lt > 0.f ? 1.f / lt : 0.f;
-            T *orow = Oh + (size_t)row * D + 2 * t;
+            T *orow = Oh + (size_t)row * a.o_row + 2 * t;
 #pragma unroll
             for (int c = 0; c < D / 8; c++)
                 *reinterpret_cast<uint32_t *>(orow + 8 * c) =
@@ -1047,28 +1055,37 @@ static PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
 }
 
 //> v3-tensormap
-/* The tensor map of one operand: a 3-D array (d, seqlen, heads) of 16-bit
- * elements, row stride d * 2 bytes, head stride seqlen * d * 2 bytes; a box
- * is 64 columns (128 bytes, the widest the 128-byte swizzle takes) x `rows`
- * x 1 head. Rows past seqlen are filled with zeros by the copy engine, so a
+/* The tensor map of one operand: a 4-D array (d, seqlen, heads, batch) of
+ * 16-bit elements with the operand's row, head and batch strides (fa_stride,
+ * in elements; the copy engine takes them in bytes, multiples of 16, which
+ * fa_api.cu's stride check asks of every strided call); a box is 64 columns
+ * (128 bytes, the widest the 128-byte swizzle takes) x `rows` x 1 head x 1
+ * batch. Rows past seqlen are filled with zeros by the copy engine, so a
  * tile that runs past the end of a head never reads the next head. */
-static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
-                         int heads, int rows)
+static int v3_tensor_map_strided(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
+                                 int heads, int batch, const fa_stride *st, int rows)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();
     if (!encode)
         return fa_set_error(FA_ERR_CUDA, "%s:%d: the driver has no cuTensorMapEncodeTiled", __FILE__, __LINE__);
-    cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)seqlen, (cuuint64_t)heads};
-    cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)seqlen * d * 2};
-    cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, elem[3] = {1, 1, 1};
+    cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)seqlen, (cuuint64_t)heads, (cuuint64_t)batch};
+    cuuint64_t strides[3] = {(cuuint64_t)st->row * 2, (cuuint64_t)st->head * 2, (cuuint64_t)st->batch * 2};
+    cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1}, elem[4] = {1, 1, 1, 1};
     CUresult r = encode(map, dtype == FA_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                        3, const_cast<void *>(ptr), dims, strides, box, elem,
+                        4, const_cast<void *>(ptr), dims, strides, box, elem,
                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return fa_set_error(FA_ERR_CUDA, "%s:%d: cuTensorMapEncodeTiled (d %d, seqlen %d, heads %d, box rows %d): CUresult %d",
                        __FILE__, __LINE__, d, seqlen, heads, rows, (int)r);
     return FA_OK;
+}
+/* The contiguous case: (heads, seqlen, d) row-major, one batch. */
+static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
+                         int heads, int rows)
+{
+    const fa_stride st = {(int64_t)heads * seqlen * d, (int64_t)seqlen * d, d};
+    return v3_tensor_map_strided(map, ptr, dtype, d, seqlen, heads, 1, &st, rows);
 }
 //< v3-tensormap
 
@@ -1162,20 +1179,24 @@ static int v3_counter_for_launch(unsigned **ctr, cudaStream_t stream)
 
 template <typename T, int D, int STEP>
 static int v3_launch(const attn_params *p, const void *q, const void *k, const void *v, void *o,
-                     float *lse, cudaStream_t stream)
+                     float *lse, const fa_stride *s, cudaStream_t stream)
 {
     using C = v3_cfg<D, STEP>;
     int dtype = std::is_same<T, __nv_bfloat16>::value ? FA_BF16 : FA_FP16;
     CUtensorMap tq, tk, tv;
     const int BH = p->B * p->H, BHkv = p->B * p->H_kv;
     int rc;
-    if ((rc = v3_tensor_map(&tq, q, dtype, D, p->seqlen_q, BH, C::BR)) ||
-        (rc = v3_tensor_map(&tk, k, dtype, D, p->seqlen_k, BHkv, C::BC)) ||
-        (rc = v3_tensor_map(&tv, v, dtype, D, p->seqlen_k, BHkv, C::BC)))
+    /* s: fa_strides_of's q, k, v, o */
+    if ((rc = v3_tensor_map_strided(&tq, q, dtype, D, p->seqlen_q, p->H, p->B, &s[0], C::BR)) ||
+        (rc = v3_tensor_map_strided(&tk, k, dtype, D, p->seqlen_k, p->H_kv, p->B, &s[1], C::BC)) ||
+        (rc = v3_tensor_map_strided(&tv, v, dtype, D, p->seqlen_k, p->H_kv, p->B, &s[2], C::BC)))
         return rc;
     v3_args a;
     a.O = o;
     a.L = lse;
+    a.o_batch = s[3].batch;
+    a.o_head = s[3].head;
+    a.o_row = s[3].row;
     a.mask = attn_mask_of(p);
     a.H = p->H;
     a.H_kv = p->H_kv;
@@ -1216,17 +1237,17 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
 
 template <typename T, int D>
 static int v3_launch_step(int step, const attn_params *p, const void *q, const void *k,
-                          const void *v, void *o, float *lse, cudaStream_t st)
+                          const void *v, void *o, float *lse, const fa_stride *s, cudaStream_t st)
 {
     switch (step) {
-    case 1: return v3_launch<T, D, 1>(p, q, k, v, o, lse, st);
-    case 2: return v3_launch<T, D, 2>(p, q, k, v, o, lse, st);
-    case 3: return v3_launch<T, D, 3>(p, q, k, v, o, lse, st);
-    case 4: return v3_launch<T, D, 4>(p, q, k, v, o, lse, st);
-    case 5: return v3_launch<T, D, 5>(p, q, k, v, o, lse, st);
-    case 6: return v3_launch<T, D, 6>(p, q, k, v, o, lse, st);
-    case 7: return v3_launch<T, D, 7>(p, q, k, v, o, lse, st);
-    default: return v3_launch<T, D, 8>(p, q, k, v, o, lse, st);
+    case 1: return v3_launch<T, D, 1>(p, q, k, v, o, lse, s, st);
+    case 2: return v3_launch<T, D, 2>(p, q, k, v, o, lse, s, st);
+    case 3: return v3_launch<T, D, 3>(p, q, k, v, o, lse, s, st);
+    case 4: return v3_launch<T, D, 4>(p, q, k, v, o, lse, s, st);
+    case 5: return v3_launch<T, D, 5>(p, q, k, v, o, lse, s, st);
+    case 6: return v3_launch<T, D, 6>(p, q, k, v, o, lse, s, st);
+    case 7: return v3_launch<T, D, 7>(p, q, k, v, o, lse, s, st);
+    default: return v3_launch<T, D, 8>(p, q, k, v, o, lse, s, st);
     }
 }
 
@@ -1234,14 +1255,14 @@ static int v3_launch_step(int step, const attn_params *p, const void *q, const v
  * others): only those are instantiated for it. */
 template <int D>
 static int v3_launch_step_fp16(int step, const attn_params *p, const void *q, const void *k,
-                               const void *v, void *o, float *lse, cudaStream_t st)
+                               const void *v, void *o, float *lse, const fa_stride *s, cudaStream_t st)
 {
     static_assert(FA_V3_FP16_FIRST == 5, "instantiate fp16 for the steps from FA_V3_FP16_FIRST on");
     switch (step) {
-    case 5: return v3_launch<__half, D, 5>(p, q, k, v, o, lse, st);
-    case 6: return v3_launch<__half, D, 6>(p, q, k, v, o, lse, st);
-    case 7: return v3_launch<__half, D, 7>(p, q, k, v, o, lse, st);
-    default: return v3_launch<__half, D, 8>(p, q, k, v, o, lse, st);
+    case 5: return v3_launch<__half, D, 5>(p, q, k, v, o, lse, s, st);
+    case 6: return v3_launch<__half, D, 6>(p, q, k, v, o, lse, s, st);
+    case 7: return v3_launch<__half, D, 7>(p, q, k, v, o, lse, s, st);
+    default: return v3_launch<__half, D, 8>(p, q, k, v, o, lse, s, st);
     }
 }
 
@@ -1261,12 +1282,14 @@ static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int determi
     if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
                             "engine's rule) and a 4-byte aligned O");
+    fa_stride s[8];
+    fa_strides_of(p, x, s);
     const int step = v3_step();
     if (dtype == FA_BF16)
-        return p->d == 64 ? v3_launch_step<__nv_bfloat16, 64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
-                          : v3_launch_step<__nv_bfloat16, 128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
-    return p->d == 64 ? v3_launch_step_fp16<64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st)
-                      : v3_launch_step_fp16<128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, st);
+        return p->d == 64 ? v3_launch_step<__nv_bfloat16, 64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st)
+                          : v3_launch_step<__nv_bfloat16, 128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st);
+    return p->d == 64 ? v3_launch_step_fp16<64>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st)
+                      : v3_launch_step_fp16<128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st);
 }
 
 /* The tile shape of the step that runs (v3_cfg): the IO model counts K and
@@ -1289,7 +1312,7 @@ static int v3_block_cols(int d)
  * from step 8). */
 const fa_row fa_row_fwd_v3 = {
     {FA_FORWARD, 3, "v3", "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 64, 128, 64, 1, 0, 90, "hopper"},
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 64, 128, 64, 1, 0, 90, "hopper", 1},
     v3_run, v3_check, nullptr, v3_block_rows, v3_block_cols, fa_model_tiled_forward};
 //< v3-row
 
@@ -1340,7 +1363,7 @@ __global__ void v3_test_tma(const __grid_constant__ CUtensorMap map, uint4 *out,
         fence_barrier_init();
     }
     __syncthreads();
-    if (threadIdx.x == 0) tma_tile<2, 128>(&map, base, bar, row0, z);
+    if (threadIdx.x == 0) tma_tile<2, 128>(&map, base, bar, row0, make_int2(z, 0));
     mbar_wait(bar, 0);
     const uint4 *s = reinterpret_cast<const uint4 *>(raw + (base - smem_u32(raw)));
     for (int i = threadIdx.x; i < 2 * 128 * 128 / 16; i += blockDim.x) out[i] = s[i];
@@ -1365,9 +1388,9 @@ __global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __gr
     }
     __syncthreads();
     if (tid == 0) {
-        tma_tile<D / 64, 64>(&tq, q, bar, 0, 0);
-        tma_tile<D / 64, BC>(&tk, k, bar + 8, 0, 0);
-        tma_tile<D / 64, BC>(&tv, v, bar + 16, 0, 0);
+        tma_tile<D / 64, 64>(&tq, q, bar, 0, make_int2(0, 0));
+        tma_tile<D / 64, BC>(&tk, k, bar + 8, 0, make_int2(0, 0));
+        tma_tile<D / 64, BC>(&tv, v, bar + 16, 0, make_int2(0, 0));
     }
     for (int i = 0; i < 3; i++) mbar_wait(bar + 8 * i, 0);
 

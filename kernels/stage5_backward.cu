@@ -116,14 +116,30 @@
 /* The pre-pass: D_i = dO_i . O_i for every query row, in fp32, one warp per
  * row. D_i equals sum_j P_ij dP_ij (the softmax Jacobian's row term) without
  * reading P: FlashAttention-2's choice, and stage 3's. */
+/* Where row `row` (of B H Sq, in (b, h, i) order) of dO and of O starts,
+ * from their strides: a (B, seqlen, H, d) view is read in place. */
+struct bwd_rows_at {
+    long long H, Sq;
+    fa_stride sdo, so;
+    __device__ void at(long long row, long long *e_do, long long *e_o) const
+    {
+        const long long i = row % Sq, bh = row / Sq, h = bh % H, b = bh / H;
+        *e_do = b * sdo.batch + h * sdo.head + i * sdo.row;
+        *e_o = b * so.batch + h * so.head + i * so.row;
+    }
+};
+
 template <typename T>
 __global__ void __launch_bounds__(256) bwd_dot_kernel(const T *__restrict__ dO, const T *__restrict__ O,
-                                                      float *__restrict__ D, long long rows, int d)
+                                                      float *__restrict__ D, long long rows, int d,
+                                                      bwd_rows_at rat)
 {
     long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const T *a = dO + row * d, *b = O + row * d;
+    long long e_do, e_o;
+    rat.at(row, &e_do, &e_o);
+    const T *a = dO + e_do, *b = O + e_o;
     float s = 0.f;
     for (int c = lane; c < d; c += 32) s = fmaf(to_f(a[c]), to_f(b[c]), s);
 #pragma unroll
@@ -143,10 +159,17 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const S *__restrict__ 
         dst[i] = from_f<T>(to_f(src[i]));
 }
 
+/* D for every row of the problem, dO and O read through the call's strides. */
 template <typename T>
-static int bwd_dot(const T *dO, const T *O, float *D, long long rows, int d, cudaStream_t st)
+static int bwd_dot(const T *dO, const T *O, float *D, const attn_params *p, const fa_ptrs *x,
+                   cudaStream_t st)
 {
-    bwd_dot_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(dO, O, D, rows, d);
+    fa_stride s[8];
+    fa_strides_of(p, x, s);
+    const bwd_rows_at rat = {p->H, p->seqlen_q, s[4], s[3]};   /* do_, o */
+    const long long rows = (long long)attn_rows(p);
+    const int d = p->d;
+    bwd_dot_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(dO, O, D, rows, d, rat);
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -157,6 +180,30 @@ static int bwd_convert(const S *src, T *dst, size_t n, cudaStream_t st)
     size_t blocks = (n + 255) / 256;
     bwd_convert_kernel<S, T><<<(unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16), 256, 0, st>>>(
         src, dst, n);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+
+/* dst = src in the dtype, src contiguous (B, H, Sq, d) fp32, dst through
+ * its strides (a dQ that is a (B, seqlen, H, d) view). */
+template <typename T>
+__global__ void __launch_bounds__(256) bwd_convert_rows_kernel(const float *__restrict__ src, T *__restrict__ dst,
+                                                               long long rows, int d, long long H,
+                                                               long long Sq, fa_stride s)
+{
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+        const long long i = row % Sq, bh = row / Sq, h = bh % H, b = bh / H;
+        T *out = dst + b * s.batch + h * s.head + i * s.row;
+        for (int c = threadIdx.x; c < d; c += blockDim.x) out[c] = from_f<T>(src[row * d + c]);
+    }
+}
+
+template <typename T>
+static int bwd_convert_rows(const float *src, T *dst, const attn_params *p, fa_stride s, cudaStream_t st)
+{
+    const long long rows = (long long)attn_rows(p);
+    bwd_convert_rows_kernel<T><<<(unsigned)(rows < 1 << 20 ? rows : 1 << 20), 128, 0, st>>>(
+        src, dst, rows, p->d, p->H, p->seqlen_q, s);
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -279,7 +326,7 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, cuda
     const unsigned row_blocks = (unsigned)(rows < 1 << 30 ? rows : 1 << 30);
     const attn_mask m = attn_mask_of(p);
 
-    if (int rc = bwd_dot<T>(dO, (const T *)x->o, w.D, rows, d, st)) return rc;
+    if (int rc = bwd_dot<T>(dO, (const T *)x->o, w.D, p, x, st)) return rc;
     /* S = softmax_scale Q K^T, fp32 out: a scaled logit beyond 65504 must
      * not become an fp16 infinity. */
     CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &scale, K, t, d, kd,
@@ -799,14 +846,22 @@ int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int determ
     a.sem = w.sem; a.deterministic = deterministic;
     a.a = fa_kargs_make(p);
     const size_t nq = attn_q_numel(p);
-    if (int rc = bwd_dot<T>(a.dO, (const T *)x->o, w.D, (long long)attn_rows(p), p->d, st)) return rc;
+    fa_stride s[8];
+    fa_strides_of(p, x, s);
+    a.sq = s[0]; a.sk = s[1]; a.sv = s[2]; a.sdo = s[4]; a.sdk = s[6]; a.sdv = s[7];
+    if (int rc = bwd_dot<T>(a.dO, (const T *)x->o, w.D, p, x, st)) return rc;
     CUDA_TRY(cudaMemsetAsync(a.dq_acc, 0, nq * sizeof(float), st));
     if (deterministic)
         CUDA_TRY(cudaMemsetAsync(w.sem, 0, (size_t)p->B * p->H *
                                  ((p->seqlen_q + BWD_TILED_BR - 1) / BWD_TILED_BR) * sizeof(int), st));
     int rc = launch(a, p->B, st);
-    if constexpr (!std::is_same<T, float>::value)
-        if (rc == FA_OK) rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
+    if constexpr (!std::is_same<T, float>::value) {
+        if (rc == FA_OK && s[5].row == p->d && s[5].head == (int64_t)p->seqlen_q * p->d &&
+            s[5].batch == (int64_t)p->H * p->seqlen_q * p->d)
+            rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
+        else if (rc == FA_OK)   /* dQ strided: row by row */
+            rc = bwd_convert_rows<T>(w.dq_acc, (T *)x->dq, p, s[5], st);
+    }
     return rc;
 }
 //< bwd-tiled-launch
@@ -855,13 +910,13 @@ double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 const fa_row fa_row_bwd_v0 = {
     {FA_BACKWARD, 0, "v0", "materialized (cuBLAS; S, dP, dS in fp32)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 1, 0, "materialized"},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 1, 0, "materialized", 0},
     v0_backward, v0_bwd_check, v0_bwd_workspace, nullptr, nullptr, v0_bwd_model};
 const fa_row fa_row_bwd_v1 = {
     {FA_BACKWARD, 1, "v1", "tiled (smem tiles, fp32 CUDA cores, dQ atomics)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 1, 0, "tiled"},
+     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 1, 0, "tiled", 0},
     v1_backward, nullptr, tiled_bwd_workspace, v1_bwd_block_rows, v1_bwd_block_cols, tiled_bwd_model};
 const fa_row fa_row_bwd_v2 = {
     {FA_BACKWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma"},
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma", 0},
     v2_backward, nullptr, tiled_bwd_workspace, v2_bwd_block_rows, v2_bwd_block_cols, tiled_bwd_model};

@@ -53,6 +53,9 @@ template <typename T> struct bwd_args {
     int *sem;                  /* (B,H,Tr) counters of the deterministic mode */
     int deterministic;
     fa_kargs a;
+    /* element strides of q, k, v, dO, dK, dV (fa_strides_of: the contiguous
+     * layout's unless the call gave others); L, D and dq_acc are contiguous */
+    fa_stride sq, sk, sv, sdo, sdk, sdv;
 };
 
 //> bwd-dq-order
@@ -196,7 +199,9 @@ __device__ __forceinline__ void bwd_store_dkdv(const bwd_args<T> &x, const float
     for (int h = 0; h < 2; h++) {
         const int j = jw + g + 8 * h;
         if (j >= Sk) continue;
-        T *dkr = x.dk + ((size_t)bkv * Sk + j) * D, *dvr = x.dv + ((size_t)bkv * Sk + j) * D;
+        const int b = bkv / x.a.H_kv, hk = bkv % x.a.H_kv;
+        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + j * x.sdk.row;
+        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + j * x.sdv.row;
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {
             *reinterpret_cast<unsigned *>(dkr + 8 * n + 2 * t) =

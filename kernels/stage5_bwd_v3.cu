@@ -92,7 +92,8 @@ __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_
  * here the thread's row and column come from threadIdx.x once, and each
  * further copy is a constant number of rows further. */
 template <typename T, int D, int ROWS, int LD, int NT>
-__device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src, int row0, int row_end)
+__device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src, int row0, int row_end,
+                                              long long gs)
 {
     constexpr int CH = D / 8, N = ROWS * CH;
     if constexpr (NT % CH == 0) {
@@ -101,18 +102,18 @@ __device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src,
          * and in global memory */
         constexpr int RS = NT / CH;
         const int r = (int)(threadIdx.x / CH), c = (int)(threadIdx.x % CH) * 8;
-        const T *g = src + (size_t)(row0 + r) * D + c;
+        const T *g = src + (row0 + r) * gs + c;   /* gs: the row stride in elements */
         T *sh = dst + r * LD + c;
         if (row0 + ROWS <= row_end) {   /* every row inside: no bound test, no select per copy */
 #pragma unroll
             for (int it = 0; it < (N + NT - 1) / NT; it++)
-                if (N % NT == 0 || r + it * RS < ROWS) cp_async16(sh + it * RS * LD, g + (size_t)it * RS * D, 16);
+                if (N % NT == 0 || r + it * RS < ROWS) cp_async16(sh + it * RS * LD, g + it * RS * gs, 16);
         } else {
 #pragma unroll
             for (int it = 0; it < (N + NT - 1) / NT; it++)
                 if (N % NT == 0 || r + it * RS < ROWS) {
                     const bool ok = row0 + r + it * RS < row_end;
-                    cp_async16(sh + it * RS * LD, ok ? g + (size_t)it * RS * D : src, ok ? 16 : 0);
+                    cp_async16(sh + it * RS * LD, ok ? g + it * RS * gs : src, ok ? 16 : 0);
                 }
         }
     } else {
@@ -122,7 +123,7 @@ __device__ __forceinline__ void cp_async_tile(T *dst, const T *__restrict__ src,
             if (N % NT == 0 || idx < (unsigned)N) {
                 const int r = (int)(idx / CH), c = (int)(idx % CH) * 8;
                 const bool ok = row0 + r < row_end;
-                cp_async16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok ? 16 : 0);
+                cp_async16(dst + r * LD + c, ok ? src + (row0 + r) * gs + c : src, ok ? 16 : 0);
             }
         }
     }
@@ -242,7 +243,7 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     const int jw = j0 + 16 * warp;   /* this warp's first key */
     const int bkv = blockIdx.y, b = bkv / a.H_kv, hk = bkv % a.H_kv;
     const int Tr = (Sq + BR - 1) / BR;
-    const T *Kh = x.k + (size_t)bkv * Sk * D, *Vh = x.v + (size_t)bkv * Sk * D;
+    const T *Kh = x.k + b * x.sk.batch + hk * x.sk.head, *Vh = x.v + b * x.sv.batch + hk * x.sv.head;
 
     /* The steps: every query block that sees this key block (mask.h), for
      * each query head of the group. In the default mode key block jb starts
@@ -274,9 +275,11 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
         return ib_begin + (k < nq ? k : k - nq);
     };
     auto load_step = [&](step_at p, int stage) {   /* Q_i, dO_i, L_i, D_i, all by cp.async */
-        const int bh = head_of(p), i0 = block_of(p) * BR;
-        cp_async_tile<T, D, BR, LD, NT>(Qs + stage * BR * LD, x.q + (size_t)bh * Sq * D, i0, Sq);
-        cp_async_tile<T, D, BR, LD, NT>(dOs + stage * BR * LD, x.dO + (size_t)bh * Sq * D, i0, Sq);
+        const int bh = head_of(p), i0 = block_of(p) * BR, h = hk * a.h_per_kv + p.h;
+        cp_async_tile<T, D, BR, LD, NT>(Qs + stage * BR * LD, x.q + b * x.sq.batch + h * x.sq.head, i0, Sq,
+                                        x.sq.row);
+        cp_async_tile<T, D, BR, LD, NT>(dOs + stage * BR * LD, x.dO + b * x.sdo.batch + h * x.sdo.head, i0,
+                                        Sq, x.sdo.row);
         if (threadIdx.x < 2 * BR) {   /* rows past Sq get 0 (their P is masked to 0) */
             const int r = threadIdx.x & (BR - 1), i = i0 + r;
             const float *src = (threadIdx.x < BR ? x.L : x.D) + (size_t)bh * Sq;
@@ -301,8 +304,8 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     const unsigned K_lane = smem_u32(Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + ch * KH * 16 + (lane >> 4) * 8);
 
     if (steps > 0) {
-        cp_async_rows<T, D, BC, LD, NT>(Ks, Kh, j0, Sk);
-        cp_async_rows<T, D, BC, LD, NT>(Vs, Vh, j0, Sk);
+        cp_async_rows<T, D, BC, LD, NT>(Ks, Kh, j0, Sk, x.sk.row);
+        cp_async_rows<T, D, BC, LD, NT>(Vs, Vh, j0, Sk, x.sv.row);
         load_step(step_at{0, 0}, 0);
         cp_async_commit();
     }
@@ -436,5 +439,5 @@ static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
 /* Version 3's row of the table (kernels/versions.def). */
 const fa_row fa_row_bwd_v3 = {
     {FA_BACKWARD, 3, "v3", "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma8"},
+     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma8", 1},
     v3_backward, nullptr, tiled_bwd_workspace, v3_bwd_block_rows, v3_bwd_block_cols, tiled_bwd_model};
