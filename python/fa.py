@@ -1,11 +1,14 @@
-"""fa.py -- the one ctypes mirror of kernels/fa_gpu.h, for every Python tool
-(scripts/bench_gpu.py, scripts/ncu_io.py, python/flash_op.py).
+"""fa.py -- the one Python binding of the library's C interface
+(kernels/fa_gpu.h), through ctypes, for every Python tool (scripts/bench_gpu.py,
+scripts/train_compare.py, the tests) and the PyTorch op (flash_op.py beside
+it). Installed as flashattn_stages.fa (pyproject.toml); from the repository,
+with python/ on sys.path, as plain `fa`.
 
-It mirrors attn_params (src/attn_params.h), fa_ptrs and fa_version_info
-field by field, loads build/libfa_gpu.so, and reads the table of versions
-from the library, so a new kernel version needs no change here.
+It mirrors attn_params (src/attn_params.h), fa_stride, fa_ptrs and
+fa_version_info field by field, loads libfa_gpu.so, and reads the table of
+versions from the library, so a new kernel version needs no change here.
 
-    lib = fa.load()                       # build/libfa_gpu.so
+    lib = fa.load()                       # library_path(): see there
     for v in fa.versions(lib, fa.FORWARD): print(v.version, v.name, v.what)
     p = fa.params(B, H, N, d, H_kv=H, seqlen_k=N, window=(-1, 0))   # causal
     fa.check(lib.fa_forward(2, fa.BF16, ctypes.byref(p), ctypes.byref(ptrs), stream))
@@ -17,7 +20,8 @@ import ctypes
 import math
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)   # the repository, when this file is its python/fa.py
 FORWARD, BACKWARD = 0, 1
 FP32, FP16, BF16 = 0, 1, 2
 DTYPE_NAMES = {FP32: "fp32", FP16: "fp16", BF16: "bf16"}
@@ -32,13 +36,22 @@ class Params(ctypes.Structure):
                 ("window_size_left", ctypes.c_int), ("window_size_right", ctypes.c_int)]
 
 
+class Stride(ctypes.Structure):
+    """fa_stride: element strides of a (B, heads, seqlen, d) tensor; all 0: contiguous."""
+    _fields_ = [("batch", ctypes.c_int64), ("head", ctypes.c_int64), ("row", ctypes.c_int64)]
+
+
+STRIDE_FIELDS = ("sq", "sk", "sv", "so", "sdo", "sdq", "sdk", "sdv")
+
+
 class Ptrs(ctypes.Structure):
-    """fa_ptrs: device pointers of one call (None where a pass does not use one)."""
+    """fa_ptrs: device pointers of one call (None where a pass does not use one)
+    and the tensors' strides (zero: contiguous; read by `strided` versions)."""
     _fields_ = [("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
                 ("o", ctypes.c_void_p), ("softmax_lse", ctypes.c_void_p),
                 ("do_", ctypes.c_void_p), ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p),
                 ("dv", ctypes.c_void_p), ("workspace", ctypes.c_void_p),
-                ("workspace_bytes", ctypes.c_size_t)]
+                ("workspace_bytes", ctypes.c_size_t)] + [(n, Stride) for n in STRIDE_FIELDS]
 
 
 class VersionInfo(ctypes.Structure):
@@ -46,7 +59,8 @@ class VersionInfo(ctypes.Structure):
     _fields_ = [("pass_", ctypes.c_int), ("version", ctypes.c_int), ("name", ctypes.c_char_p),
                 ("what", ctypes.c_char_p), ("dtypes", ctypes.c_uint), ("d_min", ctypes.c_int),
                 ("d_max", ctypes.c_int), ("d_multiple", ctypes.c_int), ("masks", ctypes.c_int),
-                ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p)]
+                ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p),
+                ("strided", ctypes.c_int)]
 
     def label(self):
         """ours_v2_mma: how the benchmarks' CSVs name the version."""
@@ -60,9 +74,19 @@ def params(B, H, N, d, H_kv=None, seqlen_k=None, window=(-1, -1), softmax_scale=
                   window[0], window[1])
 
 
+def library_path():
+    """Where the library is: $FA_LIBRARY when set; else libfa_gpu.so beside
+    this file (the installed package carries it); else the repository's
+    build/libfa_gpu.so (make build/libfa_gpu.so)."""
+    if os.environ.get("FA_LIBRARY"):
+        return os.environ["FA_LIBRARY"]
+    here = os.path.join(HERE, "libfa_gpu.so")
+    return here if os.path.exists(here) else os.path.join(ROOT, "build", "libfa_gpu.so")
+
+
 def load(path=None):
-    """build/libfa_gpu.so with every entry point's argument types set."""
-    lib = ctypes.CDLL(path or os.path.join(ROOT, "build", "libfa_gpu.so"))
+    """The library (library_path() unless given) with every entry point's argument types set."""
+    lib = ctypes.CDLL(path or library_path())
     i, vp, d, sz = ctypes.c_int, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
     P, X = ctypes.POINTER(Params), ctypes.POINTER(Ptrs)
     sig = {
@@ -71,6 +95,7 @@ def load(path=None):
         "fa_check_supported": ([i, i, i, P], i),
         "fa_check_problem": ([i, i, i, P], i),
         "fa_workspace_bytes": ([i, i, i, P], sz),
+        "fa_strides_contiguous": ([P, X], i),
         "fa_block_rows": ([i, i, i], i),
         "fa_block_cols": ([i, i, i], i),
         "fa_tiles": ([i, i, P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)], None),

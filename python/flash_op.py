@@ -1,9 +1,10 @@
 """flash_op.py -- the project's CUDA kernels as a PyTorch op with autograd.
 
-    import sys; sys.path.insert(0, "python")        # from the repository root
+    from flashattn_stages import flash_attention      # installed (pip install .)
+    import sys; sys.path.insert(0, "python")          # or from the repository root:
     from flash_op import flash_attention
-    o = flash_attention(q, k, v, causal=True)        # as F.scaled_dot_product_attention
-    o.float().pow(2).sum().backward()                # dQ, dK, dV from our backward
+    o = flash_attention(q, k, v, causal=True)          # as F.scaled_dot_product_attention
+    o.float().pow(2).sum().backward()                  # dQ, dK, dV from our backward
 
 Shapes are SDPA's: q (B, H, seqlen_q, d); k, v (B, H_kv, seqlen_k, d) with
 H a multiple of H_kv (grouped-query attention: query head h reads key/value
@@ -12,58 +13,83 @@ float16, bfloat16, as far as the chosen kernel version takes them. The mask
 is FlashAttention's window_size = (left, right), -1 unbounded, aligned
 bottom-right when seqlen_q != seqlen_k (src/mask.h); causal=True is right = 0.
 A query row that sees no key gets o = 0 and zero gradients (stage 6's
-convention), never NaN.
+convention), never NaN. Empty sequences are SDPA's: seqlen_q = 0 gives an
+empty o; seqlen_k = 0 gives o = 0, L = -inf and zero gradients; neither
+launches a kernel of ours. For the (B, seqlen, heads, d) layout of
+FlashAttention's own interface see flash_attn_interface.py.
 
-How: FlashAttentionFunction (a torch.autograd.Function) calls fa_forward and
-fa_backward of build/libfa_gpu.so (kernels/fa_gpu.h) through the one ctypes
-mirror of that header, scripts/fa.py, on torch's current CUDA stream, with
-torch tensors' device pointers and workspace taken from torch's allocator.
+How: two operators registered with torch.library, flashattn_stages::fwd
+(Q, K, V -> O, L) and flashattn_stages::bwd (dO, Q, K, V, O, L -> dQ, dK,
+dV), each with a fake (meta) implementation that gives the outputs' shapes
+and strides without running anything, and the backward registered as the
+forward's autograd formula; torch.compile(fullgraph=True) therefore sees two
+opaque nodes and no graph break, and CUDA graphs capture the launches. In
+eager mode flash_attention calls the same two implementations through a
+torch.autograd.Function instead of the dispatcher (the dispatcher's Python
+layers cost more than the kernels at small shapes; bench_overhead.py times
+both); the numbers are the same bit for bit (tests/gpu/test_flash_op.py).
+
+The implementations call fa_forward and fa_backward of libfa_gpu.so
+(kernels/fa_gpu.h) through fa.py, on torch's current CUDA stream of the
+tensors' device, with torch tensors' device pointers. Per problem signature
+(pass, dtype, shapes, strides, mask, scale, device) the chosen version and
+the filled ctypes structures are cached, so a call fills in only the
+pointers; the backward's workspace (fa_workspace_bytes) comes from torch's
+caching allocator and is kept per stream, grown when a larger problem asks
+(a fresh one while a CUDA graph is captured, which the graph then owns).
 The forward saves Q, K, V, O and the logsumexp L (B, H, seqlen_q) fp32 --
 O(seqlen_q) numbers beyond the tensors autograd keeps anyway -- and the
 backward recomputes P = exp(S - L) tile by tile from them, as the chapter's
 backward pass does; no seqlen_q x seqlen_k matrix is kept between the passes.
 
+Strides: a version whose table row says `strided` (the Hopper forward and
+the wide tensor-core backward, the defaults on an H200) reads q, k, v, o and
+dO and writes o through their row, head and batch strides, so (B, seqlen,
+heads, d) views and slices of a packed QKV tensor run without copies; the
+others get contiguous copies here (and an operand whose strides are not
+multiples of 16 bytes does, for any version).
+
 Errors: a ValueError of one line naming what is wrong (shape, dtype, device,
 window, a problem no kernel version runs), raised before any launch;
-fa.FaError (a RuntimeError) when a CUDA call fails. Build the library first:
-make build/libfa_gpu.so. Nothing here needs a GPU to import.
+fa.FaError (a RuntimeError) when a CUDA call fails. Nothing here needs a GPU
+to import; the library is looked for where fa.library_path() says.
 """
 import ctypes
 import math
-import os
-import sys
+import threading
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import fa  # noqa: E402  (scripts/fa.py: the one ctypes mirror of kernels/fa_gpu.h)
+try:   # installed as the package flashattn_stages, or python/ on sys.path
+    from . import fa
+except ImportError:
+    import fa
 
 DTYPE_CODES = {torch.float32: fa.FP32, torch.float16: fa.FP16, torch.bfloat16: fa.BF16}
 PASS_NAMES = {fa.FORWARD: "forward", fa.BACKWARD: "backward"}
+# The operators' namespace: the installed package and the repository's copy
+# register under different names, so one process may import both.
+NAMESPACE = "flashattn_stages" if __package__ else "flashattn_stages_repo"
 _LIB = None
 # True: outputs start as NaN instead of uninitialized memory (which may hold
 # a previous call's right answer), so an element a kernel never writes shows.
 # The tests set it; it costs one fill per output.
 poison_outputs = False
-
-
-def _empty_like(t, shape=None, dtype=None):
-    shape = t.shape if shape is None else shape
-    dtype = t.dtype if dtype is None else dtype
-    if poison_outputs:
-        return torch.full(shape, float("nan"), dtype=dtype, device=t.device)
-    return torch.empty(shape, dtype=dtype, device=t.device)
+# False: eager calls go through the registered operators too (the tests
+# compare both paths; bench_overhead.py times both).
+eager_fast_path = True
 
 
 def library():
-    """build/libfa_gpu.so, loaded once (ValueError of one line when it is not built)."""
+    """libfa_gpu.so, loaded once (ValueError of one line when it is not built)."""
     global _LIB
     if _LIB is None:
-        path = os.path.join(ROOT, "build", "libfa_gpu.so")
-        if not os.path.exists(path):
-            raise ValueError(f"flash_attention: {path} is not built (make build/libfa_gpu.so)")
-        _LIB = fa.load(path)
+        path = fa.library_path()
+        try:
+            _LIB = fa.load(path)
+        except OSError as e:
+            raise ValueError(f"flash_attention: cannot load {path} (make build/libfa_gpu.so, "
+                             f"or pip install .): {str(e).splitlines()[0]}") from None
     return _LIB
 
 
@@ -74,8 +100,11 @@ def _fail(msg):
 def window_of(causal, window_size):
     """(left, right) of src/mask.h from SDPA-style arguments: causal=True means
     right = 0 (left stays as given: (W - 1, 0) is a causal window of W keys)."""
+    # (indexing, not a generator: torch.compile traces this function)
+    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
+        _fail(f"window_size={window_size!r}: expected a pair (left, right) of ints, -1 unbounded")
     try:
-        left, right = (int(w) for w in window_size)
+        left, right = int(window_size[0]), int(window_size[1])
     except (TypeError, ValueError):
         _fail(f"window_size={window_size!r}: expected a pair (left, right) of ints, -1 unbounded")
     if left < -1 or right < -1:
@@ -87,20 +116,35 @@ def window_of(causal, window_size):
     return left, right
 
 
+def _params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, left, right):
+    return fa.Params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, left, right)
+
+
 def problem(q, k, causal=False, window_size=(-1, -1), softmax_scale=None):
-    """The attn_params (scripts/fa.py's Params) of q, k and the mask."""
+    """The attn_params (fa.Params) of q, k (SDPA layout) and the mask."""
     B, H, seqlen_q, d = q.shape
     H_kv, seqlen_k = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    return fa.Params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, *window_of(causal, window_size))
+    return _params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, *window_of(causal, window_size))
+
+
+_ROWS = {}   # (pass, version) -> the table's row (fa.VersionInfo)
+
+
+def _row(pass_, version):
+    r = _ROWS.get((pass_, version))
+    if r is None:
+        ptr = library().fa_version(pass_, version)
+        r = _ROWS[(pass_, version)] = ptr.contents if ptr else None
+    return r
 
 
 def choose_version(pass_, dtype_code, p, deterministic=False):
     """The highest-numbered version of the table (kernels/versions.def) that
     runs this problem and dtype on this GPU: the table numbers versions from
-    the materialized baseline (0) up through the tiled (1), tensor-core (2)
-    and Hopper (3) kernels, so the highest that accepts the problem is the
-    fastest one it has. ValueError listing each version's reason otherwise."""
+    the materialized baseline (0) up through faster kernels, so the highest
+    that accepts the problem is the fastest one it has. ValueError listing
+    each version's reason otherwise. Not cached (see _version)."""
     lib = library()
     why = {}   # version name -> the library's reason
     for row in sorted(fa.versions(lib, pass_), key=lambda r: -r.version):
@@ -129,48 +173,317 @@ def check_version(pass_, version, dtype_code, p, deterministic=False):
     return version
 
 
-def _launch(pass_, version, dtype_code, p, ptrs, deterministic, device):
-    """One call of fa_forward/fa_backward on torch's current stream of `device`,
-    with the workspace the version asks for allocated by torch (stream-ordered,
-    so it is free for reuse only after the kernels that use it)."""
-    lib = library()
-    nbytes = lib.fa_workspace_bytes(pass_, version, dtype_code, ctypes.byref(p))
-    ws = torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes else None
-    ptrs.workspace, ptrs.workspace_bytes = (ws.data_ptr() if ws is not None else None), nbytes
-    with torch.cuda.device(device):   # the library launches on the current device
-        stream = torch.cuda.current_stream(device).cuda_stream
-        if pass_ == fa.FORWARD:
-            rc = lib.fa_forward(version, dtype_code, ctypes.byref(p), ctypes.byref(ptrs), stream)
-        else:
-            rc = lib.fa_backward(version, dtype_code, ctypes.byref(p), ctypes.byref(ptrs),
-                                 int(deterministic), stream)
-    fa.check(lib, rc)
+# (pass, dtype, sizes, mask, scale, deterministic, requested version, device)
+# -> the version, or the ValueError's message for a problem no version runs.
+# The choice depends on the GPU (the device index is in the key) and on
+# FA_V3_STEP, read once per signature here.
+_VERSIONS = {}
+
+
+def _version(pass_, dt, p, key, requested, deterministic):
+    got = _VERSIONS.get(key)
+    if got is None:
+        try:
+            got = (choose_version(pass_, dt, p, deterministic) if requested < 0
+                   else check_version(pass_, requested, dt, p, deterministic))
+        except ValueError as e:
+            got = str(e)
+        _VERSIONS[key] = got
+    if isinstance(got, str):
+        raise ValueError(got)
+    return got
+
+
+class _Plan:
+    """One signature's cached call: the version, its row's `strided`, and the
+    ctypes structures (problem filled, strides filled, pointers per call)."""
+    __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes")
+
+
+_tls = threading.local()   # per thread: signature -> _Plan (the structures are written per call)
+
+
+def _plans():
+    try:
+        return _tls.plans
+    except AttributeError:
+        _tls.plans = {}
+        return _tls.plans
+
+
+def _plan(pass_, q, k, scale, left, right, requested, deterministic):
+    """The cached plan of this problem: version chosen once per signature."""
+    B, H, Sq, d = q.shape
+    H_kv, Sk = k.shape[1], k.shape[2]
+    dt = DTYPE_CODES[q.dtype]
+    key = (pass_, dt, B, H, H_kv, Sq, Sk, d, scale, left, right, requested, deterministic,
+           q.device.index)
+    plans = _plans()
+    pl = plans.get(key)
+    if pl is None:
+        p = _params(B, H, H_kv, Sq, Sk, d, scale, left, right)
+        pl = _Plan()
+        pl.version = _version(pass_, dt, p, key, requested, deterministic)
+        pl.strided = bool(_row(pass_, pl.version).strided)
+        pl.params, pl.ptrs = p, fa.Ptrs()
+        pl.p_ref, pl.x_ref = ctypes.byref(pl.params), ctypes.byref(pl.ptrs)
+        pl.ws_bytes = library().fa_workspace_bytes(pass_, pl.version, dt, pl.p_ref)
+        plans[key] = pl
+    return pl
+
+
+def _kernel_strides(t):
+    """(batch, head, row) element strides of a (B, heads, seqlen, d) tensor
+    as a strided kernel reads them, or None when it cannot (d not contiguous,
+    a stride or the address not a multiple of 16 bytes). A dimension of size
+    1 is never stepped over: its stride is set to the contiguous layout's, so
+    that the copy engine's rules hold whatever torch left there."""
+    B, Hh, S, d = t.shape
+    sb, sh, sr, sc = t.stride()
+    if d > 1 and sc != 1:
+        return None
+    if S <= 1:
+        sr = d
+    if Hh <= 1:
+        sh = S * sr
+    if B <= 1:
+        sb = Hh * sh
+    per16 = 16 // t.element_size()
+    if sr % per16 or sh % per16 or sb % per16 or t.data_ptr() % 16 or sr < d:
+        return None
+    return sb, sh, sr
+
+
+def _readable(t, st):
+    """t as a strided kernel reads it, its strides written into st (an
+    fa.Stride): t itself, or a contiguous copy where _kernel_strides says
+    the kernel cannot read it in place."""
+    s = _kernel_strides(t)
+    if s is None:
+        t = t.contiguous() if not t.is_contiguous() else t.clone()
+        s = _kernel_strides(t)
+    st.batch, st.head, st.row = s
+    return t
+
+
+def _stream(device):
+    """torch's current CUDA stream of `device` as the raw cudaStream_t: the
+    value torch.cuda.current_stream(device).cuda_stream gives, without
+    building a torch.Stream object per call."""
+    return _raw_stream(device.index if device.index is not None else torch.cuda.current_device())
+
+
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+else:   # pragma: no cover
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+_WORKSPACE = {}   # (device index, stream) -> uint8 tensor, grown on demand
+
+
+def _workspace(nbytes, device, stream):
+    """nbytes of device memory for one call on `stream`, from torch's caching
+    allocator: kept per stream (work on one stream is ordered, so the next
+    call may reuse it), a fresh one while a CUDA graph is being captured (the
+    graph's pool keeps it for its replays)."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    key = (device.index, stream)
+    ws = _WORKSPACE.get(key)
+    if ws is None or ws.numel() < nbytes:
+        ws = _WORKSPACE[key] = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return ws
+
+
+def _call(pass_, pl, dt, deterministic, device):
+    """One call of fa_forward/fa_backward on torch's current stream of `device`."""
+    lib = _LIB
+    x = pl.ptrs
+    stream = _stream(device)
+    ws = _workspace(pl.ws_bytes, device, stream) if pl.ws_bytes else None
+    x.workspace, x.workspace_bytes = (ws.data_ptr(), pl.ws_bytes) if ws is not None else (None, 0)
+    if device.index is not None and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):   # the library launches on the current device
+            rc = _launch(lib, pass_, pl, dt, deterministic, stream)
+    else:
+        rc = _launch(lib, pass_, pl, dt, deterministic, stream)
+    if rc != fa.OK:
+        fa.check(lib, rc)
+
+
+def _launch(lib, pass_, pl, dt, deterministic, stream):
+    if pass_ == fa.FORWARD:
+        return lib.fa_forward(pl.version, dt, pl.p_ref, pl.x_ref, stream)
+    return lib.fa_backward(pl.version, dt, pl.p_ref, pl.x_ref, int(deterministic), stream)
+
+
+def _new(shape, like, dtype=None):
+    dtype = like.dtype if dtype is None else dtype
+    if poison_outputs:
+        return torch.full(shape, float("nan"), dtype=dtype, device=like.device)
+    return torch.empty(shape, dtype=dtype, device=like.device)
+
+
+def _out_strides(q, out_bshd):
+    """O's strides for q's logical shape (B, H, seqlen_q, d): contiguous, or
+    with out_bshd FlashAttention's memory layout (B, seqlen_q, H, d) seen
+    as (B, H, seqlen_q, d). The fake implementation uses the same rule, so
+    compiled graphs know O's strides."""
+    B, H, S, d = q.shape
+    if out_bshd:
+        return (S * H * d, d, H * d, 1)
+    return (H * S * d, S * d, d, 1)
+
+
+def _out_like(q, out_bshd):
+    o = torch.empty_strided(q.shape, _out_strides(q, out_bshd), dtype=q.dtype, device=q.device)
+    return o.fill_(float("nan")) if poison_outputs else o
+
+
+def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version,
+              bwd_version, need_bwd, deterministic):
+    B, H, Sq, d = q.shape
+    Sk = k.shape[2]
+    o = _out_like(q, out_bshd)
+    lse = _new((B, H, Sq), q, torch.float32)
+    if o.numel() == 0 or Sk == 0:
+        # nothing to compute: no key gives o = 0 and L = -inf (SDPA's zeros)
+        if o.numel():
+            o.zero_()
+            lse.fill_(-math.inf)
+        return o, lse
+    library()
+    dt = DTYPE_CODES[q.dtype]
+    if need_bwd:   # refuse a backward that cannot run now, not after the forward
+        _plan(fa.BACKWARD, q, k, softmax_scale, window_left, window_right, bwd_version, deterministic)
+    pl = _plan(fa.FORWARD, q, k, softmax_scale, window_left, window_right, fwd_version, False)
+    x = pl.ptrs
+    o_run = o
+    if pl.strided:   # read and written in place, through the strides
+        q, k, v = _readable(q, x.sq), _readable(k, x.sk), _readable(v, x.sv)
+        if _kernel_strides(o) is None:
+            o_run = _new(q.shape, q)
+        _readable(o_run, x.so)
+    else:
+        # this version reads the contiguous layout only: copies in and out
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        if not o.is_contiguous():
+            o_run = _new(q.shape, q)
+    x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                         o_run.data_ptr(), lse.data_ptr())
+    _call(fa.FORWARD, pl, dt, False, q.device)
+    if o_run is not o:
+        o.copy_(o_run)
+    return o, lse
+
+
+def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version,
+              deterministic):
+    Sq, Sk = q.shape[2], k.shape[2]
+    dq, dk, dv = _new(q.shape, q), _new(k.shape, k), _new(v.shape, v)
+    if dq.numel() == 0 or Sk == 0:
+        # no query row or no key: every gradient that exists is zero
+        for t in (dq, dk, dv):
+            if t.numel():
+                t.zero_()
+        return dq, dk, dv
+    del Sq
+    library()
+    dt = DTYPE_CODES[q.dtype]
+    pl = _plan(fa.BACKWARD, q, k, softmax_scale, window_left, window_right, bwd_version,
+               deterministic)
+    # dO from autograd may be strided or even expanded (stride 0): a strided
+    # version reads what it can in place (dQ, dK, dV are written contiguous,
+    # as the fake implementation says); the others get contiguous copies.
+    x = pl.ptrs
+    do = do.to(q.dtype)
+    if pl.strided:
+        q, k, v = _readable(q, x.sq), _readable(k, x.sk), _readable(v, x.sv)
+        o, do = _readable(o, x.so), _readable(do, x.sdo)
+    else:
+        q, k, v, o, do = q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(), do.contiguous()
+    x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                         lse.data_ptr())
+    x.do_, x.dq, x.dk, x.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+    _call(fa.BACKWARD, pl, dt, deterministic, q.device)
+    return dq, dk, dv
+
+
+#> custom-op
+@torch.library.custom_op(f"{NAMESPACE}::fwd", mutates_args=(), device_types="cuda")
+def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
+              window_left: int, window_right: int, out_bshd: bool, fwd_version: int,
+              bwd_version: int, need_bwd: bool, deterministic: bool
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """O, L = attention(Q, K, V): q (B, H, seqlen_q, d), k, v (B, H_kv,
+    seqlen_k, d) CUDA tensors of one dtype, any strides with d contiguous;
+    O q's shape (out_bshd: FlashAttention's memory layout), L (B, H,
+    seqlen_q) fp32 natural-log logsumexp (-inf where a row sees no key).
+    Versions -1: the fastest that runs the problem. need_bwd: also check now
+    that a backward version runs it."""
+    return _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version,
+                     bwd_version, need_bwd, deterministic)
+
+
+@flash_fwd.register_fake
+def _(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version, bwd_version,
+      need_bwd, deterministic):
+    B, H, Sq, d = q.shape
+    o = torch.empty_strided(q.shape, _out_strides(q, out_bshd), dtype=q.dtype, device=q.device)
+    return o, q.new_empty((B, H, Sq), dtype=torch.float32)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=(), device_types="cuda")
+def flash_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              o: torch.Tensor, lse: torch.Tensor, softmax_scale: float, window_left: int,
+              window_right: int, bwd_version: int, deterministic: bool
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV (contiguous, the shapes of q, k, v) from dO and what the
+    forward saved; deterministic: bitwise the same on every call."""
+    return _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version,
+                     deterministic)
+
+
+@flash_bwd.register_fake
+def _(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version, deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, scale, left, right, _out_bshd, _fv, bv, _need, det = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.args = (scale, left, right, bv, det)
+
+
+def _backward(ctx, do, _dlse):   # L is not differentiable: its gradient is ignored
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = flash_bwd(do, q, k, v, o, lse, *ctx.args)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
+
+
+flash_fwd.register_autograd(_backward, setup_context=_setup_context)
+#< custom-op
 
 
 #> autograd-function
 class FlashAttentionFunction(torch.autograd.Function):
-    """O, L = attention(Q, K, V) forward and dQ, dK, dV backward, by our kernels.
-
-    forward(q, k, v, p, versions, deterministic): q, k, v contiguous CUDA
-    tensors of one dtype (layout at the top of this file), p the problem
-    (fa.Params), versions = (forward, backward) version numbers. Returns O
-    (q's shape and dtype) and L = softmax_lse (B, H, seqlen_q) fp32, the
-    natural-log logsumexp of each row of softmax_scale Q K^T over the keys it
-    sees (-inf for a row that sees none); L is not differentiable.
-    """
+    """The eager path: the same two implementations as the registered
+    operators, without the dispatcher. apply(q, k, v, args) with args the
+    operators' scalar arguments (softmax_scale, window_left, window_right,
+    out_bshd, fwd_version, bwd_version, need_bwd, deterministic). Returns O
+    and L (not differentiable)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, p, versions, deterministic):
-        dt = DTYPE_CODES[q.dtype]
-        o = _empty_like(q)
-        lse = _empty_like(q, q.shape[:3], torch.float32)
-        _launch(fa.FORWARD, versions[0], dt, p,
-                fa.Ptrs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(),
-                        softmax_lse=lse.data_ptr()), False, q.device)
+    def forward(ctx, q, k, v, args):
+        scale, left, right, out_bshd, fv, bv, need, det = args
+        o, lse = _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, need, det)
         # What the backward needs: the inputs, O for D = rowsum(dO * O), and
         # L to rebuild P = exp(softmax_scale Q K^T - L) without the N x N matrix.
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.p, ctx.bwd_version, ctx.deterministic = p, versions[1], deterministic
+        ctx.args = (scale, left, right, bv, det)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -178,15 +491,8 @@ class FlashAttentionFunction(torch.autograd.Function):
     @torch.autograd.function.once_differentiable   # our backward is not itself differentiable
     def backward(ctx, do, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        if ctx.bwd_version is None:
-            _fail("the backward was not prepared (no version chosen at the forward)")
-        do = do.to(q.dtype).contiguous()   # a view of O's gradient may be strided
-        dq, dk, dv = _empty_like(q), _empty_like(k), _empty_like(v)
-        _launch(fa.BACKWARD, ctx.bwd_version, DTYPE_CODES[q.dtype], ctx.p,
-                fa.Ptrs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(),
-                        softmax_lse=lse.data_ptr(), do_=do.data_ptr(), dq=dq.data_ptr(),
-                        dk=dk.data_ptr(), dv=dv.data_ptr()), ctx.deterministic, q.device)
-        return dq, dk, dv, None, None, None
+        dq, dk, dv = _bwd_impl(do, q, k, v, o, lse, *ctx.args)
+        return dq, dk, dv, None
 #< autograd-function
 
 
@@ -209,6 +515,8 @@ def _check_tensors(q, k, v):
         _fail(f"k {tuple(k.shape)} and v {tuple(v.shape)}: expected the same shape")
     if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         _fail(f"q {tuple(q.shape)} and k {tuple(k.shape)}: batch and head dimension must agree")
+    if q.shape[3] < 1:
+        _fail(f"q {tuple(q.shape)}: the head dimension d must be >= 1")
     if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
         _fail(f"q has {q.shape[1]} heads, k and v {k.shape[1]}: the query heads must be a "
               "multiple of the key/value heads")
@@ -216,36 +524,49 @@ def _check_tensors(q, k, v):
         _fail("a dimension does not fit the kernels' 32-bit sizes")
 
 
+def _versions_of(version):
+    fwd, bwd = version if isinstance(version, (tuple, list)) else (version, version)
+    return (-1 if fwd is None else int(fwd)), (-1 if bwd is None else int(bwd))
+
+
+def attention(q, k, v, softmax_scale, left, right, out_bshd, version, deterministic):
+    """O, L of (B, H, seqlen, d)-shaped q, k, v (any strides), checked, after
+    autocast; the shared body of flash_attention and flash_attn_func."""
+    _check_tensors(q, k, v)
+    if torch.is_autocast_enabled("cuda"):
+        at = torch.get_autocast_dtype("cuda")
+        q, k, v = q.to(at), k.to(at), v.to(at)
+    scale = 1.0 / math.sqrt(q.shape[3]) if softmax_scale is None else float(softmax_scale)
+    if not (scale > 0 and math.isfinite(scale)):
+        _fail(f"softmax_scale={softmax_scale!r}: must be finite and > 0")
+    fv, bv = _versions_of(version)
+    need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    det = bool(deterministic)
+    if torch.compiler.is_compiling() or not eager_fast_path:
+        return flash_fwd(q, k, v, scale, left, right, out_bshd, fv, bv, need, det)
+    if not need:
+        return _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, False, det)
+    return FlashAttentionFunction.apply(q, k, v, (scale, left, right, out_bshd, fv, bv, need, det))
+
+
 #> flash-attention-call
 def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=None,
                     version=None, deterministic=False, return_lse=False):
     """softmax(softmax_scale q k^T, masked) v by the project's kernels, with autograd.
 
-    q (B, H, seqlen_q, d), k and v (B, H_kv, seqlen_k, d), CUDA, one dtype;
-    returns o (B, H, seqlen_q, d) in that dtype, and with return_lse also
-    L (B, H, seqlen_q) fp32. softmax_scale defaults to 1/sqrt(d).
-    version: None (for each pass the highest version that runs the problem
-    on this GPU), an int (that version for both passes) or a pair (forward,
-    backward). deterministic: the backward's dQ, dK, dV bitwise the same on
-    every call (only versions that have the mode). Under torch.autocast the
-    inputs are cast to the autocast dtype first, as SDPA's are.
+    q (B, H, seqlen_q, d), k and v (B, H_kv, seqlen_k, d), CUDA, one dtype,
+    any strides (d contiguous is what avoids a copy); returns o (B, H,
+    seqlen_q, d) contiguous in that dtype, and with return_lse also L (B, H,
+    seqlen_q) fp32. softmax_scale defaults to 1/sqrt(d). version: None (for
+    each pass the highest version that runs the problem on this GPU), an int
+    (that version for both passes) or a pair (forward, backward).
+    deterministic: the backward's dQ, dK, dV bitwise the same on every call
+    (only versions that have the mode). Under torch.autocast the inputs are
+    cast to the autocast dtype first, as SDPA's are. Works under
+    torch.compile(fullgraph=True) and CUDA graph capture.
     """
-    _check_tensors(q, k, v)
-    if torch.is_autocast_enabled("cuda"):
-        at = torch.get_autocast_dtype("cuda")
-        q, k, v = q.to(at), k.to(at), v.to(at)
-    p = problem(q, k, causal, window_size, softmax_scale)
-    dt = DTYPE_CODES[q.dtype]
-    fwd, bwd = version if isinstance(version, (tuple, list)) else (version, version)
-    fwd = choose_version(fa.FORWARD, dt, p) if fwd is None else check_version(fa.FORWARD, fwd, dt, p)
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    if needs_grad:   # refuse a backward that cannot run now, not after the forward
-        bwd = (choose_version(fa.BACKWARD, dt, p, deterministic) if bwd is None
-               else check_version(fa.BACKWARD, bwd, dt, p, deterministic))
-    else:
-        bwd = None
-    o, lse = FlashAttentionFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), p,
-                                          (fwd, bwd), bool(deterministic))
+    left, right = window_of(causal, window_size)
+    o, lse = attention(q, k, v, softmax_scale, left, right, False, version, deterministic)
     return (o, lse) if return_lse else o
 #< flash-attention-call
 
@@ -253,7 +574,7 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
 def visible_mask(seqlen_q, seqlen_k, causal=False, window_size=(-1, -1), device=None):
     """The mask the kernels apply, as SDPA's boolean attn_mask (seqlen_q,
     seqlen_k), True where query i sees key j: read from src/mask.h through
-    fa_mask_fill (scripts/fa.py's mask()), never spelled here."""
+    fa_mask_fill (fa.mask()), never spelled here."""
     left, right = window_of(causal, window_size)
     p = fa.Params(1, 1, 1, int(seqlen_q), int(seqlen_k), 1, 1.0, left, right)
     try:

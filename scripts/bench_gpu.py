@@ -2,7 +2,7 @@
 """bench_gpu.py -- our kernels beside PyTorch's attention on the GPU: forward and backward.
 
 What it does: loads build/libfa_gpu.so (kernels/fa_gpu.h) through ctypes
-(scripts/fa.py), and times every version in the library's table of versions
+(python/fa.py), and times every version in the library's table of versions
 (forward and backward) beside torch.nn.functional.scaled_dot_product_attention
 with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends and
 the plain materialized torch expression softmax(Q K^T scale) V, all on the
@@ -42,8 +42,11 @@ import math
 import os
 import sys
 
-import fa
-import provenance as prov
+import provenance as prov   # scripts/, this script's own folder
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))   # the binding of the C interface
+import fa  # noqa: E402
 
 try:   # --tables needs no GPU and no torch
     import torch

@@ -37,7 +37,7 @@ if ! make -j16 build/libfa_gpu.so > "$OUT/torchop_build.log" 2>&1; then
     exit 1
 fi
 say "build: build/libfa_gpu.so in $(( $(date +%s) - t0 )) s"
-python3 -c 'import sys; sys.path.insert(0, "scripts"); import fa
+python3 -c 'import sys; sys.path.insert(0, "python"); import fa
 lib = fa.load()
 for p in (fa.FORWARD, fa.BACKWARD):
     for v in fa.versions(lib, p):
