@@ -34,7 +34,41 @@ What it checks, on fresh random inputs (the seed is printed; FA_SEED=N replays):
       and torch.no_grad() give the same O as the plain call.
   flash_op-errors
       bad calls raise a ValueError of one line starting "flash_attention:".
-Cost on an H200: about half a minute.
+  flash_op-op-path
+      the registered operators (torch.ops, what torch.compile calls) and the
+      eager path give O, L, dQ, dK, dV bitwise equal (deterministic mode).
+  flash_op-compile CASE
+      torch.compile(fullgraph=True) (a graph break is an error) of the op
+      alone (causal, GQA, through flash_attn_func): O, L, dQ, dK, dV
+      bitwise equal to eager in deterministic mode; of a small model with
+      linear layers around the op: runs with no graph break, O and the
+      gradients within bf16 rounding of eager (whether bitwise is noted).
+  flash_op-graph
+      CUDA graph capture of forward and backward, replayed on two fresh
+      inputs copied in: O and the gradients bitwise equal to eager calls.
+  flash_op-strided, flash_op-packed
+      (B, S, H, d) views (also GQA with seqlen_q != seqlen_k, causal) and
+      the three slices of one packed (B, S, 3, H, d) QKV tensor: O, L and
+      the gradients bitwise equal to contiguous copies of the same inputs;
+      the note says whether the forward read the strides (no copy).
+  flash_op-empty
+      seqlen_q = 0: empty O and L; seqlen_k = 0: O = 0, L = -inf, dQ = 0;
+      B = 0; none reaches the library (its entry is replaced by one that
+      fails, for the check).
+  flash_op-stream-value
+      the stream handed to the library is torch.cuda.current_stream()'s
+      cuda_stream, on the default and on a side stream.
+  flash_op-flash-attn-func
+      flash_attn_func (B, S, H, d) against flash_attention on the transposed
+      tensors, bitwise (full, causal with seqlen_q != seqlen_k, window,
+      GQA, return_lse, return_attn_probs), qkvpacked and kvpacked likewise;
+      dropout_p, softcap and alibi_slopes refused with one line.
+  flash_op-installed
+      pip install --no-build-isolation --no-deps --target TMP . (the
+      package, its library inside), then from /tmp with only TMP on the
+      path: the package imports, loads its own library, and its O on seeded
+      inputs is bitwise the repository op's.
+Cost on an H200: about a minute (most of it torch.compile and pip).
 """
 import ctypes
 import math
@@ -47,7 +81,11 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEV = "cuda"
 GROUPS = ["flash_op-errors", "flash_op-grad", "flash_op-deterministic", "flash_op-noncontiguous",
-          "flash_op-stream", "flash_op-autocast", "flash_op-no-grad"]
+          "flash_op-stream", "flash_op-autocast", "flash_op-no-grad", "flash_op-op-path",
+          "flash_op-compile", "flash_op-graph", "flash_op-strided", "flash_op-packed",
+          "flash_op-empty", "flash_op-stream-value", "flash_op-flash-attn-func",
+          "flash_op-installed"]
+PLUMBING = GROUPS[3:7]
 
 
 def skip_all(why, groups=GROUPS):
@@ -66,6 +104,8 @@ except ImportError:
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import flash_op  # noqa: E402
 from flash_op import fa, flash_attention  # noqa: E402
+from flash_attn_interface import (flash_attn_func, flash_attn_kvpacked_func,  # noqa: E402
+                                  flash_attn_qkvpacked_func)
 
 # name: (B, H, H_kv, seqlen_q, seqlen_k, d, causal, window_size, softmax_scale)
 CASES = {
@@ -340,7 +380,7 @@ def plumbing_tests(gen):
     try:
         base = flash_attention(qt.contiguous(), kt.contiguous(), vt.contiguous())
     except ValueError as e:
-        for g in GROUPS[3:]:
+        for g in PLUMBING:
             print(f"SKIP {g}: {e}")
         return
 
@@ -379,6 +419,332 @@ def plumbing_tests(gen):
         same("flash_op-no-grad", o, "under torch.no_grad(), inputs that require grad")
 
 
+# ---------------------------------------------------------------------------
+# The op as a library: operators, compile, graphs, strides, empty, the package
+# ---------------------------------------------------------------------------
+def _run_grads(fn, q, k, v, do):
+    """O, L and dQ, dK, dV of fn(q, k, v) -> (o, L) on fresh leaves, dO given."""
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    o, L = fn(q, k, v)
+    o.backward(do)
+    torch.cuda.synchronize()
+    return {"O": o.detach(), "L": L.detach(), "dQ": q.grad, "dK": k.grad, "dV": v.grad}
+
+
+def _diff(a, b, keys=("O", "L", "dQ", "dK", "dV")):
+    """The names of the tensors of a and b that are not bitwise equal."""
+    return [t for t in keys if t in a and not (a[t].shape == b[t].shape and torch.equal(a[t], b[t]))]
+
+
+def _inputs(gen, B, H, H_kv, Sq, Sk, d, dtype=torch.bfloat16):
+    mk = lambda h, s: torch.randn(B, h, s, d, generator=gen, device=DEV).to(dtype)  # noqa: E731
+    return mk(H, Sq), mk(H_kv, Sk), mk(H_kv, Sk), mk(H, Sq)
+
+
+def _report(name, bad, note):
+    print(f"FAIL {name}: {'; '.join(bad)} ({note})" if bad else f"PASS {name} ({note})")
+
+
+def _det(causal=False, window=(-1, -1)):
+    return lambda q, k, v: flash_attention(q, k, v, causal=causal, window_size=window,
+                                           deterministic=True, return_lse=True)
+
+
+def op_path_tests(gen):
+    q, k, v, do = _inputs(gen, 2, 8, 2, 200, 300, 64)
+    fast = _run_grads(_det(True), q, k, v, do)
+    flash_op.eager_fast_path = False
+    try:
+        slow = _run_grads(_det(True), q, k, v, do)
+    finally:
+        flash_op.eager_fast_path = True
+    _report("flash_op-op-path", [f"{t} differs" for t in _diff(fast, slow)],
+            f"torch.ops.{flash_op.NAMESPACE}.fwd/bwd vs the eager path, GQA causal 200 x 300, bf16")
+
+
+def compile_tests(gen):
+    import torch._dynamo
+    cases = {"causal": (2, 4, 4, 256, 256, 64, True), "gqa-sq<sk": (1, 8, 2, 100, 257, 64, True),
+             "full-d128": (1, 2, 2, 130, 130, 128, False)}
+    for case, (B, H, H_kv, Sq, Sk, d, causal) in cases.items():
+        q, k, v, do = _inputs(gen, B, H, H_kv, Sq, Sk, d)
+        name = f"flash_op-compile {case}"
+        try:
+            eager = _run_grads(_det(causal), q, k, v, do)
+            torch._dynamo.reset()
+            comp = _run_grads(torch.compile(_det(causal), fullgraph=True), q, k, v, do)
+        except Exception as e:  # noqa: BLE001 (a graph break under fullgraph is an exception)
+            print(f"FAIL {name}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
+            continue
+        _report(name, [f"{t} differs" for t in _diff(eager, comp)], "fullgraph, deterministic, bitwise")
+    # flash_attn_func under compile: (B, S, H, d) in, transposes inside the graph
+    q, k, v, do = _inputs(gen, 2, 4, 4, 128, 128, 64)
+    qs, ks, vs, dos = (t.transpose(1, 2).contiguous() for t in (q, k, v, do))
+    fn = lambda q, k, v: flash_attn_func(q, k, v, causal=True, deterministic=True, return_lse=True)  # noqa: E731
+    try:
+        eager = _run_grads(fn, qs, ks, vs, dos)
+        torch._dynamo.reset()
+        comp = _run_grads(torch.compile(fn, fullgraph=True), qs, ks, vs, dos)
+        _report("flash_op-compile flash_attn_func", [f"{t} differs" for t in _diff(eager, comp)],
+                "fullgraph, (B, S, H, d), deterministic, bitwise")
+    except Exception as e:  # noqa: BLE001
+        print(f"FAIL flash_op-compile flash_attn_func: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
+    # a small model: linear layers around the op, packed QKV as strided views
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=DEV).item()))
+
+    class Attn(torch.nn.Module):
+        def __init__(self, D=256, H=4):
+            super().__init__()
+            self.H, self.qkv, self.proj = H, torch.nn.Linear(D, 3 * D), torch.nn.Linear(D, D)
+
+        def forward(self, x):
+            B, N, D = x.shape
+            q, k, v = self.qkv(x).view(B, N, 3, self.H, D // self.H).permute(2, 0, 3, 1, 4)
+            y = flash_attention(q, k, v, causal=True, deterministic=True)
+            return self.proj(y.transpose(1, 2).reshape(B, N, D))
+
+    model = Attn().to(DEV).to(torch.bfloat16)
+    x = torch.randn(4, 192, 256, generator=gen, device=DEV).to(torch.bfloat16)
+    dy = torch.randn(4, 192, 256, generator=gen, device=DEV).to(torch.bfloat16)
+
+    def run(m):
+        model.zero_grad(set_to_none=True)
+        xx = x.clone().requires_grad_()
+        y = m(xx)
+        y.backward(dy)
+        torch.cuda.synchronize()
+        return {"O": y.detach(), "dx": xx.grad, **{n: p.grad for n, p in model.named_parameters()}}
+    try:
+        eager = run(model)
+        torch._dynamo.reset()
+        comp = run(torch.compile(model, fullgraph=True))
+    except Exception as e:  # noqa: BLE001
+        print(f"FAIL flash_op-compile model: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
+        return
+    errs = {t: rel_err(comp[t], eager[t].double()) for t in eager}
+    worst = max(errs, key=errs.get)
+    bitwise = not _diff(eager, comp, tuple(eager))
+    bad = [] if errs[worst] <= 2 * EPS["bf16"] else [f"{worst} off eager by {errs[worst]:.3g} > 2 eps"]
+    _report("flash_op-compile model", bad, f"fullgraph, linear + op + linear, bf16: largest "
+            f"relative difference {errs[worst]:.2e} ({worst}); bitwise equal: {bitwise}")
+
+
+def graph_tests(gen):
+    q0, k0, v0, do = _inputs(gen, 2, 4, 2, 192, 256, 64)
+    q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+
+    def step():
+        o, L = flash_attention(q, k, v, causal=True, deterministic=True, return_lse=True)
+        o.backward(do)
+        return o, L
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):   # warm-up off the default stream, as capture wants
+        for _ in range(2):
+            for t in (q, k, v):
+                t.grad = None
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    for t in (q, k, v):
+        t.grad = None
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            o_s, L_s = step()
+    except Exception as e:  # noqa: BLE001
+        print(f"FAIL flash_op-graph: capture: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
+        return
+    bad = []
+    for trial in range(2):
+        nq, nk, nv, _ = _inputs(gen, 2, 4, 2, 192, 256, 64)
+        with torch.no_grad():
+            q.copy_(nq), k.copy_(nk), v.copy_(nv)
+        g.replay()
+        torch.cuda.synchronize()
+        ref = _run_grads(_det(True), nq, nk, nv, do)
+        got = {"O": o_s, "L": L_s, "dQ": q.grad, "dK": k.grad, "dV": v.grad}
+        bad += [f"replay {trial}: {t} differs" for t in _diff(got, ref)]
+    _report("flash_op-graph", bad, "forward + backward captured, 2 replays on new inputs, bitwise")
+
+
+def strided_tests(gen):
+    cases = {"bshd": (2, 4, 4, 256, 256, 64, False), "bshd-gqa-causal-sq<sk": (2, 8, 2, 100, 300, 64, True),
+             "bshd-d128": (1, 4, 4, 130, 130, 128, False)}
+    fwd_row = None
+    for case, (B, H, H_kv, Sq, Sk, d, causal) in cases.items():
+        q, k, v, do = _inputs(gen, B, H, H_kv, Sq, Sk, d)
+        # the same values in (B, S, H, d) memory, seen as (B, H, S, d)
+        qs, ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+        base = _run_grads(_det(causal), q, k, v, do)
+        got = _run_grads(_det(causal), qs, ks, vs, do)
+        p = flash_op.problem(q, k, causal)
+        fv = flash_op.choose_version(fa.FORWARD, flash_op.DTYPE_CODES[q.dtype], p)
+        fwd_row = flash_op._row(fa.FORWARD, fv)
+        _report(f"flash_op-strided {case}", [f"{t} differs" for t in _diff(base, got)],
+                f"bitwise vs contiguous; forward {fwd_row.name.decode()} "
+                + ("reads the strides" if fwd_row.strided else "takes copies"))
+    B, S, H, d = 2, 256, 4, 64
+    qkv = torch.randn(B, S, 3, H, d, generator=gen, device=DEV).to(torch.bfloat16)
+    do = torch.randn(B, H, S, d, generator=gen, device=DEV).to(torch.bfloat16)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4)   # three (B, H, S, d) views of one tensor
+    base = _run_grads(_det(True), q.contiguous(), k.contiguous(), v.contiguous(), do)
+    got = _run_grads(_det(True), q, k, v, do)
+    qkv_leaf = qkv.clone().requires_grad_()
+    o, L = _det(True)(*qkv_leaf.permute(2, 0, 3, 1, 4))
+    o.backward(do)
+    bad = [f"{t} differs" for t in _diff(base, got)]
+    packed_grad = qkv_leaf.grad.permute(2, 0, 3, 1, 4)
+    bad += [f"packed {t} differs" for t, i in (("dQ", 0), ("dK", 1), ("dV", 2))
+            if not torch.equal(packed_grad[i], base[t])]
+    _report("flash_op-packed", bad, "slices of one (B, S, 3, H, d) tensor vs contiguous copies, "
+            "and the gradient of the packed leaf, bitwise")
+
+
+def empty_tests(gen):
+    real = flash_op._call
+
+    def no_call(*a, **kw):
+        raise AssertionError("the library was called")
+    flash_op._call = no_call
+    bad = []
+    try:
+        for what, (B, H, Sq, Sk) in {"seqlen_q 0": (2, 4, 0, 64), "seqlen_k 0": (2, 4, 64, 0),
+                                     "both 0": (1, 2, 0, 0), "B 0": (0, 4, 64, 64)}.items():
+            q = torch.randn(B, H, Sq, 64, generator=gen, device=DEV).to(torch.bfloat16).requires_grad_()
+            k = torch.randn(B, H, Sk, 64, generator=gen, device=DEV).to(torch.bfloat16).requires_grad_()
+            v = torch.randn(B, H, Sk, 64, generator=gen, device=DEV).to(torch.bfloat16).requires_grad_()
+            for path in ("eager", "op"):
+                flash_op.eager_fast_path = path == "eager"
+                for t in (q, k, v):
+                    t.grad = None
+                try:
+                    o, L = flash_attention(q, k, v, causal=True, return_lse=True)
+                    o.backward(torch.ones_like(o))
+                except Exception as e:  # noqa: BLE001
+                    bad.append(f"{what} ({path}): {type(e).__name__}: {str(e).splitlines()[0][:80]}")
+                    continue
+                ok = (o.shape == q.shape and L.shape == (B, H, Sq) and L.dtype == torch.float32
+                      and (o == 0).all() and (torch.isneginf(L).all())
+                      and all(t.grad is not None and t.grad.shape == t.shape and (t.grad == 0).all()
+                              for t in (q, k, v)))
+                if not ok:
+                    bad.append(f"{what} ({path}): shapes {tuple(o.shape)}, {tuple(L.shape)} or values wrong")
+    finally:
+        flash_op._call = real
+        flash_op.eager_fast_path = True
+    _report("flash_op-empty", bad, "empty O, or O = 0 and L = -inf, zero gradients, no library call; "
+            "eager and operator paths")
+
+
+def stream_value_tests(gen):
+    bad = []
+    d = torch.device(DEV, torch.cuda.current_device())
+    if flash_op._stream(d) != torch.cuda.current_stream().cuda_stream:
+        bad.append("default stream differs")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        if flash_op._stream(d) != torch.cuda.current_stream().cuda_stream or flash_op._stream(d) != s.cuda_stream:
+            bad.append("side stream differs")
+    _report("flash_op-stream-value", bad, "the library's stream is torch.cuda.current_stream().cuda_stream")
+
+
+def flash_attn_func_tests(gen):
+    bad, n = [], 0
+    for B, H, H_kv, Sq, Sk, d, causal, window in [(2, 4, 4, 128, 128, 64, False, (-1, -1)),
+                                                  (1, 4, 4, 100, 257, 64, True, (-1, -1)),
+                                                  (2, 2, 2, 256, 256, 64, False, (32, 16)),
+                                                  (2, 8, 2, 192, 192, 128, True, (-1, -1))]:
+        q, k, v, do = _inputs(gen, B, H, H_kv, Sq, Sk, d)
+        ref = _run_grads(lambda a, b, c: flash_attention(a, b, c, causal=causal, window_size=window,
+                                                         deterministic=True, return_lse=True), q, k, v, do)
+        qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+
+        def fn(a, b, c):
+            o, L = flash_attn_func(a.transpose(1, 2), b.transpose(1, 2), c.transpose(1, 2), causal=causal,
+                                   window_size=window, deterministic=True, return_lse=True)
+            if o.shape != (B, Sq, H, d) or not o.is_contiguous():
+                bad.append(f"out shape {tuple(o.shape)} or not contiguous")
+            return o.transpose(1, 2), L
+        got = _run_grads(fn, q, k, v, do)   # leaves in (B, H, S, d); flash_attn_func sees (B, S, H, d)
+        bad += [f"case {n}: {t} differs" for t in _diff(ref, got)]
+        out, lse, probs = flash_attn_func(qs, ks, vs, causal=causal, window_size=window, return_attn_probs=True)
+        if probs is not None or not torch.equal(lse, ref["L"]) or not torch.equal(out.transpose(1, 2), ref["O"]):
+            bad.append(f"case {n}: return_attn_probs gives other values")
+        n += 1
+    q, k, v, do = _inputs(gen, 2, 4, 4, 128, 128, 64)
+    qkv = torch.stack([t.transpose(1, 2) for t in (q, k, v)], dim=2)   # (B, S, 3, H, d)
+    ref = flash_attention(q, k, v, causal=True)
+    if not torch.equal(flash_attn_qkvpacked_func(qkv, causal=True).transpose(1, 2), ref):
+        bad.append("qkvpacked differs")
+    if not torch.equal(flash_attn_kvpacked_func(q.transpose(1, 2), qkv[:, :, 1:], causal=True).transpose(1, 2), ref):
+        bad.append("kvpacked differs")
+    qs = q.transpose(1, 2)
+    for what, call in [("dropout_p 0.1", lambda: flash_attn_func(qs, qs, qs, dropout_p=0.1)),
+                       ("softcap 30", lambda: flash_attn_func(qs, qs, qs, softcap=30.0)),
+                       ("alibi", lambda: flash_attn_func(qs, qs, qs, alibi_slopes=torch.ones(4, device=DEV))),
+                       ("3-d q", lambda: flash_attn_func(qs[0], qs, qs))]:
+        try:
+            call()
+            bad.append(f"{what}: no error")
+        except ValueError as e:
+            if "\n" in str(e) or not str(e).startswith("flash_attn_func: "):
+                bad.append(f"{what}: message {str(e)!r}")
+    _report("flash_op-flash-attn-func", bad, f"{n} problems (B, S, H, d) bitwise vs flash_attention, "
+            "packed forms, 4 refusals")
+
+
+INSTALLED_PROBE = r"""
+import sys, torch, flashattn_stages
+from flashattn_stages import flash_attention, flash_attn_func, fa
+assert flashattn_stages.__file__.startswith(sys.argv[1]), flashattn_stages.__file__
+assert fa.library_path().startswith(sys.argv[1]), fa.library_path()
+g = torch.Generator(device="cuda").manual_seed(1234)
+q, k, v = (torch.randn(2, 4, 128, 64, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
+o = flash_attention(q, k, v, causal=True)
+torch.save({"q": q.cpu(), "k": k.cpu(), "v": v.cpu(), "o": o.cpu()}, sys.argv[2])
+print("probe ok", fa.library_path())
+"""
+
+
+def installed_tests(gen):
+    import shutil
+    import subprocess
+    import tempfile
+    try:   # pip builds here without isolation and without an index: what it needs must be here
+        import setuptools
+        ver = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
+        if ver < (70, 1):
+            import wheel  # noqa: F401  (setuptools before 70.1 builds wheels through it)
+    except ImportError as e:
+        print(f"SKIP flash_op-installed: {e.name} is not installed (pip builds without isolation here)")
+        return
+    tmp = tempfile.mkdtemp(prefix="fa_pkg_")
+    try:
+        target = os.path.join(tmp, "site")
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
+                            "--no-index", "--target", target, ROOT], capture_output=True, text=True,
+                           timeout=240)
+        if r.returncode != 0:
+            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
+            print(f"FAIL flash_op-installed: pip install exited {r.returncode}: {tail[0][:200]}")
+            return
+        out = os.path.join(tmp, "probe.pt")
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FA_LIBRARY")}
+        env["PYTHONPATH"] = target
+        r = subprocess.run([sys.executable, "-c", INSTALLED_PROBE, target, out], cwd="/tmp", env=env,
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
+            print(f"FAIL flash_op-installed: the import from /tmp failed: {tail[0][:200]}")
+            return
+        t = torch.load(out)
+        o = flash_attention(t["q"].to(DEV), t["k"].to(DEV), t["v"].to(DEV), causal=True)
+        _report("flash_op-installed", [] if torch.equal(o.cpu(), t["o"]) else ["O differs from the repository op's"],
+                "pip install --target, imported from /tmp, library inside the package, O bitwise")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def error_tests():
     """Each bad call must raise ValueError, one line, 'flash_attention: ...'."""
     cuda = torch.cuda.is_available()
@@ -401,7 +767,6 @@ def error_tests():
             ("window not a pair", lambda: flash_attention(q, k, k, window_size=5)),
             ("causal with right 3", lambda: flash_attention(q, k, k, causal=True, window_size=(-1, 3))),
             ("scale 0", lambda: flash_attention(q, k, k, softmax_scale=0.0)),
-            ("seqlen 0", lambda: flash_attention(t(1, 4, 0, 64), k, k)),
             ("B H > 65535", lambda: flash_attention(t(1, 65536, 1, 16), t(1, 1, 1, 16), t(1, 1, 1, 16))),
             ("version 99", lambda: flash_attention(q, k, k, version=99)),
         ]
@@ -435,7 +800,9 @@ def main():
     gen = torch.Generator(device=DEV).manual_seed(seed)
     flash_op.poison_outputs = True
     t0 = time.time()
-    for part in (grad_tests, deterministic_tests, plumbing_tests):
+    for part in (grad_tests, deterministic_tests, plumbing_tests, op_path_tests, compile_tests,
+                 graph_tests, strided_tests, empty_tests, stream_value_tests, flash_attn_func_tests,
+                 installed_tests):
         try:
             part(gen)
         except Exception:  # noqa: BLE001 (a crash is one FAIL, the rest still runs)
