@@ -40,6 +40,13 @@ additions, not what bf16 rounding moves. Both numbers are printed.
 Usage (on a GPU machine; make build/libfa_gpu.so first):
     python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
     python3 scripts/train_compare.py --steps 50 --csv /tmp/t.csv     # a quick look
+    python3 scripts/train_compare.py --compare --steps 200 --seeds 3 \
+        --csv data/gpu/train_compare.csv
+        (eager and torch.compile(fullgraph=True), ours and SDPA flash, and
+        fp32_math as each seed's reference: per run and seed the final loss,
+        its drift from fp32_math's, ms per step; a table over the seeds.
+        About 3 minutes on an H200, most of it compilation; --budget S stops
+        adding seeds after S seconds, 150 by default)
     python3 scripts/train_compare.py --summary build/paper/train_loss.md
         (no GPU and no torch needed: the Markdown table of the comparison
         from the CSV, for the paper; writes nothing when the CSV is absent)
@@ -51,6 +58,7 @@ PASS, 1 when FAIL, 2 on bad usage or when our op cannot run the problem.
 Cost on an H200: about 10 s per run of 500 steps, under a minute in all.
 """
 import argparse
+import contextlib
 import csv
 import glob
 import hashlib
@@ -60,8 +68,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import provenance as prov  # noqa: E402
+import provenance as prov  # noqa: E402  (scripts/, this script's own folder)
 
 REF = "sdpa_flash"
 LAST = 50    # steps averaged into a run's final loss
@@ -230,8 +237,8 @@ def build(torch, nn, F, cfg):
 def attention_paths(torch, F):
     """name -> attn(q, k, v), causal, (B, H, N, d) in and out."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    from flash_op import flash_attention
+    flash_op = import_op()
+    flash_attention = flash_op.flash_attention
 
     def sdpa(backend):
         def attn(q, k, v):
@@ -252,6 +259,17 @@ def attention_paths(torch, F):
             "sdpa_flash_rerun": sdpa(SDPBackend.FLASH_ATTENTION),
             "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
             "sdpa_efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION)}
+
+
+def import_op():
+    """The op: the repository's python/ (the library this checkout builds),
+    else the installed package."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    try:
+        import flash_op
+    except ImportError:
+        from flashattn_stages import flash_op
+    return flash_op
 
 
 def lr_at(step, cfg):
@@ -323,7 +341,7 @@ def run_training(args):
     except ValueError as e:
         print(f"train_compare: our op cannot train this model: {e}", file=sys.stderr)
         return 2
-    import flash_op
+    flash_op = import_op()
     p = flash_op.problem(probe, probe, causal=True)
     dt = flash_op.DTYPE_CODES[torch.bfloat16]
     fv = flash_op.choose_version(flash_op.fa.FORWARD, dt, p)
@@ -367,6 +385,194 @@ def run_training(args):
     return {"PASS": 0, "FAIL": 1}.get(s["verdict"], 1)
 
 
+# ---------------------------------------------------------------------------
+# --compare: eager and torch.compile, our op and SDPA flash, several seeds
+# ---------------------------------------------------------------------------
+COMPARE_RUNS = [("ours", "eager"), ("ours", "compiled"), ("sdpa_flash", "eager"),
+                ("sdpa_flash", "compiled"), (FP32, "eager")]
+COMPARE_COLS = ["run", "mode", "seed", "steps", "final_loss", "drift_from_" + FP32,
+                "ms_per_step", "compile_s"]
+TIMED_FROM = 10   # step time: steps TIMED_FROM.. (the first ones include compilation)
+
+
+def compare_training(args):
+    """For each seed (a fresh initialization and batch sequence): every run
+    of COMPARE_RUNS trained --steps steps from the same start. Per run: the
+    final loss (mean of the last LAST steps, or of all when fewer), its drift
+    |final - final(fp32_math)| on that seed, the time per step from step
+    TIMED_FROM on and the seconds of the first TIMED_FROM steps (which hold
+    the compilation). One model object per run is compiled once and reloaded
+    for each seed, so a seed does not recompile. Seeds stop being added when
+    --budget seconds have passed (the table says how many ran)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    if not torch.cuda.is_available():
+        print("train_compare: no CUDA GPU here", file=sys.stderr)
+        return 2
+    cfg = args
+    flash_op = import_op()
+    text = corpus_bytes()
+    data = torch.tensor(list(text), dtype=torch.uint8)
+    GPT = build(torch, nn, F, cfg)
+
+    def ours(q, k, v):
+        return flash_op.flash_attention(q, k, v, causal=True)
+
+    def sdpa(q, k, v):   # the backend is chosen around the whole run (sdpa_kernel below)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def fp32_math(q, k, v):
+        with torch.autocast(DEVICE, enabled=False):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True).to(q.dtype)
+
+    attn_of = {"ours": ours, "sdpa_flash": sdpa, FP32: fp32_math}
+    backend_of = {"ours": None, "sdpa_flash": SDPBackend.FLASH_ATTENTION, FP32: SDPBackend.MATH}
+    models, compiled = {}, {}
+    for run, mode in COMPARE_RUNS:
+        models[(run, mode)] = GPT().to(DEVICE)
+        m = models[(run, mode)]
+        compiled[(run, mode)] = torch.compile(m, fullgraph=True) if mode == "compiled" else m
+    rows, t_start = [], time.perf_counter()
+    for i in range(args.seeds):
+        if i > 0 and time.perf_counter() - t_start > args.budget:
+            print(f"--budget {args.budget:.0f} s reached: {i} of {args.seeds} seeds ran")
+            break
+        seed = args.seed + i
+        torch.manual_seed(seed)
+        init = {k: v.detach().clone() for k, v in GPT().state_dict().items()}
+        g = torch.Generator().manual_seed(seed + 1)
+        starts = torch.randint(0, len(text) - cfg.context - 1, (cfg.steps, cfg.batch), generator=g)
+        batches = data[starts[:, :, None] + torch.arange(cfg.context + 1)].to(DEVICE)
+        final = {}
+        for run, mode in COMPARE_RUNS:
+            model, fn = models[(run, mode)], compiled[(run, mode)]
+            model.load_state_dict(init)
+            be = backend_of[run]
+            ctx = sdpa_kernel([be]) if be is not None else contextlib.nullcontext()
+            with ctx:
+                ls, ms, first = train_steps(torch, F, model, fn, batches, attn_of[run], cfg)
+            k = min(LAST, len(ls))
+            final[(run, mode)] = sum(ls[-k:]) / k
+            rows.append({"run": run, "mode": mode, "seed": seed, "steps": cfg.steps,
+                         "final_loss": final[(run, mode)], "ms_per_step": ms, "compile_s": first})
+            print(f"seed {seed} {run:11s} {mode:8s} final {final[(run, mode)]:.5f}  "
+                  f"{ms:7.2f} ms/step  first {TIMED_FROM} steps {first:6.1f} s", flush=True)
+        ref = final[(FP32, "eager")]
+        for r in rows:
+            if r["seed"] == seed:
+                r["drift_from_" + FP32] = abs(r["final_loss"] - ref)
+    lines = compare_table(rows)
+    for ln in lines:
+        print(ln)
+    if args.csv:
+        _gpu, driver = prov.gpu_and_driver()
+        pv = {"gpu": torch.cuda.get_device_name(0), "driver": driver, "cuda": torch.version.cuda,
+              "torch": torch.__version__, "commit": prov.commit(), "date": prov.utc_now(),
+              "command": " ".join(["python3"] + [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(COMPARE_COLS + PROV_COLS)
+            for r in rows:
+                w.writerow([r["run"], r["mode"], r["seed"], r["steps"], f"{r['final_loss']:.6f}",
+                            f"{r['drift_from_' + FP32]:.6f}", f"{r['ms_per_step']:.4f}",
+                            f"{r['compile_s']:.3f}"] + [pv[c] for c in PROV_COLS])
+        print(f"wrote {args.csv} ({len(rows)} rows)")
+    return 0
+
+
+def compare_table(rows):
+    """Per (run, mode) over the seeds: mean ms/step, mean and largest drift
+    from fp32_math, and our drift over SDPA flash's in the same mode."""
+    by = {}
+    for r in rows:
+        by.setdefault((r["run"], r["mode"]), []).append(r)
+    seeds = len({r["seed"] for r in rows})
+    out = [f"over {seeds} seed(s), {rows[0]['steps'] if rows else 0} steps each; drift = "
+           f"|final loss - final loss of {FP32}| on the same seed",
+           f"{'run':12s} {'mode':9s} {'ms/step':>8s} {'drift mean':>11s} {'drift max':>10s}"]
+    for (run, mode), rs in by.items():
+        ms = sum(r["ms_per_step"] for r in rs) / len(rs)
+        dr = [r["drift_from_" + FP32] for r in rs]
+        out.append(f"{run:12s} {mode:9s} {ms:8.2f} {sum(dr) / len(dr):11.5f} {max(dr):10.5f}")
+    for mode in ("eager", "compiled"):
+        a, b = by.get(("ours", mode)), by.get(("sdpa_flash", mode))
+        if a and b:
+            da = sum(r["drift_from_" + FP32] for r in a) / len(a)
+            db = sum(r["drift_from_" + FP32] for r in b) / len(b)
+            ta = sum(r["ms_per_step"] for r in a) / len(a)
+            tb = sum(r["ms_per_step"] for r in b) / len(b)
+            out.append(f"{mode}: ours / sdpa_flash step time {ta / tb:.3f}x, mean drift "
+                       + (f"{da / db:.2f}x" if db > 0 else f"{da:.5f} (sdpa_flash 0)"))
+    return out
+
+
+def write_compare_summary(csv_path, md_path):
+    """The --compare table (Markdown) from its CSV, for the paper: per run and
+    mode the mean ms/step and the mean and largest drift over the seeds.
+    Needs no torch; removes md_path when there is no CSV."""
+    if not os.path.exists(csv_path):
+        if os.path.exists(md_path):
+            os.remove(md_path)
+        print(f"train_compare: no {csv_path}; no table")
+        return 0
+    with open(csv_path, newline="") as f:
+        raw = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
+    rows = [{"run": r["run"], "mode": r["mode"], "seed": int(r["seed"]), "steps": int(r["steps"]),
+             "ms_per_step": float(r["ms_per_step"]), "drift_from_" + FP32: float(r["drift_from_" + FP32])}
+            for r in raw]
+    by = {}
+    for r in rows:
+        by.setdefault((r["run"], r["mode"]), []).append(r)
+    seeds = len({r["seed"] for r in rows})
+    out = ["| run | mode | ms per step | drift from `%s`, mean | largest |" % FP32, "|---|---|---:|---:|---:|"]
+    for (run, mode), rs in by.items():
+        dr = [r["drift_from_" + FP32] for r in rs]
+        out.append(f"| `{run}` | {mode} | {sum(r['ms_per_step'] for r in rs) / len(rs):.2f} | "
+                   f"{sum(dr) / len(dr):.4f} | {max(dr):.4f} |")
+    p = raw[0] if raw else {}
+    text = "\n".join(out) + (f"\n\n{seeds} seeds, {rows[0]['steps'] if rows else 0} steps each; "
+                             f"{p.get('gpu', '?')}, driver {p.get('driver', '?')}, CUDA {p.get('cuda', '?')}, "
+                             f"torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, {p.get('date', '?')}.\n")
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(f"train_compare: wrote {md_path} from {csv_path}")
+    return 0
+
+
+def train_steps(torch, F, model, fn, batches, attn, cfg):
+    """cfg.steps steps of `fn` (the model, compiled or not) with a fresh
+    AdamW; returns the losses, ms per step from step TIMED_FROM on, and the
+    seconds of the steps before it."""
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    losses = torch.empty(cfg.steps, device=DEVICE)
+    torch.cuda.synchronize()
+    t0 = t1 = time.perf_counter()
+    for step in range(cfg.steps):
+        if step == min(TIMED_FROM, cfg.steps - 1):
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        xy = batches[step].long()
+        x, y = xy[:, :-1], xy[:, 1:]
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            logits = fn(x, attn)
+        loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses[step] = loss.detach()
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    timed = cfg.steps - min(TIMED_FROM, cfg.steps - 1)
+    return losses.tolist(), 1e3 * (t2 - t1) / timed, t1 - t0
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", help="write every (run, step) loss here")
@@ -381,9 +587,31 @@ def main(argv):
     ap.add_argument("--lr", type=float, default=DEFAULTS["lr"])
     ap.add_argument("--seed", type=int, default=DEFAULTS["seed"])
     ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of " + ",".join(RUNS))
+    ap.add_argument("--compare", action="store_true",
+                    help="eager and compiled, ours and SDPA flash, over --seeds seeds (--csv: "
+                    "data/gpu/train_compare.csv)")
+    ap.add_argument("--seeds", type=int, default=3, help="with --compare: seeds (default 3)")
+    ap.add_argument("--compare-summary", metavar="MD",
+                    help="only write the Markdown table of --compare's CSV (--from-csv, default "
+                    "data/gpu/train_compare.csv); no torch needed")
+    ap.add_argument("--budget", type=float, default=150.0,
+                    help="with --compare: no further seed once this many seconds have passed")
     args = ap.parse_args(argv)
     if args.summary:
         return write_summary(args.from_csv, args.summary)
+    if args.compare_summary:
+        src = args.from_csv if "--from-csv" in argv else os.path.join(ROOT, "data", "gpu", "train_compare.csv")
+        return write_compare_summary(src, args.compare_summary)
+    if args.compare:
+        if args.steps < 2 or args.seeds < 1 or args.d_model % args.heads or args.context < 2:
+            print("train_compare: bad arguments (sizes, --steps >= 2, --seeds >= 1)", file=sys.stderr)
+            return 2
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("train_compare: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
+            return 2
+        return compare_training(args)
     args.runs = args.runs.split(",")
     bad = [r for r in args.runs if r not in RUNS]
     if bad or args.steps < 1 or args.d_model % args.heads or args.layers < 1 or args.context < 2:

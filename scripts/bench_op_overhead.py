@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""bench_op_overhead.py -- the PyTorch op's cost per call at small shapes, beside SDPA's.
+
+At small and medium shapes (inference, small models) a call's cost is the
+host's work -- Python, the dispatcher, argument checks, allocation, the
+launch -- more than the kernel's. This times one call as a training or
+inference loop sees it: N calls back to back on torch's current stream, the
+GPU synchronized once before and once after, wall time / N (the median of
+--repeats such loops), for each shape of SHAPES (B, H, N from 1 x 1 x 1 to
+8 x 32 x 1024, d = 64, bf16, no mask), in the same run:
+
+    ours          flash_op.flash_attention (the eager path: an
+                  autograd.Function over the implementations)
+    ours_op       the registered operator, torch.ops.<namespace>.fwd (what
+                  torch.compile calls; eager_fast_path off)
+    sdpa_flash    F.scaled_dot_product_attention, flash backend
+    sdpa_cudnn    the same, cuDNN backend (a row says when it does not run)
+
+Passes: fwd (inputs without requires_grad: inference) and fwdbwd (forward
+and backward, upstream gradient ones). Prints a table with ours / sdpa_flash
+and writes --csv (data/gpu/op_overhead.csv) with the provenance columns gpu,
+driver, cuda, torch, commit, date, command. The goal: ours <= 1.3 x
+sdpa_flash forward at B 1, H 16, N 128, d 64 (the line after the table says
+whether it holds).
+
+Usage (GPU machine; make build/libfa_gpu.so first):
+    python3 scripts/bench_op_overhead.py --csv data/gpu/op_overhead.csv
+Cost: about 20 s on an H200. Exit 2 without torch or a GPU.
+"""
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+
+import provenance as prov   # scripts/, this script's own folder
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPES = [(1, 1, 1), (1, 1, 128), (1, 16, 1), (1, 16, 128), (1, 16, 512), (2, 16, 256),
+          (4, 16, 512), (1, 32, 1024), (8, 32, 128), (8, 32, 1024)]
+D = 64
+GOAL = ((1, 16, 128), 1.3)
+IMPLS = ["ours", "ours_op", "sdpa_flash", "sdpa_cudnn"]
+PROV_COLS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command"]
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--csv", help="write the rows here (data/gpu/op_overhead.csv)")
+    ap.add_argument("--calls", type=int, default=200, help="calls per timed loop")
+    ap.add_argument("--repeats", type=int, default=7, help="timed loops per cell (median)")
+    args = ap.parse_args(argv)
+    if args.calls < 1 or args.repeats < 1:
+        print("bench_op_overhead: --calls and --repeats must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        print("bench_op_overhead: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("bench_op_overhead: no CUDA GPU here", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import flash_op
+
+    def ours(q, k, v):
+        return flash_op.flash_attention(q, k, v)
+
+    def ours_op(q, k, v):
+        flash_op.eager_fast_path = False
+        try:
+            return flash_op.flash_attention(q, k, v)
+        finally:
+            flash_op.eager_fast_path = True
+
+    def sdpa(backend):
+        def f(q, k, v):
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v)
+        return f
+
+    fns = {"ours": ours, "ours_op": ours_op, "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+           "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+
+    def time_call(f, q, k, v, bwd):
+        go = None
+        if bwd:
+            go = torch.ones_like(q)
+
+        def once():
+            o = f(q, k, v)
+            if bwd:
+                torch.autograd.backward(o, go)
+        for _ in range(5):
+            once()
+        ts = []
+        for _ in range(args.repeats):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(args.calls):
+                once()
+            torch.cuda.synchronize()
+            ts.append((time.perf_counter() - t0) / args.calls)
+        return 1e6 * statistics.median(ts)
+
+    _gpu, driver = prov.gpu_and_driver()
+    pv = {"gpu": torch.cuda.get_device_name(0), "driver": driver, "cuda": torch.version.cuda,
+          "torch": torch.__version__, "commit": prov.commit(), "date": prov.utc_now(),
+          "command": " ".join(["python3"] + [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
+    print(f"# {pv['gpu']}, driver {pv['driver']}, CUDA {pv['cuda']}, torch {pv['torch']}, "
+          f"commit {pv['commit']}, {pv['date']}")
+    print(f"# microseconds per call (median of {args.repeats} loops of {args.calls}), bf16, d = {D}, no mask")
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for pass_ in ("fwd", "fwdbwd"):
+        print(f"\n{pass_:7s} {'B':>2s} {'H':>3s} {'N':>5s} " + " ".join(f"{i:>11s}" for i in IMPLS)
+              + f" {'ours/flash':>11s} {'op/flash':>9s}")
+        for B, H, N in SHAPES:
+            q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=gen,
+                                   requires_grad=pass_ == "fwdbwd") for _ in range(3))
+            got = {}
+            for name in IMPLS:
+                try:
+                    got[name] = time_call(fns[name], q, k, v, pass_ == "fwdbwd")
+                    note = ""
+                except (RuntimeError, ValueError) as e:
+                    got[name], note = None, str(e).strip().splitlines()[0][:100]
+                ref = got.get("sdpa_flash")
+                rows.append([name, pass_, "bf16", B, H, N, D,
+                             "" if got[name] is None else f"{got[name]:.2f}",
+                             "" if got[name] is None or not ref else f"{got[name] / ref:.3f}", note])
+            ref = got.get("sdpa_flash")
+            # rows of this shape were written before sdpa_flash's time was known: fill the ratios
+            for r in rows[-len(IMPLS):]:
+                if r[7] and ref:
+                    r[8] = f"{float(r[7]) / ref:.3f}"
+            cells = " ".join(f"{got[i]:11.2f}" if got[i] is not None else f"{'-':>11s}" for i in IMPLS)
+            ratio = (f"{got['ours'] / ref:11.2f} {got['ours_op'] / ref:9.2f}"
+                     if ref and got["ours"] and got["ours_op"] else "")
+            print(f"{pass_:7s} {B:2d} {H:3d} {N:5d} {cells} {ratio}", flush=True)
+    (gB, gH, gN), goal = GOAL
+    g = {r[0]: float(r[7]) for r in rows if r[1] == "fwd" and (r[3], r[4], r[5]) == (gB, gH, gN) and r[7]}
+    if "ours" in g and "sdpa_flash" in g:
+        ratio = g["ours"] / g["sdpa_flash"]
+        print(f"\ngoal: forward at B {gB}, H {gH}, N {gN}, d {D}: ours {g['ours']:.2f} us, sdpa_flash "
+              f"{g['sdpa_flash']:.2f} us, {ratio:.2f}x (goal <= {goal}x: {'met' if ratio <= goal else 'NOT met'})")
+    if args.csv:
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(PROV_COLS + ["impl", "pass", "dtype", "B", "H", "N", "d", "us_per_call",
+                                    "ratio_to_sdpa_flash", "note"])
+            for r in rows:
+                w.writerow([pv[c] for c in PROV_COLS] + r)
+        print(f"wrote {args.csv} ({len(rows)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
