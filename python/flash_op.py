@@ -178,6 +178,7 @@ def check_version(pass_, version, dtype_code, p, deterministic=False):
 # The choice depends on the GPU (the device index is in the key) and on
 # FA_V3_STEP, read once per signature here.
 _VERSIONS = {}
+_CACHE_LIMIT = 4096   # signatures kept per cache
 
 
 def _version(pass_, dt, p, key, requested, deterministic):
@@ -188,6 +189,8 @@ def _version(pass_, dt, p, key, requested, deterministic):
                    else check_version(pass_, requested, dt, p, deterministic))
         except ValueError as e:
             got = str(e)
+        if len(_VERSIONS) >= _CACHE_LIMIT:
+            _VERSIONS.clear()
         _VERSIONS[key] = got
     if isinstance(got, str):
         raise ValueError(got)
@@ -197,7 +200,7 @@ def _version(pass_, dt, p, key, requested, deterministic):
 class _Plan:
     """One signature's cached call: the version, its row's `strided`, and the
     ctypes structures (problem filled, strides filled, pointers per call)."""
-    __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes")
+    __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes", "strides_set")
 
 
 _tls = threading.local()   # per thread: signature -> _Plan (the structures are written per call)
@@ -217,7 +220,7 @@ def _plan(pass_, q, k, scale, left, right, requested, deterministic):
     H_kv, Sk = k.shape[1], k.shape[2]
     dt = DTYPE_CODES[q.dtype]
     key = (pass_, dt, B, H, H_kv, Sq, Sk, d, scale, left, right, requested, deterministic,
-           q.device.index)
+           q.get_device())
     plans = _plans()
     pl = plans.get(key)
     if pl is None:
@@ -228,6 +231,9 @@ def _plan(pass_, q, k, scale, left, right, requested, deterministic):
         pl.params, pl.ptrs = p, fa.Ptrs()
         pl.p_ref, pl.x_ref = ctypes.byref(pl.params), ctypes.byref(pl.ptrs)
         pl.ws_bytes = library().fa_workspace_bytes(pass_, pl.version, dt, pl.p_ref)
+        pl.strides_set = False   # the structure's strides are all zero (contiguous)
+        if len(plans) >= _CACHE_LIMIT:   # shapes that vary without end: start again
+            plans.clear()
         plans[key] = pl
     return pl
 
@@ -267,10 +273,12 @@ def _readable(t, st):
 
 
 def _stream(device):
-    """torch's current CUDA stream of `device` as the raw cudaStream_t: the
-    value torch.cuda.current_stream(device).cuda_stream gives, without
-    building a torch.Stream object per call."""
-    return _raw_stream(device.index if device.index is not None else torch.cuda.current_device())
+    """torch's current CUDA stream of `device` (a torch.device or its index)
+    as the raw cudaStream_t: the value torch.cuda.current_stream(device).cuda_stream
+    gives, without building a torch.Stream object per call."""
+    if isinstance(device, torch.device):
+        device = device.index if device.index is not None else torch.cuda.current_device()
+    return _raw_stream(device)
 
 
 if hasattr(torch._C, "_cuda_getCurrentRawStream"):
@@ -283,34 +291,40 @@ else:   # pragma: no cover
 _WORKSPACE = {}   # (device index, stream) -> uint8 tensor, grown on demand
 
 
-def _workspace(nbytes, device, stream):
-    """nbytes of device memory for one call on `stream`, from torch's caching
-    allocator: kept per stream (work on one stream is ordered, so the next
-    call may reuse it), a fresh one while a CUDA graph is being captured (the
-    graph's pool keeps it for its replays)."""
+def _workspace(nbytes, index, stream):
+    """nbytes of device memory on GPU `index` for one call on `stream`, from
+    torch's caching allocator: kept per stream (work on one stream is
+    ordered, so the next call may reuse it), a fresh one while a CUDA graph
+    is being captured (the graph's pool keeps it for its replays)."""
     if torch.cuda.is_current_stream_capturing():
-        return torch.empty(nbytes, dtype=torch.uint8, device=device)
-    key = (device.index, stream)
+        return torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
+    key = (index, stream)
     ws = _WORKSPACE.get(key)
     if ws is None or ws.numel() < nbytes:
-        ws = _WORKSPACE[key] = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        ws = _WORKSPACE[key] = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
     return ws
 
 
-def _call(pass_, pl, dt, deterministic, device):
-    """One call of fa_forward/fa_backward on torch's current stream of `device`."""
+def _call(pass_, pl, dt, deterministic, index):
+    """One call of fa_forward/fa_backward on torch's current stream of GPU `index`."""
     lib = _LIB
     x = pl.ptrs
-    stream = _stream(device)
-    ws = _workspace(pl.ws_bytes, device, stream) if pl.ws_bytes else None
-    x.workspace, x.workspace_bytes = (ws.data_ptr(), pl.ws_bytes) if ws is not None else (None, 0)
-    if device.index is not None and device.index != torch.cuda.current_device():
-        with torch.cuda.device(device):   # the library launches on the current device
+    stream = _raw_stream(index)
+    if pl.ws_bytes:
+        x.workspace, x.workspace_bytes = _workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
+    if index != torch.cuda.current_device():
+        with torch.cuda.device(index):   # the library launches on the current device
             rc = _launch(lib, pass_, pl, dt, deterministic, stream)
     else:
         rc = _launch(lib, pass_, pl, dt, deterministic, stream)
     if rc != fa.OK:
         fa.check(lib, rc)
+
+
+def _zero_strides(x):
+    for n in fa.STRIDE_FIELDS:
+        st = getattr(x, n)
+        st.batch = st.head = st.row = 0
 
 
 def _launch(lib, pass_, pl, dt, deterministic, stream):
@@ -361,11 +375,18 @@ def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_v
     pl = _plan(fa.FORWARD, q, k, softmax_scale, window_left, window_right, fwd_version, False)
     x = pl.ptrs
     o_run = o
-    if pl.strided:   # read and written in place, through the strides
+    if (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and o.is_contiguous()
+            and not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15):
+        # the common case, for every version: zero strides (contiguous)
+        if pl.strides_set:
+            _zero_strides(x)
+            pl.strides_set = False
+    elif pl.strided:   # read and written in place, through the strides
         q, k, v = _readable(q, x.sq), _readable(k, x.sk), _readable(v, x.sv)
         if _kernel_strides(o) is None:
             o_run = _new(q.shape, q)
         _readable(o_run, x.so)
+        pl.strides_set = True
     else:
         # this version reads the contiguous layout only: copies in and out
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
@@ -373,7 +394,7 @@ def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_v
             o_run = _new(q.shape, q)
     x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(),
                                          o_run.data_ptr(), lse.data_ptr())
-    _call(fa.FORWARD, pl, dt, False, q.device)
+    _call(fa.FORWARD, pl, dt, False, q.get_device())
     if o_run is not o:
         o.copy_(o_run)
     return o, lse
@@ -402,12 +423,13 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
     if pl.strided:
         q, k, v = _readable(q, x.sq), _readable(k, x.sk), _readable(v, x.sv)
         o, do = _readable(o, x.so), _readable(do, x.sdo)
+        pl.strides_set = True
     else:
         q, k, v, o, do = q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(), do.contiguous()
     x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                                          lse.data_ptr())
     x.do_, x.dq, x.dk, x.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-    _call(fa.BACKWARD, pl, dt, deterministic, q.device)
+    _call(fa.BACKWARD, pl, dt, deterministic, q.get_device())
     return dq, dk, dv
 
 
@@ -496,6 +518,9 @@ class FlashAttentionFunction(torch.autograd.Function):
 #< autograd-function
 
 
+_CHECKED = set()   # signatures (shapes, dtypes, devices) that passed _check_tensors
+
+
 def _check_tensors(q, k, v):
     """One line naming the first thing about q, k, v that the kernels cannot take."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -532,7 +557,19 @@ def _versions_of(version):
 def attention(q, k, v, softmax_scale, left, right, out_bshd, version, deterministic):
     """O, L of (B, H, seqlen, d)-shaped q, k, v (any strides), checked, after
     autocast; the shared body of flash_attention and flash_attn_func."""
-    _check_tensors(q, k, v)
+    compiling = torch.compiler.is_compiling()
+    if compiling:
+        _check_tensors(q, k, v)
+    else:   # eager: each signature is checked once (the checks cost more than a small kernel)
+        try:
+            sig = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device, k.device, v.device)
+        except AttributeError:   # not a tensor: _check_tensors says which
+            sig = None
+        if sig is None or sig not in _CHECKED:
+            _check_tensors(q, k, v)
+            if len(_CHECKED) >= _CACHE_LIMIT:
+                _CHECKED.clear()
+            _CHECKED.add(sig)
     if torch.is_autocast_enabled("cuda"):
         at = torch.get_autocast_dtype("cuda")
         q, k, v = q.to(at), k.to(at), v.to(at)
@@ -542,7 +579,7 @@ def attention(q, k, v, softmax_scale, left, right, out_bshd, version, determinis
     fv, bv = _versions_of(version)
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     det = bool(deterministic)
-    if torch.compiler.is_compiling() or not eager_fast_path:
+    if compiling or not eager_fast_path:
         return flash_fwd(q, k, v, scale, left, right, out_bshd, fv, bv, need, det)
     if not need:
         return _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, False, det)
