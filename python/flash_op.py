@@ -419,7 +419,7 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
     # version reads what it can in place (dQ, dK, dV are written contiguous,
     # as the fake implementation says); the others get contiguous copies.
     x = pl.ptrs
-    do = do.to(q.dtype)
+    do, lse = do.to(q.dtype), lse.contiguous()
     if pl.strided:
         q, k, v = _readable(q, x.sq), _readable(k, x.sk), _readable(v, x.sv)
         o, do = _readable(o, x.so), _readable(do, x.sdo)
