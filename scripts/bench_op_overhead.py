@@ -17,7 +17,10 @@ GPU synchronized once before and once after, wall time / N (the median of
     sdpa_cudnn    the same, cuDNN backend (a row says when it does not run)
 
 Passes: fwd (inputs without requires_grad: inference) and fwdbwd (forward
-and backward, upstream gradient ones). Prints a table with ours / sdpa_flash
+and backward, upstream gradient ones). Then strides: at STRIDE_SHAPES (where
+the kernels' time is the cost) ours on contiguous (B, H, N, d) tensors, on
+(B, N, H, d) views and on slices of one packed QKV tensor, the same values;
+goal: no layout more than 3% slower than contiguous. Prints a table with ours / sdpa_flash
 and writes --csv (data/gpu/op_overhead.csv) with the provenance columns gpu,
 driver, cuda, torch, commit, date, command. The goal: ours <= 1.3 x
 sdpa_flash forward at B 1, H 16, N 128, d 64 (the line after the table says
@@ -41,6 +44,7 @@ SHAPES = [(1, 1, 1), (1, 1, 128), (1, 16, 1), (1, 16, 128), (1, 16, 512), (2, 16
           (4, 16, 512), (1, 32, 1024), (8, 32, 128), (8, 32, 1024)]
 D = 64
 GOAL = ((1, 16, 128), 1.3)
+STRIDE_SHAPES = [(4, 16, 2048, 64), (2, 16, 4096, 128)]
 IMPLS = ["ours", "ours_op", "sdpa_flash", "sdpa_cudnn"]
 PROV_COLS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command"]
 
@@ -157,6 +161,31 @@ def main(argv):
         ratio = g["ours"] / g["sdpa_flash"]
         print(f"\ngoal: forward at B {gB}, H {gH}, N {gN}, d {D}: ours {g['ours']:.2f} us, sdpa_flash "
               f"{g['sdpa_flash']:.2f} us, {ratio:.2f}x (goal <= {goal}x: {'met' if ratio <= goal else 'NOT met'})")
+    # Strides: the same values as contiguous (B, H, N, d) tensors, as (B, N, H, d)
+    # views, and as slices of one packed (B, N, 3, H, d) QKV tensor, at shapes
+    # where the kernels' time is the cost; goal: no more than 3% slower.
+    print(f"\nlayout   {'B':>2s} {'H':>3s} {'N':>5s} {'d':>4s} {'pass':>7s} {'us/call':>9s} {'/ contiguous':>13s}")
+    worst = 0.0
+    for B, H, N, d in STRIDE_SHAPES:
+        qkv = torch.randn(B, N, 3, H, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        packed = [t.requires_grad_() for t in qkv.detach().permute(2, 0, 3, 1, 4)]   # (B, H, N, d) views
+        layouts = {"contig": [t.detach().contiguous() for t in packed],
+                   "bshd": [t.detach().transpose(1, 2).contiguous().transpose(1, 2) for t in packed],
+                   "packed": [t.detach() for t in packed]}
+        for pass_ in ("fwd", "fwdbwd"):
+            base = None
+            for lay, (q, k, v) in layouts.items():
+                if pass_ == "fwdbwd":
+                    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+                us = time_call(ours, q, k, v, pass_ == "fwdbwd")
+                base = us if lay == "contig" else base
+                if lay != "contig":
+                    worst = max(worst, us / base)
+                rows.append(["ours_" + lay, pass_, "bf16", B, H, N, d, f"{us:.2f}", "",
+                             f"{us / base:.4f} x contiguous"])
+                print(f"{lay:8s} {B:2d} {H:3d} {N:5d} {d:4d} {pass_:>7s} {us:9.2f} {us / base:13.4f}", flush=True)
+    print(f"strides: the slowest strided layout is {worst:.4f} x contiguous "
+          f"(goal <= 1.03: {'met' if worst <= 1.03 else 'NOT met'})")
     if args.csv:
         os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
         with open(args.csv, "w", newline="") as f:
