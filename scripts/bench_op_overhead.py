@@ -97,7 +97,8 @@ def main(argv):
            "sdpa_flash": (sdpa, lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])),
            "sdpa_cudnn": (sdpa, lambda: sdpa_kernel([SDPBackend.CUDNN_ATTENTION]))}
 
-    def time_call(f, q, k, v, bwd):
+    def time_call(f, q, k, v, bwd, calls=None, repeats=None):
+        calls, repeats = calls or args.calls, repeats or args.repeats
         go = None
         if bwd:
             go = torch.ones_like(q)
@@ -109,13 +110,13 @@ def main(argv):
         for _ in range(5):
             once()
         ts = []
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for _ in range(args.calls):
+            for _ in range(calls):
                 once()
             torch.cuda.synchronize()
-            ts.append((time.perf_counter() - t0) / args.calls)
+            ts.append((time.perf_counter() - t0) / calls)
         return 1e6 * statistics.median(ts)
 
     _gpu, driver = prov.gpu_and_driver()
@@ -177,7 +178,7 @@ def main(argv):
             for lay, (q, k, v) in layouts.items():
                 if pass_ == "fwdbwd":
                     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-                us = time_call(ours, q, k, v, pass_ == "fwdbwd")
+                us = time_call(ours, q, k, v, pass_ == "fwdbwd", calls=20, repeats=5)
                 base = us if lay == "contig" else base
                 if lay != "contig":
                     worst = max(worst, us / base)
