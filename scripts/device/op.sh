@@ -5,7 +5,8 @@
 #
 # tests (the default): builds build/libfa_gpu.so, stage4 and stage5 (make
 #   -j16); runs the stage 4 and stage 5 test sweeps (./stage4 --sweep tests,
-#   ./stage5 --sweep tests: the host programs, contiguous strides) beside
+#   ./stage5 --sweep tests: the host programs, contiguous strides) and
+#   build/v3_check (version 3's pieces, the tensor maps among them) beside
 #   the op's checks (tests/gpu/test_flash_op.py: SDPA comparison, compile
 #   fullgraph, CUDA graphs, strided and packed inputs, empty sequences,
 #   flash_attn_func, the installed package); then, alone on the GPU, the
@@ -30,7 +31,7 @@ say "# commit ${FA_COMMIT:-unknown}, $(date -u +%Y-%m-%dT%H:%M:%SZ), mode $mode"
 export FA_COMMIT
 rc=0
 t0=$(date +%s)
-if ! make -j16 build/libfa_gpu.so stage4 stage5 > "$OUT/build.log" 2>&1; then
+if ! make -j16 build/libfa_gpu.so stage4 stage5 build/v3_check > "$OUT/build.log" 2>&1; then
     say "build: FAILED; last lines:"
     tail -n 25 "$OUT/build.log" | tee -a "$log"
     exit 1
@@ -43,20 +44,22 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
     p4=$!
     (timeout 170 ./stage5 --sweep tests > "$OUT/stage5_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage5_tests.log") &
     p5=$!
+    (timeout 170 build/v3_check > "$OUT/v3_check_tests.log" 2>&1; echo "exit $?" >> "$OUT/v3_check_tests.log") &
+    pv=$!
     timeout 200 sh tests/run.sh "python3 tests/gpu/test_flash_op.py" > "$OUT/flash_op_tests.log" 2>&1
     trc=$?
-    wait $p4 $p5
+    wait $p4 $p5 $pv
     say "flash_op tests: $(tail -n 1 "$OUT/flash_op_tests.log") (exit $trc) in $(( $(date +%s) - t0 )) s"
     grep -E '^(FAIL|SKIP) ' "$OUT/flash_op_tests.log" | head -n 40 | tee -a "$log"
     grep -E '^PASS flash_op-(op-path|compile|graph|strided|packed|empty|stream-value|flash-attn|installed)' \
         "$OUT/flash_op_tests.log" | tee -a "$log"
-    for s in stage4 stage5; do
+    for s in stage4 stage5 v3_check; do
         f="$OUT/${s}_tests.log"
         say "$s --sweep tests: $(grep -c '^PASS' "$f") PASS, $(grep -c '^FAIL' "$f") FAIL, $(grep -c '^SKIP' "$f") SKIP, $(tail -n 1 "$f")"
         grep -E '^FAIL' "$f" | head -n 10 | tee -a "$log"
     done
     [ "$trc" -eq 0 ] || rc=1
-    grep -q '^FAIL' "$OUT/stage4_tests.log" "$OUT/stage5_tests.log" && rc=1
+    grep -q '^FAIL' "$OUT/stage4_tests.log" "$OUT/stage5_tests.log" "$OUT/v3_check_tests.log" && rc=1
     t0=$(date +%s)
     timeout 90 python3 scripts/bench_op_overhead.py --csv "$OUT/op_overhead.csv" > "$OUT/op_overhead.log" 2>&1 || rc=1
     say "overhead table ($(( $(date +%s) - t0 )) s):"

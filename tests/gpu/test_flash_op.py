@@ -68,7 +68,9 @@ What it checks, on fresh random inputs (the seed is printed; FA_SEED=N replays):
       package, its library inside), then from /tmp with only TMP on the
       path: the package imports, loads its own library, and its O on seeded
       inputs is bitwise the repository op's.
-Cost on an H200: about a minute (most of it torch.compile and pip).
+FA_OP_PARTS=name,name (the functions of main's list, e.g. compile_tests)
+runs only those parts (the skipped groups print nothing).
+Cost on an H200: about two minutes (most of it torch.compile and pip).
 """
 import ctypes
 import math
@@ -800,9 +802,16 @@ def main():
     gen = torch.Generator(device=DEV).manual_seed(seed)
     flash_op.poison_outputs = True
     t0 = time.time()
-    for part in (grad_tests, deterministic_tests, plumbing_tests, op_path_tests, compile_tests,
-                 graph_tests, strided_tests, empty_tests, stream_value_tests, flash_attn_func_tests,
-                 installed_tests):
+    parts = [grad_tests, deterministic_tests, plumbing_tests, op_path_tests, compile_tests, graph_tests,
+             strided_tests, empty_tests, stream_value_tests, flash_attn_func_tests, installed_tests]
+    only = [w.strip() for w in os.environ.get("FA_OP_PARTS", "").split(",") if w.strip()]
+    if only:   # FA_OP_PARTS=compile_tests,graph_tests: those parts alone (a short device run)
+        unknown = [w for w in only if w not in {f.__name__ for f in parts}]
+        if unknown:
+            print(f"FAIL flash_op: FA_OP_PARTS names no part {', '.join(unknown)}")
+        print(f"# FA_OP_PARTS: only {', '.join(only)}")
+        parts = [f for f in parts if f.__name__ in only]
+    for part in parts:
         try:
             part(gen)
         except Exception:  # noqa: BLE001 (a crash is one FAIL, the rest still runs)
