@@ -37,16 +37,17 @@ if ! make -j16 build/libfa_gpu.so stage4 stage5 build/v3_check > "$OUT/build.log
     exit 1
 fi
 say "build: $(( $(date +%s) - t0 )) s"
+rm -f "$OUT/build.log"   # kept only when the build fails (files back from the machine are few)
 
 if [ "$mode" = tests ] || [ "$mode" = all ]; then
     t0=$(date +%s)
-    (timeout 170 ./stage4 --sweep tests > "$OUT/stage4_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage4_tests.log") &
+    (timeout 130 ./stage4 --sweep tests > "$OUT/stage4_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage4_tests.log") &
     p4=$!
-    (timeout 170 ./stage5 --sweep tests > "$OUT/stage5_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage5_tests.log") &
+    (timeout 130 ./stage5 --sweep tests > "$OUT/stage5_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage5_tests.log") &
     p5=$!
-    (timeout 170 build/v3_check > "$OUT/v3_check_tests.log" 2>&1; echo "exit $?" >> "$OUT/v3_check_tests.log") &
+    (timeout 130 build/v3_check > "$OUT/v3_check_tests.log" 2>&1; echo "exit $?" >> "$OUT/v3_check_tests.log") &
     pv=$!
-    timeout 200 sh tests/run.sh "python3 tests/gpu/test_flash_op.py" > "$OUT/flash_op_tests.log" 2>&1
+    timeout 150 sh tests/run.sh "python3 tests/gpu/test_flash_op.py" > "$OUT/flash_op_tests.log" 2>&1
     trc=$?
     wait $p4 $p5 $pv
     say "flash_op tests: $(tail -n 1 "$OUT/flash_op_tests.log") (exit $trc) in $(( $(date +%s) - t0 )) s"
@@ -61,16 +62,17 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
     [ "$trc" -eq 0 ] || rc=1
     grep -q '^FAIL' "$OUT/stage4_tests.log" "$OUT/stage5_tests.log" "$OUT/v3_check_tests.log" && rc=1
     t0=$(date +%s)
-    timeout 90 python3 scripts/bench_op_overhead.py --csv "$OUT/op_overhead.csv" > "$OUT/op_overhead.log" 2>&1 || rc=1
+    timeout 90 python3 scripts/bench_op_overhead.py --csv "$OUT/op_overhead.csv" > "$OUT/bench.tmp" 2>&1 || rc=1
     say "overhead table ($(( $(date +%s) - t0 )) s):"
-    cat "$OUT/op_overhead.log" | tee -a "$log" > /dev/null
-    tail -n 30 "$OUT/op_overhead.log"
+    cat "$OUT/bench.tmp" >> "$log"
+    tail -n 45 "$OUT/bench.tmp"
+    rm -f "$OUT/bench.tmp"
 fi
 if [ "$mode" = train ] || [ "$mode" = all ]; then
     t0=$(date +%s)
     timeout 290 python3 scripts/train_compare.py --compare --steps 200 --seeds 3 --budget 150 \
         --csv "$OUT/train_compare.csv" > "$OUT/train_compare.log" 2>&1 || rc=1
     say "training comparison: $(( $(date +%s) - t0 )) s"
-    tail -n 12 "$OUT/train_compare.log" | tee -a "$log"
+    tail -n 14 "$OUT/train_compare.log" | tee -a "$log"
 fi
 exit $rc
