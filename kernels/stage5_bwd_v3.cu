@@ -64,6 +64,8 @@
  */
 #include "stage5_backward.cuh"
 
+#include <atomic>
+
 template <int D> struct v3b_cfg {
     static constexpr int BR = BWD_TILED_BR, BC = 128, NT = 256;
     static constexpr int LD = D + 8;        /* row stride of K, V, Q, dO tiles */
@@ -412,8 +414,19 @@ static int v3_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 {
     using C = v3b_cfg<D>;
     const size_t smem = C::smem_bytes();
-    CUDA_TRY(cudaFuncSetAttribute(v3_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem));
+    /* The shared-memory limit is a property of the kernel on each device: set
+     * once per device (a bit each, devices 0-63; others every launch), not at
+     * every call, where the driver call costs more than a small problem's
+     * kernel. A second thread setting it again is harmless. */
+    static std::atomic<unsigned long long> attr_done{0};
+    int dev = 0;
+    CUDA_TRY(cudaGetDevice(&dev));
+    const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(attr_done.load(std::memory_order_relaxed) & bit)) {
+        CUDA_TRY(cudaFuncSetAttribute(v3_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)smem));
+        attr_done.fetch_or(bit);
+    }
     const dim3 grid((x.a.seqlen_k + C::BC - 1) / C::BC, (unsigned)(B * x.a.H_kv));
     v3_backward_kernel<T, D><<<grid, C::NT, smem, st>>>(x);
     LAUNCH_CHECK();
