@@ -289,6 +289,7 @@ else:   # pragma: no cover
 
 
 _WORKSPACE = {}   # (device index, stream) -> uint8 tensor, grown on demand
+_WORKSPACE_KEEP = 256 << 20   # bytes: larger workspaces are not kept between calls
 
 
 def _workspace(nbytes, index, stream):
@@ -296,7 +297,8 @@ def _workspace(nbytes, index, stream):
     torch's caching allocator: kept per stream (work on one stream is
     ordered, so the next call may reuse it), a fresh one while a CUDA graph
     is being captured (the graph's pool keeps it for its replays)."""
-    if torch.cuda.is_current_stream_capturing():
+    if torch.cuda.is_current_stream_capturing() or nbytes > _WORKSPACE_KEEP:
+        # (a large one, version 0's materialized S and P, goes back to the allocator)
         return torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
     key = (index, stream)
     ws = _WORKSPACE.get(key)
