@@ -28,6 +28,9 @@ whether it holds).
 
 Usage (GPU machine; make build/libfa_gpu.so first):
     python3 scripts/bench_op_overhead.py --csv data/gpu/op_overhead.csv
+    python3 scripts/bench_op_overhead.py --summary build/paper/op_overhead.md
+        (no GPU, no torch: the paper's tables from the CSV; writes nothing
+        and removes the file when the CSV is absent)
 Cost: about 20 s on an H200. Exit 2 without torch or a GPU.
 """
 import argparse
@@ -62,14 +65,74 @@ class _fast_path:
         self.mod.eager_fast_path = self.old
 
 
+def write_summary(csv_path, md_path):
+    """The paper's tables (Markdown) from the CSV: per pass, microseconds per
+    call of each impl by shape and ours / sdpa_flash; then the strided
+    layouts against contiguous; then the goal's line and the provenance.
+    Needs no torch and no GPU; removes md_path when there is no CSV."""
+    if not os.path.exists(csv_path):
+        if os.path.exists(md_path):
+            os.remove(md_path)
+        print(f"bench_op_overhead: no {csv_path}; no table")
+        return 0
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
+    out = []
+    for pass_ in ("fwd", "fwdbwd"):
+        cells = {}
+        for r in rows:
+            if r["pass"] == pass_ and r["impl"] in IMPLS:
+                cells.setdefault((int(r["B"]), int(r["H"]), int(r["N"])), {})[r["impl"]] = r["us_per_call"]
+        if not cells:
+            continue
+        out += [f"| {'forward' if pass_ == 'fwd' else 'forward + backward'}: B, H, N | "
+                + " | ".join(f"`{i}` (us)" for i in IMPLS) + " | ours / sdpa_flash |",
+                "|---|" + "---:|" * (len(IMPLS) + 1)]
+        for (B, H, N), c in cells.items():
+            ratio = (f"{float(c['ours']) / float(c['sdpa_flash']):.2f}"
+                     if c.get("ours") and c.get("sdpa_flash") else "")
+            out.append(f"| {B}, {H}, {N} | " + " | ".join(c.get(i) or "-" for i in IMPLS) + f" | {ratio} |")
+        out.append("")
+    lay = [r for r in rows if r["impl"].startswith("ours_") and r["impl"] != "ours_op"]
+    if lay:
+        out += ["| layout | B, H, N, d | pass | us per call | / contiguous |", "|---|---|---|---:|---:|"]
+        for r in lay:
+            out.append(f"| {r['impl'][5:]} | {r['B']}, {r['H']}, {r['N']}, {r['d']} | {r['pass']} | "
+                       f"{r['us_per_call']} | {r['note'].split(' ')[0]} |")
+        out.append("")
+    (gB, gH, gN), goal = GOAL
+    g = {r["impl"]: float(r["us_per_call"]) for r in rows if r["pass"] == "fwd" and r["us_per_call"]
+         and (int(r["B"]), int(r["H"]), int(r["N"])) == (gB, gH, gN)}
+    p = rows[0] if rows else {}
+    text = "\n".join(out)
+    if "ours" in g and "sdpa_flash" in g:
+        ratio = g["ours"] / g["sdpa_flash"]
+        text += (f"\nForward at B {gB}, H {gH}, N {gN}, d {D}: ours {g['ours']:.2f} us, SDPA flash "
+                 f"{g['sdpa_flash']:.2f} us, {ratio:.2f} times (the goal, at most {goal} times, "
+                 f"{'met' if ratio <= goal else 'not met'}). ")
+    text += (f"Wall time per call of loops of calls, bf16, d = {D} unless given; {p.get('gpu', '?')}, "
+             f"driver {p.get('driver', '?')}, CUDA {p.get('cuda', '?')}, torch {p.get('torch', '?')}, "
+             f"commit {p.get('commit', '?')}, {p.get('date', '?')}.\n")
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(f"bench_op_overhead: wrote {md_path} from {csv_path}")
+    return 0
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", help="write the rows here (data/gpu/op_overhead.csv)")
+    ap.add_argument("--summary", metavar="MD", help="only write the Markdown tables of --from-csv "
+                    "(no torch, no GPU)")
+    ap.add_argument("--from-csv", default=os.path.join(ROOT, "data", "gpu", "op_overhead.csv"))
     ap.add_argument("--calls", type=int, default=200, help="calls per timed loop")
     ap.add_argument("--repeats", type=int, default=7, help="timed loops per cell (median)")
     ap.add_argument("--stride-repeats", type=int, default=9,
                     help="alternating loops of 20 calls per layout in the stride table (median)")
     args = ap.parse_args(argv)
+    if args.summary:
+        return write_summary(args.from_csv, args.summary)
     if args.calls < 1 or args.repeats < 1 or args.stride_repeats < 1:
         print("bench_op_overhead: --calls and --repeats must be >= 1", file=sys.stderr)
         return 2
