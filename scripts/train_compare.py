@@ -434,7 +434,7 @@ def compare_training(args):
         models[(run, mode)] = GPT().to(DEVICE)
         m = models[(run, mode)]
         compiled[(run, mode)] = torch.compile(m, fullgraph=True) if mode == "compiled" else m
-    rows, t_start = [], time.perf_counter()
+    rows, failed, t_start = [], [], time.perf_counter()
     for i in range(args.seeds):
         if i > 0 and time.perf_counter() - t_start > args.budget:
             print(f"--budget {args.budget:.0f} s reached: {i} of {args.seeds} seeds ran")
@@ -451,15 +451,21 @@ def compare_training(args):
             model.load_state_dict(init)
             be = backend_of[run]
             ctx = sdpa_kernel([be]) if be is not None else contextlib.nullcontext()
-            with ctx:
-                ls, ms, first = train_steps(torch, F, model, fn, batches, attn_of[run], cfg)
+            try:
+                with ctx:
+                    ls, ms, first = train_steps(torch, F, model, fn, batches, attn_of[run], cfg)
+            except Exception as e:  # noqa: BLE001 (one run that fails is one line; the others still run)
+                print(f"seed {seed} {run:11s} {mode:8s} FAILED: {type(e).__name__}: "
+                      f"{str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}", flush=True)
+                failed.append((run, mode, seed))
+                continue
             k = min(LAST, len(ls))
             final[(run, mode)] = sum(ls[-k:]) / k
             rows.append({"run": run, "mode": mode, "seed": seed, "steps": cfg.steps,
                          "final_loss": final[(run, mode)], "ms_per_step": ms, "compile_s": first})
             print(f"seed {seed} {run:11s} {mode:8s} final {final[(run, mode)]:.5f}  "
                   f"{ms:7.2f} ms/step  first {TIMED_FROM} steps {first:6.1f} s", flush=True)
-        ref = final[(FP32, "eager")]
+        ref = final.get((FP32, "eager"), math.nan)   # NaN drifts when the reference failed
         for r in rows:
             if r["seed"] == seed:
                 r["drift_from_" + FP32] = abs(r["final_loss"] - ref)
@@ -480,6 +486,10 @@ def compare_training(args):
                             f"{r['drift_from_' + FP32]:.6f}", f"{r['ms_per_step']:.4f}",
                             f"{r['compile_s']:.3f}"] + [pv[c] for c in PROV_COLS])
         print(f"wrote {args.csv} ({len(rows)} rows)")
+    if failed:
+        print(f"train_compare: {len(failed)} run(s) failed: "
+              + ", ".join(f"{r} {m} seed {s}" for r, m, s in failed))
+        return 1
     return 0
 
 
@@ -489,6 +499,8 @@ def compare_table(rows):
     by = {}
     for r in rows:
         by.setdefault((r["run"], r["mode"]), []).append(r)
+    if not rows:
+        return ["no run finished"]
     seeds = len({r["seed"] for r in rows})
     out = [f"over {seeds} seed(s), {rows[0]['steps'] if rows else 0} steps each; drift = "
            f"|final loss - final loss of {FP32}| on the same seed",
