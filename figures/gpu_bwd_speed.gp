@@ -8,7 +8,7 @@
 #   B,H,N,d,median_ms,tflops,repeats,max_abs_diff,note
 # with '#' provenance lines on top; only rows with pass "bwd" (the backward
 # alone, not fwdbwd) are drawn.
-# scripts/paper_figures.sh skips this figure when the file is absent; a
+# paper/gen/paper_figures.sh skips this figure when the file is absent; a
 # panel with no rows says so instead of failing.
 if (!exists("csv")) csv = "data/gpu/bench_bwd.csv"
 W = 6.5

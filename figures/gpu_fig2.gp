@@ -2,7 +2,7 @@
 # Figure 2 (left): DRAM bytes, L2 bytes (requested by the SMs, and all),
 # the IO model's count and time of each attention path at
 # B = 64, H = 16, N = 1024, d = 64, forward. Input: build/paper/gpu_fig2.dat,
-# which scripts/paper_gpu.py writes from data/gpu/io_fwd.csv.
+# which paper/gen/paper_gpu.py writes from data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_fig2.dat"
 W = 6.5
 Hgt = 2.8

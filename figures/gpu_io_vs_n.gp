@@ -1,7 +1,7 @@
 # figures/gpu_io_vs_n.gp -- bytes through DRAM and requested from L2 on the H200
 # (Nsight Compute), beside the IO model's count, for each forward path, by
 # sequence length (fp16, d = 64, B N = 16384 tokens, H = 32). Input:
-# build/paper/gpu_io_sweep.dat, which scripts/paper_gpu.py writes from the
+# build/paper/gpu_io_sweep.dat, which paper/gen/paper_gpu.py writes from the
 # sweep rows of data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_io_sweep.dat"
 W = 6.5

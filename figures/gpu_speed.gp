@@ -2,7 +2,7 @@
 # measured on the H200, by sequence length, one panel per head dimension, in
 # bf16 (fp32 rows, where the file has them, are left out: the SDPA kernels do
 # not run in fp32). Input: build/paper/gpu_speed.dat, which
-# scripts/paper_gpu.py writes from data/gpu/bench_fwd.csv.
+# paper/gen/paper_gpu.py writes from data/gpu/bench_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_speed.dat"
 W = 6.5
 Hgt = 3.6

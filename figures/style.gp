@@ -1,6 +1,6 @@
 # figures/style.gp -- loaded by every figure script. The caller sets
 #   term = "pdf" | "svg"   and   out = "build/figures/NAME.pdf|svg"
-# (scripts/paper_figures.sh does). Data files are CSV with '#' provenance
+# (paper/gen/paper_figures.sh does). Data files are CSV with '#' provenance
 # lines on top and one header line, which the 'using' filters skip.
 if (!exists("term")) term = "pdf"
 if (!exists("W")) W = 5.0

@@ -5,7 +5,7 @@
 # the same step: our op beside PyTorch's other runs (flash again, cuDNN,
 # memory-efficient), whose spread is the bf16 noise. Input: csv =
 # data/gpu/train_loss.csv (columns run, step, loss, loss_minus_sdpa_flash, lr,
-# then provenance); scripts/paper_figures.sh skips the figure when it is absent.
+# then provenance); paper/gen/paper_figures.sh skips the figure when it is absent.
 if (!exists("csv")) csv = "data/gpu/train_loss.csv"
 W = 6.5
 Hgt = 4.6

@@ -17,7 +17,7 @@ directory pandoc runs in (the repository root).
 
 It also does three small things the chapters need:
 
-  [key]{.m}                       a value measured by scripts/claims.py, read
+  [key]{.m}                       a value measured by paper/gen/claims.py, read
                                   from the file named by the metadata field
                                   `values` (lines "key<TAB>value"); an unknown
                                   key fails the build. A value with TeX math
@@ -253,7 +253,7 @@ local function load_values()
   values = {}
   if not values_file then fail("a [key]{.m} value is used but the metadata names no 'values' file") end
   local lines = read_lines(values_file)
-  if not lines then fail("cannot read the values file " .. values_file .. " (run scripts/claims.py)") end
+  if not lines then fail("cannot read the values file " .. values_file .. " (run paper/gen/claims.py)") end
   for _, line in ipairs(lines) do
     local k, v = line:match("^([^\t]+)\t(.*)$")
     if k then values[k] = v end

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""scripts/paper_bwd.py -- the numbers chapter 04b (the GPU backward) quotes from the H200 run.
+"""paper/gen/paper_bwd.py -- the numbers chapter 04b (the GPU backward) quotes from the H200 run.
 
-    python3 scripts/paper_bwd.py         prints the values, one "key<TAB>value" a line
+    python3 paper/gen/paper_bwd.py         prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
 by one call of scripts/device_final.sh:
@@ -27,7 +27,9 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import paper_gpu  # print_values: the one key<TAB>value printer of the chapter generators
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 IO = os.environ.get("PAPER_BWD_IO", "data/gpu/io_bwd.csv")
 OPS = {"ours": "data/gpu/bwd_opcodes_v3.txt", "flash": "data/gpu/bwd_opcodes_flash.txt",
@@ -226,11 +228,5 @@ def values():
     return v
 
 
-def main():
-    for k, x in sorted(values().items()):
-        print(f"{k}\t{x}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(paper_gpu.print_values(values()))
