@@ -9,6 +9,9 @@
 #      no reference left in the output);
 #   4. every figure was redrawn from data in this build (newer than its data
 #      file and its gnuplot script), and every figure with data is in the PDF;
+#      every point a figure plots is one row of its data, none averaged, and
+#      the forward-speed figure is bench_fwd.csv's rows its caption names
+#      (tests/paper_figures.py);
 #   5. the claims table is in the PDF text with the measured values;
 #   6. every region marked in the sources is a listing of some chapter;
 #   7. the exercises are woven in after their chapters, each with how to
@@ -36,7 +39,7 @@ for tool in pandoc pdflatex gnuplot pdftotext python3; do
 done
 if [ -n "$missing" ]; then
     for t in "paper: include filter" "paper: build" "paper: regions resolved" \
-             "paper: figures from data" "paper: claims table in PDF" "paper: every marked region included" \
+             "paper: figures from data" "paper: figures plot their rows" "paper: claims table in PDF" "paper: every marked region included" \
              "paper: exercises woven in" "paper: instructor's edition" "paper: numbers generated or cited" \
              "paper: textbook quotations"; do
         skip "$t" "not installed:$missing (make setup)"
@@ -164,6 +167,10 @@ else
 fi
 [ "$ok" = 1 ] && pass "paper: figures from data ($n figures redrawn in this build, each newer than its data and script)" \
               || fail "paper: figures from data" "$why"
+
+# every plotted point is one row of its data (none averaged), and the forward
+# speed figure is its caption's rows of data/gpu/bench_fwd.csv
+python3 tests/paper_figures.py
 
 # ---- 5. claims table in the PDF -----------------------------------------------
 pdftotext -layout "$pdf" "$tmp/paper.txt"
