@@ -17,7 +17,9 @@ Reads only what this repository's programs wrote:
                       whose inputs are written here too
 and writes, into OUT only,
   claims.md       the table of the closing chapter: claim | what the source
-                  says (quoted, with where) | measured here | data | erratum
+                  says (quoted, with where) | measured here | data | erratum;
+                  the exercises' answers left to claims-solutions.md, the
+                  instructor's edition's table
   block_rules.md  the three block-size rules side by side (chapter 3)
   values.tsv      "key<TAB>value": every measured number the chapters show
                   as [key]{.m}, and every quotation as [key]{.q} (Markdown,
@@ -69,18 +71,24 @@ def main(argv):
                        p.replace("|", "\\|") if p[:1] == "`" else
                        p.replace("/", "/\u200b").replace("|", "\\|") for p in parts)
 
-    with open(os.path.join(out, "claims.md"), "w") as f:
-        f.write("| claim | the source says | measured here | data | erratum |\n")
-        # dashes set the relative column widths of the PDF table
-        f.write("|:" + "-" * 16 + "|:" + "-" * 21 + "|:" + "-" * 24 + "|:" + "-" * 15 + "|:"
-                + "-" * 24 + "|\n")
-        for r in t.rows:
-            f.write("| " + " | ".join(cell(c) for c in r) + " |\n")
+    # the learner's table, then the instructor's with the exercises' answers
+    for name, solved in (("claims.md", False), ("claims-solutions.md", True)):
+        with open(os.path.join(out, name), "w") as f:
+            f.write("| claim | the source says | measured here | data | erratum |\n")
+            # dashes set the relative column widths of the PDF table
+            f.write("|:" + "-" * 16 + "|:" + "-" * 21 + "|:" + "-" * 24 + "|:" + "-" * 15 + "|:"
+                    + "-" * 24 + "|\n")
+            for *r, answer_of in t.rows:
+                if answer_of and not solved:
+                    r[2] = (f"exercise {answer_of}'s answer: in the instructor's edition "
+                            "(make paper-solutions)")
+                    r[4] = ""
+                f.write("| " + " | ".join(cell(c) for c in r) + " |\n")
     with open(os.path.join(out, "values.tsv"), "w") as f:
         for k in sorted(t.values):
             f.write(f"{k}\t{t.values[k]}\n")
-    print(f"claims.py: {len(t.rows)} claims, {len(t.values)} values -> {out}/claims.md, "
-          "values.tsv, block_rules.md")
+    print(f"claims.py: {len(t.rows)} claims, {len(t.values)} values -> {out}/claims.md "
+          "(and claims-solutions.md, with the exercises' answers), values.tsv, block_rules.md")
 
 
 if __name__ == "__main__":

@@ -517,7 +517,7 @@ def window_sweep(t):
           f"{t_w} of {t_c} causal tiles visited (saves {1 - t_w / t_c:.2f}; {t_all} without a "
           f"mask); forward traffic {t.values['win_io_fwd_256']} and time "
           f"{t.values['win_time_fwd_256']} of causal; counted == formula in "
-          f"{'all' if ok else 'NOT all'} {len(rows)} rows", src, "")
+          f"{'all' if ok else 'NOT all'} {len(rows)} rows", src, "", answer_of=4)
 
 
 @claim
@@ -719,7 +719,7 @@ def exercise2(t):
     t.row("Exercise 2: $[3, 1, 6, 2]$ in blocks of 2", QUOTES["q_ex2"].markdown() +
           " (the exercise gives no values)",
           f"$\\alpha$ = {a:.6f}, $\\ell$ = {l:.6f}, $L$ = {L:.7f}; two-pass: {same}",
-          f"{src} (./stage2 --trace --csv)", "")
+          f"{src} (./stage2 --trace --csv)", "", answer_of=2)
 
 
 @claim
@@ -740,7 +740,7 @@ def exercise3(t):
           f"$S$: $N^2 \\cdot 2$ = {grouped(s_bytes)} B; $O + L$: $2Nd + 4N$ = {grouped(o_bytes)} + "
           f"{grouped(l_bytes)} B; ratio {ratio:.1f}; $M/d^2$ = {M / d ** 2:g}",
           "arithmetic", "$M/d^2$ = 8 is an asymptotic factor; the counted ratios of the IO rows "
-          "above are what tiles of a given shape achieve")
+          "above are what tiles of a given shape achieve", answer_of=3)
 
 
 @claim
@@ -755,4 +755,4 @@ def exercise5(t):
           QUOTES["q_ex5"].markdown() + " (no values given)",
           f"$P$: $2N^2$ = {grouped(p_bytes)} B against $L$: $4N$ = {grouped(l_bytes)} B, "
           f"{grouped(p_bytes - l_bytes)} B saved per head; cost: $S = QK^\\top$ again, "
-          f"$2N^2 d$ = {recompute / 1e9:.1f} GFLOP per head", "arithmetic", "")
+          f"$2N^2 d$ = {recompute / 1e9:.1f} GFLOP per head", "arithmetic", "", answer_of=5)
