@@ -220,6 +220,11 @@ def tex_sci(x, digits=1):
 # ---------------------------------------------------------------------------
 # The table
 # ---------------------------------------------------------------------------
+# What a claim sets a value to before it has read its data; a later value
+# replaces these without complaint.
+PLACEHOLDERS = ("not measured", "(not in this sweep)", "not computed", "n/a", "?")
+
+
 class Table:
     def __init__(self, out):
         self.out = out
@@ -227,6 +232,14 @@ class Table:
         self.values = {}
 
     def value(self, key, text):
+        """Set a value of the text. A key holds one value: set again with a
+        different one (two claims writing the same key about different runs)
+        is an error, except over a placeholder (PLACEHOLDERS) a claim sets
+        before it reads its data."""
+        old = self.values.get(key)
+        if old is not None and old not in PLACEHOLDERS and old != str(text):
+            raise SystemExit(f"claims.py: value '{key}' set twice, to '{old}' and then '{text}': "
+                             "two claims describe different data under one key")
         self.values[key] = str(text)
         return str(text)
 

@@ -387,7 +387,7 @@ def extra_memory(t):
     n = 512
     claim_text = "Extra slow memory is $O(N)$: only $O$ and $L$"
     t.value("lse_entries", "not measured")
-    t.value("lse_N", str(n))
+    t.value("lse_probe_N", str(n))
     try:
         subprocess.run([path("stage3"), "--random", "--n", str(n), "--d", "64", "--lse", probe],
                        check=True, capture_output=True, timeout=120)
