@@ -281,7 +281,9 @@ def tiled_io(t):
     t.row(f"{claim_text} ($N$ = 2048, $d$ = {d}, $M$ = {grouped(fw[0][0])}..{grouped(mmax)}; "
           "elements counted while running)",
           QUOTES["q_order"].markdown() + "; " + QUOTES["q_chapter_br"].markdown(),
-          thin_note + f"The paper's rule (`derive_blocks`): forward "
+          thin_note + f"Stage 3's fit of the paper's rule (`derive_blocks`, the printed blocks "
+          f"shrunk to fit $M$; backward {t.values['Mmax_bwd_Br']} $\\times$ "
+          f"{t.values['Mmax_bwd_Bc']} at the largest $M$): forward "
           f"{t.values['ratio_fwd_Mmax']}$\\times$ at $M/d^2$ = {mmax / d ** 2:g}, flat from "
           f"$M$ = {t.values['fwd_flat_from_M']}; backward {t.values['ratio_bwd_Mmax']}$\\times$, "
           f"slope {s_bwd:.2f} in $M$",
