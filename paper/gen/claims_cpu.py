@@ -288,8 +288,9 @@ def tiled_io(t):
           f"$M$ = {t.values['fwd_flat_from_M']}; backward {t.values['ratio_bwd_Mmax']}$\\times$, "
           f"slope {s_bwd:.2f} in $M$",
           src,
-          "None with the chapter's own reading, $B_r = \\Theta(M/d)$ for the block that is "
-          "re-read: the data support an order of magnitude. The shortfall belongs to the "
+          "None with the chapter's own reading, $B_r = \\Theta(M/d)$ for the query block (the "
+          "outer loop's, read once while $K$, $V$ stream past it): the data support an order "
+          "of magnitude. The shortfall belongs to the "
           "FlashAttention paper's rule (next rows), whose $B_r$ stops at $d$, applied to a "
           "queries-outer forward pass")
 
