@@ -132,6 +132,7 @@ PUBLISHED = {
     "fig2_ms_fa": (7.3, "q_fa1_fig2"),
     "h200_sparse_tflops": (1979, "q_h200"),   # dense is half: sparsity doubles the datasheet rate
     "h200_hbm_tbs": (4.8, "q_h200"),
+    "chapter_gradcheck": (1e-7, "q_gradcheck"),   # the chapter's "~1e-7", absolute, three entries
 }
 
 
