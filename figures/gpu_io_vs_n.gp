@@ -34,7 +34,7 @@ set ylabel "bytes through DRAM (GB)"
 set title "DRAM (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):3 \
          smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
-     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V, O once)" \
+     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V read, O, L written once)" \
      @model_curves
 # L2 bytes the SMs requested (column 7) where the data has them, else all L2 traffic
 l2(c7, c4) = (c7 == c7 ? c7 : c4)
