@@ -5,7 +5,7 @@
 # sweep rows of data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_io_sweep.dat"
 W = 6.5
-Hgt = 3.6
+Hgt = 4.0
 load "figures/style.gp"
 set datafile separator whitespace
 set datafile missing NaN
@@ -27,8 +27,8 @@ set logscale y 10
 set xlabel "sequence length N (tokens)"
 # one legend for both panels, below them, at the text's size: the left
 # panel draws it (it has the compulsory line too), the right one none
-set bmargin 7
-set key at screen 0.5, screen 0.01 center bottom maxrows 2 maxcols 3 width 1 font ",9" spacing 1.1 box opaque
+set bmargin 8
+set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",9" spacing 1.1 box opaque
 set multiplot layout 1, 2
 set ylabel "bytes through DRAM (GB)"
 set title "DRAM (points) and IO model (dashed)"

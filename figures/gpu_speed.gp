@@ -6,7 +6,7 @@
 # paper/gen/paper_gpu.py writes from data/gpu/bench_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_speed.dat"
 W = 6.5
-Hgt = 3.6
+Hgt = 4.0
 load "figures/style.gp"
 set datafile separator whitespace
 set datafile missing NaN
@@ -19,8 +19,8 @@ set xlabel "sequence length N (tokens)"
 set ylabel "forward throughput (TFLOP/s)"
 set yrange [10:1000]
 # one legend for all panels, below them, at the text's size (first panel only)
-set bmargin 7
-set key at screen 0.5, screen 0.01 center bottom maxrows 2 maxcols 3 width 1 font ",9" spacing 1.1 box opaque
+set bmargin 8
+set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",9" spacing 1.1 box opaque
 set multiplot layout 1, words(dims)
 first = 1
 do for [dd in dims] {
