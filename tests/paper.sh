@@ -281,6 +281,24 @@ else
     echo "$out" | sed 's/^PASS paper: every number/PASS paper: numbers generated or cited: every number/'
 fi
 
+# ---- 8b. the generators stay readable; the opening lists every stage ----------
+long=$(wc -l paper/gen/*.py paper/gen/*.sh | awk '$2 != "total" && $1 > 1000 {print $2 " (" $1 " lines)"}')
+if [ -n "$long" ]; then
+    fail "paper: generators under 1000 lines" "$long"
+else
+    pass "paper: generators under 1000 lines ($(ls paper/gen/*.py paper/gen/*.sh | wc -l) files in paper/gen/)"
+fi
+missing_stages=""
+for src in src/stage[0-9]_*.c; do
+    n=$(basename "$src" | sed 's/^stage\([0-9]\).*/\1/')
+    grep -q "^| $n | \`./stage$n\` |" chapters/00-opening.md || missing_stages="$missing_stages $n"
+done
+if [ -n "$missing_stages" ]; then
+    fail "paper: stage table complete" "the opening's table of stages lacks stage(s)$missing_stages"
+else
+    pass "paper: stage table complete (every src/stageN_*.c has its row in chapters/00-opening.md)"
+fi
+
 # ---- 9. the textbook's quotations ------------------------------------------------------
 python3 tests/paper_quotes.py | sed 's/^\(PASS\|FAIL\|SKIP\) paper: textbook quotations are/\1 paper: textbook quotations: all/'
 exit 0
