@@ -136,9 +136,9 @@ def h200(t):
     short = sorted(((comp - paper_gpu.dram_of(r)) / 1e6, paper_gpu.col(r, "impl"))
                    for r in fig if paper_gpu.col(r, "impl") != "ours_v0_materialized")
     t.value("fig2_short_min_mb", f"{short[0][0]:.1f}")
-    t.value("fig2_short_min_name", f"`{short[0][1]}`")
+    t.value("fig2_short_min_name", short[0][1])
     t.value("fig2_short_max_mb", f"{short[-1][0]:.1f}")
-    t.value("fig2_short_max_name", f"`{short[-1][1]}`")
+    t.value("fig2_short_max_name", short[-1][1])
     sweep = [r for r in io if (r.get("label") or "") == "sweep" and
              paper_gpu.col(r, "impl") == "ours_v0_materialized"]
     ratios = sorted((paper_gpu.dram_of(r) / paper_gpu.fnum(r, "model"), int(paper_gpu.fnum(r, "N")))
