@@ -18,6 +18,7 @@
  *   ./stage5 --deterministic      also run each version 30 times in its deterministic
  *                                 mode and check dQ, dK, dV bitwise equal
  *   ./stage5 --sweep tests        the GPU test suite: PASS/FAIL lines (make gpu-test)
+ *   ./stage5 --sweep accuracy     the far-logit tests of --sweep tests alone (dQ accuracy)
  *   ./stage5 --sweep small        a few small problems reaching every code path (for
  *                                 compute-sanitizer); --kernel, --dtype narrow it
  *   ./stage5 --sweep model        the IO models against stage 1's and stage 3's
@@ -87,7 +88,8 @@ static const char USAGE[] =
     "usage: ./stage5 [options]\n"
     "With no options: the real input (all-MiniLM-L6-v2, every head, its dO) and two random\n"
     "problems, every version, fp32, fp16 and bf16. --sweep tests runs the GPU test suite,\n"
-    "--sweep small a few small problems (for compute-sanitizer), --sweep model checks the IO\n"
+    "--sweep small a few small problems (for compute-sanitizer), --sweep accuracy the dQ accuracy\n"
+    "tests alone, --sweep model checks the IO\n"
     "models (no GPU needed).\n"
     "--keep-k runs the backward on K as given, without centering it over the keys (fa_gpu.h,\n"
     "FA_BWD_KEEP_K): for bit-for-bit comparisons with a build that did not center.\n"
@@ -504,6 +506,9 @@ static void inputs_far_logits(gh_inputs *in, const attn_params *p, uint64_t seed
     }
     gh_round(in->Q, nq, FA_BF16);
     gh_round(in->K, nk, FA_BF16);
+    /* exact in fp16 too (no fp16 subnormals), so one reference serves every dtype */
+    for (size_t x = 0; x < nq; x++) in->Q[x] = fabs(in->Q[x]) < 0x1p-14 ? 0 : in->Q[x];
+    for (size_t x = 0; x < nk; x++) in->K[x] = fabs(in->K[x]) < 0x1p-14 ? 0 : in->K[x];
     snprintf(in->source, sizeof in->source, "q = (1, 0.1 z), k = (-120 sqrt(d) or -60 sqrt(d), 0.1 z), "
              "seed %llu", (unsigned long long)seed);
 }
@@ -822,8 +827,9 @@ int main(int argc, char **argv)
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL |
                       OPT_REPEATS | OPT_SWEEP | OPT_DETERMINISTIC,
                   USAGE, &opt);
-    if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model") && strcmp(opt.sweep, "small"))
-        fatal(EXIT_BAD_INPUT, "--sweep %s: stage 5 knows --sweep tests, small and model", opt.sweep);
+    if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model") && strcmp(opt.sweep, "small") &&
+        strcmp(opt.sweep, "accuracy"))
+        fatal(EXIT_BAD_INPUT, "--sweep %s: stage 5 knows --sweep tests, small, accuracy and model", opt.sweep);
     if (opt.sweep && !strcmp(opt.sweep, "model")) {
         int bad = model_checks() + turn_checks((opt.given & OPT_SEED) ? opt.seed : fresh_seed());
         return bad ? EXIT_CHECK_FAILED : 0;
@@ -859,6 +865,11 @@ int main(int argc, char **argv)
     }
     if (opt.sweep && !strcmp(opt.sweep, "small"))
         return run_small(&opt, device, versions, nv, dtypes, nd) ? EXIT_CHECK_FAILED : 0;
+    if (opt.sweep && !strcmp(opt.sweep, "accuracy")) {
+        int all[NV_MAX], n_all = 0;
+        for (int v = 0; v < fa_num_versions(FA_BACKWARD) && n_all < NV_MAX; v++) all[n_all++] = v;
+        return test_far_logits(all, n_all, gh_tests_seed("stage5", &opt, device) + 200) ? EXIT_CHECK_FAILED : 0;
+    }
     if (opt.sweep) return run_tests(&opt, sm_count, device) ? EXIT_CHECK_FAILED : 0;
 
     run_mode m = {false, opt.deterministic, (opt.given & OPT_REPEATS) ? opt.repeats : 10, NULL, device, &opt};
