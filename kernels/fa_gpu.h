@@ -113,14 +113,15 @@ double fa_flops(int pass, const attn_params *p);
  * returns after the launches. deterministic (backward only) is a set of
  * FA_BWD_* bits; 1 is FA_BWD_DETERMINISTIC, so 0 and 1 keep their meaning. */
 #define FA_BWD_DETERMINISTIC 1   /* dQ, dK, dV bitwise the same on every call with the same inputs */
-/* By default the backward runs on K centered over the keys (K - c, c the
- * mean of K's rows per batch and key/value head, with L shifted to match;
+/* FA_BWD_CENTER_K: run on K centered over the keys (K - c, c the mean of
+ * K's rows per batch and key/value head, with L shifted to match;
  * stage5_backward.cu, bwd-center), which keeps dQ accurate when K has a
- * large part common to all keys. FA_BWD_KEEP_K runs on K as given: needed
- * when K, V are a block of a longer row's keys (stage 7's shards), whose
- * share of a row's dS need not sum to zero, and for bit-for-bit comparisons
- * with a build that did not center. */
-#define FA_BWD_KEEP_K 2
+ * large part common to all keys (every logit far from zero). An option, not
+ * the default: its pre-pass measured 7 to 15% of the tensor-core backward's
+ * time at N = 4096, d = 128 (data/gpu/dq_accuracy.csv). Never with K, V a
+ * block of a longer row's keys (stage 7's shards): a row's share of dS over
+ * a block need not sum to zero. */
+#define FA_BWD_CENTER_K 2
 int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream);
 int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                 void *stream);

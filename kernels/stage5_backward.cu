@@ -191,7 +191,10 @@ struct ws_carver {
  * and the shift changes nothing but the cancellation. One block per (batch
  * and key/value head, 32 columns): 8 warps walk the keys, lane = column.
  * Cost: K read three times (the second and third mostly from L2), K_c
- * written, Q and L read and L' written once. */
+ * written, Q and L read and L' written once. As written it is one block per
+ * 32 columns of a head, too few blocks to hide the loads' latency: measured
+ * at 7 to 15% of the tensor-core backward's time (N = 4096, d = 128,
+ * data/gpu/dq_accuracy.csv), where its bytes would take about 1%. */
 __device__ __forceinline__ double round_to(double x, float) { return (double)__double2float_rn(x); }
 __device__ __forceinline__ double round_to(double x, __half) { return (double)__half2float(__double2half(x)); }
 __device__ __forceinline__ double round_to(double x, __nv_bfloat16)
@@ -262,13 +265,12 @@ __global__ void __launch_bounds__(256)
     if (lane == 0) Lc[r] = L[r] == -INFINITY ? -INFINITY : (float)((double)L[r] - softmax_scale * s);
 }
 
-/* Whether a backward call centers K: unless the caller passed FA_BWD_KEEP_K
- * (K is a block of a longer row's keys, as stage 7 gives it: the shares of
- * one row's dS over a block need not sum to zero), or the problem has no
- * key. */
+/* Whether a backward call centers K: when the caller asks for it
+ * (FA_BWD_CENTER_K in the flags; fa_gpu.h says why it is an option) and
+ * the problem has keys. */
 static inline bool bwd_centers(int flags, const attn_params *p)
 {
-    return !(flags & FA_BWD_KEEP_K) && p->seqlen_k > 0;
+    return (flags & FA_BWD_CENTER_K) && p->seqlen_k > 0;
 }
 
 /* K_c (B, H_kv, Sk, d) contiguous in the dtype, c (B, H_kv, d) fp32 and
@@ -427,7 +429,7 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
     LAUNCH_CHECK();
     /* dQ = scale dS K and dK = scale dS^T Q with dS in fp32: cuBLAS takes
      * one type for both factors, so Q and K are widened to fp32 first. */
-    const float *Q32 = (const float *)x->q, *K32 = (const float *)x->k;
+    const float *Q32 = (const float *)x->q, *K32 = (const float *)K;   /* K_c when centered */
     float *dQ32 = (float *)x->dq, *dK32 = (float *)x->dk;
     if (dtype != FA_FP32) {
         if (int rc = bwd_convert<T, float>(Q, w.Q32, attn_q_numel(p), st)) return rc;
@@ -452,7 +454,7 @@ static int v0_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
                        cudaStream_t st)
 {
     /* cuBLAS's products and these kernels have a fixed order: deterministic
-     * either way; only FA_BWD_KEEP_K is read */
+     * either way; only FA_BWD_CENTER_K is read */
     return fa_dispatch_dtype(dtype, [&](auto zero) {
         using T = decltype(zero);
         return v0_backward_t<T>(dtype, p, x, deterministic, st);

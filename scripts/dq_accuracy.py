@@ -1,6 +1,7 @@
 """scripts/dq_accuracy.py -- the backward's accuracy when every logit sits near
--120, on the GPU: every backward version of ours (centering K over the keys,
-the default, and FA_BWD_KEEP_K, without it) beside PyTorch SDPA's flash,
+-120, on the GPU: every backward version of ours (with K centered over the
+keys, FA_BWD_CENTER_K, labelled ours_*, and with K as given, the default,
+labelled ours_*_keep_k) beside PyTorch SDPA's flash,
 cuDNN, efficient and math backends, against an fp64 reference; and the
 centering's cost in time at N = 4096, d = 128.
 
@@ -38,7 +39,7 @@ import torch                     # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel   # noqa: E402
 
-KEEP_K = 2   # fa_gpu.h FA_BWD_KEEP_K
+CENTER_K = 2   # fa_gpu.h FA_BWD_CENTER_K
 SEQLENS = (64, 192, 704, 1024)
 BACKENDS = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
             ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION), ("sdpa_math", SDPBackend.MATH))
@@ -172,7 +173,7 @@ def main():
                         rows.append(dict(base, impl=label, note="not run: " + lib.fa_error_string().decode()))
                         continue
                     run = Ours(lib, fv, info.version, q, k, v, do, causal)
-                    for flags, suffix in ((0, ""), (KEEP_K, "_keep_k")):
+                    for flags, suffix in ((CENTER_K, ""), (0, "_keep_k")):
                         e, nf = errors(run.backward(flags), ref)
                         rows.append(dict(base, impl=label + suffix, err_dQ=e[0], err_dK=e[1], err_dV=e[2],
                                          nonfinite=nf, note=f"forward v{fv}"))
@@ -192,9 +193,9 @@ def main():
             if info.version == 0 or lib.fa_check_supported(fa.BACKWARD, info.version, fa.BF16, ctypes.byref(p)):
                 continue
             run = Ours(lib, fv, info.version, q, k, v, do, causal)
-            t_keep, t_c = run.time(KEEP_K, args.repeats), run.time(0, args.repeats)
-            t_keep = min(t_keep, run.time(KEEP_K, args.repeats))   # both measured twice, interleaved
-            t_c = min(t_c, run.time(0, args.repeats))
+            t_keep, t_c = run.time(0, args.repeats), run.time(CENTER_K, args.repeats)
+            t_keep = min(t_keep, run.time(0, args.repeats))   # both measured twice, interleaved
+            t_c = min(t_c, run.time(CENTER_K, args.repeats))
             rows.append(dict(kind="time", seqlen=N, d=d, causal=int(causal), dtype="bf16", impl=info.label(),
                              ms_centered=t_c, ms_keep_k=t_keep, time_ratio=t_c / t_keep,
                              note=f"B={B} H={H}; median of {args.repeats}, L2 flushed; the lower of two medians"))

@@ -53,10 +53,10 @@
  *               -120, a common part of K of size 960): for fp16, bf16 also
  *               err dQ <= 2 e_round + u, e_round the error of the fp64 dQ
  *               rounded to the dtype (what PyTorch's math backend attains),
- *               which the backward meets by centering K over the keys
- *               (kernels/stage5_backward.cu, bwd-center); and without the
- *               centering (--keep-k) each version must fail it, so that the
- *               inputs test it (src/stage3_accuracy.c models why)
+ *               which the backward meets with K centered over the keys
+ *               (FA_BWD_CENTER_K, --accurate-dq; kernels/stage5_backward.cu,
+ *               bwd-center); without it each version must fail that rule,
+ *               so that the inputs test it (src/stage3_accuracy.c models why)
  *   fault inputs (huge or very negative logits, issue 8): every output finite
  *               (the errors are printed; P = exp(S - L) cannot be accurate
  *               when the rounding of S and L in fp32, |L| 2^-24, is not small)
@@ -91,15 +91,15 @@ static const char USAGE[] =
     "--sweep small a few small problems (for compute-sanitizer), --sweep accuracy the dQ accuracy\n"
     "tests alone, --sweep model checks the IO\n"
     "models (no GPU needed).\n"
-    "--keep-k runs the backward on K as given, without centering it over the keys (fa_gpu.h,\n"
-    "FA_BWD_KEEP_K): for bit-for-bit comparisons with a build that did not center.\n"
+    "--accurate-dq runs the backward on K centered over the keys (fa_gpu.h, FA_BWD_CENTER_K),\n"
+    "which keeps dQ accurate when every logit is far from zero, at the cost of a pre-pass.\n"
     "Without a GPU: one line saying so, exit 0.";
 
 #define NV_MAX 16
 #define DET_RUNS 30
 
-/* FA_BWD_KEEP_K when --keep-k is given (the backward on K as given, not
- * centered; fa_gpu.h), else 0: added to every run's flags. */
+/* FA_BWD_CENTER_K when --accurate-dq is given (the backward on K centered
+ * over the keys; fa_gpu.h), else 0: added to every run's flags. */
 static int g_flags;
 
 /* ------------------------------------------------------------------------- */
@@ -384,9 +384,7 @@ static int test_key_split(const run_mode *m, const gh_inputs *pr, int cut, const
                 gh_problem g;
                 gh_upload(&g, &ph, dtypes[t], pr->Q, Kh, Vh, pr->dO);
                 gh_set_forward(&g, ref.O, ref.L);
-                /* a block of the keys: its share of a row's dS need not sum
-                 * to zero, so no centering (FA_BWD_KEEP_K), as stage 7 */
-                if (gh_run(&g, FA_BACKWARD, versions[i], FA_BWD_KEEP_K) != 0) {
+                if (gh_run(&g, FA_BACKWARD, versions[i], 0) != 0) {
                     ran[i] = 0;
                 } else {
                     gh_fetch(&g, GH_DQ, part);
@@ -513,13 +511,14 @@ static void inputs_far_logits(gh_inputs *in, const attn_params *p, uint64_t seed
              "seed %llu", (unsigned long long)seed);
 }
 
-/* Every version on the far-logit inputs in one dtype. The rules: the usual
- * ones (gh_allowed) for dQ, dK, dV, and for dQ in fp16/bf16 the twice-math
- * rule, err dQ <= 2 e_round + u, where e_round is the error of the fp64 dQ
- * rounded to the dtype (what a materialized backward in fp32, as PyTorch's
- * math backend, returns) and u the dtype's unit roundoff, the stages'
- * floor. And the inputs must exercise the effect: with FA_BWD_KEEP_K (no
- * centering) each version's dQ in fp16/bf16 must break that rule. */
+/* Every version on the far-logit inputs in one dtype, with K centered
+ * (FA_BWD_CENTER_K). The rules: the usual ones (gh_allowed) for dQ, dK, dV,
+ * and for dQ in fp16/bf16 the twice-math rule, err dQ <= 2 e_round + u,
+ * where e_round is the error of the fp64 dQ rounded to the dtype (what a
+ * materialized backward in fp32, as PyTorch's math backend, returns) and u
+ * the dtype's unit roundoff, the stages' floor. And the inputs must
+ * exercise the effect: without the centering each version's dQ in
+ * fp16/bf16 must break that rule. */
 static int far_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref *ref)
 {
     const run_job *job = ctx;
@@ -539,12 +538,15 @@ static int far_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
     double v0_err[3] = {-1, -1, -1};
     const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
     for (int i = 0; i < job->nv; i++) {
+        const int saved = g_flags;
+        g_flags |= FA_BWD_CENTER_K;
         vres x = run_version(g, job->versions[i], ref, false, 0);
+        g_flags = saved;
         if (!x.ran) continue;
         if (x.version == 0)
             for (int t = 0; t < 3; t++) v0_err[t] = x.e[t].err;
         double keep = -1;
-        if (dtype != FA_FP32 && gh_run(g, FA_BACKWARD, x.version, FA_BWD_KEEP_K) == 0) {
+        if (dtype != FA_FP32 && gh_run(g, FA_BACKWARD, x.version, 0) == 0) {
             gh_fetch(g, GH_DQ, rounded);
             keep = gh_compare(rounded, ref->dQ, n, ref->fallback[GH_DQ]).err;
         }
@@ -812,11 +814,11 @@ static int turn_checks(uint64_t seed)
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);
-    /* --keep-k is stage 5's own flag (the shared parser does not know it) */
+    /* --accurate-dq is stage 5's own flag (the shared parser does not know it) */
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--keep-k")) {
-            if (g_flags) fatal(EXIT_BAD_INPUT, "--keep-k: given twice");
-            g_flags = FA_BWD_KEEP_K;
+        if (!strcmp(argv[i], "--accurate-dq")) {
+            if (g_flags) fatal(EXIT_BAD_INPUT, "--accurate-dq: given twice");
+            g_flags = FA_BWD_CENTER_K;
             memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
             argc--;
             i--;

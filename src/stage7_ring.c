@@ -498,7 +498,7 @@ static void ring_backward(ring_ctx *x, const ring_job *j, rank_bufs *rb, int mod
                 poison_async(x, r, b->dq_part, b->pq * es);
                 poison_async(x, r, b->dk_part, pk * es);
                 poison_async(x, r, b->dv_part, pk * es);
-                FA(fa_backward(j->bwd, j->dtype, &c[i].sub, &f, j->deterministic | FA_BWD_KEEP_K, s));
+                FA(fa_backward(j->bwd, j->dtype, &c[i].sub, &f, j->deterministic, s));
                 FA(ring_accumulate(j->dtype, b->dq_acc + a * b->pq, b->dq_part, b->pq, dq_first[r][a], s));
                 FA(ring_accumulate(j->dtype, dst + k * pk, b->dk_part, pk, !touched[k], s));
                 FA(ring_accumulate(j->dtype, dst + (np + k) * pk, b->dv_part, pk, !touched[k], s));
@@ -655,7 +655,7 @@ static void single_run(int device, const ring_job *j, const host_problem *h, hos
     f.q = q; f.k = k; f.v = v; f.o = O; f.softmax_lse = L; f.do_ = dout;
     f.dq = dq; f.dk = dk; f.dv = dv; f.workspace = w; f.workspace_bytes = ws;
     FA(fa_forward(j->fwd, j->dtype, p, &f, NULL));
-    if (j->bwd >= 0) FA(fa_backward(j->bwd, j->dtype, p, &f, j->deterministic | FA_BWD_KEEP_K, NULL));
+    if (j->bwd >= 0) FA(fa_backward(j->bwd, j->dtype, p, &f, j->deterministic, NULL));
     FA(fa_synchronize());
     FA(fa_copy_to_host(o->O, O, nq));
     FA(fa_copy_to_host(o->L, L, nl));
@@ -1033,7 +1033,7 @@ static int time_single(int device, const ring_job *j, int repeats, double *fwd, 
             FA(fa_synchronize());
             double t0 = now_seconds();
             if (pass == FA_FORWARD) FA(fa_forward(j->fwd, j->dtype, p, &f, NULL));
-            else FA(fa_backward(j->bwd, j->dtype, p, &f, FA_BWD_KEEP_K, NULL));
+            else FA(fa_backward(j->bwd, j->dtype, p, &f, 0, NULL));
             FA(fa_synchronize());
             if (i >= 0) t[i] = now_seconds() - t0;
         }

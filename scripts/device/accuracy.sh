@@ -6,8 +6,8 @@
 #     FA_COMMIT=<commit> OUT=<dir> sh scripts/device/accuracy.sh
 #
 #   1. build   build/libfa_gpu.so and stage5, unless both are there and load
-#   2. table   scripts/dq_accuracy.py: every backward version (centered, the
-#              default, and with FA_BWD_KEEP_K) beside SDPA flash, cuDNN,
+#   2. table   scripts/dq_accuracy.py: every backward version (with K
+#              centered, FA_BWD_CENTER_K, and as given) beside SDPA flash, cuDNN,
 #              efficient and math; bf16 and fp16, seqlen 64, 192, 704, 1024,
 #              causal and not; the centering's cost at N = 4096, d = 128
 #              -> $OUT/dq_accuracy.csv (copy to data/gpu/dq_accuracy.csv)
