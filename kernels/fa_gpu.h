@@ -117,8 +117,8 @@ double fa_flops(int pass, const attn_params *p);
  * K's rows per batch and key/value head, with L shifted to match;
  * stage5_backward.cu, bwd-center), which keeps dQ accurate when K has a
  * large part common to all keys (every logit far from zero). An option, not
- * the default: its pre-pass measured 7 to 15% of the tensor-core backward's
- * time at N = 4096, d = 128 (data/gpu/dq_accuracy.csv). Never with K, V a
+ * the default: its pre-pass measured above 3% of the tensor-core backward's
+ * time (data/gpu/dq_accuracy.csv, N = 4096, d = 128). Never with K, V a
  * block of a longer row's keys (stage 7's shards): a row's share of dS over
  * a block need not sum to zero. */
 #define FA_BWD_CENTER_K 2

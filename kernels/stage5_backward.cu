@@ -192,9 +192,9 @@ struct ws_carver {
  * and key/value head, 32 columns): 8 warps walk the keys, lane = column.
  * Cost: K read three times (the second and third mostly from L2), K_c
  * written, Q and L read and L' written once. As written it is one block per
- * 32 columns of a head, too few blocks to hide the loads' latency: measured
- * at 7 to 15% of the tensor-core backward's time (N = 4096, d = 128,
- * data/gpu/dq_accuracy.csv), where its bytes would take about 1%. */
+ * 32 columns of a head, too few blocks to hide the loads' latency: its time
+ * beside the tensor-core backward's (data/gpu/dq_accuracy.csv) is well above
+ * what its bytes would take. */
 __device__ __forceinline__ double round_to(double x, float) { return (double)__double2float_rn(x); }
 __device__ __forceinline__ double round_to(double x, __half) { return (double)__half2float(__double2half(x)); }
 __device__ __forceinline__ double round_to(double x, __nv_bfloat16)
@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(256)
     __syncthreads();
     const double cc = inexact[lane] ? 0.0 : m;
     if (on) {
-        for (int j = warp; j < Sk; j += 8) kc[(size_t)j * d] = from_f<T>((float)((double)to_f(k[j * k_row]) - cc));
+        for (int j = warp; j < Sk; j += 8)
+            kc[(size_t)j * d] = from_f<T>((float)((double)to_f(k[j * k_row]) - cc));
         if (warp == 0) c[(size_t)bh * d + col] = (float)cc;
     }
 }

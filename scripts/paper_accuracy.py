@@ -94,7 +94,7 @@ def cpu_values():
     v["acc_cpu_centered_over_math"] = f"{min(ratio):.2f} to {max(ratio):.2f}"
     inside = sum(num(r["model_lo"]) <= num(r["err_dQ"]) <= num(r["model_hi"]) for r in rows)
     v["acc_cpu_bracketed"] = f"{inside} of {len(rows)}"
-    v["acc_cpu_a_list"] = ", ".join(fmt(a, 3) for a in sorted({num(r["a"]) for r in rows if r["N"] == str(N)}))
+    v["acc_cpu_a_list"] = ", ".join(f"{a:g}" for a in sorted({num(r["a"]) for r in rows if r["N"] == str(N)}))
     return v
 
 
