@@ -562,6 +562,11 @@ static int far_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
             snprintf(who, sizeof who, "v%d %s", x.version, fa_dtype_name(dtype));
             gh_diagnose(who, p, GRADS[t], x.got[t], refs[t], allowed * x.e[t].scale);
         }
+        if (x.nonzero) {
+            bad++;
+            snprintf(why, sizeof why, "v%d: %zu entries of rows that see no key (dQ) or keys nobody sees "
+                     "(dK, dV) are not 0", x.version, x.nonzero);
+        }
         if (keep >= 0 && !(keep > math_rule)) {
             bad++;
             snprintf(why, sizeof why, "v%d without centering: err dQ %.3g is within the twice-math rule %.3g, "
@@ -585,11 +590,14 @@ static int test_far_logits(const int *versions, int nv, uint64_t seed)
     static const int NS[] = {64, 192, 704, 1024};
     const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
     int bad = 0, k = 0;
-    for (int n = 0; n < 5; n++)
+    for (int n = 0; n < 6; n++)
         for (int causal = 0; causal < 2; causal++) {
-            /* the shapes, one head at d = 64; then batches and grouped heads */
+            /* the issue's shapes, one head at d = 64; then batches and grouped heads; then
+             * rows that see no key (causal, Sq > Sk) and a window */
             attn_params p = n < 4 ? (attn_params){1, 1, 1, NS[n], NS[n], 64, 0.125, -1, causal ? 0 : -1}
-                                  : (attn_params){2, 4, 2, 192, 192, 64, 0.125, -1, causal ? 0 : -1};
+                          : n == 4 ? (attn_params){2, 4, 2, 192, 192, 64, 0.125, -1, causal ? 0 : -1}
+                                   : causal ? (attn_params){1, 2, 2, 200, 130, 64, 0.125, -1, 0}
+                                            : (attn_params){1, 2, 1, 300, 300, 64, 0.125, 32, 0};
             gh_inputs pr;
             inputs_far_logits(&pr, &p, seed + (uint64_t)k++);
             char shape[128], name[700];
