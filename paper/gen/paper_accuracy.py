@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""scripts/paper_accuracy.py -- the numbers and the table of chapter 04b's
+"""paper/gen/paper_accuracy.py -- the numbers and the table of chapter 04b's
 section on dQ's accuracy when every logit sits far from zero.
 
-    python3 scripts/paper_accuracy.py [--out DIR]   prints "key<TAB>value" lines;
+    python3 paper/gen/paper_accuracy.py [--out DIR]   prints "key<TAB>value" lines;
                                                     with --out also writes DIR/dq_accuracy.md
 
 claims.py takes values() into build/paper/values.tsv and calls write_table().
@@ -25,7 +25,7 @@ import math
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CPU = os.environ.get("PAPER_ACC_CPU", "data/cpu/dq_accuracy.csv")
 GPU = os.environ.get("PAPER_ACC_GPU", "data/gpu/dq_accuracy.csv")
 SEQLENS = (64, 192, 704, 1024)
