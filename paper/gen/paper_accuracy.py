@@ -206,7 +206,7 @@ def write_table(out):
         lines.append("|---|---|---:|---:|---:|")
         for r in t:
             lines.append(f"| {r['impl'].split('_')[1]} | {'causal' if r['causal'] == '1' else 'full'} | "
-                         f"{num(r['ms_centered']):.3f} | {num(r['ms_keep_k']):.3f} | {num(r['time_ratio']):.3f} |")
+                         f"{num(r['ms_centered']):.2f} | {num(r['ms_keep_k']):.2f} | {num(r['time_ratio']):.2f} |")
         lines.append("")
     os.makedirs(out, exist_ok=True)
     with open(path, "w") as f:
