@@ -307,7 +307,7 @@ def _workspace(nbytes, index, stream):
     return ws
 
 
-def _call(pass_, pl, dt, deterministic, index):
+def _call(pass_, pl, dt, flags, index):
     """One call of fa_forward/fa_backward on torch's current stream of GPU `index`."""
     lib = _LIB
     x = pl.ptrs
@@ -316,9 +316,9 @@ def _call(pass_, pl, dt, deterministic, index):
         x.workspace, x.workspace_bytes = _workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
     if index != torch.cuda.current_device():
         with torch.cuda.device(index):   # the library launches on the current device
-            rc = _launch(lib, pass_, pl, dt, deterministic, stream)
+            rc = _launch(lib, pass_, pl, dt, flags, stream)
     else:
-        rc = _launch(lib, pass_, pl, dt, deterministic, stream)
+        rc = _launch(lib, pass_, pl, dt, flags, stream)
     if rc != fa.OK:
         fa.check(lib, rc)
 
@@ -329,10 +329,10 @@ def _zero_strides(x):
         st.batch = st.head = st.row = 0
 
 
-def _launch(lib, pass_, pl, dt, deterministic, stream):
+def _launch(lib, pass_, pl, dt, flags, stream):
     if pass_ == fa.FORWARD:
         return lib.fa_forward(pl.version, dt, pl.p_ref, pl.x_ref, stream)
-    return lib.fa_backward(pl.version, dt, pl.p_ref, pl.x_ref, int(deterministic), stream)
+    return lib.fa_backward(pl.version, dt, pl.p_ref, pl.x_ref, flags, stream)
 
 
 def _new(shape, like, dtype=None):
@@ -359,7 +359,7 @@ def _out_like(q, out_bshd):
 
 
 def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version,
-              bwd_version, need_bwd, deterministic):
+              bwd_version, need_bwd, deterministic, accurate_dq=False):
     B, H, Sq, d = q.shape
     Sk = k.shape[2]
     o = _out_like(q, out_bshd)
@@ -396,14 +396,14 @@ def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_v
             o_run = _new(q.shape, q)
     x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(),
                                          o_run.data_ptr(), lse.data_ptr())
-    _call(fa.FORWARD, pl, dt, False, q.get_device())
+    _call(fa.FORWARD, pl, dt, 0, q.get_device())
     if o_run is not o:
         o.copy_(o_run)
     return o, lse
 
 
 def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version,
-              deterministic):
+              deterministic, accurate_dq=False):
     Sq, Sk = q.shape[2], k.shape[2]
     dq, dk, dv = _new(q.shape, q), _new(k.shape, k), _new(v.shape, v)
     if dq.numel() == 0 or Sk == 0:
@@ -431,7 +431,8 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
     x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                                          lse.data_ptr())
     x.do_, x.dq, x.dk, x.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-    _call(fa.BACKWARD, pl, dt, deterministic, q.get_device())
+    # fa_backward's flags: 1 deterministic, 2 K centered (accurate_dq)
+    _call(fa.BACKWARD, pl, dt, (1 if deterministic else 0) | (2 if accurate_dq else 0), q.get_device())
     return dq, dk, dv
 
 
@@ -439,7 +440,7 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
 @torch.library.custom_op(f"{NAMESPACE}::fwd", mutates_args=(), device_types="cuda")
 def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
               window_left: int, window_right: int, out_bshd: bool, fwd_version: int,
-              bwd_version: int, need_bwd: bool, deterministic: bool
+              bwd_version: int, need_bwd: bool, deterministic: bool, accurate_dq: bool
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """O, L = attention(Q, K, V): q (B, H, seqlen_q, d), k, v (B, H_kv,
     seqlen_k, d) CUDA tensors of one dtype, any strides with d contiguous;
@@ -448,12 +449,12 @@ def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: 
     Versions -1: the fastest that runs the problem. need_bwd: also check now
     that a backward version runs it."""
     return _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version,
-                     bwd_version, need_bwd, deterministic)
+                     bwd_version, need_bwd, deterministic, accurate_dq)
 
 
 @flash_fwd.register_fake
 def _(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version, bwd_version,
-      need_bwd, deterministic):
+      need_bwd, deterministic, accurate_dq):
     B, H, Sq, d = q.shape
     o = torch.empty_strided(q.shape, _out_strides(q, out_bshd), dtype=q.dtype, device=q.device)
     return o, q.new_empty((B, H, Sq), dtype=torch.float32)
@@ -462,30 +463,31 @@ def _(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version, 
 @torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=(), device_types="cuda")
 def flash_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               o: torch.Tensor, lse: torch.Tensor, softmax_scale: float, window_left: int,
-              window_right: int, bwd_version: int, deterministic: bool
+              window_right: int, bwd_version: int, deterministic: bool, accurate_dq: bool
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (contiguous, the shapes of q, k, v) from dO and what the
     forward saved; deterministic: bitwise the same on every call."""
     return _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version,
-                     deterministic)
+                     deterministic, accurate_dq)
 
 
 @flash_bwd.register_fake
-def _(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version, deterministic):
+def _(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version, deterministic,
+      accurate_dq):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, scale, left, right, _out_bshd, _fv, bv, _need, det = inputs
+    q, k, v, scale, left, right, _out_bshd, _fv, bv, _need, det, acc = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
-    ctx.args = (scale, left, right, bv, det)
+    ctx.args = (scale, left, right, bv, det, acc)
 
 
 def _backward(ctx, do, _dlse):   # L is not differentiable: its gradient is ignored
     q, k, v, o, lse = ctx.saved_tensors
     dq, dk, dv = flash_bwd(do, q, k, v, o, lse, *ctx.args)
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 
 flash_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -497,17 +499,17 @@ class FlashAttentionFunction(torch.autograd.Function):
     """The eager path: the same two implementations as the registered
     operators, without the dispatcher. apply(q, k, v, args) with args the
     operators' scalar arguments (softmax_scale, window_left, window_right,
-    out_bshd, fwd_version, bwd_version, need_bwd, deterministic). Returns O
-    and L (not differentiable)."""
+    out_bshd, fwd_version, bwd_version, need_bwd, deterministic,
+    accurate_dq). Returns O and L (not differentiable)."""
 
     @staticmethod
     def forward(ctx, q, k, v, args):
-        scale, left, right, out_bshd, fv, bv, need, det = args
-        o, lse = _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, need, det)
+        scale, left, right, out_bshd, fv, bv, need, det, acc = args
+        o, lse = _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, need, det, acc)
         # What the backward needs: the inputs, O for D = rowsum(dO * O), and
         # L to rebuild P = exp(softmax_scale Q K^T - L) without the N x N matrix.
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.args = (scale, left, right, bv, det)
+        ctx.args = (scale, left, right, bv, det, acc)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -556,7 +558,8 @@ def _versions_of(version):
     return (-1 if fwd is None else int(fwd)), (-1 if bwd is None else int(bwd))
 
 
-def attention(q, k, v, softmax_scale, left, right, out_bshd, version, deterministic):
+def attention(q, k, v, softmax_scale, left, right, out_bshd, version, deterministic,
+              accurate_dq=False):
     """O, L of (B, H, seqlen, d)-shaped q, k, v (any strides), checked, after
     autocast; the shared body of flash_attention and flash_attn_func."""
     compiling = torch.compiler.is_compiling()
@@ -580,17 +583,17 @@ def attention(q, k, v, softmax_scale, left, right, out_bshd, version, determinis
         _fail(f"softmax_scale={softmax_scale!r}: must be finite and > 0")
     fv, bv = _versions_of(version)
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    det = bool(deterministic)
+    det, acc = bool(deterministic), bool(accurate_dq)
     if compiling or not eager_fast_path:
-        return flash_fwd(q, k, v, scale, left, right, out_bshd, fv, bv, need, det)
+        return flash_fwd(q, k, v, scale, left, right, out_bshd, fv, bv, need, det, acc)
     if not need:
         return _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, False, det)
-    return FlashAttentionFunction.apply(q, k, v, (scale, left, right, out_bshd, fv, bv, need, det))
+    return FlashAttentionFunction.apply(q, k, v, (scale, left, right, out_bshd, fv, bv, need, det, acc))
 
 
 #> flash-attention-call
 def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=None,
-                    version=None, deterministic=False, return_lse=False):
+                    version=None, deterministic=False, return_lse=False, accurate_dq=False):
     """softmax(softmax_scale q k^T, masked) v by the project's kernels, with autograd.
 
     q (B, H, seqlen_q, d), k and v (B, H_kv, seqlen_k, d), CUDA, one dtype,
@@ -600,12 +603,16 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
     each pass the highest version that runs the problem on this GPU), an int
     (that version for both passes) or a pair (forward, backward).
     deterministic: the backward's dQ, dK, dV bitwise the same on every call
-    (only versions that have the mode). Under torch.autocast the inputs are
-    cast to the autocast dtype first, as SDPA's are. Works under
-    torch.compile(fullgraph=True) and CUDA graph capture.
+    (only versions that have the mode). accurate_dq: the backward runs on K
+    centered over the keys (FA_BWD_CENTER_K, kernels/fa_gpu.h), which keeps
+    dQ accurate when every logit is far from zero, at the cost of a
+    pre-pass. Under torch.autocast the inputs are cast to the autocast dtype
+    first, as SDPA's are. Works under torch.compile(fullgraph=True) and CUDA
+    graph capture.
     """
     left, right = window_of(causal, window_size)
-    o, lse = attention(q, k, v, softmax_scale, left, right, False, version, deterministic)
+    o, lse = attention(q, k, v, softmax_scale, left, right, False, version, deterministic,
+                       accurate_dq)
     return (o, lse) if return_lse else o
 #< flash-attention-call
 

@@ -47,7 +47,9 @@ What it checks, on fresh random inputs (the seed is printed; FA_SEED=N replays):
       CUDA graph capture of forward and backward, replayed on two fresh
       inputs copied in: O and the gradients bitwise equal to eager calls.
   flash_op-strided, flash_op-packed
-      (B, S, H, d) views (also GQA with seqlen_q != seqlen_k, causal) and
+      (B, S, H, d) views (also GQA with seqlen_q != seqlen_k, causal, and
+      accurate_dq, whose pre-pass reads Q and K through their strides: also
+      within 4 eps of the uncentered gradients) and
       the three slices of one packed (B, S, 3, H, d) QKV tensor: O, L and
       the gradients bitwise equal to contiguous copies of the same inputs;
       the note says whether the forward read the strides (no copy).
@@ -585,6 +587,19 @@ def strided_tests(gen):
         _report(f"flash_op-strided {case}", [f"{t} differs" for t in _diff(base, got)],
                 f"bitwise vs contiguous; forward {fwd_row.name.decode()} "
                 + ("reads the strides" if fwd_row.strided else "takes copies"))
+    # accurate_dq (K centered by a pre-pass that reads Q and K through their strides)
+    q, k, v, do = _inputs(gen, 2, 8, 2, 160, 224, 64)
+    qs, ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    acc = lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True,  # noqa: E731
+                                          return_lse=True, accurate_dq=True)
+    base, got, plain = (_run_grads(acc, q, k, v, do), _run_grads(acc, qs, ks, vs, do),
+                        _run_grads(_det(True), q, k, v, do))
+    bad = [f"{t} differs" for t in _diff(base, got)]
+    errs = {t: rel_err(base[t], plain[t].double()) for t in ("dQ", "dK", "dV")}
+    bad += [f"{t} off the uncentered backward by {e:.3g} > 4 eps" for t, e in errs.items()
+            if not e <= 4 * EPS["bf16"]]
+    _report("flash_op-strided accurate-dq", bad, "(B, S, H, d) views vs contiguous with K centered, "
+            "bitwise; against the uncentered backward " + ", ".join(f"{t} {e:.1e}" for t, e in errs.items()))
     B, S, H, d = 2, 256, 4, 64
     qkv = torch.randn(B, S, 3, H, d, generator=gen, device=DEV).to(torch.bfloat16)
     do = torch.randn(B, H, S, d, generator=gen, device=DEV).to(torch.bfloat16)
