@@ -379,6 +379,6 @@ int main(int argc, char **argv)
     free(O); free(L); free(dQ); free(dK); free(dV);
     free(O32); free(L32); free(dQ32); free(dK32); free(dV32);
     free_problem(&prob);
-    return failed ? EXIT_CHECK_FAILED : 0;
+    return outputs_finish(failed ? EXIT_CHECK_FAILED : 0);
 }
 #endif /* STAGE_NO_MAIN */

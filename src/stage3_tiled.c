@@ -641,7 +641,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
     if (!strcmp(opt->sweep, "formulas")) {
         FILE *f = csv_open(opt->csv, argc, argv, "quantity,rule,pass,N,d,M,Br,Bc,value");
         formula_rows(f, (opt->given & OPT_N) ? opt->N : 2048, d);
-        fclose(f);
+        csv_close(f);
         printf("stage3 --sweep formulas: wrote %s\n", opt->csv);
         return 0;
     }
@@ -683,7 +683,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             bad += sweep_point(csv, &o, N, d, b, M, B == 4, "tiled", o.causal);
         }
     }
-    fclose(csv);
+    csv_close(csv);
     printf("stage3 --sweep %s: wrote %s; counted == formula and high-water <= M: %s\n",
            opt->sweep, opt->csv, bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
@@ -701,7 +701,7 @@ int main(int argc, char **argv)
         if (opt.given & (OPT_MASKS & ~(unsigned)OPT_CAUSAL))
             fatal(EXIT_BAD_INPUT, "--sweep io|blocks|formulas runs square problems (--causal or "
                   "none); masks and lengths are swept by ./stage6 --sweep window");
-        return run_sweep(&opt, argc, argv);
+        return outputs_finish(run_sweep(&opt, argc, argv));
     }
     if (opt.given & OPT_REPEATS) fatal(EXIT_BAD_INPUT, "--repeats times the points of a --sweep");
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
@@ -849,6 +849,6 @@ int main(int argc, char **argv)
     free(ref);
     free(out);
     free_problem(&prob);
-    return failed ? EXIT_CHECK_FAILED : 0;
+    return outputs_finish(failed ? EXIT_CHECK_FAILED : 0);
 }
 #endif /* STAGE_NO_MAIN */

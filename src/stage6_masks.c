@@ -625,7 +625,7 @@ static int sweep_window(const options *opt, int argc, char **argv)
         free(buf);
         free_problem(&prob);
     }
-    fclose(csv);
+    csv_close(csv);
     printf("stage6 --sweep window: wrote %s; counted == formula, tiles == formula: %s\n", opt->csv,
            bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
@@ -695,7 +695,7 @@ static int sweep_memory(const options *opt, const char *self, int argc, char **a
                     kib, io_bytes, extra, wall);
             fflush(csv);
         }
-    fclose(csv);
+    csv_close(csv);
     printf("stage6 --sweep memory: wrote %s; every run exited 0: %s\n", opt->csv, bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
 }
@@ -819,7 +819,7 @@ static int sweep_lse(const options *opt, int argc, char **argv)
             }
         }
     sram_free(&sram);
-    fclose(csv);
+    csv_close(csv);
     free(base);
     free(buf);
     free(T);
@@ -838,15 +838,15 @@ int main(int argc, char **argv)
                   USAGE, &opt);
     if (opt.sweep) {
         if (!opt.csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
-        if (!strcmp(opt.sweep, "window")) return sweep_window(&opt, argc, argv);
-        if (!strcmp(opt.sweep, "memory")) return sweep_memory(&opt, argv[0], argc, argv);
-        if (!strcmp(opt.sweep, "lse")) return sweep_lse(&opt, argc, argv);
+        if (!strcmp(opt.sweep, "window")) return outputs_finish(sweep_window(&opt, argc, argv));
+        if (!strcmp(opt.sweep, "memory")) return outputs_finish(sweep_memory(&opt, argv[0], argc, argv));
+        if (!strcmp(opt.sweep, "lse")) return outputs_finish(sweep_lse(&opt, argc, argv));
         fatal(EXIT_BAD_INPUT, "--sweep: expected 'window', 'memory' or 'lse', got '%s'", opt.sweep);
     }
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
     unsigned problem_flags = OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS |
                              OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
                              OPT_RULE | OPT_CHECK;
-    if (opt.given & problem_flags) return run_one(&opt);
-    return run_tour(&opt);
+    if (opt.given & problem_flags) return outputs_finish(run_one(&opt));
+    return outputs_finish(run_tour(&opt));
 }

@@ -167,3 +167,117 @@ if [ -n "$stage4" ]; then
 fi
 ./stage3 --random --n 64 --d 16 --sram 4096 --rule io 2>&1 | grep -q "why these tiles (--rule io)" \
     && echo "PASS stage3 --rule io says why its tiles are thin" || echo "FAIL stage3 --rule io says why its tiles are thin"
+
+# Output files: every path (--out --lse --dq --dk --dv --csv) is checked before
+# any work, one line naming the flag and exit 2; a failed run (a bad later
+# path, a failed check) leaves every output file byte for byte as it was and
+# no temporary file behind; a good run replaces them.
+O=$tmp/outs
+mkdir -p $O
+printf 'old O\n' >$O/o.keep; printf 'old L\n' >$O/l.keep; printf 'old dQ\n' >$O/dq.keep
+printf 'old csv\n' >$O/c.keep
+reset_outs() { for f in o l dq c; do cp $O/$f.keep $O/$f.out; done; }
+outs_unchanged() {   # NAME: every file as it was, nothing else in the folder
+    ok=1
+    for f in o l dq c; do cmp -s $O/$f.keep $O/$f.out || ok=0; done
+    [ "$(ls -A $O | wc -l)" -eq 8 ] || ok=0
+    [ $ok = 1 ] && echo "PASS $1: every output file as it was, no file left behind" \
+        || echo "FAIL $1: output folder changed: $(ls -A $O | tr '\n' ' ')"
+}
+expect_early_error() {   # NAME KEYWORD COMMAND...: expect_error, with nothing on stdout (no work done)
+    name=$1
+    expect_error "$@"
+    [ -s "$tmp/out" ] && echo "FAIL $name: printed results before refusing: $(head -c 200 "$tmp/out")" \
+        || echo "PASS $name: refused before any work"
+}
+for s in ./stage1 ./stage3 ./stage6; do
+    for flag in --out --lse --dq --dk --dv; do   # the bad path last, after good ones
+        goods="--out $O/o.out --lse $O/l.out"
+        [ $flag = --out ] && goods="--lse $O/l.out --dq $O/dq.out"
+        [ $flag = --lse ] && goods="--out $O/o.out --dq $O/dq.out"
+        reset_outs
+        expect_early_error "$s $flag in an unwritable folder" "$flag /proc/x.npy: cannot create" \
+            $s --random --n 32 --d 8 $goods $flag /proc/x.npy
+        outs_unchanged "$s $flag unwritable"
+    done
+    reset_outs
+    expect_early_error "$s later output in a missing folder" "--dq $O/none/dq.npy: cannot create" \
+        $s --random --n 32 --d 8 --out $O/o.out --lse $O/l.out --dq $O/none/dq.npy
+    outs_unchanged "$s later output in a missing folder"
+    reset_outs
+    expect_early_error "$s later output is a directory" "--dq $O: is a directory" \
+        $s --random --n 32 --d 8 --out $O/o.out --lse $O/l.out --dq $O
+    outs_unchanged "$s later output is a directory"
+    # a run whose exactness check fails (exit 1) renames nothing
+    reset_outs
+    $s --q $B/near_tie_q.npy --k $B/near_tie_k.npy --v $B/near_tie_v.npy --scale 1e12 \
+        --out $O/o.out --lse $O/l.out --dq $O/dq.out >"$tmp/out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "central differences.*FAIL" "$tmp/out" \
+        && echo "PASS $s near-tie input fails its gradient check (exit 1)" \
+        || echo "FAIL $s near-tie input fails its gradient check: exit $rc, $(grep -i fail "$tmp/out" | head -2)"
+    outs_unchanged "$s failed check"
+    # a good run replaces every output, each a .npy, and leaves no temporary file
+    reset_outs
+    if $s --random --n 32 --d 8 --out $O/o.out --lse $O/l.out --dq $O/dq.out >/dev/null 2>&1 &&
+        for f in o l dq; do head -c 6 $O/$f.out | grep -q NUMPY || exit 1; done &&
+        cmp -s $O/c.keep $O/c.out && [ "$(ls -A $O | wc -l)" -eq 8 ]; then
+        echo "PASS $s good run replaces its outputs and leaves no temporary file"
+    else
+        echo "FAIL $s good run replaces its outputs and leaves no temporary file: $(ls -A $O | tr '\n' ' ')"
+    fi
+done
+reset_outs
+expect_early_error "stage3 --csv in an unwritable folder" "--csv /proc/x.csv: cannot create" \
+    ./stage3 --sweep formulas --csv /proc/x.csv
+expect_early_error "stage6 --csv in an unwritable folder" "--csv /proc/x.csv: cannot create" \
+    ./stage6 --sweep window --csv /proc/x.csv
+expect_early_error "stage2 --csv in an unwritable folder" "--csv /proc/x.csv: cannot create" \
+    ./stage2 --trace --csv /proc/x.csv
+expect_early_error "stage3 --csv is a directory" "--csv $O: is a directory" ./stage3 --sweep formulas --csv $O
+expect_early_error "stage6 --csv beside an unwritable --out" "--out /proc/x.npy: cannot create" \
+    ./stage6 --random --n 32 --d 8 --csv $O/c.out --out /proc/x.npy
+outs_unchanged "csv refusals"
+./stage3 --sweep formulas --csv $O/c.out >/dev/null 2>&1 && grep -q '^causal_tiles,code' $O/c.out \
+    && [ "$(ls -A $O | wc -l)" -eq 8 ] \
+    && echo "PASS stage3 --sweep formulas replaces an existing --csv, no temporary file left" \
+    || echo "FAIL stage3 --sweep formulas replaces an existing --csv: $(ls -A $O | tr '\n' ' ')"
+# The GPU stages check their output paths before looking for a GPU: without
+# one, a bad path is still exit 2, not the "no GPU" exit 0.
+for s in ./stage4 ./stage5; do
+    if [ ! -x $s ]; then echo "SKIP $s output-path checks: $s not built (no nvcc)"; continue; fi
+    flags="--out --lse"; [ $s = ./stage5 ] && flags="--out --lse --dq --dk --dv"
+    for flag in $flags; do
+        goods="--out $O/o.out"
+        [ $flag = --out ] && goods="--lse $O/l.out"
+        reset_outs
+        expect_early_error "$s $flag unwritable, with or without a GPU" "$flag /proc/x.npy: cannot create" \
+            $s --random --n 64 --d 64 --kernel 1 --dtype fp16 $goods $flag /proc/x.npy
+        outs_unchanged "$s $flag unwritable"
+    done
+    expect_early_error "$s --csv is a directory" "--csv $O: is a directory" $s --csv $O
+done
+
+# The measurement targets without what they need (a GPU, ncu): one line that
+# says what is missing, exit 0, nothing built.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "SKIP GPU make targets without a GPU: this machine has one"
+else
+    for t in bench-gpu train-gpu v3-check io-gpu ring-gpu; do
+        make -s --no-print-directory $t >"$tmp/out" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "^$t: .*\(not found\|no GPU\)" "$tmp/out"; then
+            echo "PASS make $t without a GPU: one line, exit 0 ($(cat "$tmp/out"))"
+        else
+            echo "FAIL make $t without a GPU: exit $rc, $(wc -l <"$tmp/out") lines: $(head -c 300 "$tmp/out")"
+        fi
+    done
+    # io-gpu on a GPU machine without Nsight Compute (GPU_MISSING emptied)
+    if [ -n "$(command -v nvcc)" ]; then
+        make -s --no-print-directory io-gpu GPU_MISSING= NCU= >"$tmp/out" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "^io-gpu: skipped: ncu .* not found" "$tmp/out" \
+            && echo "PASS make io-gpu without ncu: one line, exit 0" \
+            || echo "FAIL make io-gpu without ncu: exit $rc: $(head -c 300 "$tmp/out")"
+    fi
+fi
