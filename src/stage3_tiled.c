@@ -415,6 +415,14 @@ flash_blocks flash_blocks_from_options(const options *opt, const attn_params *p,
         fatal(EXIT_BAD_INPUT, "--sram %ld: M is too small for one tile at d = %d (the backward "
               "needs at least %zu elements)", *M, d, flash_backward_sram_elements(1, 1, d));
     }
+    /* The rule sizes blocks from M alone; a block longer than the sequence
+     * holds rows that do not exist, so it is cut to seqlen_q (Br) and
+     * seqlen_k (Bc). The count of reads and writes is the same either way
+     * (the one block covers every row); the SRAM used is not. */
+    b.fBr = imin(b.fBr, p->seqlen_q);
+    b.bBr = imin(b.bBr, p->seqlen_q);
+    b.fBc = imin(b.fBc, p->seqlen_k);
+    b.bBc = imin(b.bBc, p->seqlen_k);
     return b;
 }
 
@@ -732,11 +740,23 @@ int main(int argc, char **argv)
            (opt.given & OPT_BR) ? "--br/--bc" : opt.rule, b.fBr, b.fBc,
            flash_forward_sram_elements(b.fBr, b.fBc, d), b.bBr, b.bBc,
            flash_backward_sram_elements(b.bBr, b.bBc, d));
+    if (!(opt.given & OPT_BR)) {   /* the rule's blocks before the cut to the sequence */
+        flash_blocks r;
+        int (*rule)(long, int, bool, int *, int *) = strcmp(opt.rule, "io") ? derive_blocks : derive_blocks_io;
+        rule(M, d, false, &r.fBr, &r.fBc);
+        rule(M, d, true, &r.bBr, &r.bBc);
+        if (r.fBr != b.fBr || r.fBc != b.fBc || r.bBr != b.bBr || r.bBc != b.bBc)
+            printf("  (M alone gives forward Br = %d, Bc = %d, backward Br = %d, Bc = %d; a block is cut\n"
+                   "  to the %d query rows and %d key rows there are: longer, it would hold rows that do not exist)\n",
+                   r.fBr, r.fBc, r.bBr, r.bBc, p->seqlen_q, p->seqlen_k);
+    }
     if (!(opt.given & OPT_BR) && !strcmp(opt.rule, "io"))
         printf("  why these tiles (--rule io): the forward reads all of K and V once per query block,\n"
-               "  so the fewest bytes come from the tallest query block that fits (Br = %d) with one key\n"
-               "  row at a time (Bc = 1); the backward reads Q, dO, dQ, L and D once per key block, so\n"
-               "  there the key block takes the room (Bc = %d, Br = 1)\n", b.fBr, b.bBc);
+               "  so the fewest bytes come from the tallest query block that fits (Br = %d%s)\n"
+               "  with one key row at a time (Bc = 1); the backward reads Q, dO, dQ, L and D once per\n"
+               "  key block, so there the key block takes the room (Bc = %d%s, Br = 1)\n",
+               b.fBr, b.fBr == p->seqlen_q ? ", all the query rows" : "",
+               b.bBc, b.bBc == p->seqlen_k ? ", all the key rows" : "");
     printf("\n");
 
     /* The reference: stage 1, every score matrix materialized. */

@@ -497,9 +497,28 @@ static int report(const char *what, double err, double tol)
     return ok ? 0 : 1;
 }
 
+/* The naive reference keeps four seqlen_q x seqlen_k fp64 matrices (S, P,
+ * dP, dS of one head; naive_require_size's limit, 8.6 GB). With random input
+ * the flags give the shape, so a problem too long for it is refused from the
+ * flags, before the inputs are drawn (2 GB of them at N = 2^20, d = 64). */
+static void require_naive_fits_flags(const options *opt)
+{
+    if (!(opt->given & (OPT_N | OPT_SEQLEN_K))) return;
+    double Sq = opt->N, Sk = (opt->given & OPT_SEQLEN_K) ? opt->seqlen_k : opt->N;
+    double bytes = Sq * Sk * 4 * sizeof(double);
+    if (bytes <= 8.6e9) return;
+    char shape[64];
+    if (opt->given & OPT_SEQLEN_K) snprintf(shape, sizeof shape, "--n %d --seqlen-k %d", opt->N, opt->seqlen_k);
+    else snprintf(shape, sizeof shape, "--n %d", opt->N);
+    fatal(EXIT_BAD_INPUT, "%s: naive attention needs four seqlen_q x seqlen_k matrices for the reference "
+          "(%.4g GB; the limit is 8.6 GB, N <= 16384 when seqlen_k = N); give --check rows to check sampled "
+          "rows in O(N) memory", shape, bytes / 1e9);
+}
+
 static int run_one(const options *opt)
 {
     bool naive = !strcmp(opt->check, "naive");
+    if (naive) require_naive_fits_flags(opt);
     attn_problem prob;
     load_problem(opt, &prob);
     const attn_params *p = &prob.params;

@@ -281,3 +281,21 @@ else
             || echo "FAIL make io-gpu without ncu: exit $rc: $(head -c 300 "$tmp/out")"
     fi
 fi
+
+# A problem too long for the naive reference is refused from the flags, before
+# the inputs are drawn (2 GB of them at N = 2^20): under a 400 MB address-space
+# limit the refusal must still be the one line that points to --check rows.
+(ulimit -v 400000 2>/dev/null; exec ./stage6 --random --n 1048576) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ] \
+    && grep -q "^stage6: error: --n 1048576: naive attention needs four .*limit is 8.6 GB.*give --check rows" "$tmp/err" \
+    && echo "PASS stage6 --n 2^20 without --check rows refused before allocating ($(cat "$tmp/err"))" \
+    || echo "FAIL stage6 --n 2^20 without --check rows: exit $rc: $(head -c 300 "$tmp/err")"
+# Blocks derived from M are cut to the sequence: at N = 64 no Br = 124, and
+# the output says why.
+./stage3 --random --n 64 --rule io >"$tmp/out" 2>&1
+grep -q "rule io; forward Br = 64, Bc = 1 " "$tmp/out" && ! grep -q "rule io; forward Br = 124" "$tmp/out" \
+    && grep -q "M alone gives forward Br = 124, Bc = 1" "$tmp/out" && grep -q "cut" "$tmp/out" \
+    && grep -q "(Br = 64, all the query rows)" "$tmp/out" \
+    && echo "PASS stage3 --rule io at N = 64 cuts Br = 124 to the 64 rows and says why" \
+    || echo "FAIL stage3 --rule io at N = 64 cuts Br to the rows there are: $(grep 'Br =' "$tmp/out" | head -3)"
