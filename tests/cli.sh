@@ -299,3 +299,33 @@ grep -q "rule io; forward Br = 64, Bc = 1 " "$tmp/out" && ! grep -q "rule io; fo
     && grep -q "(Br = 64, all the query rows)" "$tmp/out" \
     && echo "PASS stage3 --rule io at N = 64 cuts Br = 124 to the 64 rows and says why" \
     || echo "FAIL stage3 --rule io at N = 64 cuts Br to the rows there are: $(grep 'Br =' "$tmp/out" | head -3)"
+
+# README's examples work as copied: every input file they name exists, and
+# the CPU stages' examples with files run (exit 0) from a copy of the root.
+missing=""
+for f in $(grep -E '^    \./stage[0-9]' README.md | grep -oE -- '--(q|k|v|do) [^ ]+' | cut -d' ' -f2 | sort -u); do
+    [ -f "$f" ] || missing="$missing $f"
+done
+[ -z "$missing" ] && echo "PASS README's example input files exist" || echo "FAIL README's examples name missing files:$missing"
+mkdir -p $tmp/readme && ln -s "$PWD/data" $tmp/readme/data
+for s in stage1 stage2 stage3 stage6; do ln -s "$PWD/$s" $tmp/readme/$s; done
+grep -E '^    \./stage[1236] .*--q ' README.md | sed 's/ *#.*//' >$tmp/readme.sh
+n=$(wc -l <$tmp/readme.sh)
+if [ "$n" -lt 1 ]; then
+    echo "FAIL README has no CPU example with input files (tests/cli.sh looks for one)"
+else
+    (cd $tmp/readme && sh -e ../readme.sh) >"$tmp/out" 2>&1 \
+        && echo "PASS README's $n CPU example(s) with files run as copied" \
+        || echo "FAIL README's CPU examples with files, as copied: $(tail -c 300 "$tmp/out")"
+fi
+# README's stage 4 and stage 5 rows name every version kernels/versions.def lists.
+for pair in fwd:stage4 bwd:stage5; do
+    pass=${pair%:*} st=${pair#*:}
+    row=$(grep "^| \`$st\` |" README.md)
+    absent=""
+    for v in $(grep -oE "^FA_ROW\(${pass}_v[0-9]+\)" kernels/versions.def | grep -oE 'v[0-9]+'); do
+        printf '%s' "$row" | grep -q " $v " || absent="$absent $v"
+    done
+    [ -n "$row" ] && [ -z "$absent" ] && echo "PASS README's $st row names every $pass version of kernels/versions.def" \
+        || echo "FAIL README's $st row lacks$absent (kernels/versions.def lists them)"
+done
