@@ -789,13 +789,18 @@ int main(int argc, char **argv)
     int failed = 0;
     flash_errors e = flash_errors_vs(&prob, O, L, dQ, dK, dV, rO, rL, rdQ, rdK, rdV);
     double btol = flash_backward_tol(rL, rows);
-    printf("checks (tiled against naive, fp64, all %d heads; errors relative to the magnitudes)\n",
-           p->B * p->H);
+    if (p->B * p->H == 1)
+        printf("checks (tiled against naive, fp64, the one head; errors relative to the magnitudes)\n");
+    else
+        printf("checks (tiled against naive, fp64, all %d heads; errors relative to the magnitudes)\n",
+               p->B * p->H);
     failed += report("O: max|O - O_ref| / max|V|", e.O, FLASH_FWD_TOL);
     failed += report("L: max|L - L_ref| / max(1, max|L_ref|)", e.L, FLASH_FWD_TOL);
-    failed += report("dQ: max|dQ - dQ_ref| / its scale (flash_errors_vs)", e.dQ, btol);
+    failed += report("dQ: max|dQ - dQ_ref| / its scale", e.dQ, btol);
     failed += report("dK: max|dK - dK_ref| / its scale", e.dK, btol);
     failed += report("dV: max|dV - dV_ref| / its scale", e.dV, btol);
+    printf("    (a gradient's scale: the larger of max|ref| and the size of its terms, c max|K| for dQ,\n"
+           "    c max|Q| for dK with c = softmax_scale max|dO| max|V|, and max|dO| for dV)\n");
     failed += report("non-finite outputs (poisoned before the run)",
                      (double)(count_nonfinite(out, nout, false) - count_nonfinite(L, rows, false) +
                               count_nonfinite(L, rows, true)), 0);
@@ -813,8 +818,8 @@ int main(int argc, char **argv)
         flash_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, (flash_blocks){4, 3, 4, 3}, o, l, gdq,
                                   gdk, gdv, &small, NULL, NULL, NULL, NULL, NULL, NULL);
         char what[96];
-        snprintf(what, sizeof what, "tiled backward vs central differences (%d x %d, head 0)",
-                 gp->seqlen_q, gp->d);
+        snprintf(what, sizeof what, "tiled backward vs central differences (head 0, %d queries, %d keys, d = %d)",
+                 gp->seqlen_q, gp->seqlen_k, gp->d);
         failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5),
                          TOL_GRADCHECK);
         sram_free(&small);
@@ -845,7 +850,7 @@ int main(int argc, char **argv)
     if (!(opt.given & OPT_BR) && strcmp(opt.rule, "io") && b.fBr == d && p->seqlen_q > b.fBr)
         printf("  note: the paper's rule stops Br at d = %d, so the forward re-reads K and V "
                "N/Br = %d times whatever M is;\n        --rule io gives each pass the tiles "
-               "that minimize its count (see derive_blocks_io and the paper, section 4.2)\n",
+               "that minimize its count (the paper's section on choosing the block sizes)\n",
                d, ceil_div(p->seqlen_q, b.fBr));
     uint64_t tiles_f = flash_tiles_formula(p, b.fBr, b.fBc), tiles_b = flash_tiles_formula(p, b.bBr, b.bBc);
     printf("  tiles computed / skipped by the mask: forward %llu / %llu, backward %llu / %llu "

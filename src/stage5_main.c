@@ -735,8 +735,9 @@ int main(int argc, char **argv)
     printf("stage5: CUDA backward on %s\n", device);
     printf("  errors against the CPU fp64 backward on the inputs rounded to the dtype (O, L given from it):\n"
            "    err X = max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; unwritten = NaN/inf left in an output\n"
-           "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s with fa_flops (2.5 x forward);"
-           " model bytes: kernels/stage5_backward.cu%s\n", m.repeats,
+           "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s counts 2.5 x the forward's\n"
+           "  4 B H Sq Sk d times the visible share of the scores (the papers' convention); model bytes: the\n"
+           "  version's IO model (kernels/stage5_backward.cu)%s\n", m.repeats,
            m.deterministic ? "; deterministic mode, 30 runs compared bitwise" : "");
     int bad = 0;
     bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);

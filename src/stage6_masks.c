@@ -368,7 +368,7 @@ static int tour_line(const char *name, const attn_problem *in, flash_blocks b, r
 {
     const attn_params *p = &in->params;
     int bad = failures(r);
-    printf("  %-32s (%d,%d/%d,%4d,%4d,%3d) (%4d,%4d) %3dx%-3d %9.2e %9.2e %9.2e %5zu %-3s %-3s %s\n",
+    printf("  %-32s (%d,%d/%d,%4d,%4d,%3d) (%4d,%4d) %3dx%-3d %9.2e %9.2e %10.2e %5zu %-3s %-5s %s\n",
            name, p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, p->d, p->window_size_left,
            p->window_size_right, b.fBr, b.fBc, fmax(r->e.O, r->e.L), worst_bwd(r), r->gradcheck,
            r->empty_rows, r->io_ok && r->naive_io_ok ? "yes" : "NO", r->tiles_ok ? "yes" : "NO",
@@ -406,14 +406,17 @@ static int run_tour(const options *opt)
     };
     int failed = 0;
     printf("stage6: the tiled stage under every mask, against stage 1 masked (fp64)\n");
-    printf("  errors relative to their magnitudes (flash_errors_vs): forward <= %.0e, backward <= "
-           "%.0e + %.0f eps max|L|;\n  gradient check by central differences on a 12-query slice "
-           "<= %.0e; IO counted == formula (tiled and naive);\n  tiles visited == mask_tiles_visited;"
-           " rows that see no key hold O = 0, L = -inf, dQ = 0 (bounds: src/tolerances.h)\n\n",
+    printf("  the columns: fwd err, the larger error of O and L, and bwd err, the largest of dQ, dK\n"
+           "  and dV, each relative to its magnitude (<= %.0e and <= %.0e + %.0f eps max|L|);\n"
+           "  gradcheck, the backward against central differences on a 12-query slice (<= %.0e);\n"
+           "  empty, the rows that see no key (each must hold O = 0, L = -inf, dQ = 0); IO, the\n"
+           "  counted reads and writes equal their formula (tiled and naive); tiles, the tiles\n"
+           "  visited equal the closed-form count of src/mask.h; row, ok when every check of the row\n"
+           "  holds (bounds: src/tolerances.h)\n\n",
            FLASH_FWD_TOL, FLASH_BWD_TOL, FLASH_BWD_L_FACTOR, TOL_GRADCHECK);
-    printf("  %-32s %-23s %-11s %-7s %9s %9s %9s %5s %-3s %-3s\n", "problem",
-           "(B,H/H_kv,Sq,Sk,d)", "window", "Br x Bc", "fwd err", "bwd err", "gradchk", "empty",
-           "IO", "tiles");
+    printf("  %-32s %-23s %-11s %-7s %9s %9s %10s %5s %-3s %-5s %s\n", "problem",
+           "(B,H/H_kv,Sq,Sk,d)", "window", "Br x Bc", "fwd err", "bwd err", "gradcheck", "empty",
+           "IO", "tiles", "row");
     printf("  real input (all-MiniLM-L6-v2, 12 heads of 148 x 32)\n");
     for (size_t k = 0; k < sizeof real / sizeof real[0]; k++) {
         attn_problem prob;
@@ -543,12 +546,15 @@ static int run_one(const options *opt)
         printf("checks on %d sampled query rows and %d sampled key rows\n", r.rows_checked,
                r.cols_checked);
     else
-        printf("checks against stage 1 (all %d query heads)\n", p->B * p->H);
+        printf(p->B * p->H == 1 ? "checks against stage 1 (the one query head)\n"
+                                 : "checks against stage 1 (all %d query heads)\n", p->B * p->H);
     failed += report("O: max|O - O_ref| / max|V|", r.e.O, FLASH_FWD_TOL);
     failed += report("L: max|L - L_ref| / max(1, max|L_ref|)", r.e.L, FLASH_FWD_TOL);
-    failed += report("dQ: relative to its scale (flash_errors_vs)", r.e.dQ, r.btol);
+    failed += report("dQ: relative to its scale", r.e.dQ, r.btol);
     failed += report("dK: relative to its scale", r.e.dK, r.btol);
     failed += report("dV: relative to its scale", r.e.dV, r.btol);
+    printf("    (a gradient's scale: the larger of max|ref| and the size of its terms, c max|K| for dQ,\n"
+           "    c max|Q| for dK with c = softmax_scale max|dO| max|V|, and max|dO| for dV)\n");
     failed += report("central differences, 12-query slice of head 0", r.gradcheck, TOL_GRADCHECK);
     char what[96];
     snprintf(what, sizeof what, "empty rows (%zu) not holding O = 0, L = -inf, dQ = 0", r.empty_rows);

@@ -329,3 +329,32 @@ for pair in fwd:stage4 bwd:stage5; do
     [ -n "$row" ] && [ -z "$absent" ] && echo "PASS README's $st row names every $pass version of kernels/versions.def" \
         || echo "FAIL README's $st row lacks$absent (kernels/versions.def lists them)"
 done
+
+# What the stages print is for a learner: no function name of the sources in
+# the prose, a count of one not in the plural, every column of a table said
+# once, and a count that is not a check not worded as one.
+{
+    ./stage1 --random --n 32; ./stage2; ./stage3; ./stage3 --random --n 64 --rule io; ./stage6
+    ./stage6 --random --n 64; ./stage6 --random --n 4096 --d 8 --window 15,0 --check rows
+    for s in ./stage4 ./stage5; do [ -x $s ] && $s --sweep model; done
+} >"$tmp/prose" 2>&1
+leaks=""
+for f in $(grep -ohE '\b[a-z][a-z0-9]*_[a-z0-9_]+\(' src/*.h kernels/fa_gpu.h | tr -d '(' | sort -u); do
+    grep -qw "$f" "$tmp/prose" && leaks="$leaks $f"
+done
+[ -z "$leaks" ] && echo "PASS the stages' output names no function of the sources ($(wc -l <"$tmp/prose") lines read)" \
+    || echo "FAIL the stages' output names functions of the sources:$leaks"
+grep -nE "\ball 1 [a-z/ ]*heads|\b1 (query |key )?(heads|rows|streams|queries|keys)\b" "$tmp/prose" >"$tmp/plural"
+[ ! -s "$tmp/plural" ] && echo "PASS no count of one in the plural" || echo "FAIL a count of one in the plural: $(head -3 "$tmp/plural")"
+grep -q "gradchk" "$tmp/prose" && echo "FAIL stage6 table heads a column 'gradchk'" || echo "PASS no 'gradchk' abbreviation"
+unsaid=""
+for col in "fwd err" "bwd err" gradcheck empty IO tiles row; do
+    grep -q "^ .*[ (]$col, " "$tmp/prose" || unsaid="$unsaid '$col'"
+done
+grep -q "^  problem .*fwd err.*bwd err.*gradcheck.*empty.*IO.*tiles.*row$" "$tmp/prose" && [ -z "$unsaid" ] \
+    && echo "PASS stage6's table says once what each column is" \
+    || echo "FAIL stage6's table leaves columns unsaid:$unsaid"
+grep -q "streams within 1e-15" "$tmp/prose" && echo "FAIL stage2 words the 1e-15 count like a check" \
+    || { grep -q "all 7104 streams within the bound; [0-9]* of them also below 1e-15 absolute" "$tmp/prose" \
+        && echo "PASS stage2 says every stream is within the bound and counts those below 1e-15 apart" \
+        || echo "FAIL stage2's stream count: $(grep streams "$tmp/prose" | head -2)"; }
