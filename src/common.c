@@ -698,12 +698,13 @@ static void stage_option_outputs(const options *opt)
         if (outs[i]) stage_output(names[i], outs[i]);
 }
 
-/* The file a write to path goes to, staging path first if no flag named it. */
-static staged_output *staged_for(const char *path)
+/* The file a write to path goes to, staging path first (named `flag` in
+ * messages) if no option named it. */
+static staged_output *staged_for(const char *path, const char *flag)
 {
     staged_output *e = find_staged(path);
     if (!e) {
-        stage_output("output", path);
+        stage_output(flag, path);
         e = find_staged(path);
     }
     if (!e->tmp[0]) fatal(EXIT_BAD_INPUT, "%s %s: written after outputs_finish", e->flag, path);
@@ -1049,7 +1050,7 @@ void save_tensor(const char *path, const double *x, int B, int H, int rows, int 
 {
     int64_t shape[4] = {B, H, rows, d};
     char err[256];
-    staged_output *e = staged_for(path);
+    staged_output *e = staged_for(path, "output");
     if (npy_write(e->tmp, x, d ? 4 : 3, shape, false, err, sizeof err) != 0)
         fatal(EXIT_BAD_INPUT, "%s %s: %s", e->flag, path, err);
 }
@@ -1084,7 +1085,7 @@ static void read_command(const char *cmd, char *buf, size_t n)
 
 FILE *csv_open(const char *path, int argc, char **argv, const char *header)
 {
-    staged_output *e = staged_for(path);
+    staged_output *e = staged_for(path, "--csv");
     FILE *f = fopen(e->tmp, "w");
     if (!f) fatal(EXIT_BAD_INPUT, "%s %s: cannot create: %s", e->flag, path, strerror(errno));
     e->csv = f;

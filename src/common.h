@@ -10,6 +10,8 @@
  *   - IO counters and the bounded "SRAM" scratch  (what the IO accounting counts)
  *   - command-line options shared by the stages    (one convention for every program)
  *   - input loading (real model input or random) and writing results as .npy
+ *   - output files checked before any work and renamed into place only when
+ *     the run succeeded (outputs_finish)
  *
  * Units: sizes are in elements unless a name says bytes; times in seconds.
  */
