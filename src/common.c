@@ -642,7 +642,7 @@ void stage_output(const char *flag, const char *path)
         if (access(e->final, W_OK) != 0)
             fatal(EXIT_BAD_INPUT, "%s %s: cannot write: %s", flag, path, strerror(errno));
         e->direct = true;
-        snprintf(e->tmp, sizeof e->tmp, "%s", e->final);
+        memcpy(e->tmp, e->final, sizeof e->tmp);
         g_n_staged++;
         return;
     }
@@ -662,7 +662,8 @@ void stage_output(const char *flag, const char *path)
     if (stat(dir, &ds) != 0)
         fatal(EXIT_BAD_INPUT, "%s %s: cannot create: folder %s: %s", flag, path, dir, strerror(errno));
     if (!S_ISDIR(ds.st_mode)) fatal(EXIT_BAD_INPUT, "%s %s: cannot create: %s is not a folder", flag, path, dir);
-    snprintf(e->tmp, sizeof e->tmp, "%s%s.%s.XXXXXX", dir, strcmp(dir, "/") ? "/" : "", base);
+    int len = snprintf(e->tmp, sizeof e->tmp, "%s%s.%s.XXXXXX", dir, strcmp(dir, "/") ? "/" : "", base);
+    if (len < 0 || (size_t)len >= sizeof e->tmp) fatal(EXIT_BAD_INPUT, "%s: file name too long", flag);
     int fd = mkstemp(e->tmp);
     if (fd < 0) {
         int err = errno;
@@ -693,6 +694,14 @@ static void stage_option_outputs(const options *opt)
         for (int j = 0; j < 4; j++)
             if (ins[j] && same_file(outs[i], ins[j]))
                 fatal(EXIT_BAD_INPUT, "%s %s would overwrite the input %s", names[i], outs[i], in_names[j]);
+        /* the real input is the default of every stage: never written over */
+        static const char *const real[] = {"q", "k", "v", "do", "o_model"};
+        for (size_t j = 0; j < sizeof real / sizeof real[0]; j++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s.npy", DEFAULT_INPUT_DIR, real[j]);
+            if (same_file(outs[i], path))
+                fatal(EXIT_BAD_INPUT, "%s %s would overwrite the real input %s", names[i], outs[i], path);
+        }
     }
     for (int i = 0; i < 6; i++)
         if (outs[i]) stage_output(names[i], outs[i]);

@@ -358,3 +358,4 @@ grep -q "streams within 1e-15" "$tmp/prose" && echo "FAIL stage2 words the 1e-15
     || { grep -q "all 7104 streams within the bound; [0-9]* of them also below 1e-15 absolute" "$tmp/prose" \
         && echo "PASS stage2 says every stream is within the bound and counts those below 1e-15 apart" \
         || echo "FAIL stage2's stream count: $(grep streams "$tmp/prose" | head -2)"; }
+expect_error "stage3 output over the real input" "would overwrite the real input" ./stage3 --out data/input/q.npy
