@@ -600,8 +600,8 @@ int main(int argc, char **argv)
            "    err O (max) = max|O - O_ref| / max|O_ref|, err O (norm) = ||O - O_ref|| / ||O_ref||,\n"
            "    err L = max|L - L_ref| / max(1, max|L_ref|); unwritten = NaN/inf left in an output\n"
            "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s counts 4 B H Sq Sk d times the\n"
-           "  visible share of the scores (the papers' convention); model bytes: the version's IO model\n"
-           "  (kernels/fa_gpu.h); tiles: visited/skipped per head\n", m.repeats);
+           "  visible share of the scores (the papers' convention); model bytes: the version's IO model;\n"
+           "  tiles: visited/skipped per head\n", m.repeats);
     int bad = run_problem(&m, &in, dtypes, nd);
     gh_inputs_free(&in);
     bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);

@@ -411,7 +411,7 @@ static int run_tour(const options *opt)
            "  gradcheck, the backward against central differences on a 12-query slice (<= %.0e);\n"
            "  empty, the rows that see no key (each must hold O = 0, L = -inf, dQ = 0); IO, the\n"
            "  counted reads and writes equal their formula (tiled and naive); tiles, the tiles\n"
-           "  visited equal the closed-form count of src/mask.h; row, ok when every check of the row\n"
+           "  visited equal their closed form for the mask; row, ok when every check of the row\n"
            "  holds (bounds: src/tolerances.h)\n\n",
            FLASH_FWD_TOL, FLASH_BWD_TOL, FLASH_BWD_L_FACTOR, TOL_GRADCHECK);
     printf("  %-32s %-23s %-11s %-7s %9s %9s %10s %5s %-3s %-5s %s\n", "problem",
