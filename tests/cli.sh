@@ -359,3 +359,15 @@ grep -q "streams within 1e-15" "$tmp/prose" && echo "FAIL stage2 words the 1e-15
         && echo "PASS stage2 says every stream is within the bound and counts those below 1e-15 apart" \
         || echo "FAIL stage2's stream count: $(grep streams "$tmp/prose" | head -2)"; }
 expect_error "stage3 output over the real input" "would overwrite the real input" ./stage3 --out data/input/q.npy
+# A run stopped by a signal (SIGTERM half a second into a sweep of minutes)
+# leaves the old --csv and no temporary file.
+reset_outs
+./stage3 --sweep io --csv $O/c.out >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -TERM $pid 2>/dev/null
+wait $pid 2>/dev/null
+rc=$?
+[ $rc -gt 128 ] && echo "PASS stage3 --sweep io stopped by SIGTERM (exit $rc)" \
+    || echo "FAIL stage3 --sweep io was to be stopped by SIGTERM, exit $rc"
+outs_unchanged "stage3 stopped by a signal"
