@@ -371,3 +371,14 @@ rc=$?
 [ $rc -gt 128 ] && echo "PASS stage3 --sweep io stopped by SIGTERM (exit $rc)" \
     || echo "FAIL stage3 --sweep io was to be stopped by SIGTERM, exit $rc"
 outs_unchanged "stage3 stopped by a signal"
+
+# Every program that writes an output file (csv_open, save_*, gh_save) ends
+# through outputs_finish, which renames its staged files into place: one that
+# does not would lose what it wrote.
+lost=""
+for f in $(grep -l "int main(" src/*.c tests/*.c tests/gpu/*.c exercises/*/*.c 2>/dev/null); do
+    if grep -qE "csv_open\(|gh_csv_open\(|save_(q_like|kv_like|rows|tensor)\(|gh_save\(" "$f" &&
+        ! grep -q "outputs_finish(" "$f"; then lost="$lost $f"; fi
+done
+[ -z "$lost" ] && echo "PASS every program that writes an output file ends through outputs_finish" \
+    || echo "FAIL programs that write output files without outputs_finish (their files would be removed at exit):$lost"
