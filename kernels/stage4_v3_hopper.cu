@@ -142,7 +142,7 @@ __device__ __forceinline__ bool v3_tile(const v3_args &a, int cta, int grid, int
         t = k * grid + ((k & 1) ? grid - 1 - cta : cta);
     }
     if (t >= a.n_tiles) return false;
-    bool longest_first = PERSIST && a.mask.window_size_left < 0 && a.mask.window_size_right >= 0;
+    bool longest_first = PERSIST && mask_work_grows(a.mask);
     if (longest_first) {
         const int per_group = a.heads_per_group * a.n_qblocks;
         const int grp = t / per_group, u = t - grp * per_group;
@@ -175,7 +175,7 @@ __device__ __forceinline__ void v3_tile_coords(const v3_args &a, int t, int &bh,
 {
     int nqb = a.n_qblocks, gq = a.group_q, gr = a.group_r;
     v3_opaque(nqb, gq, gr);
-    if (a.mask.window_size_left < 0 && a.mask.window_size_right >= 0) {
+    if (mask_work_grows(a.mask)) {
         const int big = (gq + 1) * nqb, nbig = gr * big;
         int g0, gs, u;
         if (t < nbig) {
