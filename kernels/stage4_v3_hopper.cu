@@ -249,12 +249,43 @@ __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
 {
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
-__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
+/* ld.shared in the threads where `cond` holds, 0 in the others (a
+ * predicate, not a branch, as v3_release_if). */
+__device__ __forceinline__ uint32_t ld_shared_u32_if(uint32_t addr, bool cond)
 {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    uint32_t v = 0;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p ld.shared.u32 %0, [%1];\n}\n"
+                 : "+r"(v)
+                 : "r"(addr), "r"((int)cond)
+                 : "memory");
     return v;
 }
+
+/* Why step 6's tile-slot hand-off (v3_next_tile) is ordered, in the terms of
+ * the PTX memory model, and in terms compute-sanitizer's racecheck can check.
+ * A slot is one 32-bit word of shared memory that only the generic proxy
+ * touches (st.shared by the producer thread, ld.shared by the consumers; no
+ * copy engine, so no fence.proxy.async is involved).
+ *   Store before read (tile k, slot i = k % 2): the producer stores, then
+ *   arrives on tile_full(i); mbarrier.arrive has release semantics at CTA
+ *   scope, the consumers' try_wait that sees the phase complete has acquire
+ *   semantics, and their read follows the wait.
+ *   Read before the next store (tile k + 2 reuses slot i): the producer
+ *   stores only after its wait on tile_empty(i) (acquire) saw that phase
+ *   complete, and the phase needs one arrival (release) from every consumer
+ *   warp, made after the warp's read.
+ * Lane 0 alone reads, and lane 0 is the lane that arrives, so each read is
+ * ordered before the next store by its own thread's program order and one
+ * release/acquire pair; the other lanes take the number by __shfl_sync. Were
+ * every lane to read, lanes 1-31 would be ordered before lane 0's arrival
+ * only through the __syncwarp in v3_release (bar.warp.sync orders memory
+ * among the lanes it joins): still correct under the memory model, but
+ * racecheck does not chain a warp barrier with another thread's mbarrier
+ * arrival, and reports those reads as racing with the producer's next store
+ * into the slot, on every launch where some block takes a second tile (its
+ * producer then writes slot 0 again, with the number after it); see
+ * data/gpu/v3_race.md. */
+
 
 //> v3-dynamic
 /* The k-th tile of this block. Steps 1-5 compute it (v3_tile), the producer
@@ -264,7 +295,8 @@ __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
  * through a two-slot ring in shared memory: a slot is written after the
  * consumers released its previous use (tile_empty) and published by an
  * arrival on tile_full, whose release semantics make the store visible to
- * the threads that wait on it. The number past the last tile is passed on
+ * the threads that wait on it; in each consumer warp the lane that reads it
+ * is the lane that releases it. The number past the last tile is passed on
  * too: it ends the consumers' loop. */
 template <int D, int STEP, bool PRODUCER>
 __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
@@ -283,12 +315,14 @@ __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v
             mbar_arrive(sm.tile_full(i));
         } else {
             mbar_wait(sm.tile_full(i), (k >> 1) & 1);
-            t = (int)ld_shared_u32(sm.tile_slot(i));
-            /* step 7: a value read from lane 0 is the same in every lane, and
-             * the compiler knows it: the tile, its loop bounds and the ring
-             * positions then live in uniform registers, where wgmma takes its
+            /* lane 0 reads the slot and is the lane whose arrival releases
+             * it (the reasoning above); its warp takes the number from it. A
+             * value broadcast from lane 0 is the same in every lane, and the
+             * compiler knows it: the tile, its loop bounds and the ring
+             * positions live in uniform registers, where wgmma takes its
              * descriptors from (no register-to-uniform moves per product) */
-            if constexpr (C::LEAN) t = __shfl_sync(0xffffffffu, t, 0);
+            const bool lane0 = (threadIdx.x & 31) == 0;
+            t = (int)__shfl_sync(0xffffffffu, ld_shared_u32_if(sm.tile_slot(i), lane0), 0);
             v3_release(sm.tile_empty(i));
         }
         if (t >= a.n_tiles) return false;
