@@ -142,7 +142,7 @@ sanitize() {
         echo "PASS $name ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$log"))"
     else
         echo "FAIL $name: $(grep -m1 -i 'error\|hazard\|uninitialized\|barrier\|FAIL' "$log")"
-        tail -n 40 "$log"
+        tail -n 40 "$log" | sed 's/^/    /'   # indented: its PASS lines are not this suite's
     fi
 }
 for tool in memcheck racecheck; do
@@ -177,8 +177,8 @@ repeat() {
     fi
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="did not finish in $LIMIT s"
     else why=$(grep -m1 -i 'error\|hazard\|race\|uninitialized\|barrier\|^FAIL' "$log"); fi
-    echo "FAIL $name seed $S: ${why:-exit status $rc, no finding printed} (replay: FA_SAN_SEED=$S FA_SAN_RUNS=1 sh tests/gpu/run_gpu_tests.sh)"
-    tail -n 40 "$log"
+    echo "FAIL $name seed $S: ${why:-exit status $rc, no finding printed} (replay: S=$S compute-sanitizer --tool $tool --error-exitcode 9 sh -c '$cmd')"
+    tail -n 40 "$log" | sed 's/^/    /'   # indented: its PASS lines are not this suite's
 }
 FWD='build/v3_check --small --seed $S && ./stage4 --kernel 3 --random --seed $S --batch 2 --heads 4 --kv-heads 2 --n 150 --seqlen-k 90 --d 64 --causal --repeats 1'
 BWD='./stage5 --sweep small --kernel 3 --seed $S'
