@@ -23,13 +23,14 @@
 #                  more share the GPU, each run still a process of its own)
 #   RACE_BUDGET_S  start no run after this many seconds (default: no limit);
 #                  the log then says how many runs were made
+#   RACE_LIMIT_S   the longest one racecheck run may take (default 600)
 #   STAGE4, V3CHECK  the programs (default ./stage4, build/v3_check)
-#   OLD_STAGE4     optional: a stage4 built from an earlier commit; after the
-#                  runs above (budget permitting) it is run OLD_RUNS times
-#                  (default 2) on command A and on the same problem with more
-#                  tiles than SMs, and this build once on each, so that the
-#                  log shows what racecheck says of both (informational: it
-#                  does not change the exit status)
+#   OLD_STAGE4     optional: a stage4 built from an earlier commit, run
+#                  OLD_RUNS times (default 2) on command A and on the same
+#                  problem with more tiles than SMs (command M), and this
+#                  build once on command M, beside the runs above (one more
+#                  process in flight), so that the log shows what racecheck
+#                  says of both (informational: no effect on the exit status)
 # Exit status: 0 when every run of this build is clean and all RACE_RUNS were
 # made, 1 otherwise.
 set -u
@@ -42,11 +43,14 @@ BUDGET=${RACE_BUDGET_S:-0}
 STAGE4=${STAGE4:-./stage4}
 V3CHECK=${V3CHECK:-build/v3_check}
 OLD_RUNS=${OLD_RUNS:-2}
+LIMIT=${RACE_LIMIT_S:-600}
 export PATH=$PATH:/usr/local/cuda/bin
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 T0=$(date +%s)
-WORK=$(mktemp -d) || exit 2
-trap 'rm -rf "$WORK"' EXIT
+# one file per run, under $OUT so that they come back even if the call is cut short
+WORK=$OUT/race_runs
+rm -rf "$WORK"
+mkdir -p "$WORK" || exit 2
 : > "$LOG"
 say() { echo "$*" | tee -a "$LOG"; }
 spent() { echo $(( $(date +%s) - T0 )); }
@@ -73,7 +77,7 @@ one() {
     file=$1 name=$2; shift 2
     out=$(mktemp -p "$WORK") || return 1
     t1=$(date +%s)
-    "$SAN" --tool racecheck --error-exitcode 9 "$@" > "$out" 2>&1
+    timeout "$LIMIT" "$SAN" --tool racecheck --error-exitcode 9 "$@" > "$out" 2>&1
     rc=$?
     secs=$(( $(date +%s) - t1 ))
     summary=$(grep -m1 'RACECHECK SUMMARY' "$out" | sed 's/^=* *//')
@@ -85,6 +89,7 @@ one() {
         return 0
     fi
     n=$(wc -l < "$out")
+    [ "$rc" -eq 124 ] && summary="did not finish in $LIMIT s"
     echo "NOT CLEAN $name: rc $rc, ${summary:-no summary}, $npass PASS / $nfail FAIL lines, $secs s; its output$([ "$n" -gt 120 ] && echo " (first 100 and last 20 of $n lines)"):" >> "$file"
     if [ "$n" -gt 120 ]; then
         { head -n 100 "$out"; echo "..."; tail -n 20 "$out"; } | sed 's/^/    /' >> "$file"
@@ -101,6 +106,21 @@ run() {
     one "$f" "run $1/$RUNS, command A" "$STAGE4" $SHAPE
     one "$f" "run $1/$RUNS, command B (seed $seed)" "$V3CHECK" --small --seed "$seed"
 }
+
+# the earlier build, beside the runs of this one
+if [ -n "${OLD_STAGE4:-}" ]; then
+    (
+        f=$WORK/old
+        r=1
+        while [ "$r" -le "$OLD_RUNS" ] && ! over; do
+            one "$f" "earlier build, run $r/$OLD_RUNS, command A" "$OLD_STAGE4" $SHAPE
+            one "$f" "earlier build, run $r/$OLD_RUNS, command M" "$OLD_STAGE4" $MANY
+            r=$((r + 1))
+        done
+        over || one "$f" "this build, command M" "$STAGE4" $MANY
+        over && echo "(stopped: the budget of $BUDGET s was spent)" >> "$f"
+    ) &
+fi
 
 say ""
 say "## $RUNS runs of this build"
@@ -134,19 +154,10 @@ status=0
 
 if [ -n "${OLD_STAGE4:-}" ]; then
     say ""
-    say "## the earlier build ($OLD_STAGE4) beside this one: command A and the same problem with 288 tiles"
+    say "## the earlier build ($OLD_STAGE4) beside this one: command A, and command M (the same problem with 288 tiles):"
     say "# command M: $SAN --tool racecheck --error-exitcode 9 STAGE4 $MANY"
-    f=$WORK/old
-    : > "$f"
-    r=1
-    while [ "$r" -le "$OLD_RUNS" ] && ! over; do
-        one "$f" "earlier build, run $r/$OLD_RUNS, command A" "$OLD_STAGE4" $SHAPE
-        one "$f" "earlier build, run $r/$OLD_RUNS, command M" "$OLD_STAGE4" $MANY
-        r=$((r + 1))
-    done
-    over || one "$f" "this build, command M" "$STAGE4" $MANY
-    over && echo "(stopped: the budget of $BUDGET s was spent)" >> "$f"
-    cat "$f" | tee -a "$LOG" | grep -v '^    '
+    [ -f "$WORK/old" ] && cat "$WORK/old" | tee -a "$LOG" | grep -v '^    '
 fi
 say "end: $(spent) s"
+rm -rf "$WORK"
 exit $status
