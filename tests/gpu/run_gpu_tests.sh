@@ -39,8 +39,8 @@
 #     racecheck, synccheck and initcheck, each FA_SAN_RUNS times (default 5),
 #     every run on a fresh seed printed in its PASS or FAIL line
 #     (FA_SAN_SEED=S replays from seed S), every run under a limit of
-#     FA_SAN_TIMEOUT seconds (default 300), so the whole is bounded by 8 x
-#     runs x limit. Forward: build/v3_check --small (every step on two small
+#     FA_SAN_TIMEOUT seconds (default 300), FA_SAN_JOBS of them at once
+#     (default 4), so the whole is bounded by 8 x runs x limit / jobs. Forward: build/v3_check --small (every step on two small
 #     masked GQA problems, one with more tiles than SMs) and ./stage4
 #     --kernel 3 on a causal GQA problem with seqlen_q > seqlen_k; backward:
 #     ./stage5 --sweep small --kernel 3 (fp16 and bf16: causal GQA with
@@ -179,23 +179,38 @@ sanitize stage5-synccheck synccheck sh -c './stage5 --sweep small --kernel 1 --d
 RUNS=${FA_SAN_RUNS:-5}
 LIMIT=${FA_SAN_TIMEOUT:-300}
 SEED0=${FA_SAN_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-# repeat NAME TOOL SEED COMMAND: one run of COMMAND (a shell command line in
-# which $S is the seed) under the tool; one PASS or FAIL line naming the seed
+# repeat NAME TOOL SEED COMMAND LOG: one run of COMMAND (a shell command line
+# in which $S is the seed) under the tool, its output in LOG; one PASS or
+# FAIL line naming the seed
 repeat() {
-    name=$1 tool=$2 S=$3 cmd=$4
+    name=$1 tool=$2 S=$3 cmd=$4 rlog=$5
     t1=$(date +%s)
-    S=$S timeout "$LIMIT" "$SAN" --tool "$tool" --error-exitcode 9 sh -c "$cmd" >"$log" 2>&1
+    S=$S timeout "$LIMIT" "$SAN" --tool "$tool" --error-exitcode 9 sh -c "$cmd" >"$rlog" 2>&1
     rc=$? secs=$(( $(date +%s) - t1 ))
-    summary=$(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$log" | sed 's/^=* *//')
-    npass=$(grep -c '^PASS ' "$log") nfail=$(grep -c '^FAIL ' "$log")
+    summary=$(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$rlog" | sed 's/^=* *//')
+    npass=$(grep -c '^PASS ' "$rlog") nfail=$(grep -c '^FAIL ' "$rlog")
     if [ "$rc" -eq 0 ] && [ "$nfail" -eq 0 ] && [ "$npass" -gt 0 ]; then
         echo "PASS $name (seed $S: $summary; $npass checks passed under it; $secs s)"
         return
     fi
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="did not finish in $LIMIT s"
-    else why=$(grep -m1 -i 'error\|hazard\|race\|uninitialized\|barrier\|^FAIL' "$log"); fi
+    else why=$(grep -m1 -i 'error\|hazard\|race\|uninitialized\|barrier\|^FAIL' "$rlog"); fi
     echo "FAIL $name seed $S: ${why:-exit status $rc, no finding printed} (replay: S=$S compute-sanitizer --tool $tool --error-exitcode 9 sh -c '$cmd')"
-    tail -n 40 "$log" | sed 's/^/    /'   # indented: its PASS lines are not this suite's
+    tail -n 40 "$rlog" | sed 's/^/    /'   # indented: its PASS lines are not this suite's
+}
+# The runs are independent programs on one GPU, each far from filling it, so
+# FA_SAN_JOBS of them (default 4) run at once; their lines are printed in
+# the order of the loop below whatever order they finish in.
+JOBS=${FA_SAN_JOBS:-4}
+rdir=$(mktemp -d) || exit 2
+trap 'rm -f "$err" "$log"; rm -rf "$rdir"' EXIT
+njob=0
+# queue NAME TOOL SEED COMMAND: start one repeated run, at most JOBS at a time
+queue() {
+    njob=$((njob + 1))
+    f=$(printf '%s/%04d' "$rdir" "$njob")
+    repeat "$1" "$2" "$3" "$4" "$f.log" >"$f.out" &
+    if [ $((njob % JOBS)) -eq 0 ]; then wait; fi
 }
 FWD='build/v3_check --small --seed $S && ./stage4 --kernel 3 --random --seed $S --batch 2 --heads 4 --kv-heads 2 --n 150 --seqlen-k 90 --d 64 --causal --repeats 1'
 BWD='./stage5 --sweep small --kernel 3 --seed $S'
@@ -210,9 +225,11 @@ for tool in memcheck racecheck synccheck initcheck; do
     r=1
     while [ "$r" -le "$RUNS" ]; do
         seed=$((SEED0 + r - 1))
-        [ -n "$FWD" ] && repeat "v3-$tool run $r/$RUNS" "$tool" "$seed" "$FWD"
-        repeat "stage5-v3-$tool run $r/$RUNS" "$tool" "$seed" "$BWD"
+        [ -n "$FWD" ] && queue "v3-$tool run $r/$RUNS" "$tool" "$seed" "$FWD"
+        queue "stage5-v3-$tool run $r/$RUNS" "$tool" "$seed" "$BWD"
         r=$((r + 1))
     done
 done
+wait
+cat "$rdir"/*.out 2>/dev/null
 exit 0
