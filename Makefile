@@ -7,7 +7,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function
-CPPFLAGS += -Isrc -DDATA_DIR='"$(CURDIR)/data"' -D_POSIX_C_SOURCE=200809L
+CPPFLAGS += -Icore -Isrc -DDATA_DIR='"$(CURDIR)/data"' -D_POSIX_C_SOURCE=200809L
 LDLIBS  += -lm
 BUILD   := build
 
@@ -46,7 +46,7 @@ stage6: $(BUILD)/stage6_masks.o $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_onli
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The one mask definition as a shared library, for the NumPy reference (ctypes).
-$(BUILD)/libfa_mask.so: src/mask_lib.c src/mask.h | $(BUILD)
+$(BUILD)/libfa_mask.so: src/mask_lib.c core/mask.h | $(BUILD)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -shared -fPIC $< -o $@
 
 # ---- tests of the CPU stages -------------------------------------------------
@@ -112,7 +112,7 @@ sanitize: $(SANITIZED)                    ## the stages and tests under ASan + U
 TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_io $(MUTANT_BINS) \
                $(BUILD)/libfa_mask.so $(SANITIZED)
 TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring "sh tests/io_mutants.sh" \
-               "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" \
+               "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/layers.py" \
                "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
                "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
 

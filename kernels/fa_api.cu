@@ -177,11 +177,7 @@ extern "C" void fa_tiles(int pass, int version, const attn_params *p, int64_t *v
 extern "C" int fa_mask_fill(const attn_params *p, unsigned char *visible)
 {
     char why[256];
-    if (attn_params_check(p, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
-    attn_mask m = attn_mask_of(p);
-    for (int i = 0; i < p->seqlen_q; i++)
-        for (int j = 0; j < p->seqlen_k; j++)
-            visible[(size_t)i * p->seqlen_k + j] = mask_visible(m, i, j) ? 1 : 0;
+    if (attn_mask_fill(p, visible, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
     return FA_OK;
 }
 

@@ -3,7 +3,7 @@
 # Where nvcc is found: builds stage4 and stage5 (host programs
 # src/stage4_main.c, src/stage5_main.c, plain C, linked with the kernels of
 # kernels/*.cu and cuBLAS) and build/libfa_gpu.so
-# (the same entry points, kernels/fa_gpu.h, for the Python tools through
+# (the same entry points, core/fa_gpu.h, for the Python tools through
 # ctypes: scripts/fa.py). Code is
 # emitted for sm_90 always (the H200/H100 the project targets) and for the
 # compute capability nvidia-smi reports, when there is a GPU here.
@@ -30,16 +30,16 @@ ifneq ($(filter-out 90,$(GPU_CC)),)
 GENCODE += -gencode arch=compute_$(GPU_CC),code=sm_$(GPU_CC)
 endif
 NVCCFLAGS ?= -O3 -lineinfo
-NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
 GPU_LIBS := -lcublas
 
 GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
 TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
 # The kernels and the library's entry points: every .cu of kernels/, one
-# object each; the version table (kernels/versions.def) ties them together.
-GPU_HDRS := kernels/fa_gpu.h kernels/gpu_common.cuh kernels/stage5_backward.cuh kernels/versions.def \
-            src/attn_params.h src/mask.h
+# object each; the version table (core/versions.def) ties them together.
+GPU_HDRS := core/fa_gpu.h kernels/gpu_common.cuh kernels/stage5_backward.cuh core/versions.def \
+            core/attn_params.h core/mask.h
 GPU_OBJS := $(BUILD)/fa_api.o $(BUILD)/stage4_forward.o $(BUILD)/stage4_v3_hopper.o $(BUILD)/stage5_backward.o \
             $(BUILD)/stage5_bwd_v3.o
 $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
@@ -47,8 +47,7 @@ $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
-$(BUILD)/stage4_main.o: CPPFLAGS += -Ikernels
-$(BUILD)/stage4_main.o: kernels/fa_gpu.h
+$(BUILD)/stage4_main.o: core/fa_gpu.h
 
 STAGE4_OBJS := $(BUILD)/stage4_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
                $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
@@ -57,8 +56,7 @@ stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 t
 
 # Stage 5: the backward (kernels/stage5_backward.cu, stage5_bwd_v3.cu) and its host program;
 # src/gpu_host.c is the host code the GPU stages share (stage 4 links it too).
-$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: CPPFLAGS += -Ikernels
-$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: kernels/fa_gpu.h
+$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: core/fa_gpu.h
 STAGE5_OBJS := $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
                $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
 stage5: $(STAGE5_OBJS)                    ## CUDA backward: v0 materialized, v1 tiled, v2/v3 tensor cores
@@ -92,7 +90,7 @@ $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 # compiler serialized the wgmma fails the build (correct and slow is a bug
 # no test catches); scripts/v3_sass.sh counts the Hopper instructions.
 V3_GENCODE := -gencode=arch=compute_90a,code=sm_90a
-V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
 V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.h $(GPU_HDRS)
 define V3_PTXAS_CHECK
 	@! grep -i "serialized\|error" $(BUILD)/v3_ptxas$(1).txt || { echo "v3: ptxas serialized wgmma (see above)"; exit 1; }
@@ -104,7 +102,7 @@ $(BUILD)/stage4_v3_hopper.pic.o: $(V3_DEPS) | $(BUILD)
 	$(NVCC) $(V3_NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_pic.txt || { cat $(BUILD)/v3_ptxas_pic.txt; exit 1; }
 	$(call V3_PTXAS_CHECK,_pic)
 # build/v3_check: the piece self-tests, every step against fp64, step timings
-$(BUILD)/v3_check.o: tests/gpu/v3_check.c kernels/stage4_v3_hopper.h kernels/fa_gpu.h | $(BUILD)
+$(BUILD)/v3_check.o: tests/gpu/v3_check.c kernels/stage4_v3_hopper.h core/fa_gpu.h | $(BUILD)
 	$(CC) $(CPPFLAGS) -Ikernels $(CFLAGS) -fopenmp -c $< -o $@
 $(BUILD)/v3_check: $(BUILD)/v3_check.o $(GPU_OBJS) $(HARNESS)
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm -Xcompiler -fopenmp

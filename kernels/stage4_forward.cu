@@ -4,7 +4,7 @@
  * What it adds: the first CUDA code of the project. Three versions of the same
  * function O = softmax(softmax_scale Q K^T) V (and L = logsumexp per row),
  * selected by a number (--kernel K), each kernel beside its launcher and its
- * row of the table of versions (kernels/versions.def):
+ * row of the table of versions (core/versions.def):
  *
  *   version | what                                   | slow-memory traffic (per head)
  *   --------+----------------------------------------+---------------------------------

@@ -10,9 +10,9 @@
  *     dQ = softmax_scale dS K                dK = softmax_scale dS^T Q
  *
  * (the chapter's backward; stage 3's flash_backward is the CPU model), with
- * the masks, seqlen_q != seqlen_k and grouped heads of src/mask.h and
- * src/attn_params.h. Four versions, chosen by --kernel K (one row each in
- * kernels/versions.def; version 3 lives in stage5_bwd_v3.cu):
+ * the masks, seqlen_q != seqlen_k and grouped heads of core/mask.h and
+ * core/attn_params.h. Four versions, chosen by --kernel K (one row each in
+ * core/versions.def; version 3 lives in stage5_bwd_v3.cu):
  *
  *   version | what
  *   --------+-----------------------------------------------------------------

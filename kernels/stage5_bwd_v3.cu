@@ -433,7 +433,7 @@ static int v3_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
 static int v3_bwd_block_rows(int d) { (void)d; return v3b_cfg<64>::BR; }
 static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
 
-/* Version 3's row of the table (kernels/versions.def). */
+/* Version 3's row of the table (core/versions.def). */
 const fa_row fa_row_bwd_v3 = {
     {FA_BACKWARD, 3, "v3", "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)",
      FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma8"},

@@ -33,10 +33,10 @@ TEST_DEPS   += stage7
 
 # The C host program sees the CUDA runtime's and NCCL's headers as system
 # headers (their own warnings are not ours).
-$(BUILD)/stage7_ring.o: src/stage7_ring.c src/ring.h src/mask.h src/attn_params.h kernels/fa_gpu.h \
-                        kernels/stage7_ring.h | $(BUILD)
-	$(CC) $(CPPFLAGS) -Ikernels -isystem $(CUDA_INC) -isystem $(NCCL_INC) $(CFLAGS) -MMD -c $< -o $@
-$(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu kernels/stage7_ring.h src/merge.h $(GPU_HDRS) | $(BUILD)
+$(BUILD)/stage7_ring.o: src/stage7_ring.c src/ring.h core/mask.h core/attn_params.h core/fa_gpu.h \
+                        core/stage7_ring.h | $(BUILD)
+	$(CC) $(CPPFLAGS) -isystem $(CUDA_INC) -isystem $(NCCL_INC) $(CFLAGS) -MMD -c $< -o $@
+$(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu core/stage7_ring.h core/merge.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 STAGE7_OBJS := $(BUILD)/stage7_ring.o $(BUILD)/stage7_ring_kernels.o $(GPU_OBJS) $(BUILD)/ring.lib.o \

@@ -1,6 +1,6 @@
 /*
  * stage7_ring.cu -- the kernels of stage7_ring.h: the merge rule of
- * src/merge.h on the GPU, and the elementwise sums and roundings of the ring.
+ * core/merge.h on the GPU, and the elementwise sums and roundings of the ring.
  *
  * The merge reads every element of the accumulator and of the partial once
  * and writes the accumulator once: memory-bound, B H len d (4 + es + 4)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_gpu.py -- our kernels beside PyTorch's attention on the GPU: forward and backward.
 
-What it does: loads build/libfa_gpu.so (kernels/fa_gpu.h) through ctypes
+What it does: loads build/libfa_gpu.so (core/fa_gpu.h) through ctypes
 (scripts/fa.py), and times every version in the library's table of versions
 (forward and backward) beside torch.nn.functional.scaled_dot_product_attention
 with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends and

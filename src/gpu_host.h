@@ -5,7 +5,7 @@
  * version run on it with its outputs poisoned first, results fetched back as
  * fp64, the fp64 reference, the error measures and the error rule, the
  * diagnostic lines of a failed check, and .npy output. Plain C over
- * kernels/fa_gpu.h (no CUDA header); every failure of the GPU library is
+ * core/fa_gpu.h (no CUDA header); every failure of the GPU library is
  * fatal (exit 1, one line).
  *
  * Tensors follow attn_params.h: Q, O, dO, dQ (B, H, seqlen_q, d); K, V, dK,

@@ -251,7 +251,7 @@ int main(int argc, char **argv)
     printf("  block sizes 1, 2, 3, 4, 5, 8, 16, 37, 64 and %d (--block); seed %llu\n", blocks[nblocks - 1],
            (unsigned long long)opt.seed);
     printf("  the check: error <= %g sqrt(N) eps of the values' scale for a row of N logits, at least\n"
-           "  %g (src/tolerances.h); the count of streams within 1e-15 is there for information (it\n"
+           "  %g (core/tolerances.h); the count of streams within 1e-15 is there for information (it\n"
            "  depends on that scale)\n\n", TOL_ONLINE_EPS_PER_ROOT, TOL_ONLINE_EPS_UNITS);
 
     double *x = xmalloc((size_t)N, sizeof(double), "logits");

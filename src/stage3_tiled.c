@@ -563,7 +563,7 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, flash_blocks
  *                over every M from 4d to 2^18 (the M where it is reached)
  *   causal_tiles (query block, key block) tiles a causal forward with
  *                Br = Bc = B computes: "all" (no skipping), "code" (the
- *                tiles src/mask.h's causal mask visits: a key block is
+ *                tiles core/mask.h's causal mask visits: a key block is
  *                skipped when it starts at or past the query block's
  *                exclusive end i1), "chapter" (the textbook's test, skip only
  *                when the key block starts past i1, which also keeps the

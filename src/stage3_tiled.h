@@ -134,7 +134,7 @@ flash_errors flash_errors_vs(const attn_problem *in, const double *O, const doub
                              const double *rdK, const double *rdV);
 
 /* The tolerance of the backward's errors above: FLASH_BWD_TOL plus
- * FLASH_BWD_L_FACTOR eps max|L| over L's rows (both in src/tolerances.h, with
+ * FLASH_BWD_L_FACTOR eps max|L| over L's rows (both in core/tolerances.h, with
  * FLASH_FWD_TOL for the forward's), the loss of rebuilding P from a rounded
  * L, measured by ./stage6 --sweep lse. */
 double flash_backward_tol(const double *L, size_t rows);

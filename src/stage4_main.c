@@ -9,7 +9,7 @@
  * wgmma (version 3, H100/H200), beside a materialized GPU baseline
  * (version 0). Every version takes the problems of stage 6: causal and
  * sliding-window masks, seqlen_q != seqlen_k and grouped key/value heads
- * (src/mask.h, attn_params). Plain C over kernels/fa_gpu.h and the GPU host
+ * (core/mask.h, attn_params). Plain C over core/fa_gpu.h and the GPU host
  * code the GPU stages share (src/gpu_host.[ch]).
  *
  * Build and run:   make stage4 && ./stage4

@@ -6,7 +6,7 @@
  * What it adds over stage 4: the backward pass on the GPU (version 0
  * materialized with cuBLAS, 1 tiled on the CUDA cores, 2 and 3 tiled on the
  * tensor cores), masks, seqlen_q != seqlen_k and grouped heads, and a deterministic
- * mode. Plain C over kernels/fa_gpu.h and the shared GPU host code
+ * mode. Plain C over core/fa_gpu.h and the shared GPU host code
  * src/gpu_host.[ch].
  *
  * Build and run:   make stage5 && ./stage5

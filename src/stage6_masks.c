@@ -3,7 +3,7 @@
  *
  * What it adds over stage 3: nothing in the algorithm, which already takes
  * any mask, seqlen_q != seqlen_k and grouped heads through attn_params and
- * src/mask.h. This program holds the tiled stage to that generality: every
+ * core/mask.h. This program holds the tiled stage to that generality: every
  * mask against stage 1 masked (fp64), the conventions of empty rows and
  * full-cover windows, long sequences checked in O(N) memory, and the sweeps
  * the chapter draws (window size, memory against N, error against |L|).
@@ -409,7 +409,7 @@ static int run_tour(const options *opt)
     printf("  errors relative to their magnitudes (flash_errors_vs): forward <= %.0e, backward <= "
            "%.0e + %.0f eps max|L|;\n  gradient check by central differences on a 12-query slice "
            "<= %.0e; IO counted == formula (tiled and naive);\n  tiles visited == mask_tiles_visited;"
-           " rows that see no key hold O = 0, L = -inf, dQ = 0 (bounds: src/tolerances.h)\n\n",
+           " rows that see no key hold O = 0, L = -inf, dQ = 0 (bounds: core/tolerances.h)\n\n",
            FLASH_FWD_TOL, FLASH_BWD_TOL, FLASH_BWD_L_FACTOR, TOL_GRADCHECK);
     printf("  %-32s %-23s %-11s %-7s %9s %9s %9s %5s %-3s %-3s\n", "problem",
            "(B,H/H_kv,Sq,Sk,d)", "window", "Br x Bc", "fwd err", "bwd err", "gradchk", "empty",

@@ -7,7 +7,7 @@
  * ring of GPUs; at every step a GPU runs the project's own forward kernel
  * (fa_forward) on its query rows against the shard it holds, while it passes
  * that shard on; the partial results (O_i, L_i) are joined by the merge rule
- * of src/merge.h, the online softmax's rescaling applied to whole results.
+ * of core/merge.h, the online softmax's rescaling applied to whole results.
  * The backward runs the same ring with the merged O and L: dQ sums where it
  * is, the dK, dV sums travel with their shard and come home after the last
  * step. Under the causal mask each GPU holds two mirrored chunks (src/ring.h,

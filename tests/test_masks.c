@@ -1,5 +1,5 @@
 /*
- * tests/test_masks.c -- the one mask definition (src/mask.h) and the tiled
+ * tests/test_masks.c -- the one mask definition (core/mask.h) and the tiled
  * stage under it.
  *
  *   1. mask.h against itself, pair by pair: every range, block range, tile
@@ -9,7 +9,7 @@
  *   2. The property test: >= 1000 random problems (seqlen_q, seqlen_k, d, B,
  *      H, H_kv, window or causal, Br != Bc from 1 to past the lengths), the
  *      tiled forward and backward against stage 1 masked (fp64), errors
- *      relative to the magnitudes (src/tolerances.h: forward <= 1e-13, backward <= 1e-12 plus
+ *      relative to the magnitudes (core/tolerances.h: forward <= 1e-13, backward <= 1e-12 plus
  *      the |L| term of flash_backward_tol), tiles visited == formula ==
  *      brute force, counted IO == formula, no NaN, empty rows O = 0,
  *      L = -inf, dQ = 0.

@@ -1,5 +1,5 @@
 /*
- * tests/test_ring.c -- property tests of the merge rule (src/merge.h) and of
+ * tests/test_ring.c -- property tests of the merge rule (core/merge.h) and of
  * the ring plan (src/ring.h) on the CPU, in fp64: what stage 7 runs across
  * GPUs, checked here first, where every number can be exact.
  *

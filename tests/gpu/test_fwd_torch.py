@@ -7,7 +7,7 @@ For fresh random problems (the seed is printed; --seed S replays) over masks
 seqlen_k, grouped K/V heads, odd sizes and d = 16..128, each version that
 takes the problem is run on inputs rounded to the dtype, its outputs
 poisoned first, and compared with the float64 attention of the same rounded
-inputs (the mask from src/mask.h through fa_mask_matrix, so this file spells
+inputs (the mask from core/mask.h through fa_mask_matrix, so this file spells
 no mask). Rules:
   fp32        max|O - ref| / max|ref| <= 1e-5 and the same for L
   fp16, bf16  err(O) <= 2 err(PyTorch in the same dtype) + u, u the unit

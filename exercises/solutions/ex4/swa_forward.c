@@ -9,7 +9,7 @@
  * rest without loading them; inside a visited tile the mask is exact per
  * (row, key).
  *
- * The project writes a mask once, in src/mask.h: the window i - W < j <= i
+ * The project writes a mask once, in core/mask.h: the window i - W < j <= i
  * is FlashAttention's window_size (W - 1, 0); mask_visible is the per-pair
  * test and mask_key_blocks the interval above, cut into key blocks.
  */

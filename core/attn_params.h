@@ -101,4 +101,19 @@ static inline int attn_params_check(const attn_params *p, char *why, size_t n)
     return 0;
 }
 
+/* The mask of problem p as data: visible[i * seqlen_k + j] = 1 when query i
+ * sees key j (mask_visible), else 0, a seqlen_q x seqlen_k row-major byte
+ * matrix the caller owns. The one body behind fa_mask_fill (core/fa_gpu.h),
+ * which both libraries export: libfa_gpu.so (kernels/fa_api.cu) and
+ * libfa_mask.so (src/mask_lib.c). 0, or -1 with attn_params_check's line. */
+static inline int attn_mask_fill(const attn_params *p, unsigned char *visible, char *why, size_t n)
+{
+    if (attn_params_check(p, why, n)) return -1;
+    attn_mask m = attn_mask_of(p);
+    for (int i = 0; i < p->seqlen_q; i++)
+        for (int j = 0; j < p->seqlen_k; j++)
+            visible[(size_t)i * p->seqlen_k + j] = mask_visible(m, i, j) ? 1 : 0;
+    return 0;
+}
+
 #endif /* FA_ATTN_PARAMS_H */
