@@ -24,8 +24,7 @@
 EX_NUMBERS  := $(sort $(patsubst exercises/ex%/check.c,%,$(wildcard exercises/ex*/check.c)))
 EX_BUILD    := $(BUILD)/exercises
 EX_CPPFLAGS  = $(CPPFLAGS) -Iexercises/lib -DEX_ROOT='"$(CURDIR)/exercises"'
-EX_LIBS     := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
-               $(BUILD)/stage1_naive.lib.o $(HARNESS)
+EX_LIBS     := $(call lib_objs,$(BUILD),$(LINK_stage3))
 
 # The folders each checker is built for by `make test`: the stubs as shipped,
 # the solution, the test fixtures. (Yours, exercises/exN, by `make exercise`.)

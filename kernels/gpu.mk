@@ -36,31 +36,28 @@ GPU_LIBS := -lcublas
 GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
 TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
-# The kernels and the library's entry points: every .cu of kernels/, one
-# object each; the version table (core/versions.def) ties them together.
-GPU_HDRS := core/fa_gpu.h kernels/gpu_common.cuh kernels/stage5_backward.cuh core/versions.def \
-            core/attn_params.h core/mask.h
-GPU_OBJS := $(BUILD)/fa_api.o $(BUILD)/stage4_forward.o $(BUILD)/stage4_v3_hopper.o $(BUILD)/stage5_backward.o \
-            $(BUILD)/stage5_bwd_v3.o
+# The kernels and the library's entry points: every .cu of kernels/ but
+# stage 7's helper (kernels/stage7.mk links that one), one object each; a
+# version is its file plus its row of core/versions.def, nothing here.
+GPU_HDRS := $(wildcard core/*.h core/*.def kernels/*.cuh kernels/*.h)
+GPU_OBJS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(filter-out kernels/stage7_ring.cu,$(wildcard kernels/*.cu)))
 $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
-$(BUILD)/stage4_main.o: core/fa_gpu.h
-
-STAGE4_OBJS := $(BUILD)/stage4_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
-               $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
-stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
-	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
-
-# Stage 5: the backward (kernels/stage5_backward.cu, stage5_bwd_v3.cu) and its host program;
-# src/gpu_host.c is the host code the GPU stages share (stage 4 links it too).
-$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: core/fa_gpu.h
-STAGE5_OBJS := $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
-               $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
-stage5: $(STAGE5_OBJS)                    ## CUDA backward: v0 materialized, v1 tiled, v2/v3 tensor cores
-	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
+# The GPU host programs: one link list each (Makefile's link_program lists:
+# the main, then src/ without main), the kernels and cuBLAS. src/gpu_host.c
+# is the host code the GPU stages share.
+LINK_stage4 := stage4_main gpu_host $(LINK_stage3)
+LINK_stage5 := stage5_main gpu_host $(LINK_stage3)
+define link_gpu_program
+$(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)
+	$$(NVCC) $$(GENCODE) $$^ -o $$@ $$(GPU_LIBS) -lm
+endef
+$(foreach p,stage4 stage5,$(eval $(call link_gpu_program,$(p))))
+stage4:                                   ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
+stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v3 mma.sync on 8 warps
 GPU_TARGETS += stage5
 TEST_DEPS += stage5
 

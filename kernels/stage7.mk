@@ -39,9 +39,8 @@ $(BUILD)/stage7_ring.o: src/stage7_ring.c src/ring.h core/mask.h core/attn_param
 $(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu core/stage7_ring.h core/merge.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-STAGE7_OBJS := $(BUILD)/stage7_ring.o $(BUILD)/stage7_ring_kernels.o $(GPU_OBJS) $(BUILD)/ring.lib.o \
-               $(BUILD)/stage1_naive.lib.o $(HARNESS)
-stage7: $(STAGE7_OBJS)                    ## one sequence across GPUs: ring attention on NCCL
+LINK_stage7 := stage7_ring ring $(LINK_stage1)
+stage7: $(call objs,$(BUILD),$(LINK_stage7)) $(BUILD)/stage7_ring_kernels.o $(GPU_OBJS)                  ## one sequence across GPUs: ring attention on NCCL
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -L$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE) \
 	    -Xlinker -rpath,$(NCCL_LIBDIR) -lm
 
