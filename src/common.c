@@ -320,7 +320,7 @@ typedef enum { ARG_NONE, ARG_INT, ARG_LONG, ARG_U64, ARG_DOUBLE, ARG_STR, ARG_LI
 
 typedef struct {
     const char *name;
-    unsigned flag;
+    opt_set flag;
     arg_kind kind;
     const char *meta;
     const char *help;
@@ -362,22 +362,25 @@ static const opt_spec SPECS[] = {
     {"--repeats", OPT_REPEATS, ARG_INT, "R", "timed repetitions"},
     {"--deterministic", OPT_DETERMINISTIC, ARG_NONE, NULL,
      "backward: dQ, dK, dV bitwise the same on every run (ordered dQ additions)"},
+    {"--gpus", OPT_GPUS, ARG_INT, "G", "GPUs in the ring (default: every GPU here, at most 8)"},
+    {"--virtual", OPT_VIRTUAL, ARG_NONE, NULL, "G shards on GPU 0 (streams and copies instead of NCCL)"},
+    {"--budget", OPT_BUDGET, ARG_INT, "S", "--sweep scale: stop before the sweep would pass S seconds (default 120)"},
 };
 #define N_SPECS (sizeof SPECS / sizeof SPECS[0])
 
 /* The --dtype values a program runs: "fp64 or fp32", from its accepted bits
  * (OPT_DTYPE without any OPT_FP* bit: all four). Returns how many. */
-static const struct { unsigned flag; const char *name; } DTYPES[] = {
+static const struct { opt_set flag; const char *name; } DTYPES[] = {
     {OPT_FP64, "fp64"}, {OPT_FP32, "fp32"}, {OPT_FP16, "fp16"}, {OPT_BF16, "bf16"},
 };
-static unsigned dtype_bits(unsigned accepted)
+static opt_set dtype_bits(opt_set accepted)
 {
-    unsigned all = OPT_FP64 | OPT_FP32 | OPT_FP16 | OPT_BF16;
+    opt_set all = OPT_FP64 | OPT_FP32 | OPT_FP16 | OPT_BF16;
     return (accepted & all) ? (accepted & all) : all;
 }
-static void dtype_list(unsigned accepted, char *buf, size_t n)
+static void dtype_list(opt_set accepted, char *buf, size_t n)
 {
-    unsigned bits = dtype_bits(accepted);
+    opt_set bits = dtype_bits(accepted);
     int total = 0, k = 0;
     for (size_t i = 0; i < 4; i++) total += !!(bits & DTYPES[i].flag);
     buf[0] = '\0';
@@ -390,7 +393,7 @@ static void dtype_list(unsigned accepted, char *buf, size_t n)
     }
 }
 
-static void print_usage(const char *usage, unsigned accepted)
+static void print_usage(const char *usage, opt_set accepted)
 {
     printf("%s\n\nOptions:\n", usage);
     for (size_t i = 0; i < N_SPECS; i++) {
@@ -435,7 +438,7 @@ static double parse_real(const char *flag, const char *s)
     return v;
 }
 
-static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, options *o)
+static void parse_value(const opt_spec *sp, const char *val, opt_set accepted, options *o)
 {
     const char *f = sp->name;
     switch (sp->flag) {
@@ -450,6 +453,8 @@ static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, 
     case OPT_BLOCK: o->block = (int)parse_integer(f, val, 1, 1 << 20); break;
     case OPT_KERNEL: o->kernel = (int)parse_integer(f, val, 0, 99); break;
     case OPT_REPEATS: o->repeats = (int)parse_integer(f, val, 1, 100000); break;
+    case OPT_GPUS: o->gpus = (int)parse_integer(f, val, 1, 8); break;
+    case OPT_BUDGET: o->budget = (double)parse_integer(f, val, 1, 86400); break;
     case OPT_SCALE:
         o->softmax_scale = parse_real(f, val);
         if (o->softmax_scale <= 0) fatal(EXIT_BAD_INPUT, "%s: must be positive, got '%s'", f, val);
@@ -489,7 +494,7 @@ static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, 
         o->rule = val;
         break;
     case OPT_DTYPE: {
-        unsigned bits = dtype_bits(accepted);
+        opt_set bits = dtype_bits(accepted);
         bool ok = false;
         for (size_t i = 0; i < 4; i++) ok |= (bits & DTYPES[i].flag) && !strcmp(val, DTYPES[i].name);
         if (!ok) {
@@ -535,7 +540,7 @@ static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, 
     }
 }
 
-void parse_options(int argc, char **argv, unsigned accepted, const char *usage, options *o)
+void parse_options(int argc, char **argv, opt_set accepted, const char *usage, options *o)
 {
     memset(o, 0, sizeof *o);
     set_prog_name(argv[0]);
@@ -550,6 +555,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
     o->rule = "paper";
     o->window_left = o->window_right = -1;
     o->check = "naive";
+    o->budget = 120;
     bool seen[N_SPECS] = {false};
 
     for (int i = 1; i < argc; i++) {
@@ -583,6 +589,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
             else if (sp->flag == OPT_TRACE) o->trace = true;
             else if (sp->flag == OPT_RANDOM) o->random = true;
             else if (sp->flag == OPT_DETERMINISTIC) o->deterministic = true;
+            else if (sp->flag == OPT_VIRTUAL) o->virt = true;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);

@@ -202,11 +202,18 @@ enum opt_flag {
  * int. */
 #define OPT_GRAD_OUTPUTS (1u << 31)
 #define OPT_OUTPUTS (OPT_FWD_OUTPUTS | OPT_GRAD_OUTPUTS)   /* --out --lse --dq --dk --dv */
+/* The ring of stage 7: --gpus G, --virtual (G shards on one GPU), --budget S
+ * (seconds of --sweep scale). Past bit 31, so the sets are 64 bits wide. */
+#define OPT_GPUS    (1ull << 32)
+#define OPT_VIRTUAL (1ull << 33)
+#define OPT_BUDGET  (1ull << 34)
+/* A set of OPT_* bits. */
+typedef uint64_t opt_set;
 
 #define MAX_LOGITS 4096
 
 typedef struct {
-    unsigned given;          /* OPT_* bits of the flags present on the command line */
+    opt_set given;           /* OPT_* bits of the flags present on the command line */
     int N, d, batch, heads;  /* --n --d --batch --heads (random input) */
     uint64_t seed;           /* --seed */
     bool causal;             /* --causal: window (-1, 0) */
@@ -231,10 +238,13 @@ typedef struct {
     int kernel;              /* --kernel K (GPU stages) */
     int repeats;             /* --repeats R */
     bool deterministic;      /* --deterministic: bitwise reproducible dQ, dK, dV */
+    int gpus;                /* --gpus G (stage 7; 0: every GPU here) */
+    bool virt;               /* --virtual: G shards on one GPU (stage 7) */
+    double budget;           /* --budget S: seconds of stage 7's --sweep scale (default 120) */
 } options;
 
 /* One line per accepted flag, printed by --help. */
-typedef struct { unsigned flag; const char *text; } flag_help;
+typedef struct { opt_set flag; const char *text; } flag_help;
 
 /* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234,
  * no mask).
@@ -243,7 +253,7 @@ typedef struct { unsigned flag; const char *text; } flag_help;
  * above the flag list by --help (exit 0), which lists only accepted flags.
  * A flag this stage does not take, a flag given twice, a missing or bad
  * value: one line on stderr and exit 2. */
-void parse_options(int argc, char **argv, unsigned accepted, const char *usage,
+void parse_options(int argc, char **argv, opt_set accepted, const char *usage,
                    options *opt);
 
 /* ---------------------------------------------------------------------------

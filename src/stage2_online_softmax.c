@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 
     /* Here --n and --d shape the random rows below, not this input. */
     options real_opt = opt;
-    real_opt.given &= ~(unsigned)(OPT_N | OPT_D);
+    real_opt.given &= ~(opt_set)(OPT_N | OPT_D);
     attn_problem p;
     load_problem(&real_opt, &p);
     const attn_params *ap = &p.params;

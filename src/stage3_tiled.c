@@ -652,7 +652,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
         int N_fixed = (opt->given & OPT_N) ? opt->N : 2048;
         for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++) {
             options o = *opt;
-            o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
+            o.given = (o.given & ~(opt_set)(OPT_BR | OPT_BC)) | OPT_SRAM;
             o.M = FLASH_DEFAULT_M;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", Ns[a], o.M);
             flash_blocks b = sweep_blocks(&o, d, Ns[a], &M);
@@ -660,7 +660,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
         }
         for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
             options o = *opt;
-            o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
+            o.given = (o.given & ~(opt_set)(OPT_BR | OPT_BC)) | OPT_SRAM;
             o.M = Ms[a];
             if (derive_blocks(o.M, d, true, &(int){0}, &(int){0}) != 0) continue;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", N_fixed, o.M);
@@ -676,7 +676,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
         int N = (opt->given & OPT_N) ? opt->N : 2048;
         for (int B = 4; B <= 512 && B <= N; B *= 2) {
             options o = *opt;
-            o.given = (o.given & ~(unsigned)OPT_SRAM) | OPT_BR | OPT_BC;
+            o.given = (o.given & ~(opt_set)OPT_SRAM) | OPT_BR | OPT_BC;
             o.Br = o.Bc = B;
             fprintf(stderr, "sweep blocks: N = %d, Br = Bc = %d\n", N, B);
             flash_blocks b = sweep_blocks(&o, d, N, &M);
@@ -698,7 +698,7 @@ int main(int argc, char **argv)
                       OPT_SWEEP | OPT_CSV | OPT_RULE | OPT_REPEATS,
                   USAGE, &opt);
     if (opt.sweep) {
-        if (opt.given & (OPT_MASKS & ~(unsigned)OPT_CAUSAL))
+        if (opt.given & (OPT_MASKS & ~(opt_set)OPT_CAUSAL))
             fatal(EXIT_BAD_INPUT, "--sweep io|blocks|formulas runs square problems (--causal or "
                   "none); masks and lengths are swept by ./stage6 --sweep window");
         return run_sweep(&opt, argc, argv);

@@ -565,7 +565,7 @@ int main(int argc, char **argv)
     if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model"))
         fatal(EXIT_BAD_INPUT, "--sweep %s: stage 4 knows --sweep tests and model", opt.sweep);
     bool outputs = opt.out || opt.lse;
-    if (opt.sweep && (outputs || (opt.given & ~(unsigned)(OPT_SWEEP | OPT_SEED))))
+    if (opt.sweep && (outputs || (opt.given & ~(opt_set)(OPT_SWEEP | OPT_SEED))))
         fatal(EXIT_BAD_INPUT, "--sweep %s takes only --seed", opt.sweep);
     if (opt.sweep && !strcmp(opt.sweep, "model")) return model_checks() ? EXIT_CHECK_FAILED : 0;
     int dtypes[3], nd, versions[NV_MAX], nv;

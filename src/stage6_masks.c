@@ -354,7 +354,7 @@ typedef struct {
 static void tour_problem(const options *base, const tour_case *c, attn_problem *prob)
 {
     options o = *base;
-    o.given &= ~(unsigned)(OPT_MASKS);
+    o.given &= ~(opt_set)(OPT_MASKS);
     o.causal = false;
     o.given |= OPT_WINDOW;
     o.window_left = c->window_left;
@@ -433,7 +433,7 @@ static int run_tour(const options *opt)
     rng_seed(&rng, opt->seed);
     for (int k = 0; k < 8; k++) {
         options o = *opt;
-        o.given = (o.given & ~(unsigned)OPT_MASKS) | OPT_RANDOM | OPT_SEQLEN_K | OPT_KV_HEADS |
+        o.given = (o.given & ~(opt_set)OPT_MASKS) | OPT_RANDOM | OPT_SEQLEN_K | OPT_KV_HEADS |
                   OPT_WINDOW | OPT_HEADS | OPT_BATCH | OPT_N | OPT_D;
         o.random = true;
         o.batch = rng_int(&rng, 1, 2);
@@ -584,7 +584,7 @@ static int sweep_window(const options *opt, int argc, char **argv)
         const char *kind = W < N ? "window" : W == N ? "causal" : "full";
         if (W > 2 * N) break;
         options o = *opt;
-        o.given = (o.given & ~(unsigned)OPT_MASKS) | OPT_RANDOM | OPT_N | OPT_D;
+        o.given = (o.given & ~(opt_set)OPT_MASKS) | OPT_RANDOM | OPT_N | OPT_D;
         o.random = true;
         o.N = N;
         o.d = d;

@@ -73,9 +73,6 @@ static const char USAGE[] =
     "rows, the K/V shards travel around the ring, partial results are merged with the online\n"
     "softmax's rule; forward and backward, checked against the single-GPU kernels.\n"
     "usage: ./stage7 [--gpus G] [--virtual] [options]\n"
-    "  --gpus G        GPUs in the ring (default: every GPU here, at most 8)\n"
-    "  --virtual       G shards on GPU 0 (streams and copies instead of NCCL)\n"
-    "  --budget S      --sweep scale: stop before the sweep would pass S seconds (default 120)\n"
     "  --sweep tests   the GPU test suite;  --sweep scale  the measurement (--csv FILE)\n"
     "  --kernel K      forward version (default 2; 1 for fp32), backward the same number\n"
     "With no problem flags: the real input and two random problems, causal and not.\n"
@@ -98,8 +95,6 @@ static const char USAGE[] =
         if ((call) != FA_OK) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());                   \
     } while (0)
 
-/* ------------------------------------------------------------------------- */
-/* The flags only stage 7 takes                                               */
 /* ------------------------------------------------------------------------- */
 typedef struct {
     int gpus;          /* 0: every GPU here */
@@ -568,15 +563,22 @@ typedef struct {
     int ran_bwd;
 } host_out;
 
+/* One sequence is what the ring shards: the same rows of queries and keys,
+ * every head its own key/value head. Exit 2 with one line otherwise. */
+static void ring_shape_check(const attn_params *sp)
+{
+    if (sp->seqlen_q != sp->seqlen_k || sp->H_kv != sp->H)
+        fatal(EXIT_BAD_INPUT, "stage 7 shards one sequence: it takes seqlen_k = seqlen_q and H_kv = H "
+              "(got %d keys, %d kv heads for %d rows, %d heads)", sp->seqlen_k, sp->H_kv,
+              sp->seqlen_q, sp->H);
+}
+
 static void host_problem_make(host_problem *h, const attn_problem *src, const char *name, int dtype,
                               bool causal)
 {
     memset(h, 0, sizeof *h);
     const attn_params *sp = &src->params;
-    if (sp->seqlen_q != sp->seqlen_k || sp->H_kv != sp->H)
-        fatal(EXIT_BAD_INPUT, "stage 7 shards one sequence: it takes seqlen_k = seqlen_q and H_kv = H "
-              "(got %d keys, %d kv heads for %d rows, %d heads)", sp->seqlen_k, sp->H_kv,
-              sp->seqlen_q, sp->H);
+    ring_shape_check(sp);
     h->p = attn_params_make(sp->B, sp->H, sp->seqlen_q, sp->d, 1.0 / sqrt((double)sp->d));
     if (causal) h->p.window_size_right = 0;
     h->dtype = dtype;
@@ -1219,16 +1221,11 @@ static void check_all(ring_ctx **ctx, bool virt, const int *gs, int ng, const at
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    int argc0 = argc;
-    char **argv0 = xmalloc((size_t)argc + 1, sizeof(char *), "argv");
-    memcpy(argv0, argv, ((size_t)argc + 1) * sizeof(char *));
-    ring_flags rf;
-    argc = take_ring_flags(argc, argv, &rf);
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_CAUSAL |
-                      OPT_INPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL | OPT_REPEATS | OPT_SWEEP,
+                      OPT_INPUTS | OPT_CSV | OPT_DTYPE | OPT_FP32 | OPT_FP16 | OPT_BF16 | OPT_KERNEL |
+                      OPT_REPEATS | OPT_SWEEP | OPT_GPUS | OPT_VIRTUAL | OPT_BUDGET,
                   USAGE, &opt);
     bool tests = opt.sweep && !strcmp(opt.sweep, "tests"), scale = opt.sweep && !strcmp(opt.sweep, "scale");
     if (opt.sweep && !tests && !scale)
@@ -1245,19 +1242,37 @@ int main(int argc, char **argv)
     attn_params probe = attn_params_make(1, 1, 64, 64, 0.125);
     if (fa_check_problem(FA_FORWARD, kernel, dtype, &probe)) fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
     bool problem_given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS);
-    if (rf.gpus > 1 && kernel == 0 && !rf.virt)
+    if (scale && (opt.given & OPT_INPUTS))
+        fatal(EXIT_BAD_INPUT, "--sweep scale makes its own inputs on the GPUs; --q --k --v --do are for the checks");
+    if (opt.gpus > 1 && kernel == 0 && !opt.virt)
         fatal(EXIT_BAD_INPUT, "--kernel 0: version 0 keeps one cuBLAS handle for one GPU; use --kernel 1 "
               "or 2, or --virtual");
-    /* A problem that the flags describe is checked before any GPU is looked for. */
-    if (problem_given && !(opt.given & OPT_INPUTS) && !scale) {
+    /* A problem that the flags or files describe is read and checked before
+     * any GPU is looked for: a bad file is a bad input whether or not there
+     * is a GPU to run it on. */
+    attn_problem given = {0};
+    if (opt.given & OPT_INPUTS) {
+        load_problem(&opt, &given);
+        ring_shape_check(&given.params);
+        if ((double)given.params.seqlen_q * given.params.seqlen_q > 64e6)
+            fatal(EXIT_BAD_INPUT, "--q %s: the CPU reference builds N x N matrices; use N <= 8000",
+                  opt.q);
+        attn_params p = given.params;
+        p.window_size_left = -1;
+        p.window_size_right = opt.causal ? 0 : -1;
+        ring_job j;
+        char why[256], bwhy[256];
+        if (job_make(&j, &p, opt.gpus ? opt.gpus : 1, dtype, kernel, false, why, bwhy, sizeof why))
+            fatal(EXIT_BAD_INPUT, "%s", why);
+    } else if (problem_given && !scale) {
         attn_params p = attn_params_make(opt.batch, opt.heads, opt.N, opt.d, 1.0);
         if (opt.causal) p.window_size_right = 0;
         ring_job j;
         char why[256], bwhy[256];
-        if (job_make(&j, &p, rf.gpus ? rf.gpus : 1, dtype, kernel, false, why, bwhy, sizeof why))
+        if (job_make(&j, &p, opt.gpus ? opt.gpus : 1, dtype, kernel, false, why, bwhy, sizeof why))
             fatal(EXIT_BAD_INPUT, "%s", why);
     }
-    if (scale && rf.gpus == 1) fatal(EXIT_BAD_INPUT, "--sweep scale: needs --gpus 2 or more (it sets G GPUs against one)");
+    if (scale && opt.gpus == 1) fatal(EXIT_BAD_INPUT, "--sweep scale: needs --gpus 2 or more (it sets G GPUs against one)");
     if (scale) {   /* the first N of the sweep; the others are its doublings */
         int d = opt.given & OPT_D ? opt.d : 128, N = opt.given & OPT_N ? opt.N : 4096;
         attn_params p = attn_params_make(opt.given & OPT_BATCH ? opt.batch : 1, opt.given & OPT_HEADS ? opt.heads : 16,
@@ -1265,7 +1280,7 @@ int main(int argc, char **argv)
         p.window_size_right = 0;   /* the stricter layout: 2G chunks */
         ring_job j;
         char why[256], bwhy[256];
-        if (job_make(&j, &p, rf.gpus ? rf.gpus : 2, dtype, kernel, false, why, bwhy, sizeof why))
+        if (job_make(&j, &p, opt.gpus ? opt.gpus : 2, dtype, kernel, false, why, bwhy, sizeof why))
             fatal(EXIT_BAD_INPUT, "%s", why);
     }
 
@@ -1275,8 +1290,8 @@ int main(int argc, char **argv)
         else printf("stage7: no CUDA GPU here; nothing to run (SKIP: stage 7 needs one GPU, or two for NCCL)\n");
         return 0;
     }
-    int G = rf.gpus ? rf.gpus : (have < MAX_G ? have : MAX_G);
-    if (!rf.virt && G > have)
+    int G = opt.gpus ? opt.gpus : (have < MAX_G ? have : MAX_G);
+    if (!opt.virt && G > have)
         fatal(EXIT_BAD_INPUT, "--gpus %d: only %d GPU%s here (--virtual runs %d shards on one GPU)", G, have,
               have == 1 ? "" : "s", G);
     if (scale && G < 2) fatal(EXIT_BAD_INPUT, "--sweep scale: one GPU here; give --gpus 2 --virtual to run the ring on it");
@@ -1287,23 +1302,22 @@ int main(int argc, char **argv)
     FA(fa_device_info(info, sizeof info, NULL));
     ncclGetVersion(&nv);
     printf("stage7: ring attention, G = %d %s; GPU 0: %s; NCCL version code %d\n", G,
-           rf.virt ? "virtual ranks on GPU 0 (copies, no NCCL)" : "GPUs (NCCL)", info, nv);
+           opt.virt ? "virtual ranks on GPU 0 (copies, no NCCL)" : "GPUs (NCCL)", info, nv);
     ring_ctx *ctx[MAX_G + 1] = {0};
 
     if (scale) {
         ctx[G] = xmalloc(1, sizeof(ring_ctx), "ring context");
-        ctx_init(ctx[G], G, rf.virt);
+        ctx_init(ctx[G], G, opt.virt);
         provenance pv;
-        provenance_of(&pv, argc0, argv0, 0);
-        FILE *csv = csv_open(opt.csv, argc0, argv0,
+        provenance_of(&pv, argc, argv, 0);
+        FILE *csv = csv_open(opt.csv, argc, argv,
                              "gpu,driver,cuda,nccl,commit,date,command,transport,gpus,causal,dtype,kernel,"
                              "pass,B,H,N,d,repeats,single_ms,ring_ms,compute_only_ms,comm_only_ms,"
                              "hidden_share,single_tflops,ring_tflops,efficiency,bytes_sent_per_gpu,bytes_formula");
-        scale_sweep(ctx[G], &opt, dtype, kernel, rf.budget, &pv, csv);
+        scale_sweep(ctx[G], &opt, dtype, kernel, opt.budget, &pv, csv);
         fclose(csv);
         ctx_free(ctx[G]);
         free(ctx[G]);
-        free(argv0);
         return 0;
     }
 
@@ -1313,13 +1327,16 @@ int main(int argc, char **argv)
            "  L / max(1, max|L|), dQ dK dV / max|ref|; bounds: 2 x the single-GPU kernel's error + u (O),\n"
            "  + 4 x 2^-24 (L), + G u (gradients), u = the dtype's unit roundoff; G = 1 bitwise\n");
     int gs[2] = {1, G}, ng = G > 1 ? 2 : 1;
-    if (problem_given || (opt.given & OPT_INPUTS)) {
+    if (opt.given & OPT_INPUTS) {
+        check_all(ctx, opt.virt, gs, ng, &given, "input", dtype, kernel, opt.causal);
+        free_problem(&given);
+    } else if (problem_given) {
         attn_problem p;
         load_problem(&opt, &p);
         if ((double)p.params.seqlen_q * p.params.seqlen_q > 64e6)
             fatal(EXIT_BAD_INPUT, "--n %d: the CPU reference builds N x N matrices; use N <= 8000",
                   p.params.seqlen_q);
-        check_all(ctx, rf.virt, gs, ng, &p, p.source[0] == 'r' ? "random" : "input", dtype, kernel, opt.causal);
+        check_all(ctx, opt.virt, gs, ng, &p, "random", dtype, kernel, opt.causal);
         free_problem(&p);
     } else {
         attn_problem p;
@@ -1327,7 +1344,7 @@ int main(int argc, char **argv)
         o.given &= ~OPT_RANDOM;
         load_problem(&o, &p);   /* the real input */
         for (int causal = 0; causal <= 1; causal++)
-            check_all(ctx, rf.virt, gs, ng, &p, "real input", dtype, kernel, causal);
+            check_all(ctx, opt.virt, gs, ng, &p, "real input", dtype, kernel, causal);
         free_problem(&p);
         /* random problems; under the mask the N must split into 2G chunks */
         struct { int B, H, N, d, dtype, kernel, causal; } cases[] = {
@@ -1340,9 +1357,9 @@ int main(int argc, char **argv)
         };
         int nc = tests ? (int)(sizeof cases / sizeof cases[0]) : 2;
         for (int i = 0; i < nc; i++) {
-            if (cases[i].kernel == 0 && G > 1 && !rf.virt) continue;
+            if (cases[i].kernel == 0 && G > 1 && !opt.virt) continue;
             random_problem(&opt, &p, cases[i].B, cases[i].H, cases[i].N, cases[i].d, seed + i);
-            check_all(ctx, rf.virt, gs, ng, &p, "random", cases[i].dtype, cases[i].kernel, cases[i].causal);
+            check_all(ctx, opt.virt, gs, ng, &p, "random", cases[i].dtype, cases[i].kernel, cases[i].causal);
             free_problem(&p);
         }
     }
@@ -1352,6 +1369,5 @@ int main(int argc, char **argv)
             free(ctx[g]);
         }
     printf("stage7: %d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
-    free(argv0);
     return n_fail ? EXIT_CHECK_FAILED : 0;
 }
