@@ -904,13 +904,27 @@ void save_rows(const char *path, const double *x, const attn_params *p)
 /* CSV with provenance                                                        */
 /* ------------------------------------------------------------------------- */
 
-static void read_command(const char *cmd, char *buf, size_t n)
+void command_line_of(const char *cmd, char *buf, size_t n)
 {
     buf[0] = '\0';
     FILE *p = popen(cmd, "r");
     if (!p) return;
-    if (fgets(buf, (int)n, p)) buf[strcspn(buf, "\n")] = '\0';
+    if (fgets(buf, (int)n, p)) buf[strcspn(buf, "\r\n")] = '\0';
     pclose(p);
+}
+
+void source_commit(char *buf, size_t n)
+{
+    const char *env_commit = getenv("FA_COMMIT");
+    if (env_commit && *env_commit) snprintf(buf, n, "%s", env_commit);
+    else command_line_of("git rev-parse --short HEAD 2>/dev/null", buf, n);
+    if (!buf[0]) snprintf(buf, n, "unknown");
+}
+
+void utc_date(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
 }
 
 FILE *csv_open(const char *path, int argc, char **argv, const char *header)
@@ -921,27 +935,23 @@ FILE *csv_open(const char *path, int argc, char **argv, const char *header)
     /* A copy of the tree without .git (as on a remote GPU machine) names its
      * commit in FA_COMMIT. */
     const char *env_commit = getenv("FA_COMMIT");
-    if (env_commit && *env_commit)
-        snprintf(commit, sizeof commit, "%s", env_commit);
-    else
-        read_command("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    source_commit(commit, sizeof commit);
     /* Changes under data/ are measurements (this file among them), not code.
      * A copy named by FA_COMMIT is taken at its word: its .git, if it came
      * along, need not match the copied files' modes (seen on the GPU
      * machine, which marked a clean commit as changed). */
     changes[0] = '\0';
     if (!(env_commit && *env_commit))
-        read_command("git -c core.fileMode=false status --porcelain --untracked-files=no -- . ':!data' "
+        command_line_of("git -c core.fileMode=false status --porcelain --untracked-files=no -- . ':!data' "
                      "2>/dev/null | head -c1", changes, sizeof changes);
     bool dirty = changes[0] != '\0';
-    read_command("uname -srm", host, sizeof host);
-    read_command("grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'",
+    command_line_of("uname -srm", host, sizeof host);
+    command_line_of("grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'",
                  cpu, sizeof cpu);
-    time_t t = time(NULL);
     char date[64];
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    utc_date(date, sizeof date);
     fprintf(f, "# commit: %s%s\n# date: %s\n# machine: %s; %s\n# command:",
-            commit[0] ? commit : "unknown",
+            commit,
             dirty ? " (with uncommitted changes)" : (env_commit && *env_commit) ? " (FA_COMMIT, a copy of the tree)" : "",
             date, host, cpu[0] ? cpu : "unknown cpu");
     for (int i = 0; i < argc; i++) fprintf(f, " %s", argv[i]);

@@ -314,5 +314,13 @@ void save_rows(const char *path, const double *x, const attn_params *p);      /*
  * ------------------------------------------------------------------------- */
 #include <stdio.h>
 FILE *csv_open(const char *path, int argc, char **argv, const char *header);
+/* The pieces of that provenance, for programs that write them per row
+ * (stage 7): the first line a shell command prints ("" when none); the
+ * commit of the code (FA_COMMIT when set: a copy of the tree without .git,
+ * as on the GPU machine; else git's short hash; "unknown"); the UTC time
+ * now as 2026-12-01T21:00:00Z. */
+void command_line_of(const char *cmd, char *buf, size_t n);
+void source_commit(char *buf, size_t n);
+void utc_date(char *buf, size_t n);
 
 #endif /* FA_COMMON_H */

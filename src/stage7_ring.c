@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -65,6 +64,7 @@
 #include "ring.h"
 #include "stage1_naive.h"
 #include "stage7_ring.h"
+#include "test_report.h"
 
 #define MAX_G 8
 
@@ -746,26 +746,6 @@ static void ring_run(ring_ctx *x, const ring_job *j, const host_problem *h, host
     }
 }
 
-/* max |got - ref| / scale; the same infinity on both sides counts 0, a NaN
- * or a one-sided infinity makes it +inf. */
-static double err_of(const double *got, const double *ref, size_t n, double scale)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (got[i] == ref[i]) continue;
-        double e = fabs(got[i] - ref[i]);
-        m = e == e ? fmax(m, e) : INFINITY;
-    }
-    return m / (scale > 0 ? scale : 1.0);
-}
-static double max_abs_of(const double *x, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(x[i])) m = fmax(m, fabs(x[i]));
-    return m;
-}
-
 typedef struct { double O, L, dQ, dK, dV; size_t uf, ub; } errs;   /* uf, ub: unwritten, per pass */
 
 static errs errors_of(const host_problem *h, const host_out *o)
@@ -776,48 +756,27 @@ static errs errors_of(const host_problem *h, const host_out *o)
     double *x = xmalloc(nq, sizeof(double), "output as fp64");
     fa_host_to_double(x, o->O, nq, h->dtype);
     e.uf += count_nonfinite(x, nq, false);
-    e.O = err_of(x, h->O_ref, nq, h->maxV);
+    e.O = rel_err(x, h->O_ref, nq, h->maxV);
     double *l = xmalloc(rows, sizeof(double), "L as fp64");
     for (size_t i = 0; i < rows; i++) l[i] = o->L[i];
     e.uf += count_nonfinite(l, rows, true);
-    e.L = err_of(l, h->L_ref, rows, fmax(1, max_abs_of(h->L_ref, rows)));
+    e.L = rel_err(l, h->L_ref, rows, fmax(1, max_abs_finite(h->L_ref, rows)));
     free(l);
     if (o->ran_bwd) {
         fa_host_to_double(x, o->dQ, nq, h->dtype);
         e.ub += count_nonfinite(x, nq, false);
-        e.dQ = err_of(x, h->dQ_ref, nq, max_abs_of(h->dQ_ref, nq));
+        e.dQ = rel_err(x, h->dQ_ref, nq, max_abs_finite(h->dQ_ref, nq));
         double *y = xmalloc(nk, sizeof(double), "dK as fp64");
         fa_host_to_double(y, o->dK, nk, h->dtype);
         e.ub += count_nonfinite(y, nk, false);
-        e.dK = err_of(y, h->dK_ref, nk, max_abs_of(h->dK_ref, nk));
+        e.dK = rel_err(y, h->dK_ref, nk, max_abs_finite(h->dK_ref, nk));
         fa_host_to_double(y, o->dV, nk, h->dtype);
         e.ub += count_nonfinite(y, nk, false);
-        e.dV = err_of(y, h->dV_ref, nk, max_abs_of(h->dV_ref, nk));
+        e.dV = rel_err(y, h->dV_ref, nk, max_abs_finite(h->dV_ref, nk));
         free(y);
     }
     free(x);
     return e;
-}
-
-static int n_pass, n_fail, n_skip;
-static void line(bool ok, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void line(bool ok, const char *name, const char *fmt, ...)
-{
-    char why[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    printf("%s %s%s %s\n", ok ? "PASS" : "FAIL", name, ok ? "" : ":", why);
-    fflush(stdout);
-    if (ok) n_pass++;
-    else n_fail++;
-}
-static void skip(const char *name, const char *why)
-{
-    printf("SKIP %s: %s\n", name, why);
-    fflush(stdout);
-    n_skip++;
 }
 
 /* The job of problem p on G ranks: layout, and the versions' support for the
@@ -871,7 +830,7 @@ static void check_problem(ring_ctx *x, const host_problem *h, int kernel, const 
     if (job_make(&j, &h->p, G, h->dtype, kernel, true, why, bwhy, sizeof why)) {
         char nm[260];
         snprintf(nm, sizeof nm, "forward %s", name);
-        skip(nm, why);
+        skipped(nm, why);
         return;
     }
     host_out s, r;
@@ -888,7 +847,7 @@ static void check_problem(ring_ctx *x, const host_problem *h, int kernel, const 
     double *a = xmalloc(2 * nq, sizeof(double), "O pair");
     fa_host_to_double(a, r.O, nq, j.dtype);
     fa_host_to_double(a + nq, s.O, nq, j.dtype);
-    double direct = err_of(a, a + nq, nq, h->maxV);
+    double direct = rel_err(a, a + nq, nq, h->maxV);
     free(a);
 
     //> ring-checks
@@ -899,21 +858,21 @@ static void check_problem(ring_ctx *x, const host_problem *h, int kernel, const 
     //< ring-checks
     char nm[260];
     snprintf(nm, sizeof nm, "forward %s", name);
-    line(ok, nm, "err O %.2e (single GPU %.2e, bound %.2e), err L %.2e (single %.2e, bound %.2e), "
+    result(ok, nm, "err O %.2e (single GPU %.2e, bound %.2e), err L %.2e (single %.2e, bound %.2e), "
          "|ring - single| %.2e of max|V|%s, unwritten %zu, bytes sent per GPU %.0f (formula %.0f)",
          er.O, es.O, bO, er.L, es.L, bL, direct, G == 1 ? (bitwise ? ", bitwise equal" : ", NOT bitwise equal") : "",
          er.uf, r.sent_fwd, fb);
 
     snprintf(nm, sizeof nm, "backward %s", name);
     if (j.bwd < 0) {
-        skip(nm, bwhy);
+        skipped(nm, bwhy);
     } else {
         double bq = 2 * es.dQ + G * u, bk = 2 * es.dK + G * u, bv = 2 * es.dV + G * u;
         double bb = ring_backward_bytes_formula(&j.p, G, eb);
         bool bit = !memcmp(r.dQ, s.dQ, nq * eb) && !memcmp(r.dK, s.dK, nk * eb) && !memcmp(r.dV, s.dV, nk * eb);
         bool need_bit = G == 1 && j.deterministic;
         ok = er.dQ <= bq && er.dK <= bk && er.dV <= bv && er.ub == 0 && r.sent_bwd == bb && (!need_bit || bit);
-        line(ok, nm, "err dQ %.2e (single %.2e, bound %.2e), dK %.2e (%.2e, %.2e), dV %.2e (%.2e, %.2e)%s, "
+        result(ok, nm, "err dQ %.2e (single %.2e, bound %.2e), dK %.2e (%.2e, %.2e), dV %.2e (%.2e, %.2e)%s, "
              "unwritten %zu, bytes sent per GPU %.0f (formula %.0f)",
              er.dQ, es.dQ, bq, er.dK, es.dK, bk, er.dV, es.dV, bv,
              G == 1 ? (bit ? ", bitwise equal" : need_bit ? ", NOT bitwise equal" : ", not deterministic") : "",
@@ -930,21 +889,12 @@ typedef struct {
     char gpu[256], driver[64], cuda[32], nccl[32], commit[64], date[32], command[1024];
 } provenance;
 
-static void read_line(const char *cmd, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    FILE *p = popen(cmd, "r");
-    if (!p) return;
-    if (fgets(buf, (int)n, p)) buf[strcspn(buf, "\r\n")] = '\0';
-    pclose(p);
-}
-
 static void provenance_of(provenance *pv, int argc, char **argv, int device)
 {
     struct cudaDeviceProp prop;
     CU(cudaGetDeviceProperties(&prop, device));
     snprintf(pv->gpu, sizeof pv->gpu, "%s", prop.name);
-    read_line("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", pv->driver,
+    command_line_of("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", pv->driver,
               sizeof pv->driver);
     if (!pv->driver[0]) snprintf(pv->driver, sizeof pv->driver, "unknown");
     int rt = 0, nv = 0;
@@ -954,12 +904,8 @@ static void provenance_of(provenance *pv, int argc, char **argv, int device)
     /* NCCL_VERSION_CODE: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after */
     if (nv >= 10000) snprintf(pv->nccl, sizeof pv->nccl, "%d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
     else snprintf(pv->nccl, sizeof pv->nccl, "%d.%d.%d", nv / 1000, (nv / 100) % 10, nv % 100);
-    const char *c = getenv("FA_COMMIT");
-    if (c && *c) snprintf(pv->commit, sizeof pv->commit, "%s", c);
-    else read_line("git rev-parse --short HEAD 2>/dev/null", pv->commit, sizeof pv->commit);
-    if (!pv->commit[0]) snprintf(pv->commit, sizeof pv->commit, "unknown");
-    time_t t = time(NULL);
-    strftime(pv->date, sizeof pv->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    source_commit(pv->commit, sizeof pv->commit);
+    utc_date(pv->date, sizeof pv->date);
     size_t at_ = 0;
     pv->command[0] = '\0';
     for (int i = 0; i < argc && at_ < sizeof pv->command - 2; i++)
@@ -1192,10 +1138,10 @@ static int parse_dtype(const char *s)
     fatal(EXIT_BAD_INPUT, "--dtype %s: stage 7 runs fp32, fp16 or bf16", s);
 }
 
-static void random_problem(const options *opt, attn_problem *p, int B, int H, int N, int d, uint64_t seed)
+static void random_problem(const options *opt, attn_problem *p, int B, int H, int N, int d, uint64_t seed_of_case)
 {
     options o = *opt;
-    o.batch = B; o.heads = H; o.N = N; o.d = d; o.seed = seed;
+    o.batch = B; o.heads = H; o.N = N; o.d = d; o.seed = seed_of_case;
     o.random = true;
     o.given |= OPT_RANDOM;
     load_problem(&o, p);
@@ -1321,7 +1267,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    uint64_t seed = (opt.given & OPT_SEED) ? opt.seed : fresh_seed();
+    seed = (opt.given & OPT_SEED) ? opt.seed : fresh_seed();
     printf("stage7: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
     printf("  errors against the CPU fp64 reference on the inputs rounded to the dtype: O / max|V|,\n"
            "  L / max(1, max|L|), dQ dK dV / max|ref|; bounds: 2 x the single-GPU kernel's error + u (O),\n"
