@@ -5,7 +5,8 @@
 #   make stage7 && ./stage7 --gpus 2        ./stage7 --sweep tests
 #   make ring-gpu                           the measurement: data/gpu/ring.csv
 #
-# The host program src/stage7_ring.c is C on the CUDA runtime and NCCL; its
+# The host program src/stage7_ring.c (the checks and the measurement) and
+# src/stage7_schedule.c (the ring) are C on the CUDA runtime and NCCL; their
 # kernels (the merge rule and the sums around it) are kernels/stage7_ring.cu,
 # a helper of the ring, not a version of the table. NCCL is found by
 # scripts/find_nccl.sh: the CUDA toolkit's (the build machine), /usr or
@@ -31,15 +32,17 @@ CUDA_INC     := $(abspath $(dir $(NVCC))/../include)
 GPU_TARGETS += stage7
 TEST_DEPS   += stage7
 
-# The C host program sees the CUDA runtime's and NCCL's headers as system
-# headers (their own warnings are not ours).
-$(BUILD)/stage7_ring.o: src/stage7_ring.c src/ring.h core/mask.h core/attn_params.h core/fa_gpu.h \
-                        core/stage7_ring.h | $(BUILD)
-	$(CC) $(CPPFLAGS) -isystem $(CUDA_INC) -isystem $(NCCL_INC) $(CFLAGS) -MMD -c $< -o $@
+# The C host program (src/stage7_ring.c, its schedule src/stage7_schedule.c)
+# sees the CUDA runtime's and NCCL's headers as system headers (their own
+# warnings are not ours).
+STAGE7_CPPFLAGS := -isystem $(CUDA_INC) -isystem $(NCCL_INC)
+$(BUILD)/stage7_ring.o: src/stage7_ring.c | $(BUILD)
+	$(CC) $(CPPFLAGS) $(STAGE7_CPPFLAGS) $(CFLAGS) -MMD -c $< -o $@
+$(BUILD)/stage7_schedule.lib.o: CPPFLAGS += $(STAGE7_CPPFLAGS)
 $(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu core/stage7_ring.h core/merge.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-LINK_stage7 := stage7_ring ring $(LINK_stage1)
+LINK_stage7 := stage7_ring stage7_schedule ring $(LINK_stage1)
 stage7: $(call objs,$(BUILD),$(LINK_stage7)) $(BUILD)/stage7_ring_kernels.o $(GPU_OBJS)                  ## one sequence across GPUs: ring attention on NCCL
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -L$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE) \
 	    -Xlinker -rpath,$(NCCL_LIBDIR) -lm
