@@ -42,14 +42,22 @@ FA_HD attn_params attn_params_make(int B, int H, int N, int d, double softmax_sc
     return p;
 }
 
+/* causal = true: the causal mask, the window (-1, 0) (FlashAttention's
+ * causal=True, bottom-right aligned); false leaves the window as it is. The
+ * one place a program turns the flag into a window. */
+FA_HD void attn_params_causal(attn_params *p, bool causal)
+{
+    if (causal) {
+        p->window_size_left = -1;
+        p->window_size_right = 0;
+    }
+}
+
 FA_HD attn_mask attn_mask_of(const attn_params *p)
 {
     return mask_make(p->seqlen_q, p->seqlen_k, p->window_size_left, p->window_size_right);
 }
-FA_HD bool attn_is_causal(const attn_params *p)
-{
-    return p->window_size_left < 0 && p->window_size_right == 0;
-}
+FA_HD bool attn_is_causal(const attn_params *p) { return mask_is_causal(attn_mask_of(p)); }
 FA_HD bool attn_is_masked(const attn_params *p)
 {
     return p->window_size_left >= 0 || p->window_size_right >= 0;

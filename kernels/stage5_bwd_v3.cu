@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
      * column in dS^T and K_j as shared-memory byte addresses, once; every
      * further tile is a compile-time offset from them. */
     const int rg = warp & 3, ch = warp >> 2;
-    const bool unwindowed = a.mask.window_size_left < 0 && a.mask.window_size_right < 0;
+    const bool unwindowed = mask_is_full(a.mask);
     const unsigned dS_lane = smem_u32(dSs + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * rg + ((lane >> 3) & 1) * 8);
     const unsigned K_lane = smem_u32(Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + ch * KH * 16 + (lane >> 4) * 8);
 
@@ -435,6 +435,13 @@ static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
 
 /* Version 3's row of the table (core/versions.def). */
 const fa_row fa_row_bwd_v3 = {
-    {FA_BACKWARD, 3, "v3", "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma8"},
-    v3_backward, nullptr, tiled_bwd_workspace, v3_bwd_block_rows, v3_bwd_block_cols, tiled_bwd_model};
+    .info = {
+        .pass = FA_BACKWARD, .version = 3, .name = "v3",
+        .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)",
+        .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16),
+        .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1,
+        .min_cc = 80, .slug = "mma8",
+    },
+    .run = v3_backward, .check = nullptr, .workspace = tiled_bwd_workspace,
+    .block_rows = v3_bwd_block_rows, .block_cols = v3_bwd_block_cols, .model_bytes = tiled_bwd_model,
+};

@@ -42,7 +42,7 @@ $(BUILD)/stage7_schedule.lib.o: CPPFLAGS += $(STAGE7_CPPFLAGS)
 $(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu core/stage7_ring.h core/merge.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-LINK_stage7 := stage7_ring stage7_schedule ring $(LINK_stage1)
+LINK_stage7 := stage7_ring stage7_schedule gpu_host ring $(LINK_stage1)
 stage7: $(call objs,$(BUILD),$(LINK_stage7)) $(BUILD)/stage7_ring_kernels.o $(GPU_OBJS)                  ## one sequence across GPUs: ring attention on NCCL
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -L$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE) \
 	    -Xlinker -rpath,$(NCCL_LIBDIR) -lm

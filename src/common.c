@@ -727,6 +727,19 @@ static double *cut_kv(double *x, dims4 s, int H_kv, int seqlen_k)
     return y;
 }
 
+void problem_fill_normal(attn_problem *p, rng_t *rng)
+{
+    size_t nq = attn_q_numel(&p->params), nkv = attn_kv_numel(&p->params);
+    p->Q = xmalloc(nq, sizeof(double), "Q");
+    p->K = xmalloc(nkv, sizeof(double), "K");
+    p->V = xmalloc(nkv, sizeof(double), "V");
+    p->dO = xmalloc(nq, sizeof(double), "dO");
+    fill_normal(p->Q, nq, 0, 1, rng);
+    fill_normal(p->K, nkv, 0, 1, rng);
+    fill_normal(p->V, nkv, 0, 1, rng);
+    fill_normal(p->dO, nq, 0, 1, rng);
+}
+
 void load_problem(const options *opt, attn_problem *p)
 {
     memset(p, 0, sizeof *p);
@@ -754,15 +767,7 @@ void load_problem(const options *opt, attn_problem *p)
             fatal(EXIT_BAD_INPUT, "--batch %d --heads %d --n %d --seqlen-k %d --d %d: %.3g elements "
                   "per tensor; the CPU stages take at most %llu", opt->batch, opt->heads, opt->N,
                   Sk, opt->d, big, MAX_TENSOR_ELEMENTS);
-        size_t nq = attn_q_numel(ap), nkv = attn_kv_numel(ap);
-        p->Q = xmalloc(nq, sizeof(double), "Q");
-        p->K = xmalloc(nkv, sizeof(double), "K");
-        p->V = xmalloc(nkv, sizeof(double), "V");
-        p->dO = xmalloc(nq, sizeof(double), "dO");
-        fill_normal(p->Q, nq, 0, 1, &rng);
-        fill_normal(p->K, nkv, 0, 1, &rng);
-        fill_normal(p->V, nkv, 0, 1, &rng);
-        fill_normal(p->dO, nq, 0, 1, &rng);
+        problem_fill_normal(p, &rng);
         snprintf(p->source, sizeof p->source, "random N(0,1), seed %llu", (unsigned long long)opt->seed);
         return;
     }

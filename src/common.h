@@ -259,12 +259,21 @@ void parse_options(int argc, char **argv, opt_set accepted, const char *usage,
 /* ---------------------------------------------------------------------------
  * Inputs and outputs of an attention problem, all fp64 in memory.
  * ------------------------------------------------------------------------- */
+/* The one problem type of host code: the CPU stages, the GPU host programs
+ * (gpu_host.h's gh_inputs is this type) and stage 7. */
 typedef struct {
     attn_params params;  /* sizes, heads, mask, softmax_scale: complete */
     double *Q, *dO;      /* (B, H, seqlen_q, d); dO is the upstream gradient */
     double *K, *V;       /* (B, H_kv, seqlen_k, d) */
+    int kind;            /* how random inputs were drawn: 0 N(0,1), files or the real
+                          * input; the GPU stages' fault inputs (gpu_host.h) otherwise */
     char source[512];    /* where it came from, for the printed table */
 } attn_problem;
+
+/* Q, K, V, dO of problem p allocated and drawn N(0, 1) from rng, in that
+ * order (a caller may go on drawing from rng); p->params, kind and source
+ * are the caller's. */
+void problem_fill_normal(attn_problem *p, rng_t *rng);
 
 /* The default input: Q, K, V, dO of a pretrained transformer on a real
  * sentence (data/input/, see its README.md). */

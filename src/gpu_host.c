@@ -247,14 +247,7 @@ void gh_save(const char *path, const double *x, const attn_params *p, gh_tensor 
 const char *const gh_input_name[4] = {"N(0,1)", "Q, K ~ U[4e4, 6.5e4] (logits ~2e10)",
                                       "Q, K ~ -900 U[0,1) (logits ~1e6)", "logits near -7.5e4"};
 
-void gh_inputs_free(gh_inputs *in)
-{
-    free(in->Q);
-    free(in->K);
-    free(in->V);
-    free(in->dO);
-    memset(in, 0, sizeof *in);
-}
+void gh_inputs_free(gh_inputs *in) { free_problem(in); }
 
 /* Round to bf16, then flush what fp16 would make subnormal: the values are
  * then exact in fp32, fp16 and bf16. */
@@ -277,7 +270,7 @@ static bool representable(const double *x, size_t n, int dtype)
 
 bool gh_inputs_exact(const gh_inputs *in, const int *dtypes, int nd, bool grads)
 {
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
     bool exact = true;
     for (int t = 0; t < nd; t++)
@@ -289,19 +282,12 @@ bool gh_inputs_exact(const gh_inputs *in, const int *dtypes, int nd, bool grads)
 void gh_inputs_random(gh_inputs *in, const attn_params *p, gh_input_kind kind, uint64_t seed)
 {
     memset(in, 0, sizeof *in);
-    in->p = *p;
+    in->params = *p;
     in->kind = kind;
     size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
     rng_t rng;
     rng_seed(&rng, seed);
-    in->Q = xmalloc(nq, sizeof(double), "Q");
-    in->K = xmalloc(nk, sizeof(double), "K");
-    in->V = xmalloc(nk, sizeof(double), "V");
-    in->dO = xmalloc(nq, sizeof(double), "dO");
-    fill_normal(in->Q, nq, 0, 1, &rng);
-    fill_normal(in->K, nk, 0, 1, &rng);
-    fill_normal(in->V, nk, 0, 1, &rng);
-    fill_normal(in->dO, nq, 0, 1, &rng);
+    problem_fill_normal(in, &rng);
     if (kind == GH_IN_HUGE) {
         for (size_t i = 0; i < nq; i++) in->Q[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
         for (size_t i = 0; i < nk; i++) in->K[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
@@ -324,16 +310,8 @@ void gh_inputs_random(gh_inputs *in, const attn_params *p, gh_input_kind kind, u
 
 void gh_inputs_of_options(gh_inputs *in, const options *opt)
 {
-    attn_problem ap;
-    load_problem(opt, &ap);
-    memset(in, 0, sizeof *in);
-    in->p = ap.params;
-    in->Q = ap.Q;
-    in->K = ap.K;
-    in->V = ap.V;
-    in->dO = ap.dO;
+    load_problem(opt, in);
     in->kind = GH_IN_NORMAL;
-    snprintf(in->source, sizeof in->source, "%s", ap.source);
 }
 
 void gh_inputs_real(gh_inputs *in, const options *opt, int left, int right, int seqlen_k)
@@ -459,7 +437,7 @@ void gh_ref_free(gh_ref *r)
 
 int gh_each_dtype(const gh_inputs *in, const int *dtypes, int nd, bool grads, gh_dtype_fn fn, void *ctx)
 {
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     const double *dO = grads ? in->dO : NULL;
     bool exact = gh_inputs_exact(in, dtypes, nd, grads);
     gh_ref shared;

@@ -117,14 +117,9 @@ void gh_save(const char *path, const double *x, const attn_params *p, gh_tensor 
 typedef enum { GH_IN_NORMAL, GH_IN_HUGE, GH_IN_NEG900, GH_IN_NEAR_NEG } gh_input_kind;
 extern const char *const gh_input_name[4];   /* "N(0,1)", "Q, K ~ U[4e4, 6.5e4] ...", ... */
 
-/* A problem's inputs in fp64: Q, dO (B, H, seqlen_q, d), K, V (B, H_kv,
- * seqlen_k, d). */
-typedef struct {
-    attn_params p;
-    double *Q, *K, *V, *dO;
-    gh_input_kind kind;
-    char source[512];   /* where it came from, for the printed table */
-} gh_inputs;
+/* A problem's inputs in fp64: the harness's one problem type (common.h),
+ * its kind a gh_input_kind. */
+typedef attn_problem gh_inputs;
 
 /* Random inputs of p from seed, of the given kind:
  *   GH_IN_NORMAL    Q, K, V, dO ~ N(0, 1)

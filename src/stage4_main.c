@@ -349,7 +349,7 @@ typedef struct {
 
 static void print_row(const run_mode *m, const gh_inputs *in, int dtype, const vres *x)
 {
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     int64_t vis, skip;
     fa_tiles(FA_FORWARD, x->version, p, &vis, &skip);
     double fl = fa_flops(FA_FORWARD, p), tf = x->ms > 0 ? fl / (x->ms * 1e-3) / 1e12 : 0.0;
@@ -370,7 +370,7 @@ static void print_row(const run_mode *m, const gh_inputs *in, int dtype, const v
 static int run_dtype(void *ctx, const gh_inputs *in, gh_problem *g, const gh_ref *ref)
 {
     const run_mode *m = ctx;
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     const int dtype = g->dtype, nv = m->nv;
     const bool fault = in->kind != GH_IN_NORMAL;
     vres r[NV_MAX];
@@ -467,11 +467,11 @@ static int run_problem(const run_mode *m, const gh_inputs *in, const int *dtypes
 {
     if (!m->tests) {
         char shape[128];
-        gh_describe(&in->p, shape, sizeof shape);
+        gh_describe(&in->params, shape, sizeof shape);
         printf("\n%s: %s, softmax_scale = %.6g\n"
                "  ver dtype   err O (max)  err O (norm)       err L  unwritten  time [ms]  TFLOP/s  model bytes"
                "  tiles vis/skip\n",
-               in->source, shape, in->p.softmax_scale);
+               in->source, shape, in->params.softmax_scale);
     }
     return gh_each_dtype(in, dtypes, nd, false, run_dtype, (void *)m);
 }
@@ -537,7 +537,7 @@ static int run_tests(const options *opt, int sm_count, const char *device)
         gh_inputs in;
         gh_inputs_real(&in, opt, real[i][0], real[i][1], real[i][2]);
         char name[256];
-        gh_test_name("stage4", real_what[i], &in.p, name, sizeof name);
+        gh_test_name("stage4", real_what[i], &in.params, name, sizeof name);
         bad += run_case(&m, &in, name);
         gh_inputs_free(&in);
     }
@@ -578,7 +578,7 @@ int main(int argc, char **argv)
     memset(&in, 0, sizeof in);
     if (!opt.sweep) {
         gh_inputs_of_options(&in, &opt);
-        gh_check_problem(FA_FORWARD, &in.p, dtypes, nd, versions, nv, opt.kernel >= 0);
+        gh_check_problem(FA_FORWARD, &in.params, dtypes, nd, versions, nv, opt.kernel >= 0);
     }
 
     char device[256];

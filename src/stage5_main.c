@@ -191,7 +191,7 @@ typedef struct {
 
 static void csv_row(const run_mode *m, const gh_inputs *pr, int dtype, const vres *r)
 {
-    const attn_params *p = &pr->p;
+    const attn_params *p = &pr->params;
     double fl = fa_flops(FA_BACKWARD, p);
     fprintf(m->csv, "\"%s\",\"%s\",%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%.6e,%.6e,%.6e,%zu,%.6f,%.4f,%.0f\n",
             m->device, pr->source, p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, p->d,
@@ -228,7 +228,7 @@ static int run_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
     const int *versions = job->versions;
     const int nv = job->nv, dtype = g->dtype;
     const char *name = job->name;
-    const attn_params *p = &pr->p;
+    const attn_params *p = &pr->params;
     gh_set_forward(g, ref->O, ref->L);
     vres r[NV_MAX];
     const vres *v0 = NULL;
@@ -316,7 +316,7 @@ static int run_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
 static int run_problem(const run_mode *m, const gh_inputs *pr, const int *dtypes, int nd,
                        const int *versions, int nv, const char *name)
 {
-    const attn_params *p = &pr->p;
+    const attn_params *p = &pr->params;
     if (!m->tests) {
         char shape[128];
         gh_describe(p, shape, sizeof shape);
@@ -338,7 +338,7 @@ static int run_problem(const run_mode *m, const gh_inputs *pr, const int *dtypes
  * rows. */
 static int test_key_split(const run_mode *m, const gh_inputs *pr, int cut, const int *versions, int nv)
 {
-    const attn_params *p = &pr->p;
+    const attn_params *p = &pr->params;
     gh_ref ref;
     gh_ref_compute(&ref, p, pr->Q, pr->K, pr->V, pr->dO);
     const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
@@ -430,18 +430,18 @@ static int test_determinism(const run_mode *m, const gh_inputs *pr, const int *v
     det.deterministic = true;
     const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
     char shape[128];
-    gh_describe(&pr->p, shape, sizeof shape);
+    gh_describe(&pr->params, shape, sizeof shape);
     char name[200];
     snprintf(name, sizeof name, "stage5 deterministic (%d runs bitwise equal) %s", DET_RUNS, shape);
     int bad = run_problem(&det, pr, dtypes, 3, versions, nv, name);
     /* the default mode: how far apart do runs land? (reported, not checked) */
     for (int t = 0; t < 3; t++) {
         gh_problem g;
-        gh_upload(&g, &pr->p, dtypes[t], pr->Q, pr->K, pr->V, pr->dO);
+        gh_upload(&g, &pr->params, dtypes[t], pr->Q, pr->K, pr->V, pr->dO);
         gh_ref ref;
-        gh_ref_compute(&ref, &pr->p, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
+        gh_ref_compute(&ref, &pr->params, g.host[GH_Q], g.host[GH_K], g.host[GH_V], g.host[GH_DO]);
         gh_set_forward(&g, ref.O, ref.L);
-        size_t n = gh_numel(&pr->p, GH_DQ);
+        size_t n = gh_numel(&pr->params, GH_DQ);
         double *first = xmalloc(n, sizeof(double), "dQ"), *again = xmalloc(n, sizeof(double), "dQ");
         double scale = max_abs_finite(ref.dQ, n);
         for (int i = 0; i < nv; i++) {
@@ -511,7 +511,7 @@ static int run_tests(const options *opt, int sm_count, const char *device)
         gh_inputs pr;
         gh_inputs_real(&pr, opt, -1, -1, 0);
         char name[256];
-        gh_test_name("stage5", "real input", &pr.p, name, sizeof name);
+        gh_test_name("stage5", "real input", &pr.params, name, sizeof name);
         bad += run_problem(&m, &pr, dtypes, 3, versions, nv, name);
         gh_inputs_free(&pr);
     }
@@ -712,7 +712,7 @@ int main(int argc, char **argv)
     memset(&pr, 0, sizeof pr);
     if (!opt.sweep) {
         gh_inputs_of_options(&pr, &opt);
-        gh_check_problem(FA_BACKWARD, &pr.p, dtypes, nd, versions, nv, opt.kernel >= 0);
+        gh_check_problem(FA_BACKWARD, &pr.params, dtypes, nd, versions, nv, opt.kernel >= 0);
         if (opt.deterministic && opt.kernel >= 0 && !fa_version(FA_BACKWARD, opt.kernel)->deterministic)
             fatal(EXIT_BAD_INPUT, "--deterministic: backward v%d has no deterministic mode", opt.kernel);
     }

@@ -61,8 +61,8 @@
 
 #include "common.h"
 #include "fa_gpu.h"
+#include "gpu_host.h"
 #include "ring.h"
-#include "stage1_naive.h"
 #include "stage7_ring.h"
 #include "stage7_schedule.h"
 #include "test_report.h"
@@ -81,14 +81,15 @@ static const char USAGE[] =
 /* Checks: the ring against the single-GPU kernels and the fp64 reference     */
 /* ------------------------------------------------------------------------- */
 
-/* One problem on the host: the inputs in the dtype (whole tensors) and the
- * fp64 reference of stage 1 on exactly those (rounded) inputs. */
+/* One problem of the harness (attn_problem) as the GPUs see it: the inputs
+ * in the dtype (whole tensors) and the harness's fp64 reference (gh_ref, of
+ * stage 1) on exactly those rounded inputs. */
 typedef struct {
     char name[96];
     attn_params p;
     int dtype;
     void *q, *k, *v, *dout;              /* (B,H,N,d) / (B,H_kv,N,d) in the dtype */
-    double *O_ref, *L_ref, *dQ_ref, *dK_ref, *dV_ref;
+    gh_ref ref;
     double maxV;
 } host_problem;
 
@@ -117,11 +118,11 @@ static void host_problem_make(host_problem *h, const attn_problem *src, const ch
     const attn_params *sp = &src->params;
     ring_shape_check(sp);
     h->p = attn_params_make(sp->B, sp->H, sp->seqlen_q, sp->d, 1.0 / sqrt((double)sp->d));
-    if (causal) h->p.window_size_right = 0;
+    attn_params_causal(&h->p, causal);
     h->dtype = dtype;
     snprintf(h->name, sizeof h->name, "%s (%d,%d,%d,%d)%s %s", name, sp->B, sp->H, sp->seqlen_q, sp->d,
              causal ? " causal" : "", fa_dtype_name(dtype));
-    size_t n = attn_q_numel(&h->p), rows = attn_rows(&h->p), es = fa_dtype_bytes(dtype);
+    size_t n = attn_q_numel(&h->p), es = fa_dtype_bytes(dtype);
     const double *in[4] = {src->Q, src->K, src->V, src->dO};
     void **out[4] = {&h->q, &h->k, &h->v, &h->dout};
     double *r = xmalloc(4 * n, sizeof(double), "rounded inputs");
@@ -130,21 +131,15 @@ static void host_problem_make(host_problem *h, const attn_problem *src, const ch
         fa_host_from_double(*out[t], in[t], n, dtype);
         fa_host_to_double(r + t * n, *out[t], n, dtype);   /* what the GPU sees, exactly */
     }
-    h->O_ref = xmalloc(4 * n + rows, sizeof(double), "reference");
-    h->dQ_ref = h->O_ref + n;
-    h->dK_ref = h->dQ_ref + n;
-    h->dV_ref = h->dK_ref + n;
-    h->L_ref = h->dV_ref + n;
-    naive_attention_all_heads(&h->p, r, r + n, r + 2 * n, r + 3 * n, h->O_ref, h->L_ref, h->dQ_ref,
-                              h->dK_ref, h->dV_ref, NULL, NULL, NULL, NULL);
-    h->maxV = 0;
-    for (size_t i = 0; i < n; i++) h->maxV = fmax(h->maxV, fabs(r[2 * n + i]));
+    gh_ref_compute(&h->ref, &h->p, r, r + n, r + 2 * n, r + 3 * n);
+    h->maxV = h->ref.fallback[GH_O];
     free(r);
 }
 
 static void host_problem_free(host_problem *h)
 {
-    free(h->q); free(h->k); free(h->v); free(h->dout); free(h->O_ref);
+    free(h->q); free(h->k); free(h->v); free(h->dout);
+    gh_ref_free(&h->ref);
 }
 
 static void host_out_alloc(host_out *o, const attn_params *p, int dtype)
@@ -293,23 +288,23 @@ static errs errors_of(const host_problem *h, const host_out *o)
     double *x = xmalloc(nq, sizeof(double), "output as fp64");
     fa_host_to_double(x, o->O, nq, h->dtype);
     e.uf += count_nonfinite(x, nq, false);
-    e.O = rel_err(x, h->O_ref, nq, h->maxV);
+    e.O = rel_err(x, h->ref.O, nq, h->maxV);
     double *l = xmalloc(rows, sizeof(double), "L as fp64");
     for (size_t i = 0; i < rows; i++) l[i] = o->L[i];
     e.uf += count_nonfinite(l, rows, true);
-    e.L = rel_err(l, h->L_ref, rows, fmax(1, max_abs_finite(h->L_ref, rows)));
+    e.L = rel_err(l, h->ref.L, rows, fmax(1, max_abs_finite(h->ref.L, rows)));
     free(l);
     if (o->ran_bwd) {
         fa_host_to_double(x, o->dQ, nq, h->dtype);
         e.ub += count_nonfinite(x, nq, false);
-        e.dQ = rel_err(x, h->dQ_ref, nq, max_abs_finite(h->dQ_ref, nq));
+        e.dQ = rel_err(x, h->ref.dQ, nq, max_abs_finite(h->ref.dQ, nq));
         double *y = xmalloc(nk, sizeof(double), "dK as fp64");
         fa_host_to_double(y, o->dK, nk, h->dtype);
         e.ub += count_nonfinite(y, nk, false);
-        e.dK = rel_err(y, h->dK_ref, nk, max_abs_finite(h->dK_ref, nk));
+        e.dK = rel_err(y, h->ref.dK, nk, max_abs_finite(h->ref.dK, nk));
         fa_host_to_double(y, o->dV, nk, h->dtype);
         e.ub += count_nonfinite(y, nk, false);
-        e.dV = rel_err(y, h->dV_ref, nk, max_abs_finite(h->dV_ref, nk));
+        e.dV = rel_err(y, h->ref.dV, nk, max_abs_finite(h->ref.dV, nk));
         free(y);
     }
     free(x);
@@ -613,7 +608,7 @@ static void scale_sweep(ring_ctx *x, const options *opt, int dtype, int kernel, 
         for (int causal = 0; causal <= 1 && fitted; causal++) {
             if ((opt->given & OPT_CAUSAL) && !causal) continue;
             attn_params p = attn_params_make(B, H, N, d, 1.0 / sqrt((double)d));
-            if (causal) p.window_size_right = 0;
+            attn_params_causal(&p, causal);
             ring_job j;
             char why[256], bwhy[256];
             if (job_make(&j, &p, x->G, dtype, kernel, true, why, bwhy, sizeof why))
@@ -749,7 +744,7 @@ int main(int argc, char **argv)
             fatal(EXIT_BAD_INPUT, "%s", why);
     } else if (problem_given && !scale) {
         attn_params p = attn_params_make(opt.batch, opt.heads, opt.N, opt.d, 1.0);
-        if (opt.causal) p.window_size_right = 0;
+        attn_params_causal(&p, opt.causal);
         ring_job j;
         char why[256], bwhy[256];
         if (job_make(&j, &p, opt.gpus ? opt.gpus : 1, dtype, kernel, false, why, bwhy, sizeof why))
@@ -760,7 +755,7 @@ int main(int argc, char **argv)
         int d = opt.given & OPT_D ? opt.d : 128, N = opt.given & OPT_N ? opt.N : 4096;
         attn_params p = attn_params_make(opt.given & OPT_BATCH ? opt.batch : 1, opt.given & OPT_HEADS ? opt.heads : 16,
                                          N, d, 1.0);
-        p.window_size_right = 0;   /* the stricter layout: 2G chunks */
+        attn_params_causal(&p, true);   /* the stricter layout: 2G chunks */
         ring_job j;
         char why[256], bwhy[256];
         if (job_make(&j, &p, opt.gpus ? opt.gpus : 2, dtype, kernel, false, why, bwhy, sizeof why))

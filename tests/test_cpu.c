@@ -61,7 +61,7 @@ static qkv random_qkv(int N, int d, rng_t *rng)
 static attn_params problem(int N, int d, double scale, bool causal)
 {
     attn_params p = attn_params_make(1, 1, N, d, scale);
-    if (causal) p.window_size_right = 0;
+    attn_params_causal(&p, causal);
     return p;
 }
 

@@ -253,7 +253,7 @@ static void test_layout(rng_t *rng, int trials)
         int kind = rng_int(rng, 0, 2);   /* 0 full, 1 causal, 2 a random window */
         int c = rng_int(rng, 1, 6), N = 2 * G * c;
         attn_params p = attn_params_make(1, 1, N, 4, 0.5);
-        if (kind == 1) p.window_size_right = 0;
+        attn_params_causal(&p, kind == 1);
         if (kind == 2) {
             p.window_size_left = random_window_side(rng, N);
             p.window_size_right = random_window_side(rng, N);
@@ -434,7 +434,7 @@ static void test_ring_cpu(rng_t *rng, int trials)
         if (G == 1 && causal) N = rng_int(rng, 1, 48);
         int B = rng_int(rng, 1, 2), H = rng_int(rng, 1, 2), d = rng_int(rng, 1, 24);
         attn_params p = attn_params_make(B, H, N, d, 1.0 / sqrt((double)d));
-        if (causal) p.window_size_right = 0;
+        attn_params_causal(&p, causal);
         ring_layout lay;
         char why[200];
         if (ring_layout_make(&p, G, &lay, why, sizeof why)) fatal(EXIT_CHECK_FAILED, "test_ring: %s", why);

@@ -48,7 +48,7 @@ static void run_case(const double *Q, const double *K, const double *V, int N, i
     sram_arena sram;
     sram_init(&sram, flash_forward_sram_elements(Br, Bc, d));
     attn_params p = attn_params_make(1, 1, N, d, scale);
-    if (causal) p.window_size_right = 0;   /* the window (-1, 0) */
+    attn_params_causal(&p, causal);   /* the window (-1, 0) */
     flash_forward(&p, Q, K, V, Br, Bc, O, L, &sram, NULL, NULL);
     sram_free(&sram);
 
