@@ -1,7 +1,6 @@
 /*
  * gpu_common.cuh -- the GPU half of the shared harness: what every kernel
- * file (stage4_forward.cu, stage4_v3_hopper.cu, stage5_backward.cu) needs and
- * none of them should hold.
+ * file of kernels/ needs and none of them should hold.
  *
  *   errors        one line kept until the next failure, with file:line of the
  *                 call that failed (fa_error_string() returns it)

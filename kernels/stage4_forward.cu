@@ -465,9 +465,6 @@ __device__ __forceinline__ void v2_load_tile(T *dst, const T *__restrict__ src, 
     }
 }
 
-/* 2^x on the special-function unit, flushing subnormals (P entries below
- * 2^-126 are zero either way once rounded to fp16/bf16). */
-
 /* Query rows per warp: 32, two m-tiles of 16, so that every K and V
  * fragment read from shared memory feeds two mma instructions (with one
  * m-tile per warp, ldmatrix traffic bounded the kernel: 246 TFLOP/s at

@@ -35,19 +35,15 @@
  * V_j stay in registers as A fragments for d <= 64; Q_i, dO_i tiles are
  * double-buffered with cp.async; dS^T goes through shared memory for dQ_i.
  *
- * The loop's bookkeeping. ncu on the H200 (bf16, N = 8192, d = 128) found
- * this kernel executing 1.6x the instructions of FA2's backward for the same
- * HMMA count, at the same IPC: the excess was integer work around the
- * products, per step (one query block): two integer divisions to find the
- * step's head and block (a cursor now), a runtime copy loop with a signed
- * division per 16-byte copy (cp_async_tile: unrolled, one pointer per
- * thread, no bound test when the block is inside Sq), ldmatrix addresses of
- * the dQ product rebuilt per k-step (per-lane bases, constant offsets), and
- * per dQ tile a 64-bit address, a bound test and a branch on the mode (once
- * per step; red.v4 where no result is wanted); without a window, the
- * full-tile test is a flag. Static SASS of a full-tile default-mode step
- * (scripts/bwd_v3_sass.sh): 1614 -> 1079 instructions for 320 HMMA; the
- * arithmetic is unchanged (data/gpu/bwd_v3_steps.md, second round).
+ * The loop's bookkeeping is kept off the integer pipes, because at the same
+ * IPC every instruction that is not an HMMA costs time: the step's head and
+ * block come from a cursor (no integer division), the 16-byte copies are an
+ * unrolled loop with one pointer per thread and no bound test when the
+ * block is inside Sq, the dQ product's ldmatrix addresses are per-lane bases
+ * plus compile-time offsets, a dQ tile takes one branch on the mode per step
+ * (red.v4 where no result is wanted), and without a window the full-tile
+ * test is a flag. How this was measured and what each change saved is in
+ * data/gpu/bwd_v3_steps.md.
  *
  * Tiles: Br = 64 query rows, Bc = 128 keys, d = 16 to 128 in multiples of
  * 16. Shared memory (16-bit elements, rows padded by 8): K_j, V_j (2 x 128

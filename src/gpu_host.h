@@ -1,7 +1,7 @@
 /*
  * gpu_host.h -- what the GPU stages' host programs (stage4, stage5) share:
  * the inputs of a problem on the host (the options' problem, random ones and
- * issue 8's fault inputs), the problem uploaded to the GPU in one dtype, a
+ * the fault inputs), the problem uploaded to the GPU in one dtype, a
  * version run on it with its outputs poisoned first, results fetched back as
  * fp64, the fp64 reference, the error measures and the error rule, the
  * diagnostic lines of a failed check, and .npy output. Plain C over
@@ -111,9 +111,9 @@ void gh_save(const char *path, const double *x, const attn_params *p, gh_tensor 
 /* Inputs on the host                                                         */
 /* ------------------------------------------------------------------------- */
 
-/* Normal: N(0, 1). The others are issue 8's fault inputs, found when stage 4
- * was tried on public bug-report inputs: scaled logits that overflow fp16 or
- * make exp(S - m) ill-conditioned in fp32. */
+/* Normal: N(0, 1). The others are fault inputs, the kind public bug reports
+ * of attention kernels describe: scaled logits that overflow fp16 or make
+ * exp(S - m) ill-conditioned in fp32. */
 typedef enum { GH_IN_NORMAL, GH_IN_HUGE, GH_IN_NEG900, GH_IN_NEAR_NEG } gh_input_kind;
 extern const char *const gh_input_name[4];   /* "N(0,1)", "Q, K ~ U[4e4, 6.5e4] ...", ... */
 
@@ -157,7 +157,7 @@ attn_params gh_tcase_params(const gh_tcase *c);
 /* The two random problems of a run without shape flags (after the real
  * input): (2,4/4,1000,1000,64) and (1,4/2,1500,1500,128) causal. */
 extern const gh_tcase gh_default_cases[2];
-/* The sizes both GPU test suites cover (issue 8's list): N = 1, 17, 113,
+/* The sizes both GPU test suites cover: N = 1, 17, 113,
  * 1023, 4097 at d = 64, and d = 16 to 128 (20: not a multiple of 8; 48, 80,
  * 96, 112: between the powers of two), unmasked. */
 #define GH_SIZE_CASES 14

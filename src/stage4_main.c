@@ -46,7 +46,7 @@
  *   every dtype no unwritten output; rows that see no key have O = 0 exactly
  *               and L = -inf; the bytes model equals stage 1's and stage 3's
  *               counts and the tile counts stage 3's (model_matches)
- *   fault inputs (huge or very negative logits, issue 8): every output
+ *   fault inputs (huge or very negative logits): every output
  *               finite, and each O row within the value rows of the keys
  *               whose logits are the row's best up to fp32 rounding
  *               (best_key_check)
@@ -101,7 +101,7 @@ static size_t empty_rows_wrong(const attn_params *p, const double *O, const doub
 }
 
 //> stage4-best-key
-/* Fault inputs (issue 8): scaled logits of 1e6 to 2e10, where the softmax
+/* Fault inputs: scaled logits of 1e6 to 2e10, where the softmax
  * is (nearly) one-hot and O is the value row of each query's best key. What
  * a correct kernel may return is bounded by the fp32 rounding of the logits:
  * a logit s_j = softmax_scale q.k_j summed in fp32 is off by at most

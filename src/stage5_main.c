@@ -48,7 +48,7 @@
  *               loosen the rule
  *   every dtype no unwritten output; rows that see no key have dQ rows of
  *               exactly 0 and keys nobody sees dK, dV rows of exactly 0
- *   fault inputs (huge or very negative logits, issue 8): every output finite
+ *   fault inputs (huge or very negative logits): every output finite
  *               (the errors are printed; P = exp(S - L) cannot be accurate
  *               when the rounding of S and L in fp32, |L| 2^-24, is not small)
  * A failed check prints, on lines starting with '#', which tensor, the

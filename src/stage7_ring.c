@@ -616,8 +616,7 @@ static void scale_sweep(ring_ctx *x, const options *opt, int dtype, int kernel, 
             /* Timed in the default mode, as the single-GPU baseline is: the
              * deterministic mode (used by the checks for G = 1's bitwise
              * equality) orders the dQ additions and costs about half the
-             * backward's speed, which the first H200 run of this sweep
-             * mistook for the ring's (efficiency 0.45-0.57). */
+             * backward's speed, which would be charged to the ring. */
             j.deterministic = 0;
             double s_f = 0, s_b = 0, sent_f = 0, sent_b = 0;
             ring_times tf, tb;

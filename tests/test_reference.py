@@ -204,7 +204,7 @@ def main():
 
 
 def faults(tmp):
-    """Inputs from public bug reports, each with its right value (issue 7)."""
+    """Inputs from public bug reports, each with its right value."""
     # Values in the hundreds: stage 3's self-check once compared with an
     # absolute 1e-14 and failed a correctly rounded O.
     q = np.array([[1.0], [0.0]])

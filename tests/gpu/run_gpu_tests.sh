@@ -18,11 +18,11 @@
 #     inputs (the seed is printed): N = 1, 17, 113, 1023, 4097; d = 16 to
 #     128; B H above the number of SMs; causal, windows, seqlen_q != seqlen_k
 #     (rows that see no key: O = 0, L = -inf), grouped heads; a window that
-#     covers every key bitwise equal to no mask; issue 8's fault inputs; the
+#     covers every key bitwise equal to no mask; the fault inputs; the
 #     real input unmasked, with a window and with its keys cut;
 #   - ./stage5 --sweep tests: every backward version (0 to 3) the same way, plus
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
-#     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
+#     nobody sees), grouped heads, the fault inputs, the deterministic
 #     mode (30 runs bitwise equal) and the key-block split of stage 7;
 #   - version 3 (Hopper, build/v3_check): the piece self-tests and every
 #     step against the fp64 reference (it prints SKIP on a GPU that is not
