@@ -52,7 +52,7 @@ all: cpu gpu                              ## build every stage (CUDA ones too wh
 cpu: stage1 stage2 stage3 stage6          ## build the CPU stages
 
 help:                                     ## list the targets
-	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "%-19s %s\n", $$1, $$2 }'
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -146,6 +146,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 
 -include kernels/gpu.mk
 -include kernels/stage7.mk
+-include kernels/gpu_data.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
 

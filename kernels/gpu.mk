@@ -11,8 +11,8 @@
 # SKIP lines.
 #
 #   make stage4 && ./stage4     make stage5 && ./stage5
-#   make gpu-test     make bench-gpu     make io-gpu
-#   make train-gpu              (the PyTorch op, python/flash_op.py, training a small model)
+#   make gpu-test     make v3-check
+#   (the measurements of data/gpu/: kernels/gpu_data.mk)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
@@ -20,7 +20,7 @@ GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
 TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
 TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
 
-.PHONY: gpu-test bench-gpu io-gpu v3-check train-gpu
+.PHONY: gpu-test v3-check
 
 ifneq ($(strip $(NVCC)),)
 # compute capability of GPU 0 as "90", empty without a GPU
@@ -112,18 +112,9 @@ v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests a
 gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
 	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
 
-bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
-	python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
-
-train-gpu: $(BUILD)/libfa_gpu.so         ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv
-	python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
-
-io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv, v2_layout_ab.csv
-	sh scripts/ncu_io.sh data/gpu/io_fwd.csv
-	NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
 else
 gpu-test:
 	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
-bench-gpu io-gpu v3-check train-gpu:
+v3-check:
 	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
 endif

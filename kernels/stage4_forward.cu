@@ -757,36 +757,12 @@ static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
                            p->H_kv * 2 * es * sk * d);
 }
 
-const fa_row fa_row_fwd_v0 = {
-    .info = {
-        .pass = FA_FORWARD, .version = 0, .name = "v0",
-        .what = "materialized (cuBLAS + softmax)",
-        .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16),
-        .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 0,
-        .min_cc = 0, .slug = "materialized",
-    },
-    .run = v0_forward, .check = nullptr, .workspace = v0_workspace,
-    .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_model,
-};
-const fa_row fa_row_fwd_v1 = {
-    .info = {
-        .pass = FA_FORWARD, .version = 1, .name = "v1",
-        .what = "tiled (smem K/V, fp32 CUDA cores)",
-        .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16),
-        .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 0,
-        .min_cc = 0, .slug = "tiled",
-    },
-    .run = v1_forward, .check = nullptr, .workspace = nullptr,
-    .block_rows = v1_block_rows, .block_cols = v1_block_cols, .model_bytes = fa_model_tiled_forward,
-};
-const fa_row fa_row_fwd_v2 = {
-    .info = {
-        .pass = FA_FORWARD, .version = 2, .name = "v2",
-        .what = "tiled, tensor cores (mma.sync m16n8k16, cp.async)",
-        .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16),
-        .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 0,
-        .min_cc = 80, .slug = "mma",
-    },
-    .run = v2_forward, .check = nullptr, .workspace = nullptr,
-    .block_rows = v2_block_rows, .block_cols = v2_block_cols, .model_bytes = fa_model_tiled_forward,
-};
+const fa_row fa_row_fwd_v0 = {.info = {.pass = FA_FORWARD, .version = 0, .name = "v0",
+    .what = "materialized (cuBLAS + softmax)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 0, .min_cc = 0, .slug = "materialized"},
+    .run = v0_forward, .check = nullptr, .workspace = v0_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_model};
+const fa_row fa_row_fwd_v1 = {.info = {.pass = FA_FORWARD, .version = 1, .name = "v1",
+    .what = "tiled (smem K/V, fp32 CUDA cores)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 0, .min_cc = 0, .slug = "tiled"},
+    .run = v1_forward, .check = nullptr, .workspace = nullptr, .block_rows = v1_block_rows, .block_cols = v1_block_cols, .model_bytes = fa_model_tiled_forward};
+const fa_row fa_row_fwd_v2 = {.info = {.pass = FA_FORWARD, .version = 2, .name = "v2",
+    .what = "tiled, tensor cores (mma.sync m16n8k16, cp.async)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 0, .min_cc = 80, .slug = "mma"},
+    .run = v2_forward, .check = nullptr, .workspace = nullptr, .block_rows = v2_block_rows, .block_cols = v2_block_cols, .model_bytes = fa_model_tiled_forward};

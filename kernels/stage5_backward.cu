@@ -853,36 +853,12 @@ double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* The three rows of the table of versions                                   */
 /* ========================================================================= */
-const fa_row fa_row_bwd_v0 = {
-    .info = {
-        .pass = FA_BACKWARD, .version = 0, .name = "v0",
-        .what = "materialized (cuBLAS; S, dP, dS in fp32)",
-        .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16),
-        .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 1,
-        .min_cc = 0, .slug = "materialized",
-    },
-    .run = v0_backward, .check = v0_bwd_check, .workspace = v0_bwd_workspace,
-    .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_bwd_model,
-};
-const fa_row fa_row_bwd_v1 = {
-    .info = {
-        .pass = FA_BACKWARD, .version = 1, .name = "v1",
-        .what = "tiled (smem tiles, fp32 CUDA cores, dQ atomics)",
-        .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16),
-        .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 1,
-        .min_cc = 0, .slug = "tiled",
-    },
-    .run = v1_backward, .check = nullptr, .workspace = tiled_bwd_workspace,
-    .block_rows = v1_bwd_block_rows, .block_cols = v1_bwd_block_cols, .model_bytes = tiled_bwd_model,
-};
-const fa_row fa_row_bwd_v2 = {
-    .info = {
-        .pass = FA_BACKWARD, .version = 2, .name = "v2",
-        .what = "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)",
-        .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16),
-        .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1,
-        .min_cc = 80, .slug = "mma",
-    },
-    .run = v2_backward, .check = nullptr, .workspace = tiled_bwd_workspace,
-    .block_rows = v2_bwd_block_rows, .block_cols = v2_bwd_block_cols, .model_bytes = tiled_bwd_model,
-};
+const fa_row fa_row_bwd_v0 = {.info = {.pass = FA_BACKWARD, .version = 0, .name = "v0",
+    .what = "materialized (cuBLAS; S, dP, dS in fp32)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "materialized"},
+    .run = v0_backward, .check = v0_bwd_check, .workspace = v0_bwd_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_bwd_model};
+const fa_row fa_row_bwd_v1 = {.info = {.pass = FA_BACKWARD, .version = 1, .name = "v1",
+    .what = "tiled (smem tiles, fp32 CUDA cores, dQ atomics)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "tiled"},
+    .run = v1_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v1_bwd_block_rows, .block_cols = v1_bwd_block_cols, .model_bytes = tiled_bwd_model};
+const fa_row fa_row_bwd_v2 = {.info = {.pass = FA_BACKWARD, .version = 2, .name = "v2",
+    .what = "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma"},
+    .run = v2_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v2_bwd_block_rows, .block_cols = v2_bwd_block_cols, .model_bytes = tiled_bwd_model};

@@ -1,5 +1,9 @@
 #!/bin/sh
-# scripts/bwd_v3_sass.sh [REV] -- static SASS of backward version 3's main
+# Question it answered: how many instructions one full-tile step of backward
+# version 3 issues per HMMA, before and after its bookkeeping was reworked;
+# the answer: data/gpu/bwd_v3_steps.md, second round.
+#
+# scripts/investigations/bwd_v3_sass.sh [REV] -- static SASS of backward version 3's main
 # loop (kernels/stage5_bwd_v3.cu at git revision REV, default the working
 # tree), bf16, d = 128, on the path a full-tile default-mode step executes:
 # the source is compiled with `full`, the block-inside-Sq tests and
