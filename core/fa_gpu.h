@@ -67,6 +67,10 @@ typedef struct {
 } fa_version_info;
 
 int fa_num_versions(int pass);
+/* One more than the highest version number of the pass. A number names one
+ * technique in both passes (core/versions.def), so a pass may lack some
+ * numbers below it: loop to this and skip those fa_version() does not know. */
+int fa_version_limit(int pass);
 /* The row of (pass, version), NULL when there is none. */
 const fa_version_info *fa_version(int pass, int version);
 

@@ -61,6 +61,13 @@ extern "C" int fa_num_versions(int pass)
     for (int i = 0; i < g_nrows; i++) n += g_rows[i]->info.pass == pass;
     return n;
 }
+extern "C" int fa_version_limit(int pass)
+{
+    int n = 0;
+    for (int i = 0; i < g_nrows; i++)
+        if (g_rows[i]->info.pass == pass && g_rows[i]->info.version >= n) n = g_rows[i]->info.version + 1;
+    return n;
+}
 extern "C" const fa_version_info *fa_version(int pass, int version)
 {
     const fa_row *r = find_row(pass, version);

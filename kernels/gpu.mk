@@ -57,11 +57,11 @@ $(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)
 endef
 $(foreach p,stage4 stage5,$(eval $(call link_gpu_program,$(p))))
 stage4:                                   ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
-stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v3 mma.sync on 8 warps
+stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v4 mma.sync on 8 warps
 GPU_TARGETS += stage5
 TEST_DEPS += stage5
 
-# Backward version 3 (kernels/stage5_bwd_v3.cu) keeps dK_j, dV_j in
+# Backward version 4 (kernels/stage5_bwd_v3.cu) keeps dK_j, dV_j in
 # registers, 255 of them at d = 128: its ptxas report (registers, spills per
 # kernel) is kept in build/bwd_v3_ptxas.txt, anything else nvcc says is
 # shown, and a spill fails the build (local memory would leave it correct

@@ -12,7 +12,7 @@
  * (the chapter's backward; stage 3's flash_backward is the CPU model), with
  * the masks, seqlen_q != seqlen_k and grouped heads of core/mask.h and
  * core/attn_params.h. Four versions, chosen by --kernel K (one row each in
- * core/versions.def; version 3 lives in stage5_bwd_v3.cu):
+ * core/versions.def; version 4 lives in stage5_bwd_v3.cu):
  *
  *   version | what
  *   --------+-----------------------------------------------------------------
@@ -90,10 +90,10 @@
  *   checks it.
  *
  * Tiles: version 1 Br = 64 query rows, Bc = 64 keys (32 when d > 64);
- * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 3 Br = 64,
+ * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 4 Br = 64,
  * Bc = 128, 8 warps of 16 keys each.
  *
- * What the tiled versions share with version 3 (kernels/stage5_bwd_v3.cu)
+ * What the tiled versions share with version 4 (kernels/stage5_bwd_v3.cu)
  * is in stage5_backward.cuh: bwd_args, P's exponent, the deterministic
  * mode's turns, the tensor-core fragment helpers and the declarations of the
  * tiled launch, workspace and IO model defined here.
@@ -357,7 +357,7 @@ static double v0_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* Their kernel arguments (bwd_args), the deterministic mode's turns
  * (bwd-dq-order) and the tensor-core fragment helpers are in
- * stage5_backward.cuh, which version 3 (stage5_bwd_v3.cu) shares. */
+ * stage5_backward.cuh, which version 4 (stage5_bwd_v3.cu) shares. */
 
 /* ------------------------------------------------------------------------- */
 /* Version 1: CUDA cores                                                      */

@@ -1,13 +1,16 @@
 /*
- * stage5_bwd_v3.cu -- backward version 3: version 2's schedule on blocks of
- * 128 keys and 8 warps.
+ * stage5_bwd_v3.cu -- backward version 4: version 2's schedule on blocks of
+ * 128 keys and 8 warps, on mma.sync. Numbered 4 because a number names one
+ * technique in both passes and 3 is Hopper's (wgmma, TMA: forward version 3);
+ * the file and its kernel keep the name v3 under which data/gpu/bwd_v3_steps.md
+ * and the Nsight Compute logs of data/gpu/ measured them.
  *
  * What it computes is version 2's (kernels/stage5_backward.cu: the
  * equations, the masks, the conventions, the deterministic mode), with the
  * same D pre-pass, fp32 dQ accumulator and post-pass (tiled_backward). What
  * changes is how one thread block is laid out:
  *
- *   version 2                           version 3
+ *   version 2                           version 4
  *   Bc = 64 keys, 4 warps, 2 blocks/SM   Bc = 128 keys, 8 warps, 1 block/SM
  *   Q_i, dO_i tiles feed 64 keys         the same tiles feed 128 keys: half
  *                                        the loads of Q_i, dO_i, L_i, D_i and
@@ -422,14 +425,14 @@ static int v3_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 static int v3_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)
 {
-    return tiled_backward_mma("v3", dtype, p, x, deterministic, st, v3_bwd_launch<__half>,
+    return tiled_backward_mma("v4", dtype, p, x, deterministic, st, v3_bwd_launch<__half>,
                               v3_bwd_launch<__nv_bfloat16>);
 }
 
 static int v3_bwd_block_rows(int d) { (void)d; return v3b_cfg<64>::BR; }
 static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
 
-/* Version 3's row of the table (core/versions.def). */
-const fa_row fa_row_bwd_v3 = {.info = {.pass = FA_BACKWARD, .version = 3, .name = "v3",
+/* Version 4's row of the table (core/versions.def). */
+const fa_row fa_row_bwd_v4 = {.info = {.pass = FA_BACKWARD, .version = 4, .name = "v4",
     .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma8"},
     .run = v3_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v3_bwd_block_rows, .block_cols = v3_bwd_block_cols, .model_bytes = tiled_bwd_model};

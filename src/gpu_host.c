@@ -87,9 +87,11 @@ void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *n
     *nv = 0;
     if (kernel >= 0) {
         const fa_version_info *v = fa_version(pass, kernel);
-        if (!v)
-            fatal(EXIT_BAD_INPUT, "--kernel %d: the %s has versions 0 to %d", kernel, what,
-                  fa_num_versions(pass) - 1);
+        if (!v) {
+            char list[96];
+            gh_version_list(pass, list, sizeof list);
+            fatal(EXIT_BAD_INPUT, "--kernel %d: the %s has versions %s", kernel, what, list);
+        }
         versions[(*nv)++] = kernel;
         if (!dtype_flag) {
             int n = 0;
@@ -98,8 +100,25 @@ void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *n
             *nd = n;
         }
     } else {
-        for (int k = 0; k < fa_num_versions(pass) && *nv < 16; k++) versions[(*nv)++] = k;
+        *nv = gh_versions(pass, versions, 16);
     }
+}
+
+int gh_versions(int pass, int *versions, int max)
+{
+    int n = 0;
+    for (int k = 0; k < fa_version_limit(pass) && n < max; k++)
+        if (fa_version(pass, k)) versions[n++] = k;
+    return n;
+}
+
+void gh_version_list(int pass, char *buf, size_t n)
+{
+    int v[16], nv = gh_versions(pass, v, 16);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < nv && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%d", i == 0 ? "" : i == nv - 1 ? " and " : ", ", v[i]);
 }
 
 void gh_round(double *x, size_t n, int dtype)
@@ -367,6 +386,25 @@ const gh_tcase gh_size_cases[GH_SIZE_CASES] = {
     {"d=128", 1, 2, 2, 300, 300, 128, -1, -1, GH_IN_NORMAL},
     {"d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, -1, GH_IN_NORMAL},
 };
+
+size_t gh_shared_cases(int sm_count, gh_tcase *out)
+{
+    const int big = sm_count + 18 + (sm_count % 2);   /* B H above the SM count, even */
+    const gh_tcase cases[GH_SHARED_CASES] = {
+        {"causal", 1, 2, 2, 300, 300, 64, -1, 0, GH_IN_NORMAL},
+        {"causal Sq>Sk (rows that see no key)", 1, 2, 2, 200, 130, 64, -1, 0, GH_IN_NORMAL},
+        {"causal Sq<Sk", 1, 2, 2, 100, 257, 32, -1, 0, GH_IN_NORMAL},
+        {"window (32,32) Sq<Sk", 1, 2, 2, 300, 400, 64, 32, 32, GH_IN_NORMAL},
+        {"window (10,5) Sq>Sk (rows that see no key)", 1, 2, 2, 300, 200, 48, 10, 5, GH_IN_NORMAL},
+        {"GQA H=8 H_kv=2", 1, 8, 2, 200, 200, 64, -1, -1, GH_IN_NORMAL},
+        {"B H > SMs", 2, big / 2, big / 2, 40, 40, 32, -1, -1, GH_IN_NORMAL},
+        {"fault: huge logits", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_HUGE},
+        {"fault: -900 U[0,1)", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEG900},
+        {"fault: logits near -7.5e4", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEAR_NEG},
+    };
+    memcpy(out, cases, sizeof cases);
+    return GH_SHARED_CASES;
+}
 
 uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device)
 {

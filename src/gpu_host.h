@@ -61,6 +61,11 @@ void gh_free(gh_problem *g);
 void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *nd, int *versions,
                int *nv);
 
+/* The versions of a pass in the table, in order (at most max); their numbers
+ * as a list ("0, 1, 2 and 4") for a message. */
+int gh_versions(int pass, int *versions, int max);
+void gh_version_list(int pass, char *buf, size_t n);
+
 /* Round x (n entries) in place to the nearest value of the dtype. */
 void gh_round(double *x, size_t n, int dtype);
 
@@ -162,6 +167,11 @@ extern const gh_tcase gh_default_cases[2];
  * 96, 112: between the powers of two), unmasked. */
 #define GH_SIZE_CASES 14
 extern const gh_tcase gh_size_cases[GH_SIZE_CASES];
+/* The masks, grouped heads, a grid of more blocks than SMs and the fault
+ * inputs, which both suites cover: GH_SHARED_CASES rows into out; each
+ * suite appends its own. */
+#define GH_SHARED_CASES 10
+size_t gh_shared_cases(int sm_count, gh_tcase *out);
 
 /* The first line of a test suite, "<stage> GPU tests on <device>; seed S
  * (replay: ...)"; returns S: --seed if given, else a fresh one. */

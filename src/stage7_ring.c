@@ -329,7 +329,8 @@ static int job_make(ring_job *j, const attn_params *p, int G, int dtype, int ker
         if (pass == FA_BACKWARD && !want_bwd) break;
         char *w = pass == FA_FORWARD ? why : bwhy;
         if (pass == FA_BACKWARD && !fa_version(FA_BACKWARD, kernel)) {
-            snprintf(bwhy, n, "this build has no backward version %d (stage 5 not in it)", kernel);
+            snprintf(bwhy, n, "the table has no backward version %d (a number names one technique "
+                     "in both passes; this one has no backward)", kernel);
             break;
         }
         int bad = fa_check_supported(pass, kernel, dtype, p) != FA_OK;
@@ -715,7 +716,7 @@ int main(int argc, char **argv)
     int kernel = opt.kernel >= 0 ? opt.kernel : dtype == FA_FP32 ? 1 : 2;
     if (!fa_version(FA_FORWARD, kernel))
         fatal(EXIT_BAD_INPUT, "--kernel %d: forward versions 0 to %d exist", kernel,
-              fa_num_versions(FA_FORWARD) - 1);
+              fa_version_limit(FA_FORWARD) - 1);
     attn_params probe = attn_params_make(1, 1, 64, 64, 0.125);
     if (fa_check_problem(FA_FORWARD, kernel, dtype, &probe)) fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
     bool problem_given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS);

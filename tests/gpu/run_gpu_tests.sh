@@ -153,7 +153,7 @@ done
 sanitize stage5-memcheck memcheck ./stage5 --sweep small
 sanitize stage5-initcheck initcheck ./stage5 --sweep small
 sanitize stage5-racecheck racecheck sh -c './stage5 --sweep small --kernel 1 --dtype fp32 &&
-    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 3 --dtype fp16'
+    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 4 --dtype fp16'
 sanitize stage5-synccheck synccheck sh -c './stage5 --sweep small --kernel 1 --dtype fp16 &&
-    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 3 --dtype bf16'
+    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 4 --dtype bf16'
 exit 0
