@@ -33,20 +33,17 @@ int fa_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2
 
 #define FA_STR2(x) #x
 #define FA_STR(x) FA_STR2(x)
-#define CUDA_TRY(call)                                                                      \
+/* Return FA_ERR_CUDA with the call, file:line and the library's words
+ * unless call gives ok. */
+#define FA_TRY(call, ok, words)                                                             \
     do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess)                                                              \
+        auto r_ = (call);                                                                   \
+        if (r_ != (ok))                                                                     \
             return fa_set_error(FA_ERR_CUDA, "%s (" __FILE__ ":" FA_STR(__LINE__) "): %s",  \
-                                #call, cudaGetErrorString(e_));                             \
+                                #call, words(r_));                                          \
     } while (0)
-#define CUBLAS_TRY(call)                                                                    \
-    do {                                                                                    \
-        cublasStatus_t s_ = (call);                                                         \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return fa_set_error(FA_ERR_CUDA, "%s (" __FILE__ ":" FA_STR(__LINE__) "): %s",  \
-                                #call, cublasGetStatusString(s_));                          \
-    } while (0)
+#define CUDA_TRY(call) FA_TRY(call, cudaSuccess, cudaGetErrorString)
+#define CUBLAS_TRY(call) FA_TRY(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 /* After a launch: a bad configuration shows up here, not at the next sync. */
 #define LAUNCH_CHECK() CUDA_TRY(cudaGetLastError())
 

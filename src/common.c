@@ -280,37 +280,20 @@ double *sram_alloc(sram_arena *s, size_t n, const char *what)
 
 void sram_reset(sram_arena *s) { s->used = 0; }
 
-void hbm_load(double *tile, const double *src, int rows, int cols, int ld,
-              io_counter *io, tensor_id t)
+/* rows x cols elements of es bytes from src (leading dimension sld) to dst
+ * (dld), counted as read (load) or written (store) elements of tensor t. */
+static void hbm_move(void *dst, int dld, const void *src, int sld, int rows, int cols, size_t es,
+                     io_counter *io, tensor_id t, bool load)
 {
     for (int r = 0; r < rows; r++)
-        memcpy(tile + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof(double));
-    io_read(io, t, (uint64_t)rows * (uint64_t)cols);
+        memcpy((char *)dst + (size_t)r * dld * es, (const char *)src + (size_t)r * sld * es, (size_t)cols * es);
+    (load ? io_read : io_write)(io, t, (uint64_t)rows * (uint64_t)cols);
 }
 
-void hbm_store(double *dst, const double *tile, int rows, int cols, int ld,
-               io_counter *io, tensor_id t)
-{
-    for (int r = 0; r < rows; r++)
-        memcpy(dst + (size_t)r * ld, tile + (size_t)r * cols, (size_t)cols * sizeof(double));
-    io_write(io, t, (uint64_t)rows * (uint64_t)cols);
-}
-
-void hbm_load_f32(float *tile, const float *src, int rows, int cols, int ld,
-                  io_counter *io, tensor_id t)
-{
-    for (int r = 0; r < rows; r++)
-        memcpy(tile + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof(float));
-    io_read(io, t, (uint64_t)rows * (uint64_t)cols);
-}
-
-void hbm_store_f32(float *dst, const float *tile, int rows, int cols, int ld,
-                   io_counter *io, tensor_id t)
-{
-    for (int r = 0; r < rows; r++)
-        memcpy(dst + (size_t)r * ld, tile + (size_t)r * cols, (size_t)cols * sizeof(float));
-    io_write(io, t, (uint64_t)rows * (uint64_t)cols);
-}
+void hbm_load(double *tile, const double *src, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(tile, cols, src, ld, rows, cols, sizeof *tile, io, t, true); }
+void hbm_store(double *dst, const double *tile, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(dst, ld, tile, cols, rows, cols, sizeof *tile, io, t, false); }
+void hbm_load_f32(float *tile, const float *src, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(tile, cols, src, ld, rows, cols, sizeof *tile, io, t, true); }
+void hbm_store_f32(float *dst, const float *tile, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(dst, ld, tile, cols, rows, cols, sizeof *tile, io, t, false); }
 
 /* ------------------------------------------------------------------------- */
 /* Command-line options                                                       */

@@ -207,6 +207,9 @@ enum opt_flag {
 #define OPT_GPUS    (1ull << 32)
 #define OPT_VIRTUAL (1ull << 33)
 #define OPT_BUDGET  (1ull << 34)
+/* The problem and tile flags of a tiled CPU stage (stage 3, stage 6). */
+#define OPT_TILED_CPU (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS | OPT_SCALE | \
+                       OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM | OPT_RULE)
 /* A set of OPT_* bits. */
 typedef uint64_t opt_set;
 

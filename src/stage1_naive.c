@@ -146,6 +146,14 @@ void naive_require_size(const attn_params *p, const char *origin)
           "%.1f GB); at most 8.6 GB", origin, p->seqlen_q, p->seqlen_k, bytes / 1e9);
 }
 
+void naive_load_problem(const options *opt, attn_problem *prob)
+{
+    load_problem(opt, prob);
+    char origin[64];
+    snprintf(origin, sizeof origin, "the input's N = %d", prob->params.seqlen_q);
+    naive_require_size(&prob->params, origin);
+}
+
 void naive_require_size_flags(const options *opt)
 {
     if (!(opt->given & OPT_N)) return;
@@ -235,13 +243,9 @@ int main(int argc, char **argv)
                   USAGE, &opt);
     bool fp32 = !strcmp(opt.dtype, "fp32");   /* the parser let only fp64 and fp32 through */
     naive_require_size_flags(&opt);
-    char origin[64];
-
     attn_problem prob;
-    load_problem(&opt, &prob);
+    naive_load_problem(&opt, &prob);
     const attn_params *p = &prob.params;
-    snprintf(origin, sizeof origin, "the input's N = %d", p->seqlen_q);
-    naive_require_size(p, origin);
     int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d, G = p->H / p->H_kv;
     size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);
     size_t SS = (size_t)Sq * Sk, qd = (size_t)Sq * d, kd = (size_t)Sk * d;

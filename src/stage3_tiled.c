@@ -692,11 +692,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
 int main(int argc, char **argv)
 {
     options opt;
-    parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                      OPT_SWEEP | OPT_CSV | OPT_RULE | OPT_REPEATS,
-                  USAGE, &opt);
+    parse_options(argc, argv, OPT_TILED_CPU | OPT_SWEEP | OPT_CSV | OPT_REPEATS, USAGE, &opt);
     if (opt.sweep) {
         if (opt.given & (OPT_MASKS & ~(opt_set)OPT_CAUSAL))
             fatal(EXIT_BAD_INPUT, "--sweep io|blocks|formulas runs square problems (--causal or "
@@ -707,12 +703,9 @@ int main(int argc, char **argv)
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
 
     naive_require_size_flags(&opt);   /* the reference is naive */
-    char origin[64];
     attn_problem prob;
-    load_problem(&opt, &prob);
+    naive_load_problem(&opt, &prob);
     const attn_params *p = &prob.params;
-    snprintf(origin, sizeof origin, "the input's N = %d", p->seqlen_q);
-    naive_require_size(p, origin);
     long M;
     flash_blocks b = flash_blocks_from_options(&opt, p, &M);
     size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);

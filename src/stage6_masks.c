@@ -831,11 +831,7 @@ static int sweep_lse(const options *opt, int argc, char **argv)
 int main(int argc, char **argv)
 {
     options opt;
-    parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                      OPT_RULE | OPT_CHECK | OPT_SWEEP | OPT_CSV,
-                  USAGE, &opt);
+    parse_options(argc, argv, OPT_TILED_CPU | OPT_CHECK | OPT_SWEEP | OPT_CSV, USAGE, &opt);
     if (opt.sweep) {
         if (!opt.csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
         if (!strcmp(opt.sweep, "window")) return sweep_window(&opt, argc, argv);

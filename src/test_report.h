@@ -12,6 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
 
 static int n_pass, n_fail, n_skip;
 static uint64_t seed;
@@ -33,6 +37,32 @@ static void result(bool ok, const char *name, const char *fmt, ...)
         n_fail++;
     }
     fflush(stdout);
+}
+
+static rng_t test_rng;   /* seeded with `seed` by test_args */
+
+/* The flags every C test program takes: --quick (fewer draws), --seed S
+ * (replay; default a fresh seed) and, where csv is not NULL, --csv FILE
+ * (opened with provenance and csv_header). Sets the program name, `seed`
+ * and test_rng, and prints the seed line; anything else is one line and
+ * exit 2. Returns whether --quick was given. */
+static bool test_args(int argc, char **argv, const char *csv_header, FILE **csv)
+{
+    set_prog_name(argv[0]);
+    bool quick = false;
+    const char *csv_path = NULL;
+    seed = fresh_seed();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (csv && !strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else fatal(EXIT_BAD_INPUT, "usage: %s [--seed S] [--quick]%s", g_prog, csv ? " [--csv FILE]" : "");
+    }
+    printf("%s: seed %llu (replay with --seed %llu)\n", g_prog, (unsigned long long)seed,
+           (unsigned long long)seed);
+    if (csv_path) *csv = csv_open(csv_path, argc, argv, csv_header);
+    rng_seed(&test_rng, seed);
+    return quick;
 }
 
 /* SKIP: what could not run here (no GPU, a version that does not take the

@@ -433,21 +433,8 @@ static void test_gradcheck_gqa(rng_t *rng, int trials)
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    bool quick = false;
-    seed = fresh_seed();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
-            csv = csv_open(argv[i + 1], argc, argv, "check,draws,value,tolerance,count,seed");
-            i++;
-        } else fatal(EXIT_BAD_INPUT, "usage: test_masks [--seed S] [--quick] [--csv FILE]");
-    }
-    printf("test_masks: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    rng_t rng;
-    rng_seed(&rng, seed);
+    bool quick = test_args(argc, argv, "check,draws,value,tolerance,count,seed", &csv);
+    rng_t rng = test_rng;
     test_convention();
     test_mask_brute_force(&rng, quick ? 300 : 3000);
     test_property(&rng, quick ? 200 : 1000);

@@ -483,18 +483,8 @@ static void test_ring_cpu(rng_t *rng, int trials)
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    bool quick = false;
-    seed = fresh_seed();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else fatal(EXIT_BAD_INPUT, "usage: test_ring [--seed S] [--quick]");
-    }
-    printf("test_ring: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    rng_t rng;
-    rng_seed(&rng, seed);
+    bool quick = test_args(argc, argv, NULL, NULL);
+    rng_t rng = test_rng;
     test_merge_empty(&rng);
     test_merge_algebra(&rng, quick ? 50 : 500);
     test_merge_split_row(&rng, quick ? 100 : 1000);
