@@ -689,6 +689,39 @@ static int run_sweep(const options *opt, int argc, char **argv)
     return bad ? EXIT_CHECK_FAILED : 0;
 }
 
+double flash_gradcheck(const attn_problem *g, int Br, int Bc)
+{
+    const attn_params *gp = &g->params;
+    size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp), gr = attn_rows(gp);
+    double *buf = xmalloc(2 * gq + 2 * gk + gr, sizeof(double), "gradcheck buffers");
+    double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
+    sram_arena small;
+    sram_init(&small, flash_backward_sram_elements(Br, Bc, gp->d));
+    flash_attention_all_heads(gp, g->Q, g->K, g->V, g->dO, (flash_blocks){Br, Bc, Br, Bc}, o, l, gdq, gdk, gdv,
+                              &small, NULL, NULL, NULL, NULL, NULL, NULL);
+    double e = gradcheck_central(gp, g->Q, g->K, g->V, g->dO, gdq, gdk, gdv, 1e-5);
+    sram_free(&small);
+    free(buf);
+    return e;
+}
+
+flash_run flash_run_counted(const attn_params *p, const double *Q, const double *K, const double *V,
+                            const double *dO, flash_blocks b, long M, double *O, double *L, double *dQ,
+                            double *dK, double *dV)
+{
+    flash_run r;
+    memset(&r, 0, sizeof r);
+    io_reset(&r.io_f);
+    io_reset(&r.io_b);
+    sram_arena sram;
+    sram_init(&sram, (size_t)M);
+    flash_attention_all_heads(p, Q, K, V, dO, b, O, L, dQ, dK, dV, &sram, &r.io_f, &r.io_b, &r.st_f,
+                              &r.st_b, &r.t_f, &r.t_b);
+    r.high_water = sram.high_water;
+    sram_free(&sram);
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     options opt;
@@ -749,15 +782,10 @@ int main(int argc, char **argv)
     double *out = xmalloc(nout, sizeof(double), "tiled outputs");
     double *O = out, *dQ = O + nq, *dK = dQ + nq, *dV = dK + nkv, *L = dV + nkv;
     poison(out, nout);
-    sram_arena sram;
-    sram_init(&sram, (size_t)M);
-    io_counter tf, tb;
-    io_reset(&tf);
-    io_reset(&tb);
-    tile_stats sf = {0}, sb = {0};
-    double t_f, t_b;
-    flash_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, b, O, L, dQ, dK, dV, &sram, &tf,
-                              &tb, &sf, &sb, &t_f, &t_b);
+    flash_run run = flash_run_counted(p, prob.Q, prob.K, prob.V, prob.dO, b, M, O, L, dQ, dK, dV);
+    io_counter tf = run.io_f, tb = run.io_b;
+    tile_stats sf = run.st_f, sb = run.st_b;
+    double t_f = run.t_f, t_b = run.t_b;
 
     int failed = 0;
     flash_errors e = flash_errors_vs(&prob, O, L, dQ, dK, dV, rO, rL, rdQ, rdK, rdV);
@@ -777,26 +805,15 @@ int main(int argc, char **argv)
      * tiles (Br = 4, Bc = 3) so that it crosses many tile edges. */
     {
         attn_problem g = problem_slice(&prob, 13, 8);
-        const attn_params *gp = &g.params;
-        size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp), gr = attn_rows(gp);
-        double *buf = xmalloc(2 * gq + 2 * gk + gr, sizeof(double), "gradcheck buffers");
-        double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
-        sram_arena small;
-        sram_init(&small, flash_backward_sram_elements(4, 3, gp->d));
-        flash_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, (flash_blocks){4, 3, 4, 3}, o, l, gdq,
-                                  gdk, gdv, &small, NULL, NULL, NULL, NULL, NULL, NULL);
         char what[96];
         snprintf(what, sizeof what, "tiled backward vs central differences (%d x %d, head 0)",
-                 gp->seqlen_q, gp->d);
-        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5),
-                         TOL_GRADCHECK);
-        sram_free(&small);
-        free(buf);
+                 g.params.seqlen_q, g.params.d);
+        failed += report(what, flash_gradcheck(&g, 4, 3), TOL_GRADCHECK);
         free_problem(&g);
     }
-    printf("  %-48s %10zu   <= %ld   %s\n", "SRAM high-water mark (elements)", sram.high_water,
-           M, sram.high_water <= (size_t)M ? "ok" : "FAIL");
-    failed += sram.high_water > (size_t)M;
+    printf("  %-48s %10zu   <= %ld   %s\n", "SRAM high-water mark (elements)", run.high_water,
+           M, run.high_water <= (size_t)M ? "ok" : "FAIL");
+    failed += run.high_water > (size_t)M;
 
     uint64_t ff = flash_forward_io_formula(p, b.fBr, b.fBc);
     uint64_t bf = flash_backward_io_formula(p, b.bBr, b.bBc);
@@ -838,7 +855,6 @@ int main(int argc, char **argv)
     if (opt.dv) save_kv_like(opt.dv, dV, p);
 
     printf("\nstage3: %s\n", failed ? "FAILED" : "all checks passed");
-    sram_free(&sram);
     free(ref);
     free(out);
     free_problem(&prob);

@@ -271,16 +271,12 @@ static run_result run_problem(const attn_problem *in, flash_blocks b, long M, bo
     double *buf = xmalloc(nout, sizeof(double), "tiled outputs");
     double *O = buf, *dQ = O + nq, *dK = dQ + nq, *dV = dK + nkv, *L = dV + nkv;
     poison(buf, nout);
-    sram_arena sram;
-    sram_init(&sram, (size_t)M);
-    io_counter io_f, io_b;
-    io_reset(&io_f);
-    io_reset(&io_b);
-    tile_stats st_f = {0, 0}, st_b = {0, 0};
-    flash_attention_all_heads(p, in->Q, in->K, in->V, in->dO, b, O, L, dQ, dK, dV, &sram, &io_f,
-                              &io_b, &st_f, &st_b, &r.t_f, &r.t_b);
-    r.sram_ok = sram.high_water <= (size_t)M;
-    sram_free(&sram);
+    flash_run run = flash_run_counted(p, in->Q, in->K, in->V, in->dO, b, M, O, L, dQ, dK, dV);
+    io_counter io_f = run.io_f, io_b = run.io_b;
+    tile_stats st_f = run.st_f, st_b = run.st_b;
+    r.t_f = run.t_f;
+    r.t_b = run.t_b;
+    r.sram_ok = run.high_water <= (size_t)M;
 
     r.io_f = io_total(&io_f);
     r.io_b = io_total(&io_b);
@@ -316,18 +312,7 @@ static run_result run_problem(const attn_problem *in, flash_blocks b, long M, bo
 
     /* central differences on a slice of head 0, small tiles across its edges */
     attn_problem g = problem_slice(in, 12, 6);
-    const attn_params *gp = &g.params;
-    size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp);
-    double *gb = xmalloc(2 * gq + 2 * gk + attn_rows(gp), sizeof(double), "gradcheck buffers");
-    sram_arena small;
-    sram_init(&small, flash_backward_sram_elements(4, 3, gp->d));
-    flash_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, (flash_blocks){4, 3, 4, 3}, gb,
-                              gb + 2 * gq + 2 * gk, gb + gq, gb + 2 * gq, gb + 2 * gq + gk, &small,
-                              NULL, NULL, NULL, NULL, NULL, NULL);
-    r.gradcheck = gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gb + gq, gb + 2 * gq, gb + 2 * gq + gk,
-                                    1e-5);
-    sram_free(&small);
-    free(gb);
+    r.gradcheck = flash_gradcheck(&g, 4, 3);
     free_problem(&g);
 
     if (out) *out = buf;
@@ -598,17 +583,12 @@ static int sweep_window(const options *opt, int argc, char **argv)
         flash_blocks b = flash_blocks_from_options(&o, p, &M);
         size_t nq = attn_q_numel(p), rows = attn_rows(p);
         double *buf = xmalloc(4 * nq + rows, sizeof(double), "outputs");
-        sram_arena sram;
-        sram_init(&sram, (size_t)M);
-        io_counter f, bw;
-        io_reset(&f);
-        io_reset(&bw);
-        tile_stats sf = {0, 0}, sb = {0, 0};
-        double tf, tb;
         fprintf(stderr, "sweep window: N = %d, %s%s\n", N, kind, W < N ? "" : " (reference)");
-        flash_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, b, buf, buf + 4 * nq,
-                                  buf + nq, buf + 2 * nq, buf + 3 * nq, &sram, &f, &bw, &sf, &sb,
-                                  &tf, &tb);
+        flash_run run = flash_run_counted(p, prob.Q, prob.K, prob.V, prob.dO, b, M, buf, buf + 4 * nq,
+                                          buf + nq, buf + 2 * nq, buf + 3 * nq);
+        io_counter f = run.io_f, bw = run.io_b;
+        tile_stats sf = run.st_f, sb = run.st_b;
+        double tf = run.t_f, tb = run.t_b;
         uint64_t ff = flash_forward_io_formula(p, b.fBr, b.fBc), bf = flash_backward_io_formula(p, b.bBr, b.bBc);
         uint64_t tff = flash_tiles_formula(p, b.fBr, b.fBc), tbf = flash_tiles_formula(p, b.bBr, b.bBc);
         fprintf(csv, "%s,%d,%d,%d,%d,%d,%ld,%d,%d,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
@@ -621,7 +601,6 @@ static int sweep_window(const options *opt, int argc, char **argv)
         fflush(csv);
         bad += (io_total(&f) != ff) + (io_total(&bw) != bf) + (sf.tiles_visited != tff) +
                (sb.tiles_visited != tbf) + (count_nonfinite(buf, 4 * nq, false) != 0);
-        sram_free(&sram);
         free(buf);
         free_problem(&prob);
     }

@@ -415,16 +415,7 @@ static void test_gradcheck_gqa(rng_t *rng, int trials)
         in.K = xmalloc(nkv, sizeof(double), "K"), in.V = xmalloc(nkv, sizeof(double), "V");
         fill_normal(in.Q, nq, 0, 1, rng), fill_normal(in.dO, nq, 0, 1, rng);
         fill_normal(in.K, nkv, 0, 1, rng), fill_normal(in.V, nkv, 0, 1, rng);
-        double *o = xmalloc(2 * nq + 2 * nkv + attn_rows(p), sizeof(double), "outputs");
-        sram_arena sram;
-        sram_init(&sram, flash_backward_sram_elements(3, 2, p->d));
-        flash_attention_all_heads(p, in.Q, in.K, in.V, in.dO, (flash_blocks){3, 2, 3, 2}, o,
-                                  o + 2 * nq + 2 * nkv, o + nq, o + 2 * nq, o + 2 * nq + nkv, &sram,
-                                  NULL, NULL, NULL, NULL, NULL, NULL);
-        worst = nanmax(worst, gradcheck_central(p, in.Q, in.K, in.V, in.dO, o + nq, o + 2 * nq,
-                                                o + 2 * nq + nkv, 1e-5));
-        sram_free(&sram);
-        free(o);
+        worst = nanmax(worst, flash_gradcheck(&in, 3, 2));
         free_problem(&in);
     }
     result(worst <= TOL_GRADCHECK, "tiled backward with 4 query heads on 2 key/value heads and a window vs central differences",

@@ -66,15 +66,18 @@ expect_exit2() {
         echo "FAIL $name: $prog $* gave status $rc with $lines stderr lines"
     fi
 }
-expect_exit2 ./stage4 stage4-cli-unsupported-d --kernel 1 --random --n 10 --d 130
-expect_exit2 ./stage4 stage4-cli-bad-flag --bogus
-expect_exit2 ./stage4 stage4-cli-bad-dtype --dtype fp64
-expect_exit2 ./stage4 stage4-cli-bad-kernel --kernel 7
-expect_exit2 ./stage4 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
-expect_exit2 ./stage4 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+# the checks both passes share, then each one's own
+for s in stage4 stage5; do
+    expect_exit2 ./$s $s-cli-unsupported-d --kernel 1 --random --n 10 --d 130
+    expect_exit2 ./$s $s-cli-bad-flag --bogus
+    expect_exit2 ./$s $s-cli-bad-dtype --dtype fp64
+    expect_exit2 ./$s $s-cli-bad-kernel --kernel 7
+    expect_exit2 ./$s $s-cli-v2-fp32 --kernel 2 --dtype fp32
+    expect_exit2 ./$s $s-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+    expect_exit2 ./$s $s-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+done
 expect_exit2 ./stage4 stage4-cli-v3-fp32 --kernel 3 --dtype fp32
 expect_exit2 ./stage4 stage4-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
-expect_exit2 ./stage4 stage4-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
 expect_exit2 ./stage4 stage4-cli-window-negative --random --n 64 --window -3,0
 expect_exit2 ./stage4 stage4-cli-kv-heads --random --n 64 --heads 8 --kv-heads 5
 expect_exit2 ./stage4 stage4-cli-outputs-need-one-run --out /tmp/stage4_o_never_written.npy
@@ -83,13 +86,7 @@ expect_exit2 ./stage4 stage4-cli-no-gradients --dq /tmp/stage4_dq_never_written.
 expect_exit2 ./stage4 stage4-cli-sweep-with-shape --sweep tests --causal
 expect_exit2 ./stage4 stage4-cli-large-n --kernel 1 --random --n 9000 --d 64
 
-expect_exit2 ./stage5 stage5-cli-unsupported-d --kernel 1 --random --n 10 --d 130
-expect_exit2 ./stage5 stage5-cli-bad-flag --bogus
-expect_exit2 ./stage5 stage5-cli-bad-dtype --dtype fp64
-expect_exit2 ./stage5 stage5-cli-bad-kernel --kernel 7
-expect_exit2 ./stage5 stage5-cli-v2-fp32 --kernel 2 --dtype fp32
-expect_exit2 ./stage5 stage5-cli-v2-d72 --kernel 2 --random --n 10 --d 72
-expect_exit2 ./stage5 stage5-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+expect_exit2 ./stage5 stage5-cli-v3-no-backward --kernel 3 --dtype bf16
 expect_exit2 ./stage5 stage5-cli-outputs-need-one-run --dq /tmp/stage5_dq_never_written.npy
 expect_exit2 ./stage5 stage5-cli-bad-sweep --sweep bogus
 expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
