@@ -40,28 +40,12 @@
 #define FN(name) name
 #define EXP exp
 #define LOG log
-#define LOAD hbm_load
-#define STORE hbm_store
 #include "stage1_naive_body.h"
-#undef T
-#undef FN
-#undef EXP
-#undef LOG
-#undef LOAD
-#undef STORE
 #define T float
 #define FN(name) name##_f32
 #define EXP expf
 #define LOG logf
-#define LOAD hbm_load_f32
-#define STORE hbm_store_f32
 #include "stage1_naive_body.h"
-#undef T
-#undef FN
-#undef EXP
-#undef LOG
-#undef LOAD
-#undef STORE
 
 //> naive-io-formula
 uint64_t naive_forward_io_formula(const attn_params *p)

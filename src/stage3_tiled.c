@@ -421,6 +421,39 @@ flash_blocks flash_blocks_from_options(const options *opt, const attn_params *p,
 /* ------------------------------------------------------------------------- */
 /* The demonstration program                                                  */
 /* ------------------------------------------------------------------------- */
+double flash_gradcheck(const attn_problem *g, int Br, int Bc)
+{
+    const attn_params *gp = &g->params;
+    size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp), gr = attn_rows(gp);
+    double *buf = xmalloc(2 * gq + 2 * gk + gr, sizeof(double), "gradcheck buffers");
+    double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
+    sram_arena small;
+    sram_init(&small, flash_backward_sram_elements(Br, Bc, gp->d));
+    flash_attention_all_heads(gp, g->Q, g->K, g->V, g->dO, (flash_blocks){Br, Bc, Br, Bc}, o, l, gdq, gdk, gdv,
+                              &small, NULL, NULL, NULL, NULL, NULL, NULL);
+    double e = gradcheck_central(gp, g->Q, g->K, g->V, g->dO, gdq, gdk, gdv, 1e-5);
+    sram_free(&small);
+    free(buf);
+    return e;
+}
+
+flash_run flash_run_counted(const attn_params *p, const double *Q, const double *K, const double *V,
+                            const double *dO, flash_blocks b, long M, double *O, double *L, double *dQ,
+                            double *dK, double *dV)
+{
+    flash_run r;
+    memset(&r, 0, sizeof r);
+    io_reset(&r.io_f);
+    io_reset(&r.io_b);
+    sram_arena sram;
+    sram_init(&sram, (size_t)M);
+    flash_attention_all_heads(p, Q, K, V, dO, b, O, L, dQ, dK, dV, &sram, &r.io_f, &r.io_b, &r.st_f,
+                              &r.st_b, &r.t_f, &r.t_b);
+    r.high_water = sram.high_water;
+    sram_free(&sram);
+    return r;
+}
+
 #ifndef STAGE_NO_MAIN
 
 static const char USAGE[] =
@@ -687,39 +720,6 @@ static int run_sweep(const options *opt, int argc, char **argv)
     printf("stage3 --sweep %s: wrote %s; counted == formula and high-water <= M: %s\n",
            opt->sweep, opt->csv, bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
-}
-
-double flash_gradcheck(const attn_problem *g, int Br, int Bc)
-{
-    const attn_params *gp = &g->params;
-    size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp), gr = attn_rows(gp);
-    double *buf = xmalloc(2 * gq + 2 * gk + gr, sizeof(double), "gradcheck buffers");
-    double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
-    sram_arena small;
-    sram_init(&small, flash_backward_sram_elements(Br, Bc, gp->d));
-    flash_attention_all_heads(gp, g->Q, g->K, g->V, g->dO, (flash_blocks){Br, Bc, Br, Bc}, o, l, gdq, gdk, gdv,
-                              &small, NULL, NULL, NULL, NULL, NULL, NULL);
-    double e = gradcheck_central(gp, g->Q, g->K, g->V, g->dO, gdq, gdk, gdv, 1e-5);
-    sram_free(&small);
-    free(buf);
-    return e;
-}
-
-flash_run flash_run_counted(const attn_params *p, const double *Q, const double *K, const double *V,
-                            const double *dO, flash_blocks b, long M, double *O, double *L, double *dQ,
-                            double *dK, double *dV)
-{
-    flash_run r;
-    memset(&r, 0, sizeof r);
-    io_reset(&r.io_f);
-    io_reset(&r.io_b);
-    sram_arena sram;
-    sram_init(&sram, (size_t)M);
-    flash_attention_all_heads(p, Q, K, V, dO, b, O, L, dQ, dK, dV, &sram, &r.io_f, &r.io_b, &r.st_f,
-                              &r.st_b, &r.t_f, &r.t_b);
-    r.high_water = sram.high_water;
-    sram_free(&sram);
-    return r;
 }
 
 int main(int argc, char **argv)
