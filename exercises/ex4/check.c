@@ -251,18 +251,8 @@ int main(int argc, char **argv)
 {
     const char *dir = check_begin(argc, argv, 4, "sliding-window causal attention, tiled");
     set_prog_name(argv[0]);
-    uint64_t seed = fresh_seed();
     int n_random = 300;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) n_random = atoi(argv[++i]);
-        else if (argv[i][0] == '-') {
-            printf("  usage: check [DIR] [--seed S] [--cases K]\n");
-            return 2;
-        }
-    }
-    printf("  random cases from seed %" PRIu64 " (replay: %s %s --seed %" PRIu64 ")\n",
-           seed, argv[0], dir, seed);
+    uint64_t seed = check_seed(argc, argv, dir, "random cases", &n_random);
     rng_t rng;
     rng_seed(&rng, seed);
 

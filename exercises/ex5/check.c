@@ -100,16 +100,7 @@ int main(int argc, char **argv)
 {
     const char *dir = check_begin(argc, argv, 5, "storing L instead of P");
     set_prog_name(argv[0]);
-    uint64_t seed = fresh_seed();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (argv[i][0] == '-') {
-            printf("  usage: check [DIR] [--seed S]\n");
-            return 2;
-        }
-    }
-    printf("  (a) random cases from seed %" PRIu64 " (replay: %s %s --seed %" PRIu64 ")\n",
-           seed, argv[0], dir, seed);
+    uint64_t seed = check_seed(argc, argv, dir, "(a) random cases", NULL);
     rng_t rng;
     rng_seed(&rng, seed);
     tally t = {0};

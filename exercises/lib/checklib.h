@@ -20,6 +20,7 @@
 #define EX_CHECKLIB_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The exercises folder of this checkout, set by the build
  * (-DEX_ROOT='"<repo>/exercises"'). */
@@ -34,6 +35,10 @@ typedef struct {
 /* Start a checker: prints the title line and returns the folder to mark:
  * argv[1] when it is given and is not an option, else EX_ROOT "/exN". */
 const char *check_begin(int argc, char **argv, int ex, const char *title);
+/* The random cases' seed of a checker: --seed S (default a fresh one) and,
+ * where cases is not NULL, --cases K; any other flag prints the usage line
+ * and exits with status 2. Prints "  <what> from seed S (replay: ...)". */
+uint64_t check_seed(int argc, char **argv, const char *dir, const char *what, int *cases);
 
 /* Print the closing line and return the exit status: 0 when every part is
  * right, 1 otherwise. */
