@@ -406,6 +406,19 @@ size_t gh_shared_cases(int sm_count, gh_tcase *out)
     return GH_SHARED_CASES;
 }
 
+int gh_judge(const char *who, const attn_params *p, gh_tensor t, const gh_err *e, double allowed, bool twice_v0,
+             const double *got, const double *ref, char *why, size_t n)
+{
+    if (e->nonfinite == 0 && e->err <= allowed) return 0;
+    if (e->nonfinite)
+        snprintf(why, n, "%s: %zu non-finite %s entries (unwritten or NaN)", who, e->nonfinite, gh_tensor_name[t]);
+    else
+        snprintf(why, n, "%s err %s %.3g > %.3g%s", who, gh_tensor_name[t], e->err, allowed,
+                 twice_v0 ? " (2 x v0 + u)" : "");
+    gh_diagnose(who, p, t, got, ref, allowed * e->scale);
+    return 1;
+}
+
 uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device)
 {
     uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : fresh_seed();

@@ -219,6 +219,13 @@ int gh_each_dtype(const gh_inputs *in, const int *dtypes, int nd, bool grads, gh
  * *twice_v0 says whether the 2 x v0 bound is the one in force. */
 double gh_allowed(int dtype, int version, double v0_err, double floor, bool fault, bool *twice_v0);
 
+/* Tensor t of a version (its errors e, entries got) against the rule's
+ * bound `allowed`: 0 when no entry is non-finite and e->err <= allowed;
+ * else 1, with the failure as one line in why (who, the tensor, the bound;
+ * twice_v0 says the 2 x v0 rule set it) and gh_diagnose's lines printed. */
+int gh_judge(const char *who, const attn_params *p, gh_tensor t, const gh_err *e, double allowed, bool twice_v0,
+             const double *got, const double *ref, char *why, size_t n);
+
 /* What a failed comparison looks like, on lines starting with '#': entries
  * of tensor t off by more than tol (absolute; NaN and infinities count), the
  * worst and the first three with (b, h, row, col), and the ranges of heads,

@@ -397,15 +397,7 @@ static int run_dtype(void *ctx, const gh_inputs *in, gh_problem *g, const gh_ref
             double allowed = t == 0 ? gh_allowed(dtype, x->version, v0 ? v0->e[0].err : -1,
                                                  fa_unit_roundoff(dtype), fault, &twice_v0)
                                     : gh_allowed(dtype, 0, -1, 0, fault, &twice_v0);
-            if (x->e[t].nonfinite == 0 && x->e[t].err <= allowed) continue;
-            bad++;
-            if (x->e[t].nonfinite)
-                snprintf(why, sizeof why, "%s: %zu non-finite %s entries (unwritten or NaN)", who,
-                         x->e[t].nonfinite, gh_tensor_name[outs[t]]);
-            else
-                snprintf(why, sizeof why, "%s err %s %.3g > %.3g%s", who, gh_tensor_name[outs[t]], x->e[t].err,
-                         allowed, twice_v0 ? " (2 x v0 + u)" : "");
-            gh_diagnose(who, p, outs[t], x->got[t], refs[t], allowed * x->e[t].scale);
+            bad += gh_judge(who, p, outs[t], &x->e[t], allowed, twice_v0, x->got[t], refs[t], why, sizeof why);
         }
         if (x->empty_wrong) {
             bad++;

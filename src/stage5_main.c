@@ -252,15 +252,7 @@ static int run_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
             bool twice_v0;
             double allowed = gh_allowed(dtype, x->version, v0 ? v0->e[t].err : -1, fa_unit_roundoff(dtype), fault,
                                         &twice_v0);
-            if (x->e[t].nonfinite == 0 && x->e[t].err <= allowed) continue;
-            bad++;
-            if (x->e[t].nonfinite)
-                snprintf(why, sizeof why, "%s: %zu non-finite %s entries (unwritten or NaN)", who,
-                         x->e[t].nonfinite, gh_tensor_name[GRADS[t]]);
-            else
-                snprintf(why, sizeof why, "%s err %s %.3g > %.3g%s", who, gh_tensor_name[GRADS[t]],
-                         x->e[t].err, allowed, twice_v0 ? " (2 x v0 + u)" : "");
-            gh_diagnose(who, p, GRADS[t], x->got[t], refs[t], allowed * x->e[t].scale);
+            bad += gh_judge(who, p, GRADS[t], &x->e[t], allowed, twice_v0, x->got[t], refs[t], why, sizeof why);
         }
         if (x->nonzero) {
             bad++;

@@ -83,6 +83,22 @@ static void test_convention(void)
            "%d cases, %d pairs wrong; causal = window (-1, 0): %s", n, bad, causal_is ? "yes" : "no");
 }
 
+/* The visible set of row i (by_row) or of column i, by brute force: the
+ * first and last index and the count. */
+typedef struct { int lo, hi, n; } visible_run;
+static visible_run visible_of(attn_mask m, int i, bool by_row)
+{
+    visible_run v = {-1, -2, 0};
+    int len = by_row ? m.seqlen_k : m.seqlen_q;
+    for (int j = 0; j < len; j++)
+        if (by_row ? mask_visible(m, i, j) : mask_visible(m, j, i)) {
+            if (v.lo < 0) v.lo = j;
+            v.hi = j;
+            v.n++;
+        }
+    return v;
+}
+
 static void test_mask_brute_force(rng_t *rng, int trials)
 {
     int bad_rows = 0, bad_cols = 0, bad_blocks = 0, bad_tiles = 0, bad_counts = 0, bad_whole = 0;
@@ -93,29 +109,16 @@ static void test_mask_brute_force(rng_t *rng, int trials)
         /* each row's and each column's visible set is one interval, and it is
          * [key_first, key_last] / [query_first, query_last] */
         for (int i = 0; i < sq; i++) {
-            int lo = -1, hi = -2, n = 0;
-            for (int j = 0; j < sk; j++)
-                if (mask_visible(m, i, j)) {
-                    if (lo < 0) lo = j;
-                    hi = j;
-                    n++;
-                }
-            bool empty = n == 0;
-            bad_rows += empty ? !mask_row_empty(m, i)
-                              : (n != hi - lo + 1 || mask_key_first(m, i) != lo ||
-                                 mask_key_last(m, i) != hi || mask_row_empty(m, i));
+            visible_run v = visible_of(m, i, true);
+            bad_rows += v.n == 0 ? !mask_row_empty(m, i)
+                                 : (v.n != v.hi - v.lo + 1 || mask_key_first(m, i) != v.lo ||
+                                    mask_key_last(m, i) != v.hi || mask_row_empty(m, i));
         }
         for (int j = 0; j < sk; j++) {
-            int lo = -1, hi = -2, n = 0;
-            for (int i = 0; i < sq; i++)
-                if (mask_visible(m, i, j)) {
-                    if (lo < 0) lo = i;
-                    hi = i;
-                    n++;
-                }
-            bad_cols += n ? (n != hi - lo + 1 || mask_query_first(m, j) != lo ||
-                             mask_query_last(m, j) != hi)
-                          : mask_query_first(m, j) <= mask_query_last(m, j);
+            visible_run v = visible_of(m, j, false);
+            bad_cols += v.n ? (v.n != v.hi - v.lo + 1 || mask_query_first(m, j) != v.lo ||
+                               mask_query_last(m, j) != v.hi)
+                            : mask_query_first(m, j) <= mask_query_last(m, j);
         }
         /* tiles: which hold a visible pair, by brute force */
         int Tr = ceil_div(sq, Br), Tc = ceil_div(sk, Bc);
