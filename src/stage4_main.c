@@ -386,14 +386,13 @@ static int run_dtype(void *ctx, const gh_inputs *in, gh_problem *g, const gh_ref
     char why[256] = "";
     const gh_tensor outs[2] = {GH_O, GH_L};
     const double *refs[2] = {ref->O, ref->L};
-    for (int i = 0; i < nv; i++) {
-        const vres *x = &r[i];
+    char who[64];
+    bool twice_v0;
+    for (const vres *x = r; x < r + nv; x++) {
         if (!x->ran) continue;
-        char who[64];
         snprintf(who, sizeof who, "v%d %s", x->version, fa_dtype_name(dtype));
         for (int t = 0; t < 2; t++) {
             /* O: the 2 x v0 rule; L: 1e-5 in fp32, the sanity bound otherwise */
-            bool twice_v0;
             double allowed = t == 0 ? gh_allowed(dtype, x->version, v0 ? v0->e[0].err : -1,
                                                  fa_unit_roundoff(dtype), fault, &twice_v0)
                                     : gh_allowed(dtype, 0, -1, 0, fault, &twice_v0);

@@ -242,14 +242,13 @@ static int run_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
     char why[256] = "";
     const bool fault = pr->kind != GH_IN_NORMAL;
     const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
-    for (int i = 0; i < nv; i++) {
-        const vres *x = &r[i];
+    char who[64];
+    bool twice_v0;
+    for (const vres *x = r; x < r + nv; x++) {
         if (!x->ran) continue;
-        char who[64];
         snprintf(who, sizeof who, "v%d %s", x->version, fa_dtype_name(dtype));
         for (int t = 0; t < 3; t++) {
             /* the rule of the header comment; fault inputs: finite only */
-            bool twice_v0;
             double allowed = gh_allowed(dtype, x->version, v0 ? v0->e[t].err : -1, fa_unit_roundoff(dtype), fault,
                                         &twice_v0);
             bad += gh_judge(who, p, GRADS[t], &x->e[t], allowed, twice_v0, x->got[t], refs[t], why, sizeof why);
