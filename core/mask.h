@@ -137,6 +137,9 @@ FA_HD bool mask_tile_unmasked(attn_mask m, int i0, int i1, int j0, int j1)
 }
 //< mask-ranges
 
+/* The key-side and query-side sums below mirror each other deliberately:
+ * each reads as the formula of one pass (forward: key rows; backward: query
+ * rows). */
 //> mask-tiles
 /* Tiles (query block, key block) the forward with Br x Bc tiles visits:
  * sum over query blocks of mask_key_blocks. The backward, keys outer, visits

@@ -277,6 +277,7 @@ typedef int (*fa_launch_fn)(int dtype, const attn_params *p, const fa_ptrs *x, i
                             cudaStream_t stream);
 
 /* A version: what fa_version() reports, and the functions fa_api.cu calls.
+ * Each row stands beside its kernel, so the rows repeat this shape by design.
  * fa_api.cu has already checked the dtype, d range, masks and workspace
  * against info when run is called. */
 struct fa_row {

@@ -4,7 +4,12 @@
  * What it adds: the first CUDA code of the project. Three versions of the same
  * function O = softmax(softmax_scale Q K^T) V (and L = logsumexp per row),
  * selected by a number (--kernel K), each kernel beside its launcher and its
- * row of the table of versions (core/versions.def):
+ * row of the table of versions (core/versions.def). Repeated deliberately:
+ * versions 1 and 2 open with the same few lines (the block's rows, its heads,
+ * the key blocks the mask lets it see) and version 2's softmax update has the
+ * shape of version 3's (stage4_v3_hopper.cu), so that each kernel of chapter
+ * 4's and 4c's listings reads whole; the rows of the table have one shape
+ * because each stands beside its kernel.
  *
  *   version | what                                   | slow-memory traffic (per head)
  *   --------+----------------------------------------+---------------------------------

@@ -3,7 +3,9 @@
  * 128 keys and 8 warps, on mma.sync. Numbered 4 because a number names one
  * technique in both passes and 3 is Hopper's (wgmma, TMA: forward version 3);
  * the file and its kernel keep the name v3 under which data/gpu/bwd_v3_steps.md
- * and the Nsight Compute logs of data/gpu/ measured them.
+ * and the Nsight Compute logs of data/gpu/ measured them. Its loop repeats
+ * version 2's (stage5_backward.cu) in places, deliberately: chapter 4b sets
+ * the two kernels side by side, and each reads whole.
  *
  * What it computes is version 2's (kernels/stage5_backward.cu: the
  * equations, the masks, the conventions, the deterministic mode), with the

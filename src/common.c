@@ -309,6 +309,7 @@ typedef struct {
     const char *help;
 } opt_spec;
 
+/* The table of flags: one row each, one shape by design. */
 static const opt_spec SPECS[] = {
     {"--n", OPT_N, ARG_INT, "N", "sequence length of random input"},
     {"--d", OPT_D, ARG_INT, "D", "head dimension of random input"},

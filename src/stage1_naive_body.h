@@ -11,7 +11,8 @@
  * once, and counts that as it does it: a K or V that every row needs is
  * brought into fast memory whole (`kv`), the rows of Q, S, P, dO ... stream
  * through row buffers. Only the buffers are new; the arithmetic, in its
- * order, is the textbook's.
+ * order, is the textbook's. The passes repeat one loop shape deliberately:
+ * each is written as the pass the IO model counts.
  */
 
 #define LOAD FN(hbm_load)

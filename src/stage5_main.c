@@ -238,12 +238,11 @@ static int run_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
         if (versions[i] == 0 && r[i].ran) v0 = &r[i];
     }
 
-    int bad = 0;
-    char why[256] = "";
-    const bool fault = pr->kind != GH_IN_NORMAL;
     const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
-    char who[64];
+    char who[64], why[256] = "";
     bool twice_v0;
+    int bad = 0;
+    const bool fault = pr->kind != GH_IN_NORMAL;
     for (const vres *x = r; x < r + nv; x++) {
         if (!x->ran) continue;
         snprintf(who, sizeof who, "v%d %s", x->version, fa_dtype_name(dtype));
@@ -716,12 +715,12 @@ int main(int argc, char **argv)
         return run_small(&opt, device, versions, nv, dtypes, nd) ? EXIT_CHECK_FAILED : 0;
     if (opt.sweep) return run_tests(&opt, sm_count, device) ? EXIT_CHECK_FAILED : 0;
 
+    printf("stage5: CUDA backward on %s\n", device);
     run_mode m = {false, opt.deterministic, (opt.given & OPT_REPEATS) ? opt.repeats : 10, NULL, device, &opt};
     if (opt.csv)
         m.csv = gh_csv_open(opt.csv, argc, argv,
                             "device,input,B,H,H_kv,seqlen_q,seqlen_k,d,window_left,window_right,kernel,dtype,"
                             "deterministic,err_dQ,err_dK,err_dV,unwritten,median_ms,tflops,model_bytes");
-    printf("stage5: CUDA backward on %s\n", device);
     printf("  errors against the CPU fp64 backward on the inputs rounded to the dtype (O, L given from it):\n"
            "    err X = max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; unwritten = NaN/inf left in an output\n"
            "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s with fa_flops (2.5 x forward);"

@@ -99,6 +99,20 @@ static visible_run visible_of(attn_mask m, int i, bool by_row)
     return v;
 }
 
+/* The run of marked entries among n of hit, stride apart: first and last
+ * index and the count (a brute-force block range). */
+static visible_run marked_run(const unsigned char *hit, int n, size_t stride)
+{
+    visible_run v = {-1, -2, 0};
+    for (int c = 0; c < n; c++)
+        if (hit[c * stride]) {
+            if (v.lo < 0) v.lo = c;
+            v.hi = c;
+            v.n++;
+        }
+    return v;
+}
+
 static void test_mask_brute_force(rng_t *rng, int trials)
 {
     int bad_rows = 0, bad_cols = 0, bad_blocks = 0, bad_tiles = 0, bad_counts = 0, bad_whole = 0;
@@ -127,19 +141,19 @@ static void test_mask_brute_force(rng_t *rng, int trials)
         for (int i = 0; i < sq; i++)
             for (int j = 0; j < sk; j++)
                 if (mask_visible(m, i, j)) hit[(size_t)(i / Br) * Tc + j / Bc] = 1;
-        for (int a = 0; a < Tr; a++) {
-            int i0 = a * Br, i1 = imin(i0 + Br, sq), b, e, first = -1, last = -2, any = 0;
+        for (int a = 0; a < Tr; a++)
             for (int c = 0; c < Tc; c++)
                 if (hit[(size_t)a * Tc + c]) {
-                    if (first < 0) first = c;
-                    last = c;
-                    any++;
                     tiles++;
                     key_rows += imin(Bc, sk - c * Bc);
+                    query_rows += imin(Br, sq - a * Br);
                 }
+        for (int a = 0; a < Tr; a++) {
+            int i0 = a * Br, i1 = imin(i0 + Br, sq), b, e;
+            visible_run v = marked_run(hit + (size_t)a * Tc, Tc, 1);
             int n = mask_key_blocks(m, i0, i1, Bc, &b, &e);
-            bad_blocks += any ? (n != any || b != first || e != last + 1 || any != last - first + 1) : n != 0;
-            q_active += any ? i1 - i0 : 0;
+            bad_blocks += v.n ? (n != v.n || b != v.lo || e != v.hi + 1 || v.n != v.hi - v.lo + 1) : n != 0;
+            q_active += v.n ? i1 - i0 : 0;
             for (int c = 0; c < Tc; c++) {   /* a tile wholly visible <=> mask_tile_unmasked */
                 int j0 = c * Bc, j1 = imin(j0 + Bc, sk), all = 1;
                 for (int i = i0; i < i1; i++)
@@ -148,17 +162,11 @@ static void test_mask_brute_force(rng_t *rng, int trials)
             }
         }
         for (int c = 0; c < Tc; c++) {
-            int j0 = c * Bc, j1 = imin(j0 + Bc, sk), b, e, first = -1, last = -2, any = 0;
-            for (int a = 0; a < Tr; a++)
-                if (hit[(size_t)a * Tc + c]) {
-                    if (first < 0) first = a;
-                    last = a;
-                    any++;
-                    query_rows += imin(Br, sq - a * Br);
-                }
+            int j0 = c * Bc, j1 = imin(j0 + Bc, sk), b, e;
+            visible_run v = marked_run(hit + c, Tr, (size_t)Tc);
             int n = mask_query_blocks(m, j0, j1, Br, &b, &e);
-            bad_blocks += any ? (n != any || b != first || e != last + 1) : n != 0;
-            k_active += any ? j1 - j0 : 0;
+            bad_blocks += v.n ? (n != v.n || b != v.lo || e != v.hi + 1) : n != 0;
+            k_active += v.n ? j1 - j0 : 0;
         }
         bad_tiles += mask_tiles_visited(m, Br, Bc) != tiles;
         bad_counts += (mask_key_rows_read(m, Br, Bc) != key_rows) +

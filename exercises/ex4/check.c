@@ -98,7 +98,8 @@ static void reference(const double *Q, const double *K, const double *V, int N, 
 }
 
 /* Tiles that hold a visible pair, and the key rows those tiles load, found by
- * marking every visible (query, key) pair's tile. */
+ * marking every visible (query, key) pair's tile (as tests/test_masks.c
+ * does, deliberately: a checker stands alone beside the learner's code). */
 static void band_tiles(int N, int W, int Br, int Bc, uint64_t *tiles, uint64_t *key_rows)
 {
     int Tr = (N + Br - 1) / Br, Tc = (N + Bc - 1) / Bc;

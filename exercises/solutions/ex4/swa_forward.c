@@ -2,7 +2,8 @@
  * solutions/ex4/swa_forward.c -- reference solution to exercise 4: the tiled
  * forward pass for sliding-window causal attention (i - W < j <= i).
  *
- * Same shape as flash_forward (src/stage3_tiled.c). Query block [i0, i1)
+ * Same shape as flash_forward (src/stage3_tiled.c), deliberately: the
+ * exercise is to write it again for the window. Query block [i0, i1)
  * can only see keys in [i0 - W + 1, i1 - 1]: the union of its rows'
  * windows, which is one interval because consecutive windows overlap. So
  * it visits exactly the key blocks that meet that interval and skips the
