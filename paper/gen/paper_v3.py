@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""scripts/paper_v3.py -- the numbers chapter 04c (version 3, Hopper) quotes from its device run.
+"""paper/gen/paper_v3.py -- the numbers chapter 04c (version 3, Hopper) quotes from its device run.
 
-    python3 scripts/paper_v3.py          prints the values, one "key<TAB>value" a line
+    python3 paper/gen/paper_v3.py          prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
-by one call of scripts/v3_device.sh on the H200:
+by one call of scripts/v3_steps.sh on the H200:
 
   data/gpu/v3_steps.csv   TFLOP/s of every step of version 3 (rows ours_v3,
                           build/v3_check --time) beside SDPA's cuDNN and flash
@@ -31,7 +31,9 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import paper_gpu  # print_values: the one key<TAB>value printer of the chapter generators
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = os.environ.get("PAPER_V3_CSV", "data/gpu/v3_steps.csv")
 NCU = os.environ.get("PAPER_V3_NCU", "data/gpu/v3_ncu.txt")
 TESTS = os.environ.get("PAPER_V3_TESTS", "data/gpu/v3_tests.log")
@@ -211,7 +213,7 @@ def values():
 
 def ncu_values(profiled=(1, 7, 8)):
     """The counters chapter 04c quotes: v3_ncu_<metric>_<d>_<step> for the
-    steps v3_device.sh profiles, "n/a" where the file lacks them."""
+    steps v3_steps.sh profiles, "n/a" where the file lacks them."""
     ncu, nN, ncausal = read_ncu()
     v = {"v3_ncu_N": grouped(nN) if ncu else "n/a",
          "v3_ncu_mask": ("causal" if ncausal else "non-causal") if ncu else "n/a"}
@@ -282,11 +284,5 @@ def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
     return v
 
 
-def main():
-    for k, x in sorted(values().items()):
-        print(f"{k}\t{x}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(paper_gpu.print_values(values()))

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""scripts/paper_ring.py -- the numbers chapter 04d (one sequence, several GPUs) quotes.
+"""paper/gen/paper_ring.py -- the numbers chapter 04d (one sequence, several GPUs) quotes.
 
-    python3 scripts/paper_ring.py          prints the values, one "key<TAB>value" a line
+    python3 paper/gen/paper_ring.py          prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two kinds of number:
 
   - exercise 2's logits [3, 1, 6, 2] cut into two pieces of keys, each
-    piece's logsumexp, and their merge by the rule of src/merge.h, set beside
+    piece's logsumexp, and their merge by the rule of core/merge.h, set beside
     the logsumexp of the whole row: arithmetic, done here;
   - the measurement of ./stage7 --sweep scale, data/gpu/ring.csv (written on
     the two-GPU machine; absent in CI): the largest N run, the scaling
@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RING = os.environ.get("PAPER_RING_CSV", "data/gpu/ring.csv")
 
 
@@ -30,7 +30,7 @@ def logsumexp(xs):
 
 
 def merge_L(La, Lb):
-    """src/merge.h's L: hi + log1p(exp(lo - hi))."""
+    """core/merge.h's L: hi + log1p(exp(lo - hi))."""
     hi, lo = max(La, Lb), min(La, Lb)
     return hi + math.log1p(math.exp(lo - hi))
 
