@@ -37,7 +37,7 @@ TEST_DEPS   += stage7
 # warnings are not ours).
 STAGE7_CPPFLAGS := -isystem $(CUDA_INC) -isystem $(NCCL_INC)
 $(BUILD)/stage7_ring.o: src/stage7_ring.c | $(BUILD)
-	$(CC) $(CPPFLAGS) $(STAGE7_CPPFLAGS) $(CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(STAGE7_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/stage7_schedule.lib.o: CPPFLAGS += $(STAGE7_CPPFLAGS)
 $(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu core/stage7_ring.h core/merge.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
