@@ -27,13 +27,14 @@ LINK_test_cpu   := test_cpu $(LINK_stage3)
 LINK_test_masks := test_masks $(LINK_stage3)
 LINK_test_ring  := test_ring merge ring $(LINK_stage3)
 LINK_test_io    := test_io $(LINK_stage1)
+LINK_stage3_accuracy := stage3_accuracy $(LINK_stage3)
 objs = $(1)/$(firstword $(2)).o $(patsubst %,$(1)/%.lib.o,$(wordlist 2,99,$(2))) \
        $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
 # The library objects a program of another folder links (exercises, GPU hosts).
 lib_objs = $(patsubst %,$(1)/%.lib.o,$(2)) $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
 
 CPU_STAGES := stage1 stage2 stage3 stage6
-CPU_TESTS  := test_cpu test_masks test_ring test_io
+CPU_TESTS  := test_cpu test_masks test_ring test_io stage3_accuracy
 
 # link_program OUTPUT, OBJECT-FOLDER, LIST, CFLAGS: the one link rule of C programs.
 define link_program
@@ -81,6 +82,9 @@ $(BUILD)/libfa_mask.so: src/mask_lib.c core/mask.h core/attn_params.h core/fa_gp
 # build/test_cpu, test_masks, test_ring (the merge rule and the ring plan of
 # stage 7, run through stage 3 in fp64) and test_io: link lists above.
 
+# The dQ accuracy model (build/stage3_accuracy): stage 3's backward with O,
+# dS, P rounded to 16 bits; its link list is above.
+
 # IO mutants: stage 1 with a pass that moves more or less than the model
 # says (tests/mutants/*.sed applied to its body); test_io must catch each.
 MUTANTS := $(basename $(notdir $(wildcard tests/mutants/*.sed)))
@@ -116,9 +120,9 @@ sanitize: $(SANITIZED)                    ## the stages and tests under ASan + U
 	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "$(ASAN)/test_ring --quick" \
 	    "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_io $(MUTANT_BINS) \
+TEST_DEPS   += $(BUILD)/stage3_accuracy $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_io $(MUTANT_BINS) \
                $(BUILD)/libfa_mask.so $(SANITIZED)
-TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring "sh tests/io_mutants.sh" \
+TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test_masks $(BUILD)/test_ring "sh tests/io_mutants.sh" \
                "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/layers.py" \
                "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
                "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
@@ -126,7 +130,7 @@ TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring "sh test
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
 # Wall times are medians of 5 runs (one timing on a shared machine can be off
 # by a factor); counts are the same on every run.
-sweep: stage2 stage3 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks
+sweep: stage2 stage3 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so $(BUILD)/stage3_accuracy sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, dQ accuracy
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
 	./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
 	./stage3 --sweep blocks --causal --repeats 5 --csv data/cpu/causal_sweep.csv
@@ -135,6 +139,7 @@ sweep: stage2 stage3 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so sweep-masks  ## re
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
 	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv \
 	    --gradcheck-csv data/cpu/chapter_gradcheck.csv
+	$(BUILD)/stage3_accuracy --csv data/cpu/dq_accuracy.csv
 sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
 	$(BUILD)/test_masks --csv data/cpu/masks_property.csv
 	./stage6 --sweep window --br 64 --bc 64 --csv data/cpu/window_sweep.csv

@@ -106,15 +106,24 @@ $(BUILD)/v3_check: $(BUILD)/v3_check.o $(GPU_OBJS) $(HARNESS)
 GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check
 
-v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests and step timings
-	$(BUILD)/v3_check
-
 gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
 	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
-
 else
 gpu-test:
 	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
+endif
+
+# The measurement targets need nvcc, a GPU (one that nvidia-smi lists) and,
+# for io-gpu, Nsight Compute's ncu. Without one of them each says on one line
+# what is missing and exits 0, building nothing: a machine without a GPU has
+# nothing to measure, and that is not a failure of the build.
+GPU_MISSING := $(if $(strip $(NVCC)),$(if $(shell nvidia-smi -L 2>/dev/null | grep '^GPU '),,no GPU here (nvidia-smi lists none); run it on a GPU machine),nvcc not found; it needs the CUDA toolkit and a GPU)
+NCU ?= $(or $(shell command -v ncu 2>/dev/null),$(wildcard $(dir $(NVCC))ncu /usr/local/cuda/bin/ncu))
+ifeq ($(GPU_MISSING),)
+v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests and step timings
+	$(BUILD)/v3_check
+
+else
 v3-check:
-	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
+	@echo "$@: skipped: $(GPU_MISSING)"
 endif

@@ -7,16 +7,18 @@
 #
 #   make gpu-data          all of them (about 20 minutes on one H200)
 #   make bench-gpu io-gpu opcodes-gpu ring-gpu train-gpu v3-steps-gpu ...
-# Without nvcc they print one line saying so.
+# Without nvcc or a GPU each prints one line saying what is missing and
+# exits 0, building nothing (kernels/gpu.mk's GPU_MISSING).
 
 GPU_DATA ?= data/gpu
-NCU ?= $(shell command -v ncu 2>/dev/null || echo /usr/local/cuda/bin/ncu)
+# NCU (kernels/gpu.mk): Nsight Compute's ncu, empty where there is none.
+NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 GPU_DATA_TARGETS := gpu-env stage4-default-gpu gpu-test-log bench-gpu io-gpu opcodes-gpu ncu-bwd-gpu \
                     final-tests-gpu v3-steps-gpu ring-gpu train-gpu
 .PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu
 
-ifneq ($(strip $(NVCC)),)
+ifeq ($(GPU_MISSING),)
 gpu-data: $(GPU_DATA_TARGETS)            ## every measured file of data/gpu/ (on the GPU machine)
 
 gpu-env:                                 ## data/gpu/env.txt: the GPU, driver, clocks and nvcc of the run
@@ -42,24 +44,25 @@ bench-gpu: $(BUILD)/libfa_gpu.so         ## speed vs PyTorch SDPA: data/gpu/benc
 	tail -n +2 $(BUILD)/bench_bwd_fp16.csv | grep -v '^#' >> $(GPU_DATA)/bench_bwd.csv
 
 io-gpu: $(BUILD)/libfa_gpu.so            ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv, io_bwd.csv, v2_layout_ab.csv
-	sh scripts/ncu_io.sh $(GPU_DATA)/io_fwd.csv
-	sh scripts/ncu_io.sh $(GPU_DATA)/io_bwd.csv bwd
-	NVCC=$(NVCC) sh scripts/ncu_layout.sh $(GPU_DATA)/v2_layout_ab.csv
+	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
+	set -e; NCU=$(NCU1) sh scripts/ncu_io.sh $(GPU_DATA)/io_fwd.csv; \
+	NCU=$(NCU1) sh scripts/ncu_io.sh $(GPU_DATA)/io_bwd.csv bwd; \
+	NCU=$(NCU1) NVCC=$(NVCC) sh scripts/ncu_layout.sh $(GPU_DATA)/v2_layout_ab.csv
 
 # Executed instructions by opcode of our fastest backward and of
 # FlashAttention-2's, one launch each (chapter 4b's instruction count).
 OPCODE_METRICS := sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,launch__block_size
 OPCODE_RUN := python3 scripts/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2
 opcodes-gpu: $(BUILD)/libfa_gpu.so       ## data/gpu/bwd_opcodes_v3.txt, bwd_opcodes_flash.txt (Nsight Compute)
-	$(NCU) --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -k regex:v3_backward -c 1 \
+	$(NCU1) --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -k regex:v3_backward -c 1 \
 	    $(OPCODE_RUN) --impls ours_v3_hopper,sdpa_flash > $(GPU_DATA)/bwd_opcodes_v3.txt 2>&1
-	$(NCU) --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -k regex:flash_bwd_dq_dk_dv -c 1 \
+	$(NCU1) --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -k regex:flash_bwd_dq_dk_dv -c 1 \
 	    $(OPCODE_RUN) --impls ours_v3_hopper,sdpa_flash > $(GPU_DATA)/bwd_opcodes_flash.txt 2>&1
 
 ncu-bwd-gpu: $(BUILD)/libfa_gpu.so       ## data/gpu/bwd_v3_ncu_details.txt, bwd_v3_ncu_source.csv (ncu --set full)
-	$(NCU) --set full --import-source yes -k regex:v3_backward -c 1 -f -o $(BUILD)/v3rep $(OPCODE_RUN) --impls ours_v3_hopper
-	$(NCU) -i $(BUILD)/v3rep.ncu-rep --page details > $(GPU_DATA)/bwd_v3_ncu_details.txt
-	$(NCU) -i $(BUILD)/v3rep.ncu-rep --page source --csv --print-source sass > $(GPU_DATA)/bwd_v3_ncu_source.csv
+	$(NCU1) --set full --import-source yes -k regex:v3_backward -c 1 -f -o $(BUILD)/v3rep $(OPCODE_RUN) --impls ours_v3_hopper
+	$(NCU1) -i $(BUILD)/v3rep.ncu-rep --page details > $(GPU_DATA)/bwd_v3_ncu_details.txt
+	$(NCU1) -i $(BUILD)/v3rep.ncu-rep --page source --csv --print-source sass > $(GPU_DATA)/bwd_v3_ncu_source.csv
 
 # The final run's test logs: both GPU suites, compute-sanitizer on the
 # backward, the PyTorch op's checks.
@@ -83,6 +86,6 @@ v3-steps-gpu:                            ## data/gpu/v3_steps.csv, v3_tests.log,
 train-gpu: $(BUILD)/libfa_gpu.so        ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv, final_train.log
 	python3 scripts/train_compare.py --csv $(GPU_DATA)/train_loss.csv > $(GPU_DATA)/final_train.log 2>&1
 else
-gpu-data $(GPU_DATA_TARGETS) bitwise-gpu:
-	@echo "$@: nvcc not found; the GPU data targets need the CUDA toolkit and a GPU"
+gpu-data $(filter-out ring-gpu,$(GPU_DATA_TARGETS)) bitwise-gpu:
+	@echo "$@: skipped: $(GPU_MISSING)"
 endif

@@ -47,8 +47,13 @@ stage7: $(call objs,$(BUILD),$(LINK_stage7)) $(BUILD)/stage7_ring_kernels.o $(GP
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -L$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE) \
 	    -Xlinker -rpath,$(NCCL_LIBDIR) -lm
 
+ifeq ($(GPU_MISSING),)
 ring-gpu: stage7                          ## two GPUs against one: data/gpu/ring.csv, final_ring_scale.log
 	./stage7 --sweep scale --gpus 2 --csv $(GPU_DATA)/ring.csv --budget 70 > $(GPU_DATA)/final_ring_scale.log 2>&1
+else
+ring-gpu:                                 # without a GPU: one line, exit 0 (kernels/gpu.mk)
+	@echo "$@: skipped: $(GPU_MISSING)"
+endif
 else
 ifneq ($(strip $(NVCC)),)
 STAGE7_MISSING := NCCL not found (no nccl.h beside libnccl.so in the CUDA toolkit, /usr, /usr/local or Python's nvidia-nccl wheel; NCCL_HOME=DIR names one)

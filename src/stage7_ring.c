@@ -793,10 +793,10 @@ int main(int argc, char **argv)
                              "pass,B,H,N,d,repeats,single_ms,ring_ms,compute_only_ms,comm_only_ms,"
                              "hidden_share,single_tflops,ring_tflops,efficiency,bytes_sent_per_gpu,bytes_formula");
         scale_sweep(ctx[G], &opt, dtype, kernel, opt.budget, &pv, csv);
-        fclose(csv);
+        csv_close(csv);
         ctx_free(ctx[G]);
         free(ctx[G]);
-        return 0;
+        return outputs_finish(0);
     }
 
     seed = (opt.given & OPT_SEED) ? opt.seed : fresh_seed();
