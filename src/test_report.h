@@ -46,7 +46,7 @@ static rng_t test_rng;   /* seeded with `seed` by test_args */
  * (opened with provenance and csv_header). Sets the program name, `seed`
  * and test_rng, and prints the seed line; anything else is one line and
  * exit 2. Returns whether --quick was given. */
-static bool test_args(int argc, char **argv, const char *csv_header, FILE **csv)
+static inline bool test_args(int argc, char **argv, const char *csv_header, FILE **csv)
 {
     set_prog_name(argv[0]);
     bool quick = false;
@@ -67,7 +67,7 @@ static bool test_args(int argc, char **argv, const char *csv_header, FILE **csv)
 
 /* SKIP: what could not run here (no GPU, a version that does not take the
  * problem), never counted as passed. */
-static void skipped(const char *name, const char *why)
+static inline void skipped(const char *name, const char *why)
 {
     printf("SKIP %s: %s\n", name, why);
     fflush(stdout);
