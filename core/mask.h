@@ -104,6 +104,12 @@ FA_HD int mask_query_last(attn_mask m, int j)
                                   : mask_imin(m.seqlen_q - 1, j - mask_delta(m) + m.window_size_left);
 }
 FA_HD bool mask_row_empty(attn_mask m, int i) { return mask_key_first(m, i) > mask_key_last(m, i); }
+/* True when a later row never sees fewer keys than an earlier one and the
+ * last rows see the most: no left bound (every row's keys start at key 0)
+ * and a right bound (the last key moves on with the row): causal and its
+ * shifts. A query block's work then grows with its index, which a schedule
+ * handing out the longest blocks first relies on. */
+FA_HD bool mask_work_grows(attn_mask m) { return m.window_size_left < 0 && m.window_size_right >= 0; }
 
 /* Key blocks of size Bc that the query rows [i0, i1) visit: blocks
  * [*jb_begin, *jb_end); returns the count (0: every row of the block is

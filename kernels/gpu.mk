@@ -88,7 +88,7 @@ $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 # no test catches); scripts/v3_sass.sh counts the Hopper instructions.
 V3_GENCODE := -gencode=arch=compute_90a,code=sm_90a
 V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
-V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.h $(GPU_HDRS)
+V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stage4_v3_hopper.h $(GPU_HDRS)
 define V3_PTXAS_CHECK
 	@! grep -i "serialized\|error" $(BUILD)/v3_ptxas$(1).txt || { echo "v3: ptxas serialized wgmma (see above)"; exit 1; }
 endef
@@ -98,10 +98,16 @@ $(BUILD)/stage4_v3_hopper.o: $(V3_DEPS) | $(BUILD)
 $(BUILD)/stage4_v3_hopper.pic.o: $(V3_DEPS) | $(BUILD)
 	$(NVCC) $(V3_NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_pic.txt || { cat $(BUILD)/v3_ptxas_pic.txt; exit 1; }
 	$(call V3_PTXAS_CHECK,_pic)
-# build/v3_check: the piece self-tests, every step against fp64, step timings
-$(BUILD)/v3_check.o: tests/gpu/v3_check.c kernels/stage4_v3_hopper.h core/fa_gpu.h | $(BUILD)
+# build/v3_check: the piece tests, every step against fp64, step timings. Its
+# CUDA half (tests/gpu/v3_check_cuda.cu: the piece test kernels, the launch
+# watchdog) is built as the kernel is, for sm_90a, with the same ptxas check.
+$(BUILD)/v3_check.o: tests/gpu/v3_check.c tests/gpu/v3_check_cuda.h kernels/stage4_v3_hopper.h core/fa_gpu.h | $(BUILD)
 	$(CC) $(CPPFLAGS) -Ikernels $(CFLAGS) -fopenmp -c $< -o $@
-$(BUILD)/v3_check: $(BUILD)/v3_check.o $(GPU_OBJS) $(HARNESS)
+$(BUILD)/v3_check_cuda.o: tests/gpu/v3_check_cuda.cu tests/gpu/v3_check_cuda.h kernels/stage4_v3_hopper.cuh \
+                          kernels/stage4_v3_hopper.h $(GPU_HDRS) | $(BUILD)
+	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_check.txt || { cat $(BUILD)/v3_ptxas_check.txt; exit 1; }
+	$(call V3_PTXAS_CHECK,_check)
+$(BUILD)/v3_check: $(BUILD)/v3_check.o $(BUILD)/v3_check_cuda.o $(GPU_OBJS) $(HARNESS)
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm -Xcompiler -fopenmp
 GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check
