@@ -1072,8 +1072,7 @@ static int v3_block_cols(int d)
  * compute capability 9.0; the IO model is the tiled forward's with Br = 128
  * (64 in step 1, 192 at d = 64 from step 8) and Bc = 128 (176 at d = 128
  * from step 8). */
-const fa_row fa_row_fwd_v3 = {
-    {FA_FORWARD, 3, "v3", "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 64, 128, 64, 1, 0, 90, "hopper", 1},
-    v3_run, v3_check, nullptr, v3_block_rows, v3_block_cols, fa_model_tiled_forward};
+const fa_row fa_row_fwd_v3 = {.info = {.pass = FA_FORWARD, .version = 3, .name = "v3",
+    .what = "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 0, .min_cc = 90, .slug = "hopper", .strided = 1},
+    .run = v3_run, .check = v3_check, .workspace = nullptr, .block_rows = v3_block_rows, .block_cols = v3_block_cols, .model_bytes = fa_model_tiled_forward};
 //< v3-row

@@ -1,4 +1,4 @@
-"""flashattn_stages -- the project's CUDA kernels (libfa_gpu.so, kernels/fa_gpu.h)
+"""flashattn_stages -- the project's CUDA kernels (libfa_gpu.so, core/fa_gpu.h)
 as a PyTorch package: the op with autograd, torch.compile and CUDA graph support.
 
     from flashattn_stages import flash_attention     # SDPA's layout (B, H, seqlen, d)

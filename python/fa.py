@@ -1,10 +1,10 @@
 """fa.py -- the one Python binding of the library's C interface
-(kernels/fa_gpu.h), through ctypes, for every Python tool (scripts/bench_gpu.py,
+(core/fa_gpu.h), through ctypes, for every Python tool (scripts/bench_gpu.py,
 scripts/train_compare.py, the tests) and the PyTorch op (flash_op.py beside
 it). Installed as flashattn_stages.fa (pyproject.toml); from the repository,
 with python/ on sys.path, as plain `fa`.
 
-It mirrors attn_params (src/attn_params.h), fa_stride, fa_ptrs and
+It mirrors attn_params (core/attn_params.h), fa_stride, fa_ptrs and
 fa_version_info field by field, loads libfa_gpu.so, and reads the table of
 versions from the library, so a new kernel version needs no change here.
 
@@ -140,7 +140,7 @@ def versions(lib, pass_):
 
 
 def mask(lib, p):
-    """The mask of src/mask.h for problem p as bytes: row i, column j is 1
+    """The mask of core/mask.h for problem p as bytes: row i, column j is 1
     when query i sees key j (fa_mask_fill; nothing here spells the rule)."""
     buf = (ctypes.c_ubyte * (p.seqlen_q * p.seqlen_k))()
     check(lib, lib.fa_mask_fill(ctypes.byref(p), buf))
@@ -154,6 +154,6 @@ def tiles(lib, pass_, version, p):
 
 
 def mask_matrix(lib, p):
-    """numpy bool (seqlen_q, seqlen_k): True where query i sees key j (src/mask.h)."""
+    """numpy bool (seqlen_q, seqlen_k): True where query i sees key j (core/mask.h)."""
     import numpy as np
     return np.frombuffer(mask(lib, p), dtype=np.uint8).reshape(p.seqlen_q, p.seqlen_k).astype(bool)

@@ -9,7 +9,7 @@ H_kv, d), H a multiple of H_kv; out (B, seqlen_q, H, d) contiguous. The
 arguments are flash_attn_func's (dropout_p, softmax_scale, causal,
 window_size, softcap, alibi_slopes, deterministic, return_attn_probs), plus
 return_lse; the masks and the bottom-right alignment when seqlen_q !=
-seqlen_k are the same (src/mask.h). The (B, seqlen, H, d) tensors reach the
+seqlen_k are the same (core/mask.h). The (B, seqlen, H, d) tensors reach the
 kernels as (B, H, seqlen, d) views, without a copy where the chosen version
 reads strides (flash_op.py). What this project does not compute -- dropout,
 softcap, ALiBi -- is refused with a ValueError of one line, never ignored.

@@ -11,7 +11,7 @@ H a multiple of H_kv (grouped-query attention: query head h reads key/value
 head h // (H / H_kv)); the output o has q's shape and dtype. dtypes: float32,
 float16, bfloat16, as far as the chosen kernel version takes them. The mask
 is FlashAttention's window_size = (left, right), -1 unbounded, aligned
-bottom-right when seqlen_q != seqlen_k (src/mask.h); causal=True is right = 0.
+bottom-right when seqlen_q != seqlen_k (core/mask.h); causal=True is right = 0.
 A query row that sees no key gets o = 0 and zero gradients (stage 6's
 convention), never NaN. Empty sequences are SDPA's: seqlen_q = 0 gives an
 empty o; seqlen_k = 0 gives o = 0, L = -inf and zero gradients; neither
@@ -30,7 +30,7 @@ layers cost more than the kernels at small shapes; bench_overhead.py times
 both); the numbers are the same bit for bit (tests/gpu/test_flash_op.py).
 
 The implementations call fa_forward and fa_backward of libfa_gpu.so
-(kernels/fa_gpu.h) through fa.py, on torch's current CUDA stream of the
+(core/fa_gpu.h) through fa.py, on torch's current CUDA stream of the
 tensors' device, with torch tensors' device pointers. Per problem signature
 (pass, dtype, shapes, strides, mask, scale, device) the chosen version and
 the filled ctypes structures are cached, so a call fills in only the
@@ -98,7 +98,7 @@ def _fail(msg):
 
 
 def window_of(causal, window_size):
-    """(left, right) of src/mask.h from SDPA-style arguments: causal=True means
+    """(left, right) of core/mask.h from SDPA-style arguments: causal=True means
     right = 0 (left stays as given: (W - 1, 0) is a causal window of W keys)."""
     # (indexing, not a generator: torch.compile traces this function)
     if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
@@ -140,7 +140,7 @@ def _row(pass_, version):
 
 
 def choose_version(pass_, dtype_code, p, deterministic=False):
-    """The highest-numbered version of the table (kernels/versions.def) that
+    """The highest-numbered version of the table (core/versions.def) that
     runs this problem and dtype on this GPU: the table numbers versions from
     the materialized baseline (0) up through faster kernels, so the highest
     that accepts the problem is the fastest one it has. ValueError listing
@@ -604,7 +604,7 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
     (that version for both passes) or a pair (forward, backward).
     deterministic: the backward's dQ, dK, dV bitwise the same on every call
     (only versions that have the mode). accurate_dq: the backward runs on K
-    centered over the keys (FA_BWD_CENTER_K, kernels/fa_gpu.h), which keeps
+    centered over the keys (FA_BWD_CENTER_K, core/fa_gpu.h), which keeps
     dQ accurate when every logit is far from zero, at the cost of a
     pre-pass. Under torch.autocast the inputs are cast to the autocast dtype
     first, as SDPA's are. Works under torch.compile(fullgraph=True) and CUDA
@@ -619,7 +619,7 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
 
 def visible_mask(seqlen_q, seqlen_k, causal=False, window_size=(-1, -1), device=None):
     """The mask the kernels apply, as SDPA's boolean attn_mask (seqlen_q,
-    seqlen_k), True where query i sees key j: read from src/mask.h through
+    seqlen_k), True where query i sees key j: read from core/mask.h through
     fa_mask_fill (fa.mask()), never spelled here."""
     left, right = window_of(causal, window_size)
     p = fa.Params(1, 1, 1, int(seqlen_q), int(seqlen_k), 1, 1.0, left, right)

@@ -29,8 +29,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for sub in ("python", "scripts"):   # fa.py's folder
-    sys.path.insert(0, os.path.join(ROOT, sub))
+sys.path.insert(0, os.path.join(ROOT, "python"))   # fa.py, the binding of the C interface
 sys.path.insert(0, HERE)
 import fa            # noqa: E402
 import provenance as prov   # noqa: E402

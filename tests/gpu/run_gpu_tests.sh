@@ -18,11 +18,11 @@
 #     inputs (the seed is printed): N = 1, 17, 113, 1023, 4097; d = 16 to
 #     128; B H above the number of SMs; causal, windows, seqlen_q != seqlen_k
 #     (rows that see no key: O = 0, L = -inf), grouped heads; a window that
-#     covers every key bitwise equal to no mask; issue 8's fault inputs; the
+#     covers every key bitwise equal to no mask; the fault inputs; the
 #     real input unmasked, with a window and with its keys cut;
 #   - ./stage5 --sweep tests: every backward version (0 to 3) the same way, plus
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
-#     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
+#     nobody sees), grouped heads, the fault inputs, the deterministic
 #     mode (30 runs bitwise equal) and the key-block split of stage 7;
 #   - gpu-outputs: a good run of each writes its --out ... --dv files (renamed
 #     into place, no temporary file left);
@@ -35,7 +35,7 @@
 #     (every backward version and dtype; racecheck and synccheck, which look
 #     at shared memory and barriers, on the tiled versions only);
 #   - compute-sanitizer again and again on version 3 of the forward and on
-#     the backward's version 3 (kernels/stage5_bwd_v3.cu): memcheck,
+#     the backward's version 4 (kernels/stage5_bwd_v3.cu): memcheck,
 #     racecheck, synccheck and initcheck, each FA_SAN_RUNS times (default 5),
 #     every run on a fresh seed printed in its PASS or FAIL line
 #     (FA_SAN_SEED=S replays from seed S), every run under a limit of
@@ -43,7 +43,7 @@
 #     (default 4), so the whole is bounded by 8 x runs x limit / jobs. Forward: build/v3_check --small (every step on two small
 #     masked GQA problems, one with more tiles than SMs) and ./stage4
 #     --kernel 3 on a causal GQA problem with seqlen_q > seqlen_k; backward:
-#     ./stage5 --sweep small --kernel 3 (fp16 and bf16: causal GQA with
+#     ./stage5 --sweep small --kernel 4 (fp16 and bf16: causal GQA with
 #     seqlen_q > seqlen_k, windows with keys nobody sees, d = 128, the
 #     deterministic mode).
 # Without a GPU (or without the programs, where nvcc is missing) the GPU
@@ -53,7 +53,7 @@ cd "$(dirname "$0")/../.." || exit 2
 
 GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck v3-tests v3-sanitizers
 stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck gpu-outputs
-stage5-v3-sanitizers"
+stage5-v4-sanitizers"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
@@ -80,15 +80,18 @@ expect_exit2() {
         echo "FAIL $name: $prog $* gave status $rc with $lines stderr lines"
     fi
 }
-expect_exit2 ./stage4 stage4-cli-unsupported-d --kernel 1 --random --n 10 --d 130
-expect_exit2 ./stage4 stage4-cli-bad-flag --bogus
-expect_exit2 ./stage4 stage4-cli-bad-dtype --dtype fp64
-expect_exit2 ./stage4 stage4-cli-bad-kernel --kernel 7
-expect_exit2 ./stage4 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
-expect_exit2 ./stage4 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+# the checks both passes share, then each one's own
+for s in stage4 stage5; do
+    expect_exit2 ./$s $s-cli-unsupported-d --kernel 1 --random --n 10 --d 130
+    expect_exit2 ./$s $s-cli-bad-flag --bogus
+    expect_exit2 ./$s $s-cli-bad-dtype --dtype fp64
+    expect_exit2 ./$s $s-cli-bad-kernel --kernel 7
+    expect_exit2 ./$s $s-cli-v2-fp32 --kernel 2 --dtype fp32
+    expect_exit2 ./$s $s-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+    expect_exit2 ./$s $s-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+done
 expect_exit2 ./stage4 stage4-cli-v3-fp32 --kernel 3 --dtype fp32
 expect_exit2 ./stage4 stage4-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
-expect_exit2 ./stage4 stage4-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
 expect_exit2 ./stage4 stage4-cli-window-negative --random --n 64 --window -3,0
 expect_exit2 ./stage4 stage4-cli-kv-heads --random --n 64 --heads 8 --kv-heads 5
 expect_exit2 ./stage4 stage4-cli-outputs-need-one-run --out /tmp/stage4_o_never_written.npy
@@ -97,13 +100,7 @@ expect_exit2 ./stage4 stage4-cli-no-gradients --dq /tmp/stage4_dq_never_written.
 expect_exit2 ./stage4 stage4-cli-sweep-with-shape --sweep tests --causal
 expect_exit2 ./stage4 stage4-cli-large-n --kernel 1 --random --n 9000 --d 64
 
-expect_exit2 ./stage5 stage5-cli-unsupported-d --kernel 1 --random --n 10 --d 130
-expect_exit2 ./stage5 stage5-cli-bad-flag --bogus
-expect_exit2 ./stage5 stage5-cli-bad-dtype --dtype fp64
-expect_exit2 ./stage5 stage5-cli-bad-kernel --kernel 7
-expect_exit2 ./stage5 stage5-cli-v2-fp32 --kernel 2 --dtype fp32
-expect_exit2 ./stage5 stage5-cli-v2-d72 --kernel 2 --random --n 10 --d 72
-expect_exit2 ./stage5 stage5-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+expect_exit2 ./stage5 stage5-cli-v3-no-backward --kernel 3 --dtype bf16
 expect_exit2 ./stage5 stage5-cli-outputs-need-one-run --dq /tmp/stage5_dq_never_written.npy
 expect_exit2 ./stage5 stage5-cli-bad-sweep --sweep bogus
 expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
@@ -145,7 +142,7 @@ fi
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ ! -x "$SAN" ]; then
     for t in stage4-memcheck stage4-racecheck stage5-memcheck stage5-racecheck stage5-synccheck \
-             stage5-initcheck v3-sanitizers stage5-v3-sanitizers; do
+             stage5-initcheck v3-sanitizers stage5-v4-sanitizers; do
         echo "SKIP $t: compute-sanitizer not found"
     done
     exit 0
@@ -169,9 +166,9 @@ done
 sanitize stage5-memcheck memcheck ./stage5 --sweep small
 sanitize stage5-initcheck initcheck ./stage5 --sweep small
 sanitize stage5-racecheck racecheck sh -c './stage5 --sweep small --kernel 1 --dtype fp32 &&
-    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 3 --dtype fp16'
+    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 4 --dtype fp16'
 sanitize stage5-synccheck synccheck sh -c './stage5 --sweep small --kernel 1 --dtype fp16 &&
-    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 3 --dtype bf16'
+    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 4 --dtype bf16'
 
 # The repeated runs (see the top of this file). A run passes when the
 # sanitizer exits 0 with its summary, and the programs under it printed PASS
@@ -213,7 +210,7 @@ queue() {
     if [ $((njob % JOBS)) -eq 0 ]; then wait; fi
 }
 FWD='build/v3_check --small --seed $S && ./stage4 --kernel 3 --random --seed $S --batch 2 --heads 4 --kv-heads 2 --n 150 --seqlen-k 90 --d 64 --causal --repeats 1'
-BWD='./stage5 --sweep small --kernel 3 --seed $S'
+BWD='./stage5 --sweep small --kernel 4 --seed $S'
 if [ ! -x build/v3_check ]; then
     echo "SKIP v3-sanitizers: build/v3_check not built"
     FWD=
@@ -226,7 +223,7 @@ for tool in memcheck racecheck synccheck initcheck; do
     while [ "$r" -le "$RUNS" ]; do
         seed=$((SEED0 + r - 1))
         [ -n "$FWD" ] && queue "v3-$tool run $r/$RUNS" "$tool" "$seed" "$FWD"
-        queue "stage5-v3-$tool run $r/$RUNS" "$tool" "$seed" "$BWD"
+        queue "stage5-v4-$tool run $r/$RUNS" "$tool" "$seed" "$BWD"
         r=$((r + 1))
     done
 done

@@ -61,6 +61,10 @@ FA_HD attn_mask mask_make(int seqlen_q, int seqlen_k, int window_size_left, int 
 }
 FA_HD attn_mask mask_causal(int seqlen_q, int seqlen_k) { return mask_make(seqlen_q, seqlen_k, -1, 0); }
 FA_HD attn_mask mask_full(int seqlen_q, int seqlen_k) { return mask_make(seqlen_q, seqlen_k, -1, -1); }
+/* The mask classes a kernel branches on: no window at all (every key
+ * visible to every query), and the causal window (-1, 0). */
+FA_HD bool mask_is_full(attn_mask m) { return m.window_size_left < 0 && m.window_size_right < 0; }
+FA_HD bool mask_is_causal(attn_mask m) { return m.window_size_left < 0 && m.window_size_right == 0; }
 
 FA_HD int mask_delta(attn_mask m) { return m.seqlen_k - m.seqlen_q; }
 FA_HD int mask_imin(int a, int b) { return a < b ? a : b; }
@@ -139,6 +143,9 @@ FA_HD bool mask_tile_unmasked(attn_mask m, int i0, int i1, int j0, int j1)
 }
 //< mask-ranges
 
+/* The key-side and query-side sums below mirror each other deliberately:
+ * each reads as the formula of one pass (forward: key rows; backward: query
+ * rows). */
 //> mask-tiles
 /* Tiles (query block, key block) the forward with Br x Bc tiles visits:
  * sum over query blocks of mask_key_blocks. The backward, keys outer, visits
