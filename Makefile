@@ -21,7 +21,7 @@ GPU_TARGETS :=
 
 .PHONY: all cpu gpu help clean test test-tools bench sweep sweep-masks setup sanitize
 all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
-cpu: stage1 stage2 stage3 stage6          ## build the CPU stages
+cpu: stage1 stage2 stage3 stage6 stage8   ## build the CPU stages
 
 help:                                     ## list the targets
 	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -43,6 +43,9 @@ stage3: $(BUILD)/stage3_tiled.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/st
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 stage6: $(BUILD)/stage6_masks.o $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## masks: causal, window, Sq != Sk, grouped heads; long sequences
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+stage8: $(BUILD)/stage8_decode.o $(BUILD)/merge.lib.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## decoding: split-KV merged by the online softmax's rule, a paged cache, per-sequence lengths
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The one mask definition as a shared library, for the NumPy reference (ctypes).
@@ -158,6 +161,6 @@ test-tools:
 	@sh scripts/setup.sh --if-missing
 
 clean:                                    ## remove build outputs
-	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7
+	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7 stage8 stage8_gpu
 
 -include $(wildcard $(BUILD)/*.d)
