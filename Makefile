@@ -61,6 +61,12 @@ $(BUILD)/test_cpu: tests/test_cpu.c $(CPU_LIBS) | $(BUILD)
 $(BUILD)/test_masks: tests/test_masks.c $(CPU_LIBS) | $(BUILD)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# Stage 8's property tests (decoding: paged cache, splits, the merge).
+DECODE_LIBS := $(BUILD)/stage8_decode.lib.o $(BUILD)/merge.lib.o $(BUILD)/stage2_online_softmax.lib.o \
+               $(BUILD)/stage1_naive.lib.o $(HARNESS)
+$(BUILD)/test_decode: tests/test_decode.c $(DECODE_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 # IO mutants: stage 1 with a pass that moves more or less than the model
 # says (tests/mutants/*.sed applied to its body); test_io must catch each.
 MUTANTS := $(basename $(notdir $(wildcard tests/mutants/*.sed)))
@@ -105,24 +111,28 @@ $(ASAN)/test_masks: tests/test_masks.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 $(ASAN)/test_ring: tests/test_ring.c src/merge.c src/ring.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
 	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/stage6 $(ASAN)/test_cpu $(ASAN)/test_masks \
-             $(ASAN)/test_ring
+$(ASAN)/stage8: src/stage8_decode.c src/merge.c $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(ASAN)/test_decode: tests/test_decode.c $(ASAN)/stage8_decode.lib.o $(ASAN)/merge.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/stage6 $(ASAN)/stage8 $(ASAN)/test_cpu $(ASAN)/test_masks \
+             $(ASAN)/test_ring $(ASAN)/test_decode
 
 sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan
 	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "$(ASAN)/test_ring --quick" \
-	    "sh tests/stages.sh $(ASAN)"
+	    "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_io $(MUTANT_BINS) \
+TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode $(BUILD)/test_io $(MUTANT_BINS) \
                $(BUILD)/libfa_mask.so $(SANITIZED)
-TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring "sh tests/io_mutants.sh" \
+TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode "sh tests/io_mutants.sh" \
                "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" \
                "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
-               "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
+               "$(ASAN)/test_ring --quick" "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
 # Wall times are medians of 5 runs (one timing on a shared machine can be off
 # by a factor); counts are the same on every run.
-sweep: stage2 stage3 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks
+sweep: stage2 stage3 stage8 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, decoding
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
 	./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
 	./stage3 --sweep blocks --causal --repeats 5 --csv data/cpu/causal_sweep.csv
@@ -130,6 +140,7 @@ sweep: stage2 stage3 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv
 	./stage2 --trace --csv data/cpu/online_trace.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
 	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv
+	./stage8 --sweep io --csv data/cpu/decode_io.csv
 sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
 	$(BUILD)/test_masks --csv data/cpu/masks_property.csv
 	./stage6 --sweep window --br 64 --bc 64 --csv data/cpu/window_sweep.csv
