@@ -153,6 +153,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 
 -include kernels/gpu.mk
 -include kernels/stage7.mk
+-include kernels/stage8.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
 

@@ -115,7 +115,7 @@ v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests a
 	$(BUILD)/v3_check
 
 gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
 
 bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
 	python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
@@ -128,7 +128,7 @@ io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: 
 	NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
 else
 gpu-test:
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
 bench-gpu io-gpu v3-check train-gpu:
 	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
 endif
