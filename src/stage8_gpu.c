@@ -58,9 +58,9 @@ static const gcase CASES[] = {
     {"gqa-4:1-pages16-rule", 4, 32, 8, 1, 0, 16, 4096, -1, -1, 0, false},
     {"mha-1:1-pages64-7splits", 3, 32, 32, 1, 0, 64, 3000, -1, -1, 7, false},
     {"gqa-8:1-causal-4rows-pages32-3splits", 2, 16, 2, 4, 0, 32, 2000, -1, 0, 3, false},
-    {"window-across-pages-16rows-pages256", 4, 8, 2, 16, 0, 256, 1500, 100, 0, 5, false},
+    {"window-across-pages-16rows-pages64", 4, 8, 2, 16, 0, 64, 1500, 100, 0, 5, false},
     {"mqa-8:1-16rows-two-chunks-pages16", 2, 8, 1, 16, 0, 16, 700, -1, 0, 4, false},
-    {"one-sequence-20000-keys-rule", 1, 32, 8, 1, 0, 128, 20000, -1, -1, 0, false},
+    {"one-sequence-20000-keys-pages256-rule", 1, 32, 8, 1, 0, 256, 20000, -1, -1, 0, false},
     {"batch-70-short-keys-rule", 70, 4, 1, 2, 0, 16, 100, -1, 0, 0, false},
     {"short-sequences-6splits-bitwise", 3, 8, 2, 3, 0, 16, 60, -1, -1, 6, true},
 };
