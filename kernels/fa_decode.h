@@ -49,8 +49,13 @@ int fa_decode_check(int dtype, const decode_params *p, int num_splits);
 /* Bytes of the partials (O_s, L_s), fp32: 0 when num_splits = 1. */
 size_t fa_decode_workspace_bytes(const decode_params *p, int num_splits);
 
-/* decode_num_splits (decode_plan.h) for callers without the header (ctypes). */
-int fa_decode_num_splits(int B, int H_kv, int max_seqlen_k, int sm_count);
+/* CTAs of the split kernel for (dtype, d) that one SM of the current GPU
+ * runs at once (its occupancy: registers and shared memory); 1 without a GPU. */
+int fa_decode_ctas_per_sm(int dtype, int d);
+
+/* The split count of decode_num_splits (decode_plan.h) for this problem on
+ * the current GPU: its sm_count SMs, fa_decode_ctas_per_sm CTAs each. */
+int fa_decode_num_splits(int dtype, const decode_params *p, int max_seqlen_k, int sm_count);
 
 /* One decoding step, asynchronous on stream (a cudaStream_t, NULL = the
  * default): the split kernel, then (num_splits > 1) the combine kernel. */

@@ -34,8 +34,9 @@
  * per split with a key, the partials written and read (fp32, d + 1 per row
  * and split), O and L once: stage8_decode.h's model on the CPU with these
  * element sizes. The arithmetic is a few FLOPs per byte: the kernel is meant
- * to be bound by the cache's bytes, and the split count (decode_num_splits)
- * is what gives a small batch enough CTAs to keep every SM loading.
+ * to be bound by the cache's bytes, and the split count (decode_num_splits,
+ * told how many of these CTAs an SM holds at once) is what gives a small
+ * batch enough CTAs to keep every SM loading.
  */
 #include "gpu_common.cuh"
 #include "merge.h"
@@ -272,9 +273,28 @@ int chunks_of(const decode_params *p) { return ((p->H / p->H_kv) * p->seqlen_q +
 
 extern "C" int fa_decode_rows_per_cta(void) { return MR; }
 
-extern "C" int fa_decode_num_splits(int B, int H_kv, int max_seqlen_k, int sm_count)
+extern "C" int fa_decode_ctas_per_sm(int dtype, int d)
 {
-    return decode_num_splits(B, H_kv, max_seqlen_k, sm_count);
+    int n = 0;
+    cudaError_t e = cudaErrorInvalidValue;
+    if (dtype == FA_FP16 && d == 64)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_split_kernel<__half, 64>, THREADS, 0);
+    else if (dtype == FA_FP16 && d == 128)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_split_kernel<__half, 128>, THREADS, 0);
+    else if (dtype == FA_BF16 && d == 64)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_split_kernel<__nv_bfloat16, 64>, THREADS, 0);
+    else if (dtype == FA_BF16 && d == 128)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_split_kernel<__nv_bfloat16, 128>, THREADS, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();   /* no GPU here: the rule's one-CTA view */
+        return 1;
+    }
+    return n > 0 ? n : 1;
+}
+
+extern "C" int fa_decode_num_splits(int dtype, const decode_params *p, int max_seqlen_k, int sm_count)
+{
+    return decode_num_splits(p->B, p->H_kv, max_seqlen_k, sm_count, fa_decode_ctas_per_sm(dtype, p->d));
 }
 
 extern "C" size_t fa_decode_workspace_bytes(const decode_params *p, int num_splits)

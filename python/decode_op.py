@@ -22,7 +22,8 @@ dtypes float16 and bfloat16, d = 64 or 128, H a multiple of H_kv (grouped
 heads). The mask is src/mask.h's per sequence, aligned bottom-right: query i
 of sequence b sits at key i + cache_seqlens[b] - seqlen_q; causal=True is
 window_size right = 0. num_splits=0 takes the split count of
-decode_num_splits (src/decode_plan.h) for this GPU's SMs; 1 runs without the
+decode_num_splits (src/decode_plan.h) for this GPU's SMs and the kernel's CTAs
+per SM; 1 runs without the
 combine. Not supported (as FlashAttention's k=, v=, rotary arguments): appending
 new keys to the cache; the caller writes them into its pages first.
 
@@ -88,7 +89,8 @@ def library():
         try:
             for name, args, res in [("fa_decode_check", [i, P, i], i),
                                     ("fa_decode_workspace_bytes", [P, i], ctypes.c_size_t),
-                                    ("fa_decode_num_splits", [i, i, i, i], i),
+                                    ("fa_decode_num_splits", [i, P, i, i], i),
+                                    ("fa_decode_ctas_per_sm", [i, i], i),
                                     ("fa_decode", [i, P, i, ctypes.POINTER(DecodePtrs), vp], i)]:
                 f = getattr(lib, name)
                 f.argtypes, f.restype = args, res
@@ -166,7 +168,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None
             _fail(f"block_table[{b}][{j}] = {int(t[b, j])}: must be a page in [0, {num_pages})")
     if num_splits == 0:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        num_splits = lib.fa_decode_num_splits(B, H_kv, int(lens.max()) if B else 0, sms)
+        num_splits = lib.fa_decode_num_splits(DTYPES[q.dtype], ctypes.byref(p), int(lens.max()) if B else 0, sms)
     if not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS:
         _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
     dtype_code = DTYPES[q.dtype]

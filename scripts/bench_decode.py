@@ -12,7 +12,8 @@ each (every sequence at the full length, so SDPA needs no padding), pages of
                     time, the bandwidth a kernel that reads each byte once can
                     hope for (the row's gbps; frac_of_copy is 1)
   ours_decode       python/decode_op.py, the split count of the rule
-                    (decode_num_splits, src/decode_plan.h) for this GPU's SMs;
+                    (decode_num_splits, src/decode_plan.h) for this GPU's SMs
+                    and the kernel's CTAs per SM;
                     pages in order, so the rows are SDPA's
   ours_decode_shuffled  the same with the block table shuffled (timing only)
   ours_splits       B = 1 and 4, H_kv = 8, seqlen_k 8k and 32k: every split
@@ -36,6 +37,7 @@ The CSV is written to a temporary file and moved into place only at the end:
 a failed run leaves the old file as it was.
 """
 import argparse
+import ctypes
 import math
 import os
 import statistics
@@ -147,13 +149,15 @@ def main(argv):
         npg = B * L // P
         kp, vp = kd.view(npg, P, Hkv, d), vd.view(npg, P, Hkv, d)
         table = torch.arange(npg, dtype=torch.int32, device=dev).view(B, L // P)
-        rule = lib.fa_decode_num_splits(B, Hkv, L, sms)
+        p = decode_op.DecodeParams(B, H, Hkv, d, 1, P, L // P, B * L // P, 1.0 / math.sqrt(d), -1, -1)
+        rule = lib.fa_decode_num_splits(decode_op.fa.BF16, ctypes.byref(p), L, sms)
 
         def ours(splits, t=table):
             return decode_op.flash_attn_with_kvcache(q, kp, vp, lens, t, num_splits=splits, check_tables=False)
         base = ours(rule)
         ms = timed(lambda: ours(rule))
-        row("ours_decode", B, Hkv, L, rule, ms, cache_bytes, 0.0, f"the rule's splits ({sms} SMs)", copy_gbps)
+        row("ours_decode", B, Hkv, L, rule, ms, cache_bytes, 0.0,
+            f"the rule's splits ({sms} SMs, {lib.fa_decode_ctas_per_sm(decode_op.fa.BF16, d)} CTAs each)", copy_gbps)
         shuffled = table.view(-1)[torch.randperm(npg, device=dev)].view(B, L // P)
         ms = timed(lambda: ours(rule, shuffled))
         row("ours_decode_shuffled", B, Hkv, L, rule, ms, cache_bytes, None, "block table shuffled", copy_gbps)

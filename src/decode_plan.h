@@ -118,31 +118,35 @@ FA_HD int decode_split_range(int n, int num_splits, int s, int *k0, int *k1)
 
 //> split-rule
 /* How many splits to cut each sequence's keys into, from the batch B, the
- * key/value heads H_kv, the longest sequence's keys seqlen_k and the number
- * of SMs of the GPU (FlashAttention's num_splits heuristic in spirit).
+ * key/value heads H_kv, the longest sequence's keys seqlen_k, the number of
+ * SMs of the GPU and how many CTAs of the kernel one SM runs at once
+ * (FlashAttention's num_splits heuristic in spirit; its kernels fill an SM
+ * with one CTA, ctas_per_sm = 1).
  *
- * Without splits there are B H_kv work units (one per sequence and
- * key/value head, its whole group of query heads inside). When they already
- * fill four fifths of one wave of SMs, splitting only adds the partials'
- * traffic: 1. Otherwise s splits give B H_kv s units, run in
- * ceil(B H_kv s / SMs) waves; the fraction of the last wave's SMs that have
- * work, B H_kv s / (waves SMs), is what splitting buys. Each split keeps at
- * least two blocks of keys (so that its partial, d + 1 numbers per row, stays
- * small beside the keys it reads) and there are at most DECODE_MAX_SPLITS.
- * Of the counts that fill the waves within 85% as well as the best one, the
- * smallest is taken: fewer splits, fewer partials to write and merge.
- * Returns at least 1. */
-FA_HD int decode_num_splits(int B, int H_kv, int seqlen_k, int sm_count)
+ * The GPU runs sm_count ctas_per_sm CTAs at once: a wave. Without splits
+ * there are B H_kv work units (one per sequence and key/value head, its
+ * whole group of query heads inside). When they already fill four fifths of
+ * a wave, splitting only adds the partials' traffic: 1. Otherwise s splits
+ * give B H_kv s units, run in ceil(B H_kv s / wave) waves; the fraction of
+ * the last wave's slots that have work, B H_kv s / (waves wave), is what
+ * splitting buys (a CTA of a memory-bound kernel that waits for its loads
+ * is hidden only by the other CTAs on its SM, so every slot counts, not only
+ * every SM). Each split keeps at least two blocks of keys (so that its
+ * partial, d + 1 numbers per row, stays small beside the keys it reads) and
+ * there are at most DECODE_MAX_SPLITS. Of the counts that fill the waves
+ * within 85% as well as the best one, the smallest is taken: fewer splits,
+ * fewer partials to write and merge. Returns at least 1. */
+FA_HD int decode_num_splits(int B, int H_kv, int seqlen_k, int sm_count, int ctas_per_sm)
 {
-    int64_t units = (int64_t)B * H_kv;
+    int64_t units = (int64_t)B * H_kv, wave = (int64_t)sm_count * (ctas_per_sm > 1 ? ctas_per_sm : 1);
     int blocks = (seqlen_k + DECODE_BLOCK_N - 1) / DECODE_BLOCK_N;
-    if (sm_count < 1 || units < 1 || 5 * units >= 4 * (int64_t)sm_count) return 1;
+    if (sm_count < 1 || units < 1 || 5 * units >= 4 * wave) return 1;
     int max_s = mask_imin(DECODE_MAX_SPLITS, blocks / 2);
     if (max_s <= 1) return 1;
     double fill[DECODE_MAX_SPLITS + 1], best = 0;
     for (int s = 1; s <= max_s; s++) {
-        int64_t work = units * s, waves = (work + sm_count - 1) / sm_count;
-        fill[s] = (double)work / (double)(waves * sm_count);
+        int64_t work = units * s, waves = (work + wave - 1) / wave;
+        fill[s] = (double)work / (double)(waves * wave);
         if (fill[s] > best) best = fill[s];
     }
     for (int s = 1; s <= max_s; s++)

@@ -16,20 +16,20 @@
 /* Stage 8's own flags, taken out of argv before the shared parser sees the
  * rest (same conventions: --flag value or --flag=value, at most once). */
 typedef struct {
-    const char *page_size, *splits, *sms, *lens, *num_pages, *block_table;
+    const char *page_size, *splits, *sms, *lens, *num_pages, *block_table, *ctas;
 } stage8_flags;
 
 static inline void take_flags(int *argc, char **argv, stage8_flags *f)
 {
     static const char *const names[] = {"--page-size", "--splits", "--sms", "--lens", "--num-pages",
-                                        "--block-table"};
-    const char **slot[] = {&f->page_size, &f->splits, &f->sms, &f->lens, &f->num_pages, &f->block_table};
+                                        "--block-table", "--ctas-per-sm"};
+    const char **slot[] = {&f->page_size, &f->splits, &f->sms, &f->lens, &f->num_pages, &f->block_table, &f->ctas};
     memset(f, 0, sizeof *f);
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         int hit = -1;
         size_t nl = 0;
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < 7; k++) {
             nl = strlen(names[k]);
             if (!strncmp(argv[i], names[k], nl) && (argv[i][nl] == '\0' || argv[i][nl] == '=')) {
                 hit = k;

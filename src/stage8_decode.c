@@ -219,6 +219,7 @@ static const char USAGE[] =
     "  --page-size P        keys per page, a power of two in [1, 4096] (default 16)\n"
     "  --splits S|auto      split count, 1 to 128, or the rule's (default auto)\n"
     "  --sms N              SMs the rule plans for (default 132, an H200's)\n"
+    "  --ctas-per-sm C      CTAs one SM runs at once, for the rule (default 1)\n"
     "  --lens a,b,...       cache_seqlens, one per sequence (default: see above)\n"
     "  --num-pages N        pages in the pool (default: the block tables' pages, plus 3)\n"
     "  --block-table i,...  B x pages_per_seq page numbers, row-major (default: shuffled)\n"
@@ -302,7 +303,7 @@ static void free_decode_problem(decode_problem *x)
 /* --sweep io: counted against closed-form traffic over a grid of batch,
  * heads, query rows, lengths, page sizes and split counts (the rule's
  * count for --sms among them), every sequence at the full length. */
-static int run_sweep(const char *csv_path, int sms, uint64_t seed, int argc, char **argv)
+static int run_sweep(const char *csv_path, int sms, int ctas, uint64_t seed, int argc, char **argv)
 {
     static const int Bs[] = {1, 4}, Hkvs[] = {2, 8}, Sqs[] = {1, 4}, Ls[] = {256, 1024, 4096};
     static const int pages[] = {16, 64}, splits[] = {1, 2, 4, 8, 16};
@@ -326,7 +327,7 @@ static int run_sweep(const char *csv_path, int sms, uint64_t seed, int argc, cha
                         make_problem(&x, &rng, NULL);
                         x.lens = xmalloc((size_t)p->B, sizeof(int), "cache_seqlens");
                         for (int b = 0; b < p->B; b++) x.lens[b] = Ls[f];
-                        int rule = decode_num_splits(p->B, p->H_kv, Ls[f], sms);
+                        int rule = decode_num_splits(p->B, p->H_kv, Ls[f], sms, ctas);
                         size_t rows = (size_t)p->B * p->H * p->seqlen_q;
                         double *O = xmalloc(rows * (p->d + 1), sizeof(double), "O, L"), *L = O + rows * p->d;
                         sram_arena sram;
@@ -371,13 +372,14 @@ int main(int argc, char **argv)
                       OPT_CSV,
                   USAGE, &opt);
     int sms = f.sms ? (int)parse_long("--sms", f.sms, 1, 100000) : 132;
+    int ctas = f.ctas ? (int)parse_long("--ctas-per-sm", f.ctas, 1, 64) : 1;
     if (opt.sweep) {
         if (strcmp(opt.sweep, "io")) fatal(EXIT_BAD_INPUT, "--sweep: expected 'io', got '%s'", opt.sweep);
         if (!opt.csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
         if (opt.given & ~(unsigned)(OPT_SWEEP | OPT_CSV | OPT_SEED) || f.page_size || f.splits || f.lens ||
             f.num_pages || f.block_table)
-            fatal(EXIT_BAD_INPUT, "--sweep io runs its own grid; it takes only --csv, --seed and --sms");
-        return run_sweep(opt.csv, sms, opt.seed, argc, argv);
+            fatal(EXIT_BAD_INPUT, "--sweep io runs its own grid; it takes only --csv, --seed, --sms and --ctas-per-sm");
+        return run_sweep(opt.csv, sms, ctas, opt.seed, argc, argv);
     }
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep io");
 
@@ -433,7 +435,7 @@ int main(int argc, char **argv)
     }
     int max_len = 0;
     for (int b = 0; b < p->B; b++) max_len = x.lens[b] > max_len ? x.lens[b] : max_len;
-    int rule = decode_num_splits(p->B, p->H_kv, max_len, sms), S = rule;
+    int rule = decode_num_splits(p->B, p->H_kv, max_len, sms, ctas), S = rule;
     if (f.splits && strcmp(f.splits, "auto")) {
         S = (int)parse_long("--splits", f.splits, -1000000, 1000000);
         if (decode_splits_check(S, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
@@ -453,8 +455,8 @@ int main(int argc, char **argv)
     printf("  block table of sequence %d:", p->B - 1);
     for (int j = 0; j < p->pages_per_seq && j < 12; j++) printf(" %d", x.table[(size_t)(p->B - 1) * p->pages_per_seq + j]);
     printf("%s\n", p->pages_per_seq > 12 ? " ..." : "");
-    printf("  splits: %d%s; the rule (decode_num_splits) for B H_kv = %d work units, %d keys, %d SMs gives %d\n",
-           S, S == rule ? " (the rule's)" : " (--splits)", p->B * p->H_kv, max_len, sms, rule);
+    printf("  splits: %d%s; the rule (decode_num_splits) for B H_kv = %d work units, %d keys, %d SMs of %d CTAs "
+           "gives %d\n", S, S == rule ? " (the rule's)" : " (--splits)", p->B * p->H_kv, max_len, sms, ctas, rule);
     printf("\n");
 
     size_t nq = (size_t)p->B * p->H * Sq * d, rows = (size_t)p->B * p->H * Sq;

@@ -121,7 +121,7 @@ static void build(host_case *c, const decode_params *p, const int *lens_given, i
     }
     c->max_len = 0;
     for (int b = 0; b < B; b++) c->max_len = c->lens[b] > c->max_len ? c->lens[b] : c->max_len;
-    c->splits = splits > 0 ? splits : decode_num_splits(B, p->H_kv, c->max_len, sms);
+    c->splits = splits > 0 ? splits : fa_decode_num_splits(dtype, p, c->max_len, sms);
 }
 
 static void release(host_case *c)

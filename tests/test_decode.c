@@ -25,7 +25,9 @@
  *     term, and the scratch high-water mark stays within
  *     decode_sram_elements;
  *   - decode_num_splits: in [1, DECODE_MAX_SPLITS], 1 when the work units
- *     fill four fifths of the SMs, never more than half the key blocks;
+ *     fill four fifths of a wave (SMs times CTAs per SM), never more than
+ *     half the key blocks; at B = 1, H_kv = 8 on 132 SMs it splits, and more
+ *     with three CTAs per SM than with one;
  *   - the checks of decode_plan.h refuse what they should (a page size that
  *     is not a power of two, a table entry outside the pool, a length past
  *     the capacity, a split count out of range) and accept the draws.
@@ -155,7 +157,7 @@ int main(int argc, char **argv)
                      decode_tables_check(p, x.table, x.lens, why, sizeof why) != 0;
         int max_len = 0;
         for (int b = 0; b < p->B; b++) max_len = x.lens[b] > max_len ? x.lens[b] : max_len;
-        int S = n % 3 == 0 ? decode_num_splits(p->B, p->H_kv, max_len, rng_int(&rng, 1, 200))
+        int S = n % 3 == 0 ? decode_num_splits(p->B, p->H_kv, max_len, rng_int(&rng, 1, 200), rng_int(&rng, 1, 4))
                            : rng_int(&rng, 1, 9);
         int Sq = p->seqlen_q, d = p->d;
         size_t nq = (size_t)p->B * p->H * Sq * d, rows = (size_t)p->B * p->H * Sq;
@@ -253,15 +255,16 @@ int main(int argc, char **argv)
     int rule_bad = 0;
     for (int n = 0; n < 20000; n++) {
         int B = rng_int(&rng, 1, 64), Hkv = rng_int(&rng, 1, 64), Sk = rng_int(&rng, 0, 1 << 18);
-        int sms = rng_int(&rng, 1, 264), s = decode_num_splits(B, Hkv, Sk, sms);
+        int sms = rng_int(&rng, 1, 264), ctas = rng_int(&rng, 1, 8), s = decode_num_splits(B, Hkv, Sk, sms, ctas);
         int blocks = ceil_div(Sk, DECODE_BLOCK_N);
         rule_bad += s < 1 || s > DECODE_MAX_SPLITS || (s > 1 && s > blocks / 2) ||
-                    (5L * B * Hkv >= 4L * sms && s != 1);
+                    (5L * B * Hkv >= 4L * sms * ctas && s != 1);
     }
     result(rule_bad == 0, "decode_num_splits: in range, 1 on a full wave, <= half the key blocks",
            "20000 draws, %d bad", rule_bad);
-    int h200 = decode_num_splits(1, 8, 8192, 132);
-    result(h200 > 1, "decode_num_splits splits B = 1, H_kv = 8 on 132 SMs", "%d splits", h200);
+    int h200 = decode_num_splits(1, 8, 8192, 132, 1), h200x3 = decode_num_splits(1, 8, 8192, 132, 3);
+    result(h200 > 1 && h200x3 > h200, "decode_num_splits splits B = 1, H_kv = 8 on 132 SMs, more with 3 CTAs each",
+           "%d and %d splits", h200, h200x3);
 
     /* what the checks refuse */
     {
