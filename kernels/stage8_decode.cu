@@ -16,7 +16,7 @@
  *                        tile's loads are issued into registers before the
  *                        current tile is computed, so that they are in
  *                        flight during the arithmetic. Scores, the online
- *                        softmax (stage 2's update, one thread per row) and
+ *                        softmax (stage 2's update, one warp per row) and
  *                        O += P V in fp32; the end writes O (the dtype) and
  *                        L directly when num_splits = 1, else the partial
  *                        (O_s, L_s) in fp32.
@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(THREADS)
     __shared__ __align__(16) T Vs[BT * DP];
     __shared__ float Ps[MR][BT + 1];             /* scores, then probabilities */
     __shared__ float rs[MR];                     /* per row: alpha, then 1 / l */
+    __shared__ float ms[MR], ls[MR];             /* per row: running max m and denominator l */
 
     const decode_params &p = a.p;
     const int s = blockIdx.x, g = blockIdx.y / a.chunks, chunk = blockIdx.y % a.chunks, b = blockIdx.z;
@@ -108,7 +109,10 @@ __global__ void __launch_bounds__(THREADS)
                 __ldg(reinterpret_cast<const uint4 *>(Q + row * D + c * 8));
         }
 
-    float m_run = -INFINITY, l_run = 0.f;        /* thread r < M: row r's state */
+    if (tid < MR) {                              /* no key seen yet */
+        ms[tid] = -INFINITY;
+        ls[tid] = 0.f;
+    }
     float acc[ACC];
 #pragma unroll
     for (int u = 0; u < ACC; u++) acc[u] = 0.f;
@@ -166,20 +170,26 @@ __global__ void __launch_bounds__(THREADS)
         }
         __syncthreads();
 
-        /* stage 2's update, one thread per row: a row that has seen no key
-         * yet keeps alpha = 1 and adds nothing */
-        if (tid < M) {
-            float mx = m_run;
-            for (int c = 0; c < BT; c++) mx = fmaxf(mx, Ps[tid][c]);
-            float al = mx == -INFINITY ? 1.f : expf(m_run - mx), sum = 0.f;
-            for (int c = 0; c < BT; c++) {
-                float pc = mx == -INFINITY ? 0.f : expf(Ps[tid][c] - mx);
-                Ps[tid][c] = pc;
-                sum += pc;
+        /* stage 2's update, one warp per row and one lane per key (BT = 32):
+         * the row's max and sum by shuffles; a row that has seen no key yet
+         * keeps alpha = 1 and adds nothing */
+        for (int r = tid / 32; r < M; r += THREADS / 32) {   /* the same r in every lane */
+            const int lane = tid % 32;
+            float x = Ps[r][lane], m_old = ms[r], mx = x;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            mx = fmaxf(mx, m_old);
+            float pc = mx == -INFINITY ? 0.f : expf(x - mx), sum = pc;
+            Ps[r][lane] = pc;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            __syncwarp();   /* every lane has read ms[r] before lane 0 writes it */
+            if (lane == 0) {
+                float al = mx == -INFINITY ? 1.f : expf(m_old - mx);
+                ls[r] = ls[r] * al + sum;
+                ms[r] = mx;
+                rs[r] = al;
             }
-            l_run = l_run * al + sum;
-            m_run = mx;
-            rs[tid] = al;
         }
         __syncthreads();
 
@@ -205,9 +215,10 @@ __global__ void __launch_bounds__(THREADS)
     if (tid < M) {
         int R = r0 + tid;
         size_t row = ((size_t)b * H + g * a.G + R / Sq) * Sq + R % Sq;
-        bool empty = l_run == 0.f;
-        float Lr = empty ? -INFINITY : m_run + logf(l_run);
-        rs[tid] = empty ? 0.f : 1.f / l_run;
+        float l = ls[tid];
+        bool empty = l == 0.f;
+        float Lr = empty ? -INFINITY : ms[tid] + logf(l);
+        rs[tid] = empty ? 0.f : 1.f / l;
         if (a.num_splits == 1) L[row] = Lr;
         else L_part[(size_t)s * rows_all + row] = Lr;
     }

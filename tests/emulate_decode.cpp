@@ -2,7 +2,8 @@
  * tests/emulate_decode.cpp -- stage 8's GPU kernels (kernels/stage8_decode.cu)
  * run on the CPU: the two kernels' bodies, cut from the source by their
  * regions (tests/emulate_decode.sh), compiled as C++ with one std::thread per
- * CUDA thread, a std::barrier for __syncthreads and static arrays for the
+ * CUDA thread, a std::barrier for __syncthreads (and one per warp for
+ * __syncwarp and the shuffles) and static arrays for the
  * shared memory, so that their indexing, masking, page lookups, online
  * softmax and merge are checked where no GPU is. bf16 and fp16 are emulated
  * (round to nearest even). Held against a direct fp64 computation of the
@@ -15,6 +16,7 @@
  * (tests/gpu/stage8.sh). One PASS/FAIL line per case (tests/run.sh).
  */
 #include <barrier>
+#include <memory>
 #include <thread>
 #include <vector>
 #include <cmath>
@@ -40,6 +42,20 @@ struct D3 { int x, y, z; };
 thread_local D3 threadIdx, blockIdx;
 static std::barrier<> *g_bar;
 static void __syncthreads() { g_bar->arrive_and_wait(); }
+/* a warp: 32 consecutive threads with a barrier of their own and a slot each
+ * for the value a shuffle exchanges */
+static std::vector<std::unique_ptr<std::barrier<>>> *g_warp_bar;
+static float g_shfl[32][32];
+static void __syncwarp() { (*g_warp_bar)[threadIdx.x / 32]->arrive_and_wait(); }
+static float __shfl_xor_sync(unsigned, float v, int o)
+{
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    g_shfl[w][lane] = v;
+    __syncwarp();
+    float r = g_shfl[w][lane ^ o];
+    __syncwarp();
+    return r;
+}
 template <class T> static T __ldg(const T *p) { return *p; }
 using std::min;
 struct bf16 { uint16_t x; };
@@ -57,6 +73,9 @@ template <typename T> inline void unpack8(uint4 raw, float *out) { const T *e = 
 template <class F> void launch(D3 grid, int threads, F f) {
     for (int z = 0; z < grid.z; z++) for (int y = 0; y < grid.y; y++) for (int x = 0; x < grid.x; x++) {
         std::barrier<> bar(threads); g_bar = &bar;
+        std::vector<std::unique_ptr<std::barrier<>>> wb;
+        for (int w = 0; w < (threads + 31) / 32; w++) wb.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
+        g_warp_bar = &wb;
         std::vector<std::thread> ts;
         for (int t = 0; t < threads; t++) ts.emplace_back([&, t] { threadIdx = {t, 0, 0}; blockIdx = {x, y, z}; f(); });
         for (auto &th : ts) th.join();
