@@ -32,7 +32,7 @@ once), gbps = cache_bytes / time, frac_of_copy = gbps / the copy's, and
 max_abs_diff of the output against ours_decode's. Rows carry provenance
 columns (GPU, driver, CUDA, torch, commit, date, command). Shapes whose cache
 exceeds --max-cache-gb are skipped with a line; the whole run stops adding
-shapes after --budget-s seconds (default 200: under four minutes with set-up).
+shapes after --budget-s seconds (default 180: under four minutes with set-up).
 The CSV is written to a temporary file and moved into place only at the end:
 a failed run leaves the old file as it was.
 """
@@ -59,7 +59,7 @@ def main(argv):
     ap.add_argument("--quick", action="store_true", help="a few shapes, no CSV")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--page-size", type=int, default=64)
-    ap.add_argument("--budget-s", type=float, default=200.0)
+    ap.add_argument("--budget-s", type=float, default=180.0)
     ap.add_argument("--max-cache-gb", type=float, default=40.0)
     a = ap.parse_args(argv[1:])
     if not a.csv and not a.quick:

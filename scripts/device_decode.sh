@@ -54,6 +54,6 @@ run build make -j16 stage8_gpu build/libfa_gpu.so
 cp build/decode_ptxas.txt "$OUT/decode_ptxas.txt" 2>/dev/null
 run gpu-suite sh tests/run.sh "sh tests/gpu/stage8.sh"
 run decode-op sh tests/run.sh "python3 tests/gpu/test_decode_op.py"
-run bench timeout 300 python3 scripts/bench_decode.py --csv "$OUT/decode.csv"
+run bench timeout 240 python3 scripts/bench_decode.py --csv "$OUT/decode.csv"
 grep -E '^(copy|ours|sdpa)' "$log" | cut -c1-160
 say "device_decode.sh: done in $(( $(date +%s) - t_start )) s"
