@@ -92,7 +92,7 @@ static void build(host_case *c, const decode_params *p, const int *lens_given, i
     fill_normal(c->K, c->pool, 0, 1, rng);
     fill_normal(c->V, c->pool, 0, 1, rng);
     /* the values the GPU holds, so that the reference sees the same inputs */
-    void *tmp = xmalloc(c->pool, 2, "dtype copy");
+    void *tmp = xmalloc(c->pool > c->nq ? c->pool : c->nq, 2, "dtype copy");
     fa_host_from_double(tmp, c->Q, c->nq, dtype);
     fa_host_to_double(c->Q, tmp, c->nq, dtype);
     fa_host_from_double(tmp, c->K, c->pool, dtype);
