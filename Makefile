@@ -132,14 +132,15 @@ TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
 # Wall times are medians of 5 runs (one timing on a shared machine can be off
 # by a factor); counts are the same on every run.
-sweep: stage2 stage3 stage8 $(BUILD)/test_cpu sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, decoding
+sweep: stage2 stage3 stage8 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, decoding
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
 	./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
 	./stage3 --sweep blocks --causal --repeats 5 --csv data/cpu/causal_sweep.csv
 	./stage3 --sweep formulas --csv data/cpu/formulas.csv
 	./stage2 --trace --csv data/cpu/online_trace.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
-	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv
+	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv \
+	    --gradcheck-csv data/cpu/chapter_gradcheck.csv
 	./stage8 --sweep io --csv data/cpu/decode_io.csv
 sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
 	$(BUILD)/test_masks --csv data/cpu/masks_property.csv

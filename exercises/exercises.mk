@@ -52,13 +52,18 @@ $(EX_BUILD)/obj/ex%/check.o: exercises/ex%/check.c | $(BUILD)
 	@mkdir -p $(@D)
 	$(CC) $(EX_CPPFLAGS) -Iexercises/ex$* $(CFLAGS) -MMD -c $< -o $@
 
+# Link flags of one exercise's checker. Exercise 4's sees every call of the
+# project's finished forwards that take a window (check.c counts them: a
+# swa_forward that calls one has not done the exercise).
+EX_LDFLAGS_4 := $(foreach f,flash_forward flash_attention_all_heads naive_forward naive_attention_all_heads,-Wl,--wrap=$(f))
+
 # ex_checker(n, folder): the checker of exercise n, linked with folder's C files.
 define ex_checker
 $(call ex_bin,$(2)): $(EX_BUILD)/obj/ex$(1)/check.o $(EX_BUILD)/lib/checklib.o \
         $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/%.o,$(call ex_csrc,$(2))) \
         $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/gen/%.o,$(call ex_gen,$(1),$(2))) $(EX_LIBS)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS) $$^ -o $$@ $$(LDLIBS)
+	$$(CC) $$(CFLAGS) $$^ -o $$@ $$(EX_LDFLAGS_$(1)) $$(LDLIBS)
 $(EX_BUILD)/$(call ex_tag,$(2))/%.o: $(2)/%.c | $(BUILD)
 	@mkdir -p $$(@D)
 	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -c $$< -o $$@

@@ -11,7 +11,9 @@
 #                     its `expect` file says "accept" (exit 0: e.g. hand
 #                     arithmetic that must be accepted) or gives a fragment
 #                     that the report of a rejection must contain (exit 1)
-# plus one test that `make exercise` with a bad EX is a one-line error.
+# plus tests that a checker refuses a seed that is not a number and a folder
+# that does not exist (one line, exit 2), and that `make exercise` with a bad
+# EX is a one-line error.
 # Run from the repository root; builds the checkers first if they are missing.
 cd "$(dirname "$0")/.." || exit 2
 out=$(mktemp) || exit 2
@@ -68,6 +70,30 @@ for n in 1 2 3 4 5; do
             expect_status "${dir#exercises/tests/}" "$dir" 1 "$fragment"
         fi
     done
+done
+
+# Bad arguments to a checker: a seed that is not a number and a folder that
+# does not exist are one line on stderr and exit 2, before any case runs (never seed 0, never the
+# compiled-in C marked "right" for a folder that is not there).
+for n in 4 5; do
+    bin=build/exercises/solutions/ex$n/check
+    "$bin" exercises/solutions/ex$n --seed abc 2>"$out" >/dev/null
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "seed" "$out"; then
+        echo "PASS ex$n-seed-not-a-number (--seed abc: one line, exit 2)"
+    else
+        echo "FAIL ex$n-seed-not-a-number: --seed abc gave status $rc: $(head -c 200 "$out")"
+    fi
+done
+for n in 1 2 3 4 5; do
+    bin=build/exercises/solutions/ex$n/check
+    "$bin" /nonexistent 2>"$out" >/dev/null
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "/nonexistent" "$out"; then
+        echo "PASS ex$n-no-such-folder (check /nonexistent: one line naming it, exit 2)"
+    else
+        echo "FAIL ex$n-no-such-folder: check /nonexistent gave status $rc: $(head -c 200 "$out")"
+    fi
 done
 
 # A bad EX: one line on stderr, non-zero status, nothing built.

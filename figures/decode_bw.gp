@@ -3,7 +3,7 @@
 # the same run, by keys per sequence; one line per batch size. Solid: the
 # decode kernel with the rule's split count; dashed: SDPA's fastest backend on
 # the same rows. Left H_kv = 8 (groups of 4), right H_kv = 32. Input:
-# build/paper/decode_bw.csv (scripts/paper_decode.py, from data/gpu/decode.csv).
+# build/paper/decode_bw.csv (paper/gen/paper_decode.py, from data/gpu/decode.csv).
 if (!exists("dat")) dat = "build/paper/decode_bw.csv"
 W = 6.5
 Hgt = 2.8

@@ -8,11 +8,11 @@
 #   B,H,N,d,median_ms,tflops,repeats,max_abs_diff,note
 # with '#' provenance lines on top; only rows with pass "bwd" (the backward
 # alone, not fwdbwd) are drawn.
-# scripts/paper_figures.sh skips this figure when the file is absent; a
+# paper/gen/paper_figures.sh skips this figure when the file is absent; a
 # panel with no rows says so instead of failing.
 if (!exists("csv")) csv = "data/gpu/bench_bwd.csv"
 W = 6.5
-Hgt = 4.6
+Hgt = 5.6
 load "figures/style.gp"
 set termoption noenhanced
 # Python's csv module reads the file (the command column holds commas inside
@@ -34,21 +34,24 @@ set logscale x 2
 set logscale y 10
 set xrange [256:32768]
 set yrange [1:1000]
-set key bottom right font ",7" spacing 0.9
+# one legend for all four panels, below them at the text's size, so that no
+# panel's lines run under it (the first panel, which has every path, draws it)
+set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",9" spacing 1.1 box opaque
 set ylabel "backward TFLOP/s"
 if (words(dims) == 0) { dims = "64" }
-set multiplot layout 2, words(dims)
+set multiplot layout 2, words(dims) margins screen 0.09, 0.98, 0.19, 0.96 spacing screen 0.09, 0.08
+first = 1
 do for [c = 0:1] {
     do for [dd in dims] {
         set title sprintf("d = %s, bf16, %s", dd, c ? "causal" : "no mask")
         set xlabel (c ? "sequence length N (tokens)" : "")
         these = impls(c, dd)
+        if (!first) { unset key }
+        first = 0
         if (words(these) == 0) {
             set label 1 "not measured" at graph 0.5, 0.5 center
-            unset key
             plot 0.01 notitle
             unset label 1
-            set key bottom right font ",7" spacing 0.9
         } else {
             plot for [k = 1:words(these)] csv using \
                  (((strcol(10) eq "bwd" || strcol(10) eq "backward") && strcol(11) eq "bf16" && causal(strcol(12)) == c && \

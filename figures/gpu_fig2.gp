@@ -2,7 +2,7 @@
 # Figure 2 (left): DRAM bytes, L2 bytes (requested by the SMs, and all),
 # the IO model's count and time of each attention path at
 # B = 64, H = 16, N = 1024, d = 64, forward. Input: build/paper/gpu_fig2.dat,
-# which scripts/paper_gpu.py writes from data/gpu/io_fwd.csv.
+# which paper/gen/paper_gpu.py writes from data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_fig2.dat"
 W = 6.5
 Hgt = 2.8
@@ -13,12 +13,12 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
-set xtics rotate by -25 font ",8" nomirror
+set xtics rotate by -25 font ",9" nomirror
 set termoption noenhanced
 set logscale y 10
 set ylabel "bytes moved (GB, log scale)"
 set yrange [0.1:*]
-set key top right font ",8"
+set key top right font ",9"
 plot dat using 2:xtic(1) lc rgb c_tiled_f title "DRAM read + write", \
      dat using 6 lc rgb "#1b7837" title "L2, requested by the SMs", \
      dat using 3 lc rgb c_tiled_b title "L2, all traffic", \

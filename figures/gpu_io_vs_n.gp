@@ -1,11 +1,11 @@
 # figures/gpu_io_vs_n.gp -- bytes through DRAM and requested from L2 on the H200
 # (Nsight Compute), beside the IO model's count, for each forward path, by
 # sequence length (fp16, d = 64, B N = 16384 tokens, H = 32). Input:
-# build/paper/gpu_io_sweep.dat, which scripts/paper_gpu.py writes from the
+# build/paper/gpu_io_sweep.dat, which paper/gen/paper_gpu.py writes from the
 # sweep rows of data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_io_sweep.dat"
 W = 6.5
-Hgt = 3.6
+Hgt = 4.0
 load "figures/style.gp"
 set datafile separator whitespace
 set datafile missing NaN
@@ -27,14 +27,14 @@ set logscale y 10
 set xlabel "sequence length N (tokens)"
 # one legend for both panels, below them, at the text's size: the left
 # panel draws it (it has the compulsory line too), the right one none
-set bmargin 7
-set key at screen 0.5, screen 0.01 center bottom maxrows 2 maxcols 3 width 1 font ",9" spacing 1.1 box opaque
+set bmargin 8
+set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",9" spacing 1.1 box opaque
 set multiplot layout 1, 2
 set ylabel "bytes through DRAM (GB)"
 set title "DRAM (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):3 \
          smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
-     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V, O once)" \
+     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V read, O, L written once)" \
      @model_curves
 # L2 bytes the SMs requested (column 7) where the data has them, else all L2 traffic
 l2(c7, c4) = (c7 == c7 ? c7 : c4)

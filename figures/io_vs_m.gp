@@ -18,7 +18,7 @@ set yrange [4e6:1e10]
 set xtics ("1K" 1024, "2K" 2048, "4K" 4096, "8K" 8192, "16K" 16384, "32K" 32768, "64K" 65536, "128K" 131072)
 # the legend below the plot, off the curves
 set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 4 font ",8" box opaque
+set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 4 font ",9" box opaque
 tiled(p) = (strcol(1) eq "tiled" && strcol(2) eq p && strcol(4) eq "2048")
 # rows "tiled-io" (when the sweep has them): the blocks that minimize the count
 thin(p) = (strcol(1) eq "tiled-io" && strcol(2) eq p && strcol(4) eq "2048")
@@ -34,7 +34,7 @@ stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward" && strcol(4) e
 stats csv using (tiled("backward") ? $6 : NaN):(tiled("backward") ? $9*8 : NaN) name "TB" nooutput
 d = 64
 set arrow from 4*d*d, graph 0 to 4*d*d, graph 1 nohead lc rgb "#999999" dt 3
-set label "M = 4d^2 (d = 64)" at 4*d*d*1.1, graph 0.06 left font ",8" tc rgb "#555555"
+set label "M = 4d^2 (d = 64)" at 4*d*d*1.1, graph 0.06 left font ",9" tc rgb "#555555"
 plot \
   NF_max with lines lc rgb c_naive_f lw 1 title "naive forward", \
   NB_max with lines lc rgb c_naive_b lw 1 title "naive backward", \

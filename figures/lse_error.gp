@@ -14,7 +14,7 @@ set xlabel "max |L| (logsumexp of a row)"
 set ylabel "backward error (relative)"
 set xrange [1:1e6]
 set yrange [1e-17:1e-8]
-set key top left font ",8"
+set key top left font ",9"
 sel(a, peaked) = (strcol(4) eq a && (peaked ? $1 == 1 : $1 != 1))
 epsd = 2.220446049250313e-16
 plot \

@@ -12,7 +12,7 @@ set format y "10^{%T}"
 set logscale y 10
 set xlabel "sequence length N (tokens)"
 set ylabel "peak resident memory (MiB)"
-set key top left font ",8"
+set key top left font ",9"
 alg(a) = (strcol(1) eq a && $6 > 0)
 MiB = 1048576.0
 plot \

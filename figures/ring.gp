@@ -8,7 +8,7 @@
 # data/gpu/ring.csv (./stage7 --sweep scale; or csv=...).
 if (!exists("csv")) csv = "data/gpu/ring.csv"
 W = 6.5
-Hgt = 2.9
+Hgt = 3.6
 load "figures/style.gp"
 # columns: 10 causal, 13 pass, 16 N, 24 single TFLOP/s, 25 ring TFLOP/s,
 #          26 efficiency, 23 hidden share, 9 G
@@ -21,7 +21,11 @@ set format x "2^{%L}"
 set xlabel "sequence length N"
 set ylabel "throughput (TFLOP/s)"
 set yrange [0:*]
-set key top left font ",7" spacing 0.9
+# legends below the panels, at the text's size: inside they covered the
+# points at the largest N (and efficiency 0)
+set key below maxrows 2 font ",9" spacing 1.1 box
+set bmargin 7.5
+set xlabel offset 0, 0.4
 plot \
   csv using (row("fwd", 0) ? $16 : NaN):24 with linespoints pt 7 ps 0.5 lc rgb c_tiled_f dt 1 title "1 GPU fwd", \
   csv using (row("fwd", 0) ? $16 : NaN):25 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 1 title sprintf("%d GPUs fwd", G), \
@@ -33,7 +37,6 @@ plot \
   csv using (row("bwd", 1) ? $16 : NaN):25 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 2 notitle
 set ylabel "fraction"
 set yrange [0:1.05]
-set key bottom right font ",7" spacing 0.9
 plot \
   csv using (row("fwd", 0) ? $16 : NaN):26 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 1 title "efficiency fwd", \
   csv using (row("bwd", 0) ? $16 : NaN):26 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 1 title "efficiency bwd", \

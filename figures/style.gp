@@ -1,6 +1,7 @@
 # figures/style.gp -- loaded by every figure script. The caller sets
 #   term = "pdf" | "svg"   and   out = "build/figures/NAME.pdf|svg"
-# (scripts/paper_figures.sh does). Data files are CSV with '#' provenance
+# (paper/gen/paper_figures.sh does), or term = "table": every plotted point
+# written to out as text (tests/paper_figures.py compares them with the data). Data files are CSV with '#' provenance
 # lines on top and one header line, which the 'using' filters skip.
 if (!exists("term")) term = "pdf"
 if (!exists("W")) W = 5.0
@@ -8,9 +9,13 @@ if (!exists("Hgt")) Hgt = 3.2
 if (term eq "pdf") {
     set terminal pdfcairo enhanced color font "Helvetica,9" linewidth 1.5 size W, Hgt
 } else {
-    set terminal svg enhanced font "Helvetica,12" linewidth 1.5 size int(W * 110), int(Hgt * 110) background rgb "white"
+    if (term eq "table") {
+        set terminal unknown
+    } else {
+        set terminal svg enhanced font "Helvetica,12" linewidth 1.5 size int(W * 110), int(Hgt * 110) background rgb "white"
+    }
 }
-set output out
+if (term eq "table") { set table out } else { set output out }
 set datafile separator ","
 set datafile commentschars "#"
 set datafile missing NaN   # so that rows filtered out by a ternary do not break lines

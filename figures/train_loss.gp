@@ -5,7 +5,7 @@
 # the same step: our op beside PyTorch's other runs (flash again, cuDNN,
 # memory-efficient), whose spread is the bf16 noise. Input: csv =
 # data/gpu/train_loss.csv (columns run, step, loss, loss_minus_sdpa_flash, lr,
-# then provenance); scripts/paper_figures.sh skips the figure when it is absent.
+# then provenance); paper/gen/paper_figures.sh skips the figure when it is absent.
 if (!exists("csv")) csv = "data/gpu/train_loss.csv"
 W = 6.5
 Hgt = 4.6
@@ -13,16 +13,21 @@ load "figures/style.gp"
 set termoption noenhanced
 others = system("awk -F, 'NR > 1 && !/^#/ && $1 != \"ours\" && $1 != \"sdpa_flash\" {print $1}' " . csv . " | sort -u | tr '\\n' ' '")
 set multiplot layout 2, 1
+# the same right margin in both panels (the lower one's legend stands there),
+# so that their step axes line up
+set rmargin at screen 0.80
 set xlabel "training step"
 set ylabel "training loss (nats per byte)"
-set key top right
+set key top right font ",9" box opaque
 plot csv using (strcol(1) eq "sdpa_flash" ? $2 : NaN):3 with lines lt 3 lw 1.2 title "SDPA flash (PyTorch)", \
      csv using (strcol(1) eq "ours" ? $2 : NaN):3 with lines lt 4 lw 1.0 dt 2 title "our op (flash_op.py)"
 set ylabel "loss minus SDPA flash's"
-set key top right font ",7"
-grays = "#5a5a5a #8c8c8c #b4b4b4 #d0d0d0"
+# PyTorch's runs in the distinct colours of figures/style.gp (line types 1,
+# 2, 3, 5, 7, 8: 4 is ours, 6 is black), the legend outside the plot
+set key at screen 0.995, graph 1.0 right top vertical Left reverse font ",9" spacing 1.1 box opaque
+others_lt = "1 2 3 5 7 8"
 plot for [k=1:words(others)] csv using (strcol(1) eq word(others, k) ? $2 : NaN):4 \
-         with lines lc rgb word(grays, (k - 1) % 4 + 1) dt k lw 0.7 title word(others, k), \
-     csv using (strcol(1) eq "ours" ? $2 : NaN):4 with lines lt 4 lw 1.0 title "ours", \
+         with lines lt word(others_lt, (k - 1) % 6 + 1) + 0 lw 0.8 title word(others, k), \
+     csv using (strcol(1) eq "ours" ? $2 : NaN):4 with lines lt 4 lw 1.2 title "ours", \
      0 with lines lc rgb "#999999" lw 0.5 notitle
 unset multiplot

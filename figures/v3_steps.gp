@@ -14,7 +14,7 @@ if (!exists("csv")) csv = "data/gpu/v3_steps.csv"
 if (!exists("pred")) pred = "data/gpu/v3_predictions.csv"
 if (!exists("NN")) NN = 8192
 W = 6.5
-Hgt = 3.2
+Hgt = 3.8
 load "figures/style.gp"
 set termoption noenhanced
 set style fill solid 0.85 border rgb "#333333"
@@ -24,11 +24,17 @@ set xtics 1 nomirror
 set xlabel "step (the caption names them)"
 set ylabel "forward throughput (TFLOP/s)"
 set yrange [0:*]
-set offsets 0, 0, graph 0.35, 0   # room above the bars for the key
-set key top left font ",6" spacing 0.8 maxrows 4 width -2
+set offsets 0, 0, graph 0.08, 0
+# one legend for both panels, below them at the text's size (drawn by the
+# first panel, which has every entry); inside, it covered the bars
+set key at screen 0.5, screen 0.01 center bottom maxrows 2 width 1 font ",9" spacing 1.1 box opaque
+set bmargin 7
 
 set multiplot layout 1, 2
+first = 1
 do for [dd in "64 128"] {
+    if (!first) { unset key }
+    first = 0
     d0 = dd + 0
     cudnn0 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_cudnn\" && $9 == %d && $8 == %d && $5 == 0 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
     cudnn1 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_cudnn\" && $9 == %d && $8 == %d && $5 == 1 {v = $11} END {print v + 0}' %s", d0, NN, csv)))

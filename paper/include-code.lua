@@ -17,7 +17,7 @@ directory pandoc runs in (the repository root).
 
 It also does three small things the chapters need:
 
-  [key]{.m}                       a value measured by scripts/claims.py, read
+  [key]{.m}                       a value measured by paper/gen/claims.py, read
                                   from the file named by the metadata field
                                   `values` (lines "key<TAB>value"); an unknown
                                   key fails the build. A value with TeX math
@@ -47,6 +47,13 @@ It also does three small things the chapters need:
                                   contents shown only in the instructor's
                                   edition, followed by the opening comment of
                                   the C file F when given.
+  ::: {.learner} :::              contents shown only in the learner's
+                                  edition (what stands there instead of an
+                                  exercise's answer).
+  ::: {.include-md file="F" solutions-file="G"} :::
+                                  as include-md, G in the instructor's
+                                  edition (the claims table with the
+                                  exercises' answers).
 
 Errors (missing file, missing region, region marked twice, unclosed region,
 unknown value) stop the build with a message naming the file and the region.
@@ -253,7 +260,7 @@ local function load_values()
   values = {}
   if not values_file then fail("a [key]{.m} value is used but the metadata names no 'values' file") end
   local lines = read_lines(values_file)
-  if not lines then fail("cannot read the values file " .. values_file .. " (run scripts/claims.py)") end
+  if not lines then fail("cannot read the values file " .. values_file .. " (run paper/gen/claims.py)") end
   for _, line in ipairs(lines) do
     local k, v = line:match("^([^\t]+)\t(.*)$")
     if k then values[k] = v end
@@ -366,8 +373,12 @@ function Div(div)
     if src then blocks:insert(pandoc.CodeBlock(leading_comment(src))) end
     return blocks
   end
+  if div.classes:includes("learner") then
+    if solutions then return {} end
+    return pandoc.Blocks(div.content)
+  end
   if div.classes:includes("include-md") then
-    local path = div.attributes["file"]
+    local path = (solutions and div.attributes["solutions-file"]) or div.attributes["file"]
     local f = path and io.open(path, "r")
     if not f then
       -- not an error yet: an enclosing {.requires} block may drop it (Divs

@@ -11,7 +11,7 @@
 #
 # Needs pandoc, pdflatex (texlive), gnuplot and python3: `make setup`.
 # Listings come from the sources through paper/include-code.lua; measured
-# numbers in the text come from build/paper/values.tsv (scripts/claims.py).
+# numbers in the text come from build/paper/values.tsv (paper/gen/claims.py).
 
 PAPER_DIR  := $(BUILD)/paper
 FIG_DIR    := $(BUILD)/figures
@@ -28,9 +28,9 @@ PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-
 # data/cpu/block_sweep.csv when data/cpu/ has none.
 paper-data: stage2 stage3 stage6
 	@mkdir -p $(PAPER_DIR)
-	@python3 scripts/paper_gpu.py --out $(PAPER_DIR)
+	@python3 paper/gen/paper_gpu.py --out $(PAPER_DIR)
 	@python3 scripts/train_compare.py --summary $(PAPER_DIR)/train_loss.md
-	@python3 scripts/paper_decode.py --out $(PAPER_DIR)
+	@python3 paper/gen/paper_decode.py --out $(PAPER_DIR)
 	@if [ ! -s data/cpu/exactness.csv ]; then \
 	    if [ -x $(BUILD)/test_cpu ]; then \
 	        echo "paper: no data/cpu/exactness.csv; running $(BUILD)/test_cpu --csv $(PAPER_DIR)/exactness.csv"; \
@@ -43,10 +43,10 @@ paper-data: stage2 stage3 stage6
 	fi
 
 figures: paper-data                      ## every figure of the paper, from data/ (build/figures)
-	@sh scripts/paper_figures.sh $(FIG_DIR)
+	@sh paper/gen/paper_figures.sh $(FIG_DIR)
 
 paper: figures                           ## the woven paper: build/paper/flashattention.pdf and .html
-	@python3 scripts/claims.py --out $(PAPER_DIR)
+	@python3 paper/gen/claims.py --out $(PAPER_DIR)
 	pandoc $(PANDOC_COMMON) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
 	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention.pdf
 	pandoc $(PANDOC_COMMON) --toc --standalone --self-contained --mathml --css=paper/paper.css \
@@ -58,7 +58,7 @@ paper: figures                           ## the woven paper: build/paper/flashat
 # them from exercises/solutions/ and exercises/exN/check.c).
 SOLUTIONS_META := --metadata=solutions:true --metadata=subtitle:"Instructor's edition, with the exercises solved"
 paper-solutions: figures                 ## the instructor's edition: build/paper/flashattention-solutions.pdf (and .html)
-	@python3 scripts/claims.py --out $(PAPER_DIR)
+	@python3 paper/gen/claims.py --out $(PAPER_DIR)
 	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
 	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention-solutions.pdf
 	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --standalone --self-contained --mathml --css=paper/paper.css \

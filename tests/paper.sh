@@ -9,11 +9,16 @@
 #      no reference left in the output);
 #   4. every figure was redrawn from data in this build (newer than its data
 #      file and its gnuplot script), and every figure with data is in the PDF;
+#      every point a figure plots is one row of its data, none averaged, and
+#      the forward-speed figure is bench_fwd.csv's rows its caption names
+#      (tests/paper_figures.py);
 #   5. the claims table is in the PDF text with the measured values;
 #   6. every region marked in the sources is a listing of some chapter;
-#   7. the exercises are woven in after their chapters, each with how to
-#      check it, and `make paper-solutions` builds the instructor's edition
-#      with the solutions (the student's has none);
+#   7. the exercises are woven in, in the order of their numbers, each with
+#      how to check it, and `make paper-solutions` builds the instructor's
+#      edition with the solutions; the learner's edition holds none of the
+#      exercises' answers (tests/paper_answers.py), the instructor's every
+#      one, and no repository path such as ../../ex4/statement.md;
 #   8. no number in chapters/ that is neither generated from data/ nor quoted
 #      with its source (tests/paper_numbers.py), and nothing cited from
 #      outside the repository;
@@ -36,8 +41,9 @@ for tool in pandoc pdflatex gnuplot pdftotext python3; do
 done
 if [ -n "$missing" ]; then
     for t in "paper: include filter" "paper: build" "paper: regions resolved" \
-             "paper: figures from data" "paper: claims table in PDF" "paper: every marked region included" \
-             "paper: exercises woven in" "paper: instructor's edition" "paper: numbers generated or cited" \
+             "paper: figures from data" "paper: figures plot their rows" "paper: claims table in PDF" "paper: every marked region included" \
+             "paper: exercises woven in" "paper: instructor's edition" "paper: no exercise answers in the learner's edition" \
+             "paper: exercises in order" "paper: numbers generated or cited" \
              "paper: textbook quotations"; do
         skip "$t" "not installed:$missing (make setup)"
     done
@@ -165,12 +171,16 @@ fi
 [ "$ok" = 1 ] && pass "paper: figures from data ($n figures redrawn in this build, each newer than its data and script)" \
               || fail "paper: figures from data" "$why"
 
+# every plotted point is one row of its data (none averaged), and the forward
+# speed figure is its caption's rows of data/gpu/bench_fwd.csv
+python3 tests/paper_figures.py
+
 # ---- 5. claims table in the PDF -----------------------------------------------
 pdftotext -layout "$pdf" "$tmp/paper.txt"
 v() { awk -F'\t' -v k="$1" '$1 == k {print $2}' build/paper/values.tsv; }
 ok=1 why=""
 grep -q "measured here" "$tmp/paper.txt" || { ok=0; why="no claims table header in the PDF text"; }
-for key in ex2_L ex3_S ex3_ratio causal_kv_frac slope_bwd_M paper_blocks_need fig2_fwd_gflop; do
+for key in causal_kv_frac slope_bwd_M paper_blocks_need fig2_fwd_gflop; do
     val=$(v "$key")
     if [ -z "$val" ]; then ok=0 why="claims.py wrote no value '$key'"; continue; fi
     grep -qF -- "$val" "$tmp/paper.txt" || { ok=0; why="measured value $key = $val is not in the PDF text"; }
@@ -238,10 +248,27 @@ if $MAKE -s paper-solutions > "$tmp/sol.log" 2>&1 && [ -s build/paper/flashatten
         fi
     done
     grep -q "Marked parts, each over every case" "$tmp/sol.txt" || { ok=0; why="exercise 4's checker rules (check.c's opening comment) are missing"; }
+    for key in ex2_L ex3_S ex3_ratio; do   # exercises' answers: the instructor's edition only
+        val=$(v "$key")
+        grep -qF -- "$val" "$tmp/sol.txt" || { ok=0; why="exercise answer $key = $val is not in the instructor's edition"; }
+    done
+    if grep -nE '\.\./\.\./|\.\./ex[0-9]' "$tmp/sol.txt" > "$tmp/paths"; then
+        ok=0 why="the instructor's edition prints a repository path: $(head -n 1 "$tmp/paths" | tr -s ' ')"
+    fi
     [ "$ok" = 1 ] && pass "paper: instructor's edition (build/paper/flashattention-solutions.pdf: solutions, model answers, checkers' rules)" \
                   || fail "paper: instructor's edition" "$why"
+    # no exercise's answer in the learner's edition (and all in the instructor's)
+    python3 tests/paper_answers.py "$html" build/paper/flashattention-solutions.html
 else
     fail "paper: instructor's edition" "make paper-solutions failed: $(grep -i error "$tmp/sol.log" | head -n 3 | tr '\n' ' ')"
+    fail "paper: no exercise answers in the learner's edition" "no instructor's edition to compare with"
+fi
+# the exercises in the order of their numbers
+order=$(grep -oE '<h[1-6][^>]*>(<span[^>]*>[^<]*</span>)? *Exercise [1-9]:' "$html" | grep -oE 'Exercise [1-9]' | grep -oE '[1-9]' | tr -d '\n')
+if [ "$order" = "$(printf '%s' "$order" | fold -w1 | sort -n | tr -d '\n')" ] && [ -n "$order" ]; then
+    pass "paper: exercises in order (${order})"
+else
+    fail "paper: exercises in order" "the PDF shows the exercises in the order '$order'"
 fi
 
 # ---- 8. numbers generated or cited; nothing cited from outside --------------------
@@ -252,6 +279,24 @@ elif grep -nE 'ANCHORS|DESIGN\.md|\.\./shared|shared/seed' build/paper/claims.md
     fail "paper: numbers generated or cited" "cites a file outside the repository: $(head -n 2 "$tmp/ext" | tr '\n' ' ')"
 else
     echo "$out" | sed 's/^PASS paper: every number/PASS paper: numbers generated or cited: every number/'
+fi
+
+# ---- 8b. the generators stay readable; the opening lists every stage ----------
+long=$(wc -l paper/gen/*.py paper/gen/*.sh | awk '$2 != "total" && $1 > 1000 {print $2 " (" $1 " lines)"}')
+if [ -n "$long" ]; then
+    fail "paper: generators under 1000 lines" "$long"
+else
+    pass "paper: generators under 1000 lines ($(ls paper/gen/*.py paper/gen/*.sh | wc -l) files in paper/gen/)"
+fi
+missing_stages=""
+for src in src/stage[0-9]_*.c; do
+    n=$(basename "$src" | sed 's/^stage\([0-9]\).*/\1/')
+    grep -q "^| $n | \`./stage$n\` |" chapters/00-opening.md || missing_stages="$missing_stages $n"
+done
+if [ -n "$missing_stages" ]; then
+    fail "paper: stage table complete" "the opening's table of stages lacks stage(s)$missing_stages"
+else
+    pass "paper: stage table complete (every src/stageN_*.c has its row in chapters/00-opening.md)"
 fi
 
 # ---- 9. the textbook's quotations ------------------------------------------------------

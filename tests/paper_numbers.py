@@ -3,7 +3,7 @@
 
     python3 tests/paper_numbers.py [--list]
 
-Every measured number in the text is a [key]{.m} value (scripts/claims.py
+Every measured number in the text is a [key]{.m} value (paper/gen/claims.py
 reads it from data/), and every number others published is inside a
 [key]{.q} quotation, which carries its source. What is left in the prose
 (outside code, those spans and figure paths) are numbers that define the

@@ -3,7 +3,7 @@
 
     python3 tests/paper_quotes.py [SEED_CHAPTER]
 
-scripts/claims.py keeps every quotation the paper makes in one table
+paper/gen/claims.py keeps every quotation the paper makes in one table
 (QUOTES), each a list of fragments and the place they stand. For the
 textbook chapter this checks, fragment by fragment, that the text is there
 word for word on the lines the quotation names, and that no fragment runs
@@ -18,7 +18,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "paper", "gen"))
 import claims  # noqa: E402
 
 

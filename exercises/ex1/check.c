@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         mark_number(&t, a, "speedup_equal", x, close_to(x, speedup_equal, 0, rtol), speedup_equal,
                     "3 significant figures", "%s", hint);
     }
-    answers_free(a);
+    answers_done(&t, a);
     show_written(dir, "written.md", 1);
     return check_end(&t, 1);
 }

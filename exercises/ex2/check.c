@@ -130,6 +130,6 @@ int main(int argc, char **argv)
         else if (close_to(x, m + log10(l), 1e-5, 0)) hint = "natural logarithm, not base 10";
         mark_number(&t, a, "L", x, ok(x, e.L, h.L), e.L, "6 decimals", "%s", hint);
     }
-    answers_free(a);
+    answers_done(&t, a);
     return check_end(&t, 2);
 }

@@ -55,6 +55,6 @@ int main(int argc, char **argv)
         mark_number(&t, a, "reduction_factor", x, close_to(x, factor, 0, rtol), factor,
                     "3 significant figures", "%s", hint);
     }
-    answers_free(a);
+    answers_done(&t, a);
     return check_end(&t, 3);
 }

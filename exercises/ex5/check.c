@@ -55,6 +55,7 @@ static void run_case(const double *Q, const double *K, const double *V, int N, i
     char where[160];
     snprintf(where, sizeof where, "%s N=%d d=%d %s", what, N, d, causal ? "causal" : "not causal");
     poison(rs, (size_t)N);
+    check_case("rebuilt_row_sums, %s", where);
     rebuilt_row_sums(Q, K, L, N, d, scale, causal, rs);
     for (int i = 0; i < N; i++) {
         double e = fabs(rs[i] - 1.0);
@@ -69,6 +70,7 @@ static void run_case(const double *Q, const double *K, const double *V, int N, i
         Ls[i] = L[i] + delta[i];
     }
     poison(rs, (size_t)N);
+    check_case("rebuilt_row_sums with a shifted L, %s", where);
     rebuilt_row_sums(Q, K, Ls, N, d, scale, causal, rs);
     for (int i = 0; i < N; i++) {
         double want = exp(-delta[i]);
@@ -102,7 +104,7 @@ int main(int argc, char **argv)
     set_prog_name(argv[0]);
     uint64_t seed = fresh_seed();
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = check_seed(argv[++i]);
         else if (argv[i][0] == '-') {
             printf("  usage: check [DIR] [--seed S]\n");
             return 2;
@@ -192,7 +194,7 @@ int main(int argc, char **argv)
                 hint = "leave the O(N^2) scaling, subtraction and exp out: the matrix product only";
             mark_number(&t, a, "recompute_flops", x, x == flops, flops, "the exact integer", "%s", hint);
         }
-        answers_free(a);
+        answers_done(&t, a);
     }
     show_written(dir, "written.md", 5);
     return check_end(&t, 5);

@@ -7,10 +7,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_ENTRIES 64
 #define KEY_LEN 64
@@ -22,7 +25,52 @@ struct answers {
     char val[MAX_ENTRIES][VAL_LEN];
     int line[MAX_ENTRIES];
     int dup_line[MAX_ENTRIES];   /* a second line giving the same key, 0 if none */
+    /* looked up by a part; written through the const lookups, which are
+     * reads as far as the caller is concerned */
+    bool used[MAX_ENTRIES];
+    char path[4096];
 };
+
+/* The case running now, for the crash handler (written before each case,
+ * read only by the handler, which may not call printf). */
+static char crash_case[512] = "before the first case";
+
+void check_case(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(crash_case, sizeof crash_case, fmt, ap);
+    va_end(ap);
+}
+
+static void on_crash(int sig)
+{
+    const char *what = sig == SIGSEGV ? "a segmentation fault (a bad pointer or an index out of range)"
+                     : sig == SIGBUS ? "a bus error (a bad pointer)"
+                     : sig == SIGFPE ? "an arithmetic exception (an integer division by zero?)"
+                     : sig == SIGILL ? "an illegal instruction"
+                     : "an abort (an assertion or a bad free?)";
+    const char *parts[] = {"  crash  your code stopped with ", what, " in ", crash_case,
+                           "\n  (replay that case alone under a debugger: gdb --args ",
+                           "<this checker> with the same arguments)\n"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        ssize_t r = write(STDOUT_FILENO, parts[i], strlen(parts[i]));
+        (void)r;
+    }
+    _exit(1);
+}
+
+uint64_t check_seed(const char *text)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (!isdigit((unsigned char)*text) || *end != '\0' || errno == ERANGE) {
+        fprintf(stderr, "check: --seed takes a decimal integer such as 12345, not '%s'\n", text);
+        exit(2);
+    }
+    return (uint64_t)v;
+}
 
 const char *check_begin(int argc, char **argv, int ex, const char *title)
 {
@@ -34,7 +82,16 @@ const char *check_begin(int argc, char **argv, int ex, const char *title)
     }
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "check: %s is not a folder (give the folder that holds your answers.txt)\n",
+                dir);
+        exit(2);
+    }
     printf("exercise %d: %s\n  marking %s\n", ex, title, dir);
+    fflush(stdout);
+    int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], on_crash);
     return dir;
 }
 
@@ -73,6 +130,7 @@ answers *answers_load(const char *dir, const char *name)
         printf("  out of memory reading %s\n", path);
         return NULL;
     }
+    snprintf(a->path, sizeof a->path, "%s", path);
     char buf[512];
     int lineno = 0;
     while (fgets(buf, sizeof buf, f)) {
@@ -110,10 +168,26 @@ answers *answers_load(const char *dir, const char *name)
 
 void answers_free(answers *a) { free(a); }
 
+void answers_done(tally *t, answers *a)
+{
+    if (!a) return;
+    for (int i = 0; i < a->n; i++)
+        if (!a->used[i]) {
+            t->wrong++;
+            printf("  wrong  %s: %s:%d gives a key no part of this exercise has (a typo? "
+                   "the keys are those of the shipped answers.txt)\n", a->key[i], a->path,
+                   a->line[i]);
+        }
+    free(a);
+}
+
 const char *answer_text(const answers *a, const char *key)
 {
     for (int i = 0; i < a->n; i++)
-        if (strcmp(a->key[i], key) == 0) return a->val[i];
+        if (strcmp(a->key[i], key) == 0) {
+            ((answers *)a)->used[i] = true;
+            return a->val[i];
+        }
     return NULL;
 }
 
@@ -142,6 +216,15 @@ bool close_to(double x, double ref, double atol, double rtol)
 {
     if (isinf(ref) || isinf(x)) return x == ref;
     return fabs(x - ref) <= atol + rtol * fabs(ref);
+}
+
+bool same_sig(double x, double ref, int sig)
+{
+    if (!isfinite(x) || !isfinite(ref)) return x == ref;
+    if (ref == 0) return x == 0;
+    /* the place value of the last significant figure of ref */
+    double unit = pow(10.0, floor(log10(fabs(ref))) - (sig - 1));
+    return nearbyint(x / unit) == nearbyint(ref / unit);
 }
 
 bool take_answer(tally *t, const answers *a, const char *key, double *x)

@@ -20,6 +20,7 @@
 #define EX_CHECKLIB_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The exercises folder of this checkout, set by the build
  * (-DEX_ROOT='"<repo>/exercises"'). */
@@ -32,8 +33,19 @@ typedef struct {
 } tally;
 
 /* Start a checker: prints the title line and returns the folder to mark:
- * argv[1] when it is given and is not an option, else EX_ROOT "/exN". */
+ * argv[1] when it is given and is not an option, else EX_ROOT "/exN". A
+ * folder that does not exist is one line and exit 2 (nothing is marked:
+ * the C compiled into a checker is only that of the folder it names).
+ * Installs handlers so that a crash of the learner's code (SIGSEGV, SIGBUS,
+ * SIGFPE, SIGILL, SIGABRT) prints the case set by check_case and exits 1. */
 const char *check_begin(int argc, char **argv, int ex, const char *title);
+
+/* Name the case about to run (printf format), for the crash report. */
+void check_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parse the value of --seed: a decimal integer, all of it, or one line on
+ * stderr and exit 2. */
+uint64_t check_seed(const char *text);
 
 /* Print the closing line and return the exit status: 0 when every part is
  * right, 1 otherwise. */
@@ -44,6 +56,10 @@ typedef struct answers answers;
 /* Read dir/name. A missing or unreadable file is reported (one line) and
  * gives NULL. */
 answers *answers_load(const char *dir, const char *name);
+
+/* Mark every key of the file that no part looked up as wrong (a typo such
+ * as "blockl_m = 4" must not be dropped silently), then free the file. */
+void answers_done(tally *t, answers *a);
 void answers_free(answers *a);
 
 enum ans_state { ANS_MISSING, ANS_TODO, ANS_EMPTY, ANS_TWICE, ANS_BAD, ANS_GIVEN };
@@ -56,6 +72,11 @@ enum ans_state answer_number(const answers *a, const char *key, double *x);
 
 /* |x - ref| <= atol + rtol * |ref|; equal infinities are close. */
 bool close_to(double x, double ref, double atol, double rtol);
+
+/* x and ref rounded to sig significant figures are the same number: how an
+ * answer asked "to 2 significant figures" is judged (0.85 and 0.851 are
+ * 0.851 at two, 0.86 is not). */
+bool same_sig(double x, double ref, int sig);
 
 /* Look key up and mark it. When the value is missing, still '?', or not a
  * number, empty or given twice, the part is "todo" and the function returns false with *x

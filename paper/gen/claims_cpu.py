@@ -1,297 +1,16 @@
-#!/usr/bin/env python3
-"""scripts/claims.py -- the paper's claims table and every number its text quotes.
+"""paper/gen/claims_cpu.py -- the claims on the CPU stages (data/cpu/*.csv).
 
-    python3 scripts/claims.py [--out build/paper]
-
-Reads only what this repository's programs wrote:
-  data/cpu/*.csv      stages 2, 3 and 6 and the property tests (make sweep)
-  data/gpu/*.csv      the H200 runs (make bench-gpu, make io-gpu), ring.csv
-                      through scripts/paper_ring.py, v3_steps.csv and
-                      v3_ncu.txt through scripts/paper_v3.py
-  src/gpu_host.c, src/stage5_main.c
-                      the constants of stage 5's fault inputs (chapter 4b's
-                      arithmetic on them), and kernels/stage4_v3_hopper.h's
-                      default step: settings the text must follow
-  OUT/lse_probe.npy   the L that one run of ./stage3 --lse saves here
-  OUT/guard_o.npy     the O of one run of ./stage6 on exercise 4's guard case,
-                      whose inputs are written here too
-and writes, into OUT only,
-  claims.md       the table of the closing chapter: claim | what the source
-                  says (quoted, with where) | measured here | data | erratum
-  block_rules.md  the three block-size rules side by side (chapter 3)
-  values.tsv      "key<TAB>value": every measured number the chapters show
-                  as [key]{.m}, and every quotation as [key]{.q} (Markdown,
-                  with its source), see paper/include-code.lua.
-Nothing here re-derives a formula the C exports (the IO counts, the SRAM
-footprints, the tile counts: data/cpu/formulas.csv) or scrapes printed text.
-The only numbers typed here are other people's: the quotations in QUOTES,
-each with where it stands. tests/paper.sh checks that every textbook quote
-is really in the textbook, fragment by fragment.
-
-Adding a claim: write a function f(t) that reads its data with read_csv(),
-sets values with t.value(key, text) and rows with t.row(...), and decorate it
-with @claim; claims run in the order they are defined. A missing data file
-must give a row saying so, never a failure (CI has no GPU data).
-Standard library only.
+Exactness, the online softmax, the tiled forward's IO and block rules, the
+masks and the exercises' arithmetic; each function is one @claim (see
+paper/gen/claimlib.py), run in the order defined here, before the GPU's.
 """
-import csv
-import math
-import os
-import re
-import subprocess
-import sys
+import math  # noqa: F401
+import os  # noqa: F401
+import subprocess  # noqa: F401
+import sys  # noqa: F401
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import paper_gpu  # noqa: E402  (the H200 tables: column aliases, Figure 2 rows)
-
-EPS = 2.0 ** -52          # fp64 machine epsilon (IEEE 754 binary64: 52 fraction bits)
-UNIT_ROUNDOFF = 2.0 ** -53
-
-
-# ---------------------------------------------------------------------------
-# Quotations: what the textbook chapter and the papers say, word for word.
-# ---------------------------------------------------------------------------
-class Quote:
-    """A quotation: `fragments` stand in the source exactly as given (a long
-    sentence is quoted in fragments joined by an ellipsis, each under twelve
-    words); `where` says where (a textbook line, a paper's section)."""
-
-    def __init__(self, source, where, *fragments):
-        self.source, self.where, self.fragments = source, where, fragments
-
-    def markdown(self):
-        body = " … ".join(texify(f) for f in self.fragments)
-        return f"“{body}” ({CITE[self.source]}, {self.where})"
-
-
-CITE = {
-    "chapter": "textbook",
-    "fa1": "Dao et al. 2022",
-    "h200": "NVIDIA H200 datasheet",
-}
-
-# The textbook chapter (FlashAttention I: IO-Awareness & The Online Softmax):
-# the fragments are its text byte for byte, LaTeX delimiters included.
-QUOTES = {
-    "q_online_err": Quote("chapter", "l. 124, the code's comment; l. 126",
-                          "# ~1e-16, machine epsilon",
-                          "on the order of \\(10^{-16}\\)"),
-    "q_o1": Quote("chapter", "l. 52", "using \\(O(1)\\) extra state"),
-    "q_tiled_err": Quote("chapter", "l. 233", "# both print ~1e-15"),
-    "q_gradcheck": Quote("chapter", "l. 336",
-                         "The gradient check passes to \\(\\sim 10^{-7}\\),",
-                         "central differences in fp64."),
-    "q_naive_io": Quote("chapter", "ll. 38-42, bytes in fp16",
-                        "~2·N² + 4·N·d", "~4·N²", "~2·N² + 4·N·d",
-                        "dominated by the N² terms"),
-    "q_order": Quote("chapter", "l. 410",
-                     "SRAM on the order of \\(M \\sim 10^5\\)",
-                     "\\(d^2 \\sim 10^4\\),",
-                     "an order-of-magnitude reduction in HBM traffic"),
-    "q_chapter_blocks": Quote("chapter", "l. 408",
-                              "column block can be \\(B_c = \\Theta(M/d)\\)",
-                              "row block \\(B_r = \\Theta(M/d)\\)",
-                              "\\(B_r \\times B_c\\) score tile \\(\\le M\\))."),
-    "q_chapter_br": Quote("chapter", "l. 410", "The last step uses \\(B_r = \\Theta(M/d)\\)."),
-    "q_extra_mem": Quote("chapter", "l. 427",
-                         "The only persistent extra allocations are \\(O\\)",
-                         "and \\(L\\) (\\(N\\))."),
-    "q_causal": Quote("chapter", "l. 241",
-                      "Causal masking is free.",
-                      "skip all key-blocks \\(j\\)",
-                      "lie entirely above the diagonal",
-                      "(\\(j_0 > i_1\\)),",
-                      "This roughly halves the work for long sequences"),
-    "q_causal_i1": Quote("chapter", "l. 167, the code's end of a query block",
-                         "i1 = min(i0 + Br, N)"),
-    "q_ex2": Quote("chapter", "l. 507, exercise 2",
-                   "report the row logsumexp \\(L = m + \\log \\ell\\)"),
-    "q_ex3": Quote("chapter", "ll. 511-515, exercise 3",
-                   "How many bytes does the naive score matrix \\(S\\) occupy?",
-                   "what is the reduction factor at this \\(d\\)?"),
-    "q_ex5": Quote("chapter", "l. 597, exercise 5(b)",
-                   "quantify the HBM memory that recomputation saves",
-                   "and identify the compensating cost."),
-    "q_ex4_skip": Quote("chapter", "l. 517, exercise 4",
-                        "skip key-blocks that fall entirely outside it"),
-    "q_ex4_guard": Quote("chapter", "l. 517, exercise 4",
-                         "-inf guards so fully-masked rows do not produce nan"),
-    "q_guard_code": Quote("chapter", "ll. 194-195, the forward's code",
-                          "# guard rows that are entirely -inf",
-                          "np.where(np.isneginf(m_new), 0.0, m_new)"),
-    "q_guard_comment": Quote("chapter", "l. 194, the forward's code", "# guard rows that are entirely -inf"),
-    "q_memory": Quote("chapter", "l. 427", "Memory drops from \\(O(N^2)\\) to \\(O(N)\\)."),
-    "q_exact": Quote("chapter", "l. 491", "computes precisely the same function. No approximation."),
-    "q_naive_ai": Quote("chapter", "l. 44",
-                        "the arithmetic intensity",
-                        "is low and roughly constant in \\(N\\),"),
-    # The FlashAttention paper (Dao, Fu, Ermon, Rudra, Ré, NeurIPS 2022,
-    # arXiv:2205.14135): transcribed from the paper, in its notation.
-    "q_fa1_blocks": Quote("fa1", "Algorithm 1, line 1",
-                          "Set block sizes $B_c = \\lceil \\frac{M}{4d} \\rceil$, "
-                          "$B_r = \\min(\\lceil \\frac{M}{4d} \\rceil, d)$."),
-    "q_fa1_sram": Quote("fa1", "Algorithm 1, Require", "on-chip SRAM of size $M$"),
-    "q_fa1_fig2": Quote("fa1", "Figure 2, left: forward + backward, GPT-2 medium, "
-                        "seq. length 1024, head dim. 64, 16 heads, batch size 64, A100",
-                        "GFLOPs 66.6 | 75.2", "HBM R/W (GB) 40.3 | 4.4",
-                        "Runtime (ms) 41.7 | 7.3"),
-    "q_fa1_fig2_shape": Quote("fa1", "Figure 2's caption",
-                              "seq. length 1024, head dim. 64, 16 heads, batch size 64"),
-    "q_fa1_fig2_hbm": Quote("fa1", "Figure 2, left: forward + backward, A100",
-                            "HBM R/W (GB) 40.3 | 4.4"),
-    "q_fa1_speed": Quote("fa1", "Section 1, Benchmarking Attention",
-                         "up to 3$\\times$ faster than the standard attention implementation",
-                         "across common sequence lengths from 128 to 2K"),
-    "q_fa1_theorem2": Quote("fa1", "Theorem 2",
-                            "requires $\\Theta(N^2d^2M^{-1})$ HBM accesses"),
-    "q_h200": Quote("h200", "2024: FP16 Tensor Core, with sparsity; GPU memory bandwidth",
-                    "1,979 TFLOPS", "4.8TB/s"),
-}
-
-# Other people's numbers, each with the quotation it comes from.
-PUBLISHED = {
-    "fig2_gflops_std": (66.6, "q_fa1_fig2"),
-    "fig2_gflops_fa": (75.2, "q_fa1_fig2"),
-    "fig2_hbm_std_gb": (40.3, "q_fa1_fig2"),
-    "fig2_hbm_fa_gb": (4.4, "q_fa1_fig2"),
-    "fig2_ms_std": (41.7, "q_fa1_fig2"),
-    "fig2_ms_fa": (7.3, "q_fa1_fig2"),
-    "h200_sparse_tflops": (1979, "q_h200"),   # dense is half: sparsity doubles the datasheet rate
-    "h200_hbm_tbs": (4.8, "q_h200"),
-}
-
-
-def pub(key):
-    return PUBLISHED[key][0]
-
-
-_UNICODE_MATH = {"²": "^2", "·": r"\cdot ", "Θ": r"\Theta", "≤": r"\le ", "×": r"\times "}
-
-
-def texify(text):
-    """A fragment as Markdown: the chapter's \\( \\) math as $ $, its Unicode
-    math (N², N·d) as TeX math, code-like fragments as code."""
-    if re.fullmatch(r"[\w ]+ = [\w.]+\(.*\)", text) or text.startswith("# "):
-        return f"`{text}`"              # code, or a comment in the chapter's code
-    text = re.sub(r"\\\((.*?)\\\)", lambda mo: "$" + mo.group(1) + "$", text)
-
-    def uni(mo):
-        s = mo.group(0)
-        for u, tex in _UNICODE_MATH.items():
-            s = s.replace(u, tex)
-        return "$" + s.strip() + "$"
-    # runs of a formula written with Unicode: letters, digits, ², ·, + (a
-    # trailing space stays outside the math)
-    text = re.sub(r"~?[0-9N](?:[0-9N·²+d]| (?=[0-9N·²+d]))*[²·](?:[0-9N·²+d]| (?=[0-9N·²+d]))*",
-                  lambda mo: uni(mo).replace("$~", "$\\sim "), text)
-    return text
-
-
-# ---------------------------------------------------------------------------
-# Reading the data
-# ---------------------------------------------------------------------------
-def path(*p):
-    return os.path.join(ROOT, *p)
-
-
-def read_csv(rel):
-    """Rows of a CSV with '#' provenance lines on top, as dicts; None if absent."""
-    full = rel if os.path.isabs(rel) else path(rel)
-    if not os.path.exists(full):
-        return None
-    with open(full, newline="") as f:
-        lines = [ln for ln in f if not ln.startswith("#") and ln.strip()]
-    return list(csv.DictReader(lines))
-
-
-def num(row, key):
-    v = row.get(key, "")
-    return float(v) if v not in ("", None) else None
-
-
-def select(rows, **want):
-    return [r for r in rows if all(str(r.get(k)) == str(v) for k, v in want.items())]
-
-
-def one(rows, **want):
-    got = select(rows, **want)
-    return got[0] if got else None
-
-
-def slope(xs, ys):
-    """Least-squares slope of log y against log x (nan with fewer than 2 distinct x)."""
-    if len(set(xs)) < 2:
-        return float("nan")
-    lx = [math.log(x) for x in xs]
-    ly = [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    sxx = sum((a - mx) ** 2 for a in lx)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sxx
-
-
-def sci(x, digits=1):
-    return f"{x:.{digits}e}"
-
-
-def grouped(n):
-    return f"{int(n):,}"
-
-
-def tex_sci(x, digits=1):
-    """2.2e-16 as $2.2 \\times 10^{-16}$."""
-    m, e = f"{x:.{digits}e}".split("e")
-    return f"${m} \\times 10^{{{int(e)}}}$"
-
-
-# ---------------------------------------------------------------------------
-# The table
-# ---------------------------------------------------------------------------
-class Table:
-    def __init__(self, out):
-        self.out = out
-        self.rows = []
-        self.values = {}
-
-    def value(self, key, text):
-        self.values[key] = str(text)
-        return str(text)
-
-    def row(self, claim, says, measured, data, erratum=""):
-        self.rows.append((claim, says, measured, codify(data), erratum))
-
-
-CLAIMS = []
-
-
-def claim(fn):
-    CLAIMS.append(fn)
-    return fn
-
-
-# In the data column, file paths and commands are set as code, so that a
-# reader can copy them: outside code, Pandoc's smart typography would turn a
-# flag's "--" into an en-dash.
-SOURCE_TOKEN = re.compile(r"(\./[\w.]+(?: --[\w-]+(?: [\w.]+)?)*|(?:[\w.-]+/)+[\w.-]*|[\w-]+\.(?:py|csv|h|c|md|cu|json|npy))")
-
-
-def codify(text):
-    parts = str(text).split("`")
-    for i in range(0, len(parts), 2):          # outside existing code spans
-        parts[i] = SOURCE_TOKEN.sub(lambda mo: f"`{mo.group(1)}`", parts[i])
-    return "`".join(parts)
-
-
-def absent(t, claim_text, quote, what):
-    t.row(claim_text, QUOTES[quote].markdown(), f"not measured in this build: {what} is absent", what)
-
-
-def rows_or_absent(t, src, claim_text, quote):
-    """The rows of src, or None after a row saying it is absent."""
-    rows = read_csv(src)
-    if rows is None:
-        absent(t, claim_text, quote, src)
-    return rows
+from claimlib import *  # noqa: F401,F403
+from claimlib import _UNICODE_MATH  # noqa: F401
 
 
 # ---------------------------------------------------------------------------
@@ -422,13 +141,32 @@ def gradient_check(t):
     t.value("gradcheck_step", sci(step, 0))
     t.value("gradcheck_trunc", sci(trunc, 0))
     t.value("gradcheck_round", sci(rnd))
+    # the chapter's own check, same seed, shape, entries and measure (absolute),
+    # run on the project's reference by scripts/chapter_example.py
+    cg_src = "data/cpu/chapter_gradcheck.csv"
+    for k in ("cg_N", "cg_d", "cg_err", "cg_f", "cg_ufh", "cg_ratio", "cg_grad"):
+        t.value(k, "not measured")
+    cg = read_csv(cg_src)
+    own = ""
+    if cg:
+        c = one(cg, case="chapter_gradcheck")
+        err_c = num(c, "max_abs_error")
+        t.value("cg_N", c["N"])
+        t.value("cg_d", c["d"])
+        t.value("cg_err", sci(err_c))
+        t.value("cg_f", f"{num(c, 'abs_f'):.3f}")
+        t.value("cg_grad", f"{num(c, 'max_abs_grad'):.2f}")
+        t.value("cg_ufh", sci(num(c, "u_f_over_h")))
+        t.value("cg_ratio", f"{pub('chapter_gradcheck') / err_c:.0f}")
+        own = (f"; at the chapter's own setting ($N$ = {c['N']}, $d$ = {c['d']}, causal, its seed "
+               f"and three entries, absolute) {sci(err_c)}")
     t.row(f"{claim_text}, {len(gc)} shapes", QUOTES["q_gradcheck"].markdown(),
-          f"max relative (to $\\max|\\mathrm{{grad}}|$) {sci(e)}", src,
-          f"The expected precision is about the larger of the truncation error "
-          f"$h^2$ = ({sci(step, 0)})$^2$ = {sci(trunc, 0)} and the rounding error "
-          f"$u/h$ = {sci(UNIT_ROUNDOFF)} / {sci(step, 0)} = {sci(rnd)}, "
-          f"so near $10^{{-10}}$: $10^{{-7}}$ is a loose bound, not the fp64 precision. "
-          "(The chapter compares three entries, absolute; we compare every entry, relative)")
+          f"max relative (to $\\max|\\mathrm{{grad}}|$) {sci(e)}{own}", f"{src}; {cg_src}",
+          f"The expected error is about the larger of the truncation error, "
+          f"$h^2$ = ({sci(step, 0)})$^2$ = {sci(trunc, 0)} times a third derivative, and the "
+          f"rounding error $u|f|/h$ ({t.values['cg_ufh']} at the chapter's setting, "
+          f"$|f|$ = {t.values['cg_f']}): $10^{{-7}}$ is {t.values['cg_ratio']} times the error "
+          "its own check makes on the same tensors, a loose bound, not the fp64 precision")
 
 
 # ---------------------------------------------------------------------------
@@ -562,13 +300,16 @@ def tiled_io(t):
     t.row(f"{claim_text} ($N$ = 2048, $d$ = {d}, $M$ = {grouped(fw[0][0])}..{grouped(mmax)}; "
           "elements counted while running)",
           QUOTES["q_order"].markdown() + "; " + QUOTES["q_chapter_br"].markdown(),
-          thin_note + f"The paper's rule (`derive_blocks`): forward "
+          thin_note + f"Stage 3's fit of the paper's rule (`derive_blocks`, the printed blocks "
+          f"shrunk to fit $M$; backward {t.values['Mmax_bwd_Br']} $\\times$ "
+          f"{t.values['Mmax_bwd_Bc']} at the largest $M$): forward "
           f"{t.values['ratio_fwd_Mmax']}$\\times$ at $M/d^2$ = {mmax / d ** 2:g}, flat from "
           f"$M$ = {t.values['fwd_flat_from_M']}; backward {t.values['ratio_bwd_Mmax']}$\\times$, "
           f"slope {s_bwd:.2f} in $M$",
           src,
-          "None with the chapter's own reading, $B_r = \\Theta(M/d)$ for the block that is "
-          "re-read: the data support an order of magnitude. The shortfall belongs to the "
+          "None with the chapter's own reading, $B_r = \\Theta(M/d)$ for the query block (the "
+          "outer loop's, read once while $K$, $V$ stream past it): the data support an order "
+          "of magnitude. The shortfall belongs to the "
           "FlashAttention paper's rule (next rows), whose $B_r$ stops at $d$, applied to a "
           "queries-outer forward pass")
 
@@ -668,7 +409,7 @@ def extra_memory(t):
     n = 512
     claim_text = "Extra slow memory is $O(N)$: only $O$ and $L$"
     t.value("lse_entries", "not measured")
-    t.value("lse_N", str(n))
+    t.value("lse_probe_N", str(n))
     try:
         subprocess.run([path("stage3"), "--random", "--n", str(n), "--d", "64", "--lse", probe],
                        check=True, capture_output=True, timeout=120)
@@ -798,7 +539,7 @@ def window_sweep(t):
           f"{t_w} of {t_c} causal tiles visited (saves {1 - t_w / t_c:.2f}; {t_all} without a "
           f"mask); forward traffic {t.values['win_io_fwd_256']} and time "
           f"{t.values['win_time_fwd_256']} of causal; counted == formula in "
-          f"{'all' if ok else 'NOT all'} {len(rows)} rows", src, "")
+          f"{'all' if ok else 'NOT all'} {len(rows)} rows", src, "", answer_of=4)
 
 
 @claim
@@ -850,17 +591,26 @@ def lse_error(t):
     src = "data/cpu/lse_error.csv"
     claim_text = "The backward's $P = \\exp(S - L)$ is exact"
     for k in ("lse_ratio", "lse_naive_max", "lse_L_max", "lse_tiled_max", "lse_L_75", "lse_tiled_75",
-              "lse_eps_L_75", "bwd_tol_base", "bwd_tol_L_factor", "lse_fp32_at_max", "lse_N", "lse_d"):
+              "lse_eps_L_75", "lse_ratio_75", "lse_L_floor", "lse_ratio_L", "lse_ratio_all",
+              "lse_ratio_all_L", "bwd_tol_base", "bwd_tol_L_factor", "lse_fp32_at_max", "lse_N", "lse_d"):
         t.value(k, "not measured")
     rows = rows_or_absent(t, src, claim_text, "q_exact")
     if rows is None:
         return
-    tiled = [r for r in select(rows, algorithm="tiled") if num(r, "max_abs_L") >= 100]
+    L_FLOOR = 100      # below it the error is a few ulps of O(1) values, not yet |L|'s
+    tiled = [r for r in select(rows, algorithm="tiled") if num(r, "max_abs_L") >= L_FLOOR]
     naive = select(rows, algorithm="naive")
     if not (tiled and naive):
         absent(t, claim_text, "q_exact", src + " (rows with |L| >= 100)")
         return
-    ratio = max(num(r, "err_bwd") / num(r, "eps_max_abs_L") for r in tiled)
+    ratio_of = lambda r: num(r, "err_bwd") / num(r, "eps_max_abs_L")  # noqa: E731
+    ratio = max(ratio_of(r) for r in tiled)
+    top = max(tiled, key=ratio_of)
+    every = max(select(rows, algorithm="tiled"), key=ratio_of)
+    t.value("lse_L_floor", str(L_FLOOR))
+    t.value("lse_ratio_L", tex_sci(num(top, "max_abs_L")))
+    t.value("lse_ratio_all", f"{ratio_of(every):.2f}")
+    t.value("lse_ratio_all_L", f"{num(every, 'max_abs_L'):.1f}")
     worst = max(tiled, key=lambda r: num(r, "max_abs_L"))
     at75 = [r for r in tiled if num(r, "offset") == -75000 and num(r, "softmax_scale") == 1.0]
     n_worst = max(num(r, "err_bwd") for r in naive)
@@ -887,9 +637,12 @@ def lse_error(t):
         t.value("lse_L_75", tex_sci(num(at75[0], "max_abs_L")))
         t.value("lse_tiled_75", sci(num(at75[0], "err_bwd")))
         t.value("lse_eps_L_75", sci(num(at75[0], "eps_max_abs_L")))
+        t.value("lse_ratio_75", f"{ratio_of(at75[0]):.2f}")
         at_text = (f" ($|L|$ = {t.values['lse_L_75']}: $\\varepsilon |L|$ = {t.values['lse_eps_L_75']})")
     t.row(claim_text, QUOTES["q_exact"].markdown(),
-          f"tiled backward error up to {ratio:.2f} $\\varepsilon \\max|L|$ (relative; "
+          f"tiled backward error up to {ratio:.2f} $\\varepsilon \\max|L|$ over the rows with "
+          f"$|L| \\ge$ {L_FLOOR} (at $|L|$ = {t.values['lse_ratio_L']}; {t.values['lse_ratio_all']} over "
+          f"every row, at $|L|$ = {t.values['lse_ratio_all_L']}) (relative; "
           f"{sci(t_worst)} at $|L|$ = {t.values['lse_L_max']}); the naive backward stays at "
           f"{sci(n_worst)} at every $|L|$", src,
           "Exact in real arithmetic only: $L$ is rounded to about $\\varepsilon |L|$ when stored, "
@@ -1000,7 +753,7 @@ def exercise2(t):
     t.row("Exercise 2: $[3, 1, 6, 2]$ in blocks of 2", QUOTES["q_ex2"].markdown() +
           " (the exercise gives no values)",
           f"$\\alpha$ = {a:.6f}, $\\ell$ = {l:.6f}, $L$ = {L:.7f}; two-pass: {same}",
-          f"{src} (./stage2 --trace --csv)", "")
+          f"{src} (./stage2 --trace --csv)", "", answer_of=2)
 
 
 @claim
@@ -1021,7 +774,7 @@ def exercise3(t):
           f"$S$: $N^2 \\cdot 2$ = {grouped(s_bytes)} B; $O + L$: $2Nd + 4N$ = {grouped(o_bytes)} + "
           f"{grouped(l_bytes)} B; ratio {ratio:.1f}; $M/d^2$ = {M / d ** 2:g}",
           "arithmetic", "$M/d^2$ = 8 is an asymptotic factor; the counted ratios of the IO rows "
-          "above are what tiles of a given shape achieve")
+          "above are what tiles of a given shape achieve", answer_of=3)
 
 
 @claim
@@ -1036,387 +789,4 @@ def exercise5(t):
           QUOTES["q_ex5"].markdown() + " (no values given)",
           f"$P$: $2N^2$ = {grouped(p_bytes)} B against $L$: $4N$ = {grouped(l_bytes)} B, "
           f"{grouped(p_bytes - l_bytes)} B saved per head; cost: $S = QK^\\top$ again, "
-          f"$2N^2 d$ = {recompute / 1e9:.1f} GFLOP per head", "arithmetic", "")
-
-
-# ---------------------------------------------------------------------------
-# The FlashAttention paper's Figure 2, and the H200
-# ---------------------------------------------------------------------------
-@claim
-def figure2_flops(t):
-    B, H, N, d = 64, 16, 1024, 64        # the figure's setting
-    fwd = 4 * B * H * N * N * d
-    std = 3 * fwd                        # backward of standard attention: 4 products = 2x forward
-    fa = 3.5 * fwd                       # FlashAttention: S recomputed, backward 2.5x forward
-    gs, gf, ms = pub("fig2_gflops_std"), pub("fig2_gflops_fa"), pub("fig2_ms_fa")
-    for k, v in PUBLISHED.items():
-        t.value("pub_" + k, f"{v[0]:g}")
-    t.value("fig2_fwd_gflop", f"{fwd / 1e9:.1f}")
-    t.value("fig2_std_gflop", f"{std / 1e9:.1f}")
-    t.value("fig2_fa_gflop", f"{fa / 1e9:.1f}")
-    t.value("fig2_std_factor", f"{std / 1e9 / gs:.1f}")
-    t.value("fig2_fa_factor", f"{fa / 1e9 / gf:.1f}")
-    t.value("fig2_ratio_paper", f"{gf / gs:.3f}")
-    t.value("fig2_ratio_count", f"{fa / std:.3f}")
-    t.value("fig2_fa_tflops", f"{fa / (ms * 1e-3) / 1e12:.0f}")
-    t.value("fig2_paper_tflops", f"{gf / ms:.1f}")
-    t.row("FlashAttention paper, Figure 2: GFLOPs of standard attention and FlashAttention "
-          "($B$ = 64, $H$ = 16, $N$ = 1024, $d$ = 64, forward + backward)",
-          QUOTES["q_fa1_fig2"].markdown(),
-          f"$4BHN^2 d$ = {fwd / 1e9:.1f} GFLOP forward; forward + backward {std / 1e9:.1f} "
-          f"(standard, $3\\times$) and {fa / 1e9:.1f} (recomputing, $3.5\\times$)",
-          "arithmetic (the matrix products only)",
-          f"Erratum (paper): {std / 1e9:.1f} / {gs:g} = {std / 1e9 / gs:.1f} and "
-          f"{fa / 1e9:.1f} / {gf:g} = {fa / 1e9 / gf:.1f}: the printed GFLOPs are not the "
-          f"matrix-product count; only their ratio ({gf / gs:.3f} against {fa / std:.3f}) is "
-          f"close. At face value {gf:g} GFLOP in {ms:g} ms is {gf / ms:.1f} TFLOP/s on an A100")
-
-
-def l2_bytes():
-    """The H200's L2 size as the device reported it to Nsight Compute
-    (device__attribute_l2_cache_size in data/gpu/io_fwd_ncu_raw.csv)."""
-    full = path("data/gpu/io_fwd_ncu_raw.csv")
-    if not os.path.exists(full):
-        return None
-    with open(full, newline="") as f:
-        lines = [ln for ln in f if not ln.startswith("==")]
-    for r in csv.DictReader(lines):
-        v = (r.get("device__attribute_l2_cache_size") or "").replace(",", "")
-        if v.isdigit():
-            return int(v)
-    return None
-
-
-@claim
-def h200(t):
-    """The H200: datasheet rates (quoted), its L2 (as it reported itself) and
-    the IO model at Figure 2's shape against Nsight's bytes (data/gpu/io_fwd.csv)."""
-    dense = pub("h200_sparse_tflops") / 2
-    t.value("h200_peak_tflops", f"{dense:g}")
-    t.value("h200_hbm_tbs", f"{pub('h200_hbm_tbs'):g}")
-    t.value("h200_ridge", f"{dense / pub('h200_hbm_tbs'):.0f}")
-    for dd in (64, 128):
-        t.value(f"ai_d{dd}", f"{4 * dd / 8:g}")     # 4 N^2 d FLOP over 8 N^2 bytes (fp16)
-    # the softmax alone, per element of S: compare, subtract, exp, add, divide,
-    # over one fp16 element read (S) and one written (P)
-    ops, nbytes = 5, 2 + 2
-    t.value("softmax_ops", str(ops))
-    t.value("softmax_bytes", str(nbytes))
-    t.value("softmax_ai", f"{ops / nbytes:g}")
-    l2 = l2_bytes()
-    t.value("l2_bytes", grouped(l2) if l2 else "not recorded")
-    t.value("l2_mib", f"{l2 / 2 ** 20:g}" if l2 else "not recorded")
-    io = read_csv(paper_gpu.IO) or []
-    fig = [r for r in io if (paper_gpu.fnum(r, "B"), paper_gpu.fnum(r, "H"), paper_gpu.fnum(r, "N"),
-                             paper_gpu.fnum(r, "d")) == (64.0, 16.0, 1024.0, 64.0)]
-    keys = ("h200_tensor_gb", "h200_compulsory_gb", "h200_compulsory_noL_gb", "h200_naive_gb",
-            "h200_tiled_gb", "h200_tiled_Br", "h200_kv_head_kib", "v0_dram_over_model_lo",
-            "v0_dram_over_model_hi", "v0_sweep_N_lo", "v0_sweep_N_hi", "gap_mat_gb", "gap_tiled_gb")
-    for k in keys:
-        t.value(k, "n/a")
-    by = {paper_gpu.col(r, "impl"): r for r in fig}
-    v0, v1 = by.get("ours_v0_materialized"), by.get("ours_v1_tiled")
-    claim_text = "The IO model predicts a GPU's DRAM bytes (H200, Figure 2's shape, fp16, forward)"
-    if not (v0 and v1):
-        t.row(claim_text, "our model (chapters 1 and 3)",
-              f"not measured in this build: no Figure 2 rows in {paper_gpu.IO}", "data/gpu/")
-        return
-    B, H, N, d = 64, 16, 1024, 64
-    comp = paper_gpu.fnum(v1, "compulsory")
-    tensor = B * H * N * d * 2                       # one of Q, K, V, O in fp16
-    t.value("h200_tensor_gb", f"{tensor / 1e9:.3f}")
-    t.value("h200_compulsory_gb", f"{comp / 1e9:.3f}")
-    t.value("h200_compulsory_noL_gb", f"{4 * tensor / 1e9:.3f}")
-    t.value("h200_naive_gb", f"{paper_gpu.fnum(v0, 'model') / 1e9:.2f}")
-    t.value("h200_tiled_gb", f"{paper_gpu.fnum(v1, 'model') / 1e9:.2f}")
-    t.value("h200_tiled_Br", "64")
-    t.value("h200_kv_head_kib", f"{2 * N * d * 2 / 1024:.0f}")
-    t.value("gap_mat_gb", f"{paper_gpu.dram_of(v0) / 1e9:.2f}")
-    t.value("gap_tiled_gb", f"{paper_gpu.dram_of(v1) / 1e9:.2f}")
-    sweep = [r for r in io if (r.get("label") or "") == "sweep" and
-             paper_gpu.col(r, "impl") == "ours_v0_materialized"]
-    ratios = sorted((paper_gpu.dram_of(r) / paper_gpu.fnum(r, "model"), int(paper_gpu.fnum(r, "N")))
-                    for r in sweep if paper_gpu.fnum(r, "model"))
-    if ratios:
-        t.value("v0_dram_over_model_lo", f"{ratios[0][0]:.2f}")
-        t.value("v0_dram_over_model_hi", f"{ratios[-1][0]:.2f}")
-        ns = sorted(n for _, n in ratios)
-        t.value("v0_sweep_N_lo", str(ns[0]))
-        t.value("v0_sweep_N_hi", str(ns[-1]))
-    l2sm = paper_gpu.fnum(v1, "l2_sm")
-    t.row(claim_text, "our IO model (chapters 1 and 3); " + QUOTES["q_fa1_theorem2"].markdown(),
-          f"version 0: DRAM {paper_gpu.dram_of(v0) / 1e9:.2f} GB, model "
-          f"{paper_gpu.fnum(v0, 'model') / 1e9:.2f} GB (DRAM/model {t.values['v0_dram_over_model_lo']} "
-          f"to {t.values['v0_dram_over_model_hi']} over $N$ = {t.values['v0_sweep_N_lo']}.."
-          f"{t.values['v0_sweep_N_hi']}); version 1: DRAM {paper_gpu.dram_of(v1) / 1e9:.2f} GB = "
-          f"compulsory {comp / 1e9:.3f} GB ($Q, K, V$ read, $O, L$ written once), requested from L2 "
-          f"{(l2sm or float('nan')) / 1e9:.2f} GB against a model of "
-          f"{paper_gpu.fnum(v1, 'model') / 1e9:.2f} GB",
-          paper_gpu.IO + "; data/gpu/io_fwd_ncu_raw.csv",
-          f"The tiled model's $K, V$ re-reads land in the L2 ({t.values['l2_mib']} MiB, "
-          f"{t.values['l2_bytes']} bytes as the device reports it), not in DRAM: for tiled "
-          "kernels the model predicts what the SMs request from L2, and DRAM sees the "
-          "compulsory bytes, whatever $M$ is")
-
-
-@claim
-def gpu_speed_and_traffic(t):
-    """Peers measured in the same run (data/gpu/*.csv), beside what the paper published."""
-    for k in ("gpu_shape", "gpu_mat_tflops", "gpu_mat_name", "gpu_ours_name", "gpu_ours_tflops",
-              "gpu_ours_speedup", "gpu_sdpa_flash_tflops", "gpu_sdpa_flash_speedup",
-              "gpu_fig2_mat_gb", "gpu_fig2_best_gb", "gpu_fig2_best"):
-        t.value(k, "n/a")
-    for impl in ("ours_v0_materialized", "ours_v1_tiled", "ours_v2_mma", "sdpa_flash", "sdpa_cudnn"):
-        for q in ("dram", "l2", "l2sm", "model", "ms"):
-            t.value(f"fig2_{impl}_{q}", "n/a")
-    io = [r for r in (read_csv(paper_gpu.IO) or []) if (r.get("label") or "") == "sweep"]
-    bench = read_csv(paper_gpu.BENCH) or []
-
-    def setting(rows, f):
-        got = sorted({f(r) for r in rows if None not in (paper_gpu.fnum(r, "B"), paper_gpu.fnum(r, "N"),
-                                                         paper_gpu.fnum(r, "H"), paper_gpu.fnum(r, "d"))})
-        return ", ".join(grouped(g) for g in got) if got else "n/a"
-    t.value("gpu_sweep_tokens", setting(io, lambda r: paper_gpu.fnum(r, "B") * paper_gpu.fnum(r, "N")))
-    t.value("gpu_sweep_H", setting(io, lambda r: paper_gpu.fnum(r, "H")))
-    t.value("gpu_bench_tokens", setting(bench, lambda r: paper_gpu.fnum(r, "B") * paper_gpu.fnum(r, "N")))
-    hidden = sorted({int(paper_gpu.fnum(r, "H") * paper_gpu.fnum(r, "d")) for r in bench
-                     if None not in (paper_gpu.fnum(r, "H"), paper_gpu.fnum(r, "d"))})
-    t.value("gpu_bench_hidden", ", ".join(str(h) for h in hidden) or "n/a")   # H d, no grouping: H = 2048/d
-    summary = paper_gpu.summary()
-    if not summary:
-        t.value("gpu_status", "absent")
-        t.row("FlashAttention is faster on a GPU (H200)", QUOTES["q_fa1_speed"].markdown(),
-              "not measured in this build: no usable data/gpu/bench_fwd.csv or io_fwd.csv",
-              "data/gpu/", "")
-        return
-    t.value("gpu_status", "present")
-    for k, v in summary["values"].items():
-        t.value(k, v)
-    v = t.values
-    if v["gpu_fig2_best"] != "n/a":
-        t.row("Tiling cuts DRAM traffic (H200, Figure 2's shape, forward only, fp16)",
-              QUOTES["q_fa1_fig2_hbm"].markdown(),
-              f"materialized (version 0) {v['gpu_fig2_mat_gb']} GB; {v['gpu_fig2_best']} "
-              f"{v['gpu_fig2_best_gb']} GB; every tiled kernel, ours and PyTorch's, at the "
-              f"compulsory {v['h200_compulsory_gb']} GB",
-              paper_gpu.IO,
-              "The gap is materialized against compulsory bytes, not the $\\Theta(N^2d^2/M)$ "
-              "factor: the tiled kernels' DRAM bytes do not depend on $M$ (their re-reads hit "
-              f"the {v['l2_mib']} MiB L2)")
-    if v["gpu_shape"] != "n/a":
-        t.row(f"Tiled attention beats the materialized path on a GPU (H200, {v['gpu_shape']}, "
-              "forward, same run, same tensors)", QUOTES["q_fa1_speed"].markdown() + " (A100)",
-              f"{v['gpu_mat_name']} {v['gpu_mat_tflops']} TFLOP/s; {v['gpu_ours_name']} "
-              f"{v['gpu_ours_tflops']} ({v['gpu_ours_speedup']}$\\times$); PyTorch's flash kernel "
-              f"{v['gpu_sdpa_flash_tflops']} ({v['gpu_sdpa_flash_speedup']}$\\times$)",
-              paper_gpu.BENCH,
-              "The speed-up belongs to kernels whose products use tensor cores; a tiled kernel "
-              "on CUDA cores (version 1) is slower than a materialized one built on cuBLAS")
-
-
-# ---------------------------------------------------------------------------
-# The fault inputs of stage 5's tests (chapter 4b): what the rounding of an
-# fp32 L does to P there, from the generators' own constants
-# ---------------------------------------------------------------------------
-def _fp32_half_ulp_log2(x):
-    """log2 of half an ulp of an fp32 number of magnitude x (IEEE 754
-    binary32: 24-bit significand, so an ulp is 2^(e - 23) for 2^e <= x < 2^(e+1))."""
-    return math.floor(math.log2(abs(x))) - 24
-
-
-@claim
-def fault_inputs(t):
-    """Chapter 4b's arithmetic on two of the fault inputs stage 5 tests:
-    Q, K ~ -A U[0,1) and Q, K ~ U[lo, lo + w] (src/gpu_host.c, GH_IN_NEG900
-    and GH_IN_HUGE), at the d of their cases in src/stage5_main.c, with the
-    default softmax_scale 1/sqrt(d). The typical scaled score is
-    tau d E[q] E[k] (entries independent); an fp32 L of that size is rounded
-    by up to half an ulp, which enters every exponent of the row: P is off
-    by a factor of up to e^(half ulp)."""
-    with open(path("src", "gpu_host.c")) as f:
-        gen = f.read()
-    with open(path("src", "stage5_main.c")) as f:
-        cases = f.read()
-    neg = re.search(r"in->Q\[i\] = -([\d.e]+) \* rng_uniform", gen)
-    huge = re.search(r"in->Q\[i\] = ([\d.e]+) \+ ([\d.e]+) \* rng_uniform", gen)
-    dm = re.search(r'\{"fault: [^"]*",(?: *\d+,){5} *(\d+),[^}]*GH_IN_NEG900\}', cases)
-    if not (neg and huge and dm):
-        sys.exit("claims.py: the fault inputs' generators (src/gpu_host.c) or their cases "
-                 "(src/stage5_main.c) are not where fault_inputs() looks for them")
-    A, lo, w, d = float(neg.group(1)), float(huge.group(1)), float(huge.group(2)), int(dm.group(1))
-    root = math.isqrt(d)
-    tau_tex = f"\\tfrac1{{{root}}}" if root * root == d else f"\\tfrac1{{\\sqrt{{{d}}}}}"
-    t.value("fault_d", str(d))
-
-    def num_tex(x):          # 900 as 900, 4e4 as 4 \times 10^4, 6.5e4 as 6.5 \times 10^4
-        if x == int(x) and abs(x) < 1e4:
-            return str(int(x))
-        m, e = f"{x:.1e}".split("e")
-        return f"{m.rstrip('0').rstrip('.')} \\times 10^{{{int(e)}}}"
-    # -A U[0,1): mean entry -A/2, so q.k is about d (A/2)^2
-    s_neg = d * (A / 2) ** 2 / math.sqrt(d)
-    h_neg = _fp32_half_ulp_log2(s_neg)
-    t.value("fault_neg_dist", f"$-{num_tex(A)}\\,U[0,1)$")
-    t.value("fault_neg_score", f"${tau_tex} \\cdot {d} \\cdot {num_tex(A / 2)}^2 \\approx "
-                               f"{tex_sci(s_neg)[1:-1]}$")
-    t.value("fault_neg_half_ulp", f"$2^{{{h_neg}}}$")
-    t.value("fault_neg_p_err", f"{100 * math.expm1(2.0 ** h_neg):.0f}\u00a0%")
-    # U[lo, lo + w]: mean entry lo + w/2
-    s_huge = d * (lo + w / 2) ** 2 / math.sqrt(d)
-    t.value("fault_huge_dist", f"$U[{num_tex(lo)}, {num_tex(lo + w)}]$")
-    t.value("fault_huge_score", tex_sci(s_huge))
-    t.value("fault_huge_half_ulp", f"$2^{{{_fp32_half_ulp_log2(s_huge)}}}$")
-
-
-# ---------------------------------------------------------------------------
-# The PyTorch op (chapter 4b2) and version 3 (chapter 4c): the settings their
-# scripts run, and data/gpu/v3_steps.csv when present
-# ---------------------------------------------------------------------------
-@claim
-def torch_op(t):
-    """The training comparison's model and run (scripts/train_compare.py's
-    DEFAULTS), and what the op saves for the backward at that size."""
-    import train_compare
-    c = train_compare.DEFAULTS
-    B, H, N = c["batch"], c["heads"], c["context"]
-    for k in ("steps", "layers", "d_model", "heads", "context", "batch"):
-        t.value("train_" + k, str(c[k]))
-    t.value("train_head_dim", str(c["d_model"] // c["heads"]))
-
-    def power(n):          # 2^k when n is a power of two, else grouped digits
-        return f"$2^{{{n.bit_length() - 1}}}$" if n & (n - 1) == 0 else grouped(n)
-    t.value("train_P_elems", power(B * H * N * N))
-    t.value("train_L_elems", power(B * H * N))
-
-    # the first training run, judged by the first rule (data/gpu/train_loss_first.csv)
-    first = path("data", "gpu", "train_loss_first.csv")
-    for k in ("train_first_commit", "train_first_dev", "train_first_spread", "train_first_ratio",
-              "train_first_rerun", "train_rerun"):
-        t.value(k, "n/a")
-    cur = path("data", "gpu", "train_loss.csv")
-    if os.path.exists(cur):
-        summ = train_compare.summarize(train_compare.read_csv(cur)[0])
-        s = summ["final"]
-        if "sdpa_flash_rerun" in s and "sdpa_flash" in s:
-            t.value("train_rerun", f"{abs(s['sdpa_flash_rerun'] - s['sdpa_flash']):.4f}")
-        if summ["verdict"] in ("PASS", "FAIL"):
-            t.row(f"Training with our op ends where PyTorch's kernels do ({c['steps']} steps, bf16)",
-                  "not in the chapter",
-                  f"largest drift of our runs from the fp32-attention run {summ['drift'][summ['worst']]:.4f} "
-                  f"= {summ['ratio']:.2f} x the largest of PyTorch's bf16 runs: {summ['verdict']} (rule: <= 2 x); "
-                  "one draw, not a distribution", "data/gpu/train_loss.csv; scripts/train_compare.py")
-    else:
-        t.row("Training with our op ends where PyTorch's kernels do", "not in the chapter",
-              "not measured in this build: no data/gpu/train_loss.csv", "data/gpu/train_loss.csv")
-    if os.path.exists(first):
-        losses, pv = train_compare.read_csv(first)
-        s = train_compare.summarize(losses)
-        dev = abs(s["final"]["ours"] - s["final"][train_compare.REF])
-        t.value("train_first_commit", pv.get("commit", "?"))
-        t.value("train_first_dev", f"{dev:.4f}")
-        t.value("train_first_spread", f"{s['spread']:.4f}")
-        t.value("train_first_ratio", f"{dev / s['spread']:.1f}")
-        f = s["final"]
-        t.value("train_first_rerun", f"{abs(f['sdpa_flash_rerun'] - f['sdpa_flash']):.5f}")
-
-
-@claim
-def v3_steps(t):
-    """The setting of the version-3 step figure: the N figures/v3_steps.gp
-    draws, and the tokens and hidden size of data/gpu/v3_steps.csv's rows there."""
-    for k in ("v3_fig_N", "v3_fig_tokens", "v3_fig_hidden"):
-        t.value(k, "n/a")
-    with open(path("kernels", "stage4_v3_hopper.h")) as f:
-        ds = re.search(r"#define FA_V3_DEFAULT_STEP (\d+)", f.read())
-    t.value("v3_default_step", ds.group(1) if ds else "n/a")
-    with open(path("figures", "v3_steps.gp")) as f:
-        mo = re.search(r"NN = (\d+)", f.read())
-    rows = [r for r in (read_csv("data/gpu/v3_steps.csv") or []) if mo and r.get("N") == mo.group(1)]
-    if not rows:
-        return
-    t.value("v3_fig_N", grouped(rows[0]["N"]))
-    t.value("v3_fig_tokens", ", ".join(grouped(x) for x in sorted({int(r["B"]) * int(r["N"]) for r in rows})))
-    t.value("v3_fig_hidden", ", ".join(str(x) for x in sorted({int(r["H"]) * int(r["d"]) for r in rows})))
-
-
-@claim
-def v3_measured(t):
-    """What the device run of data/gpu/v3_steps.csv and v3_ncu.txt measured
-    (scripts/paper_v3.py): the default step against SDPA cuDNN and flash,
-    each step's gain, the counters that say what limits it."""
-    import paper_v3
-    for k, v in paper_v3.values().items():
-        t.value(k, v)
-
-
-@claim
-def bwd_measured(t):
-    """What the final device run measured of the GPU backward (chapter 04b,
-    scripts/paper_bwd.py): ratios to SDPA flash and cuDNN, determinism's
-    cost, the bytes beside the IO model."""
-    import paper_bwd
-    v = paper_bwd.values()
-    for k, x in v.items():
-        t.value(k, x)
-    src = "data/gpu/bench_bwd.csv; data/gpu/io_bwd.csv; data/gpu/bwd_opcodes_v3.txt"
-    if v["bwd_status"] != "present":
-        t.row("The tiled backward on a GPU (stage 5)", "not in the chapter",
-              "not measured in this build: no data/gpu/bench_bwd.csv", src)
-        return
-    t.row(f"The tiled backward on a GPU (stage 5; H200, bf16, $N \\ge$ {v['bwd_N_lo']}, {v['bwd_nshapes']} shapes)",
-          "not in the chapter (its backward is NumPy on the CPU)",
-          f"version 3: {v['bwd_v3_flash']} x SDPA flash (mean {v['bwd_v3_flash_gm']}), {v['bwd_v3_cudnn']} x cuDNN; "
-          f"version 2: {v['bwd_v2_flash']} x flash; the goal, version 2 >= 1.0 x flash, not met. "
-          f"L2 bytes {v['bwd_io_v3_ratio']} x the IO model (v3), {v['bwd_io_v2_ratio']} x (v2)", src)
-
-
-@claim
-def ring(t):
-    """Stage 7 (chapter 04d): exercise 2 by the merge rule, and data/gpu/ring.csv
-    when present (scripts/paper_ring.py)."""
-    import paper_ring
-    for k, v in paper_ring.values().items():
-        t.value(k, v)
-    t.row(*paper_ring.claim_row())
-
-
-# ---------------------------------------------------------------------------
-def main(argv):
-    out = path("build", "paper")
-    if "--out" in argv:
-        out = argv[argv.index("--out") + 1]
-    os.makedirs(out, exist_ok=True)
-    t = Table(out)
-    for fn in CLAIMS:
-        fn(t)
-    for key, q in QUOTES.items():
-        t.value(key, q.markdown())
-
-    def cell(s):
-        # a zero-width space after each '/' of the prose lets it wrap in the
-        # PDF (paper/metadata.yaml maps U+200B to \allowbreak); never inside
-        # code (it would be copied with a path: paper/include-code.lua adds
-        # the break points there for LaTeX only) or math
-        # A '|' ends a cell unless escaped, and inside math an escaped one
-        # would be TeX's '\|' (a double bar): math gets \vert instead.
-        parts = re.split(r"(`[^`]*`|\$[^$]*\$)", str(s).replace("\n", " "))
-        return "".join(p.replace("|", "\\vert{}") if p[:1] == "$" else
-                       p.replace("|", "\\|") if p[:1] == "`" else
-                       p.replace("/", "/\u200b").replace("|", "\\|") for p in parts)
-
-    with open(os.path.join(out, "claims.md"), "w") as f:
-        f.write("| claim | the source says | measured here | data | erratum |\n")
-        # dashes set the relative column widths of the PDF table
-        f.write("|:" + "-" * 16 + "|:" + "-" * 21 + "|:" + "-" * 24 + "|:" + "-" * 15 + "|:"
-                + "-" * 24 + "|\n")
-        for r in t.rows:
-            f.write("| " + " | ".join(cell(c) for c in r) + " |\n")
-    with open(os.path.join(out, "values.tsv"), "w") as f:
-        for k in sorted(t.values):
-            f.write(f"{k}\t{t.values[k]}\n")
-    print(f"claims.py: {len(t.rows)} claims, {len(t.values)} values -> {out}/claims.md, "
-          "values.tsv, block_rules.md")
-
-
-if __name__ == "__main__":
-    main(sys.argv)
+          f"$2N^2 d$ = {recompute / 1e9:.1f} GFLOP per head", "arithmetic", "", answer_of=5)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""scripts/paper_ring.py -- the numbers chapter 04d (one sequence, several GPUs) quotes.
+"""paper/gen/paper_ring.py -- the numbers chapter 04d (one sequence, several GPUs) quotes.
 
-    python3 scripts/paper_ring.py          prints the values, one "key<TAB>value" a line
+    python3 paper/gen/paper_ring.py          prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two kinds of number:
 
@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RING = os.environ.get("PAPER_RING_CSV", "data/gpu/ring.csv")
 
 

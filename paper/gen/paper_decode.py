@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """paper_decode.py -- the decoding chapter's generated pieces, from data/ only.
 
-    python3 scripts/paper_decode.py --out build/paper        (make paper runs it)
+    python3 paper/gen/paper_decode.py --out build/paper        (make paper runs it)
 
 Writes into --out:
   decode_io.md    the CPU stage 8's traffic, counted against the closed form,
@@ -25,7 +25,7 @@ import csv
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def read_csv(path):

@@ -1,5 +1,5 @@
 #!/bin/sh
-# scripts/paper_figures.sh OUTDIR -- draw every figure of the paper from data/.
+# paper/gen/paper_figures.sh OUTDIR -- draw every figure of the paper from data/.
 #
 # Each figure is a gnuplot script in figures/ drawn twice: OUTDIR/NAME.pdf
 # (for pdflatex) and OUTDIR/NAME.svg (for the HTML page). A figure whose data

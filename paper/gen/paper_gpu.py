@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""scripts/paper_gpu.py -- read the H200 measurements for the paper, if any.
+"""paper/gen/paper_gpu.py -- read the H200 measurements for the paper, if any.
 
-    python3 scripts/paper_gpu.py [--out build/paper]
+    python3 paper/gen/paper_gpu.py [--out build/paper]
 
 data/gpu/bench_fwd.csv and data/gpu/io_fwd.csv are written on the GPU machine
 (make bench-gpu). They may be absent (CI has no GPU): then this script writes
@@ -21,7 +21,7 @@ import csv
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # (the environment can point elsewhere, for the paper's own tests)
 BENCH = os.environ.get("PAPER_GPU_BENCH", "data/gpu/bench_fwd.csv")
 IO = os.environ.get("PAPER_GPU_IO", "data/gpu/io_fwd.csv")
@@ -234,6 +234,15 @@ def write_speed_table(speed, path):
             f.write(f"| `{name}` | " + " | ".join(cells) + " |\n")
         f.write(f"\n: Forward throughput on the H200 in TFLOP/s ({dt}, not causal, "
                 f"$B \\cdot N = 16384$ tokens, $H = 2048/d$). Data: `{BENCH}`.\n")
+
+
+def print_values(values):
+    """Print a chapter generator's values (paper_bwd.py, paper_v3.py run on
+    their own), one "key<TAB>value" a line in key order; returns the exit
+    status 0."""
+    for k, x in sorted(values.items()):
+        print(f"{k}\t{x}")
+    return 0
 
 
 def main(argv):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""scripts/paper_v3.py -- the numbers chapter 04c (version 3, Hopper) quotes from its device run.
+"""paper/gen/paper_v3.py -- the numbers chapter 04c (version 3, Hopper) quotes from its device run.
 
-    python3 scripts/paper_v3.py          prints the values, one "key<TAB>value" a line
+    python3 paper/gen/paper_v3.py          prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
 by one call of scripts/v3_device.sh on the H200:
@@ -31,7 +31,9 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import paper_gpu  # print_values: the one key<TAB>value printer of the chapter generators
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = os.environ.get("PAPER_V3_CSV", "data/gpu/v3_steps.csv")
 NCU = os.environ.get("PAPER_V3_NCU", "data/gpu/v3_ncu.txt")
 TESTS = os.environ.get("PAPER_V3_TESTS", "data/gpu/v3_tests.log")
@@ -282,11 +284,5 @@ def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
     return v
 
 
-def main():
-    for k, x in sorted(values().items()):
-        print(f"{k}\t{x}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(paper_gpu.print_values(values()))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""scripts/paper_bwd.py -- the numbers chapter 04b (the GPU backward) quotes from the H200 run.
+"""paper/gen/paper_bwd.py -- the numbers chapter 04b (the GPU backward) quotes from the H200 run.
 
-    python3 scripts/paper_bwd.py         prints the values, one "key<TAB>value" a line
+    python3 paper/gen/paper_bwd.py         prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
 by one call of scripts/device_final.sh:
@@ -27,7 +27,9 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import paper_gpu  # print_values: the one key<TAB>value printer of the chapter generators
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 IO = os.environ.get("PAPER_BWD_IO", "data/gpu/io_bwd.csv")
 OPS = {"ours": "data/gpu/bwd_opcodes_v3.txt", "flash": "data/gpu/bwd_opcodes_flash.txt",
@@ -159,7 +161,9 @@ def values():
             "bwd_v3_flash_512",
             "bwd_io_N", "bwd_io_d", "bwd_io_v3_l2", "bwd_io_v3_model", "bwd_io_v3_ratio",
             "bwd_io_v2_l2", "bwd_io_v2_model", "bwd_io_v2_ratio", "bwd_io_flash_l2",
-            "bwd_io_cudnn_l2", "bwd_io_v3_dram", "bwd_io_compulsory", "bwd_io_flash_dram"]
+            "bwd_io_cudnn_l2", "bwd_io_v3_dram", "bwd_io_compulsory", "bwd_io_flash_dram",
+            "bwd_io_v3_l2sm", "bwd_io_v3_sm_ratio", "bwd_io_v2_l2sm", "bwd_io_v2_sm_ratio",
+            "bwd_io_flash_l2sm", "bwd_io_cudnn_l2sm"]
     v = {k: "n/a" for k in keys}
     v["bwd_status"] = "absent"
     v.update(opcode_values())
@@ -220,17 +224,19 @@ def values():
             v["bwd_io_v2_ratio"] = f"{float(r2['l2_bytes']) / float(r2['model_bytes']):.2f}"
             v["bwd_io_flash_l2"] = f"{gb(rf, 'l2_bytes'):.1f}"
             v["bwd_io_cudnn_l2"] = f"{gb(rc, 'l2_bytes'):.1f}" if rc else "n/a"
+            # chapter 4's metric: the bytes the SMs request from L2 by loads
+            # and stores (lts__t_sectors_srcunit_tex_op_read + _op_write)
+            v["bwd_io_v3_l2sm"] = f"{gb(r3, 'l2_from_sm_bytes'):.1f}"
+            v["bwd_io_v3_sm_ratio"] = f"{float(r3['l2_from_sm_bytes']) / float(r3['model_bytes']):.2f}"
+            v["bwd_io_v2_l2sm"] = f"{gb(r2, 'l2_from_sm_bytes'):.1f}"
+            v["bwd_io_v2_sm_ratio"] = f"{float(r2['l2_from_sm_bytes']) / float(r2['model_bytes']):.2f}"
+            v["bwd_io_flash_l2sm"] = f"{gb(rf, 'l2_from_sm_bytes'):.1f}"
+            v["bwd_io_cudnn_l2sm"] = f"{gb(rc, 'l2_from_sm_bytes'):.1f}" if rc else "n/a"
             v["bwd_io_v3_dram"] = f"{gb(r3, 'dram_bytes'):.2f}"
             v["bwd_io_flash_dram"] = f"{gb(rf, 'dram_bytes'):.2f}"
             v["bwd_io_compulsory"] = f"{gb(r3, 'compulsory_bytes'):.2f}"
     return v
 
 
-def main():
-    for k, x in sorted(values().items()):
-        print(f"{k}\t{x}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(paper_gpu.print_values(values()))

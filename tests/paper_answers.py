@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""tests/paper_answers.py -- the learner's edition gives no exercise's answer away.
+
+    python3 tests/paper_answers.py LEARNER.html [INSTRUCTOR.html]
+
+LEARNER.html and INSTRUCTOR.html are the two editions' HTML (the same
+document as the PDF), read as text with the code left out: a listing's line
+numbers and constants (line 310, 65536.f) are not answers. The answers are the numbers of each reference solution,
+exercises/solutions/exN/answers.txt, values and the arithmetic in its
+comments alike (1 - 310 / 2080 = 0.851 gives 310, 2080 and 0.851 as well as
+the answer 0.85), less the numbers the exercise's own statement gives (the
+setting: N = 4096, W = 256) and the small ones (integers below 100 and
+decimals of fewer than three significant digits, which any page is full
+of). Each is looked for as written, with its digits grouped by commas
+(536,870,912) and, for a decimal, with the last digit dropped or rounded
+(6.07217 for 6.072172) down to four significant digits, as a text would
+quote it. A number found in the learner's text fails the test, with where it
+stands; the instructor's edition must hold every reference answer (it
+prints the solutions), which keeps the search itself honest.
+
+Prints PASS/FAIL lines (tests/run.sh protocol).
+"""
+import glob
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NUM = re.compile(r"(?<![\w.])\d[\d_]*(?:\.\d+)?")
+
+
+def sig_digits(tok):
+    return len(tok.replace(".", "").lstrip("0"))
+
+
+def numbers(text):
+    out = set()
+    for mo in NUM.finditer(text):
+        tok = mo.group(0).replace("_", "")
+        out.add(tok)
+    return out
+
+
+def small(tok):
+    if float(tok) == int(float(tok)) and float(tok) < 100:
+        return True                     # 2.000, 1.000: a ratio of one or two
+    if "." in tok:
+        return sig_digits(tok) < 3
+    return int(tok) < 100
+
+
+# Answers that are also common numbers of the paper for other reasons, with
+# the reason; found in the learner's text they are not counted.
+COMMON = {
+    "512": "exercise 1's Bc, and also N = 512, a block size and 512 MiB all over the paper",
+    "255": "W - 1 in exercise 4's arithmetic, not an answer",
+    "14.3": "exercise 1's compute time in microseconds, in a comment; the paper's 14.3 is "
+            "gigabytes of L2 traffic measured by Nsight Compute",
+}
+
+
+def forms(tok):
+    """The ways a text may write tok."""
+    f = {tok}
+    if "." not in tok and len(tok) > 3:
+        f.add(f"{int(tok):,}")
+    if "." in tok:
+        whole, frac = tok.split(".")
+        x = float(tok)
+        for keep in range(len(frac) - 1, 0, -1):
+            if sig_digits(f"{whole}.{frac[:keep]}") < 4:
+                break
+            f.add(f"{x:.{keep}f}")
+            f.add(f"{whole}.{frac[:keep]}")
+    return f
+
+
+def answers():
+    """{exercise n: {number as written: the answers.txt line it is on}}."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "exercises/solutions/ex*/answers.txt"))):
+        n = int(re.search(r"ex(\d+)", path).group(1))
+        st = os.path.join(ROOT, f"exercises/ex{n}/statement.md")
+        given = numbers(open(st).read()) if os.path.exists(st) else set()
+        got = {}
+        for line in open(path):
+            if line.lstrip().startswith("# Exercise"):
+                continue
+            for tok in numbers(line):
+                if not small(tok) and tok not in given and tok not in COMMON:
+                    got.setdefault(tok, line.strip())
+        out[n] = got
+    return out
+
+
+def find(text, tok):
+    for form in sorted(forms(tok), key=len, reverse=True):
+        mo = re.search(r"(?<![\d.,])" + re.escape(form) + r"(?![\d]|[.,]\d)", text)
+        if mo:
+            return form, text[max(0, mo.start() - 60):mo.end() + 40].replace("\n", " ")
+    return None
+
+
+def prose(path, code=False):
+    """The text of an HTML edition without its images, styles and tags, and
+    without its code unless code (the instructor's edition prints each
+    reference answers.txt as code)."""
+    import html
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r"(?s)<(script|style|svg)\b.*?</\1>", " ", text)
+    if not code:
+        text = re.sub(r"(?s)<(pre|code)\b.*?</\1>", " ", text)
+    text = re.sub(r"(?s)<img\b[^>]*>", " ", text)
+    text = re.sub(r"(?s)<[^>]+>", "", text)
+    return html.unescape(text).replace("\u200b", "")
+
+
+def main(argv):
+    if len(argv) < 2:
+        print("usage: paper_answers.py LEARNER.html [INSTRUCTOR.html]", file=sys.stderr)
+        return 2
+    learner = prose(argv[1])
+    ans = answers()
+    total = sum(len(v) for v in ans.values())
+    hits = []
+    for n, toks in sorted(ans.items()):
+        for tok, line in sorted(toks.items()):
+            f = find(learner, tok)
+            if f:
+                hits.append(f"exercise {n}'s {f[0]} (answers.txt: '{line}') in '...{f[1].strip()}...'")
+    if total == 0:
+        print("FAIL paper: no exercise answers in the learner's edition: found no reference answers")
+    elif hits:
+        print(f"FAIL paper: no exercise answers in the learner's edition: {len(hits)} found: "
+              + "; ".join(hits[:12]) + (" ..." if len(hits) > 12 else ""))
+    else:
+        print(f"PASS paper: no exercise answers in the learner's edition ({total} numbers of the "
+              f"{len(ans)} reference solutions looked for, none found)")
+    if len(argv) > 2:
+        inst = prose(argv[2], code=True)
+        missing = [f"exercise {n}'s {tok}" for n, toks in sorted(ans.items()) for tok, line in
+                   sorted(toks.items()) if "=" in line and tok in line.split("#")[0] and not find(inst, tok)]
+        if missing:
+            print("FAIL paper: the instructor's edition holds the answers: missing "
+                  + ", ".join(missing[:6]))
+        else:
+            print("PASS paper: the instructor's edition holds every reference answer "
+                  "(the search finds what is there)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

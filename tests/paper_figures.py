@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""tests/paper_figures.py -- every figure plots the rows its data file has, no others.
+
+    python3 tests/paper_figures.py [build/figures/MANIFEST]
+
+Each figure drawn in this build (MANIFEST: NAME, script, data file) is drawn
+again with term = "table" (figures/style.gp then writes every plotted point
+as text instead of a picture), twice: once as it stands, and once with
+every "smooth unique" taken out. Without the smoothing gnuplot plots each
+selected row as it is; with it, rows that share an x are averaged into one
+point. So the figure shows data rows exactly when, curve by curve, the two
+drawings have the same points and no x occurs twice with different y's:
+a filter that lets two runs through (causal and non-causal rows at the same
+N) fails here, whatever the figure.
+
+Then the forward-speed figure is re-derived from data/gpu/bench_fwd.csv
+itself, not from the .dat file paper/gen/paper_gpu.py writes for it: in
+each panel (d) each implementation's curve is its bf16, non-causal rows,
+(N, TFLOP/s), as the caption says.
+
+Prints PASS/FAIL/SKIP lines (tests/run.sh protocol).
+"""
+import csv
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def table(script_text, data, workdir, tag):
+    """Run a figure script with term = "table"; return its curves, a list of
+    (title, [(x, y), ...]) in plot order, undefined points dropped."""
+    gp = os.path.join(workdir, tag + ".gp")
+    out = os.path.join(workdir, tag + ".tab")
+    with open(gp, "w") as f:
+        f.write(script_text)
+    cmd = ["gnuplot", "-e", f"term='table'; out='{out}'; csv='{data}'; dat='{data}'", gp]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"gnuplot failed: {r.stderr.strip()[:300]}")
+    curves = []
+    with open(out) as f:
+        for line in f:
+            if line.startswith("# Curve title:"):
+                if curves:
+                    curves[-1][0] = line.split(":", 1)[1].strip().strip('"')
+            elif re.match(r"# Curve \d+ of \d+", line):
+                curves.append(["", []])
+            elif line.strip() and not line.startswith("#") and curves:
+                parts = line.split()
+                if len(parts) >= 3 and parts[-1] in ("i", "o"):
+                    try:
+                        x, y = float(parts[0]), float(parts[1])
+                    except ValueError:
+                        continue
+                    if math.isfinite(x) and math.isfinite(y):
+                        curves[-1][1].append((x, y))
+    return curves
+
+
+def as_table(text):
+    """The script with every axis format replaced by twelve significant
+    digits, so that the table holds the values, not the tick labels."""
+    text = re.sub(r"(?m)^(\s*)set format [^\n]*$", r"\1", text)
+    return text.replace('load "figures/style.gp"',
+                        'load "figures/style.gp"\nset format x "%.12g"; set format y "%.12g"', 1)
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-5 * max(abs(a), abs(b), 1e-300)
+
+
+def check_rows(name, script, data, workdir):
+    """None when the figure's points are its rows, else why not."""
+    text = as_table(open(os.path.join(ROOT, script)).read())
+    smooth = table(text, data, workdir, name + "_as_drawn")
+    raw = table(text.replace("smooth unique", ""), data, workdir, name + "_rows")
+    if len(smooth) != len(raw):
+        return f"{len(smooth)} curves as drawn, {len(raw)} without smoothing"
+    if not any(pts for _, pts in smooth):
+        return "plots no point at all"
+    for (title, spts), (_, rpts) in zip(smooth, raw):
+        key = lambda p: (float(f"{p[0]:.9g}"), float(f"{p[1]:.9g}"))
+        got, want = sorted(set(map(key, spts))), sorted(set(map(key, rpts)))
+        if got == want:
+            continue
+        by_x = {}
+        for x, y in want:
+            by_x.setdefault(x, []).append(y)
+        for x, ys in sorted(by_x.items()):
+            if len(ys) > 1:
+                return (f"curve '{title}' takes {len(ys)} rows at x = {x:g} "
+                        f"(y = {', '.join(f'{y:g}' for y in ys)}) and draws their average")
+        return f"curve '{title}': the plotted points are not the data's rows"
+    return None
+
+
+def speed_from_csv(rel="data/gpu/bench_fwd.csv"):
+    """{(d, impl): sorted [(N, TFLOP/s)]} of bench_fwd.csv's bf16, non-causal
+    forward rows: what figure gpu_speed's caption says it shows."""
+    with open(os.path.join(ROOT, rel)) as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    want = {}
+    for r in rows:
+        if r.get("pass", "fwd") != "fwd" or r.get("dtype") != "bf16" or r.get("causal") != "0":
+            continue
+        if not r.get("tflops"):
+            continue
+        want.setdefault((int(r["d"]), r["impl"]), []).append((float(r["N"]), float(r["tflops"])))
+    return {k: sorted(v) for k, v in want.items()}
+
+
+def check_speed(workdir):
+    script = os.path.join(ROOT, "figures/gpu_speed.gp")
+    dat = os.path.join(ROOT, "build/paper/gpu_speed.dat")
+    curves = table(as_table(open(script).read()), dat, workdir, "gpu_speed_rederived")
+    dims = sorted({d for d, _ in speed_from_csv()})
+    want = speed_from_csv()
+    # the script plots one panel per d (ascending), one curve per implementation
+    impls = sorted({i for _, i in want})
+    if len(curves) != len(dims) * len(impls):
+        return f"{len(curves)} curves, expected {len(dims)} panels x {len(impls)} implementations"
+    k = 0
+    for d in dims:
+        for impl in impls:
+            title, pts = curves[k]
+            k += 1
+            if title != impl:
+                return f"panel d = {d}: curve '{title}' where '{impl}' was expected"
+            exp = want.get((d, impl), [])
+            got = sorted(pts)
+            if len(got) != len(exp) or any(not (close(a[0], b[0]) and close(a[1], b[1]))
+                                           for a, b in zip(got, exp)):
+                return (f"d = {d}, {impl}: plots {got[:3]}... where bench_fwd.csv's bf16 non-causal "
+                        f"rows are {exp[:3]}...")
+    return None
+
+
+def main(argv):
+    manifest = argv[1] if len(argv) > 1 else os.path.join(ROOT, "build/figures/MANIFEST")
+    try:
+        with open(manifest) as f:
+            entries = [ln.rstrip("\n").split("\t") for ln in f if ln.strip()]
+    except OSError:
+        print(f"FAIL paper: figures plot their rows: no {manifest} (make figures)")
+        return 0
+    bad = []
+    with tempfile.TemporaryDirectory() as work:
+        for name, script, data in entries:
+            try:
+                why = check_rows(name, script, data, work)
+            except RuntimeError as e:
+                why = str(e)
+            if why:
+                bad.append(f"{name} ({script} on {data}): {why}")
+        if bad:
+            print(f"FAIL paper: figures plot their rows: {'; '.join(bad[:4])}")
+        else:
+            print(f"PASS paper: figures plot their rows ({len(entries)} figures drawn as tables, "
+                  "every point one row of its data, none averaged)")
+        if not any(e[0] == "gpu_speed" for e in entries):
+            print("SKIP paper: forward-speed figure re-derived: not drawn (no data/gpu/bench_fwd.csv)")
+        else:
+            why = check_speed(work)
+            if why:
+                print(f"FAIL paper: forward-speed figure re-derived from bench_fwd.csv: {why}")
+            else:
+                print("PASS paper: forward-speed figure re-derived from bench_fwd.csv "
+                      "(each panel's curves are the bf16, non-causal rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
