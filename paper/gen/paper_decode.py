@@ -47,7 +47,7 @@ def cpu_table(path):
                 "`./stage8 --sweep io`.)*\n")
     prov, rows = read_csv(path)
     equal = sum(1 for r in rows if r["counted_elements"] == r["formula_elements"])
-    sel = [r for r in rows if r["seqlen_q"] == "1" and r["page_size"] == "16" and r["d"] == "64"
+    sel = [r for r in rows if r["B"] == "1" and r["seqlen_q"] == "1" and r["page_size"] == "16" and r["d"] == "64"
            and r["H_kv"] == "2" and r["seqlen_k"] in ("1024", "4096")
            and (r["num_splits"] in ("1", "4", "16") or r["num_splits"] == r["rule_splits"])]
     out = ["| $B$ | $H_{kv}$ | seqlen_k | splits | cache | $Q$ | partials (written + read) | $O$, $L$ "
