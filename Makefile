@@ -66,6 +66,9 @@ DECODE_LIBS := $(BUILD)/stage8_decode.lib.o $(BUILD)/merge.lib.o $(BUILD)/stage2
                $(BUILD)/stage1_naive.lib.o $(HARNESS)
 $(BUILD)/test_decode: tests/test_decode.c $(DECODE_LIBS) | $(BUILD)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+# The dQ accuracy model: stage 3's backward with O, dS, P rounded to 16 bits.
+$(BUILD)/stage3_accuracy: src/stage3_accuracy.c $(CPU_LIBS) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # IO mutants: stage 1 with a pass that moves more or less than the model
 # says (tests/mutants/*.sed applied to its body); test_io must catch each.
@@ -122,9 +125,10 @@ sanitize: $(SANITIZED)                    ## the stages and tests under ASan + U
 	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "$(ASAN)/test_ring --quick" \
 	    "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode $(BUILD)/test_io $(MUTANT_BINS) \
-               $(BUILD)/libfa_mask.so $(SANITIZED)
-TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode "sh tests/emulate_decode.sh" "sh tests/io_mutants.sh" \
+TEST_DEPS   += $(BUILD)/stage3_accuracy $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode \
+               $(BUILD)/test_io $(MUTANT_BINS) $(BUILD)/libfa_mask.so $(SANITIZED)
+TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test_masks $(BUILD)/test_ring \
+               $(BUILD)/test_decode "sh tests/emulate_decode.sh" "sh tests/io_mutants.sh" \
                "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" \
                "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
                "$(ASAN)/test_ring --quick" "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
@@ -132,7 +136,7 @@ TEST_SUITES += $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
 # Wall times are medians of 5 runs (one timing on a shared machine can be off
 # by a factor); counts are the same on every run.
-sweep: stage2 stage3 stage8 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, decoding
+sweep: stage2 stage3 stage8 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so $(BUILD)/stage3_accuracy sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, dQ accuracy, decoding
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
 	./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
 	./stage3 --sweep blocks --causal --repeats 5 --csv data/cpu/causal_sweep.csv
@@ -141,6 +145,7 @@ sweep: stage2 stage3 stage8 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so sweep-masks
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
 	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv \
 	    --gradcheck-csv data/cpu/chapter_gradcheck.csv
+	$(BUILD)/stage3_accuracy --csv data/cpu/dq_accuracy.csv
 	./stage8 --sweep io --csv data/cpu/decode_io.csv
 sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
 	$(BUILD)/test_masks --csv data/cpu/masks_property.csv

@@ -254,7 +254,10 @@ static int run_pass(int pass, int version, int dtype, const attn_params *p, cons
     if (need && (!x->workspace || x->workspace_bytes < need))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s %s needs %zu bytes of workspace, got %zu",
                             pass_name(pass), r->info.name, need, x->workspace ? x->workspace_bytes : 0);
-    if (deterministic && !r->info.deterministic)
+    if (deterministic & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1) and "
+                            "FA_BWD_CENTER_K (2) exist", pass_name(pass), (unsigned)deterministic);
+    if ((deterministic & FA_BWD_DETERMINISTIC) && !r->info.deterministic)
         return fa_set_error(FA_ERR_UNSUPPORTED, "--deterministic: %s %s has no deterministic mode",
                             pass_name(pass), r->info.name);
     return r->run(dtype, p, x, deterministic, (cudaStream_t)stream);

@@ -110,8 +110,18 @@ double fa_compulsory_bytes(int pass, int dtype, const attn_params *p);
 double fa_flops(int pass, const attn_params *p);
 
 /* Run one pass. Asynchronous on `stream` (a cudaStream_t, NULL = default):
- * returns after the launches. deterministic (backward only): dQ, dK, dV
- * are bitwise the same on every call with the same inputs. */
+ * returns after the launches. deterministic (backward only) is a set of
+ * FA_BWD_* bits; 1 is FA_BWD_DETERMINISTIC, so 0 and 1 keep their meaning. */
+#define FA_BWD_DETERMINISTIC 1   /* dQ, dK, dV bitwise the same on every call with the same inputs */
+/* FA_BWD_CENTER_K: run on K centered over the keys (K - c, c the mean of
+ * K's rows per batch and key/value head, with L shifted to match;
+ * stage5_backward.cu, bwd-center), which keeps dQ accurate when K has a
+ * large part common to all keys (every logit far from zero). An option, not
+ * the default: its pre-pass measured above 3% of the tensor-core backward's
+ * time (data/gpu/dq_accuracy.csv, N = 4096, d = 128). Never with K, V a
+ * block of a longer row's keys (stage 7's shards): a row's share of dS over
+ * a block need not sum to zero. */
+#define FA_BWD_CENTER_K 2
 int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream);
 int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                 void *stream);

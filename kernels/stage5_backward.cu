@@ -173,6 +173,125 @@ struct ws_carver {
     }
 };
 
+//> bwd-center
+/* Centering K over the keys. Every row of the exact dS sums to zero over the
+ * keys the row sees (sum_j P_ij dP_ij = D_i and sum_j P_ij = 1), so
+ * dQ_i = softmax_scale sum_j dS_ij (K_j - c) for any vector c; but an error
+ * in dS (D formed from the O stored in 16 bits; dS rounded for the tensor-core
+ * products) reaches dQ multiplied by K itself, and a large part of K common
+ * to all keys multiplies it by that part's size (src/stage3_accuracy.c
+ * measures this on the CPU). With c = the mean of K's rows, the backward
+ * runs unchanged on K_c = K - c and L'_i = L_i - softmax_scale Q_i . c (the
+ * scores drop a constant per row, which L' drops too), so P, dK and dV are
+ * those of K, and dQ's errors are multiplied by K_c's size instead.
+ *
+ * c is per (batch, key/value head): column k's mean over the seqlen_k keys,
+ * rounded to the dtype, kept only when every K_jk - c_k is exact in the
+ * dtype, else 0 for that column. So K_c in the dtype is exactly K shifted,
+ * and the shift changes nothing but the cancellation. One block per (batch
+ * and key/value head, 32 columns): 8 warps walk the keys, lane = column.
+ * Cost: K read three times (the second and third mostly from L2), K_c
+ * written, Q and L read and L' written once. As written it is one block per
+ * 32 columns of a head, too few blocks to hide the loads' latency: its time
+ * beside the tensor-core backward's (data/gpu/dq_accuracy.csv) is well above
+ * what its bytes would take. */
+__device__ __forceinline__ double round_to(double x, float) { return (double)__double2float_rn(x); }
+__device__ __forceinline__ double round_to(double x, __half) { return (double)__half2float(__double2half(x)); }
+__device__ __forceinline__ double round_to(double x, __nv_bfloat16)
+{
+    return (double)__bfloat162float(__double2bfloat16(x));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256)
+    bwd_center_k_kernel(const T *__restrict__ K, T *__restrict__ Kc, float *__restrict__ c, int H_kv, int Sk,
+                        int d, long long k_batch, long long k_head, long long k_row)
+{
+    __shared__ double part[8][32];
+    __shared__ double mean[32];
+    __shared__ int inexact[32];
+    const int bh = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int col = blockIdx.y * 32 + lane;
+    const bool on = col < d;
+    const T *k = K + (bh / H_kv) * k_batch + (bh % H_kv) * k_head + col;
+    T *kc = Kc + (size_t)bh * Sk * d + col;
+    double s = 0;
+    if (on)
+        for (int j = warp; j < Sk; j += 8) s += (double)to_f(k[j * k_row]);
+    part[warp][lane] = s;
+    if (warp == 0) inexact[lane] = 0;
+    __syncthreads();
+    if (warp == 0) {
+        double t = 0;
+        for (int w = 0; w < 8; w++) t += part[w][lane];
+        mean[lane] = round_to(t / Sk, T());
+    }
+    __syncthreads();
+    const double m = mean[lane];
+    int bad = 0;
+    if (on)
+        for (int j = warp; j < Sk && !bad; j += 8) {
+            double x = (double)to_f(k[j * k_row]) - m;
+            bad = round_to(x, T()) != x;
+        }
+    if (bad) atomicOr(&inexact[lane], 1);
+    __syncthreads();
+    const double cc = inexact[lane] ? 0.0 : m;
+    if (on) {
+        for (int j = warp; j < Sk; j += 8)
+            kc[(size_t)j * d] = from_f<T>((float)((double)to_f(k[j * k_row]) - cc));
+        if (warp == 0) c[(size_t)bh * d + col] = (float)cc;
+    }
+}
+
+/* L'_r = L_r - softmax_scale Q_r . c of the row's key/value head, in fp64
+ * and then rounded once (L' is small where L and the shift are large); a row
+ * that sees no key keeps L = -inf. One warp per query row. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    bwd_center_lse_kernel(const T *__restrict__ Q, const float *__restrict__ L, const float *__restrict__ c,
+                          float *__restrict__ Lc, int H, int H_kv, int Sq, int d, double softmax_scale,
+                          long long q_batch, long long q_head, long long q_row, long long rows)
+{
+    long long r = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const int i = (int)(r % Sq), h = (int)((r / Sq) % H), b = (int)(r / ((long long)Sq * H));
+    const T *q = Q + b * q_batch + h * q_head + i * q_row;
+    const float *cv = c + ((size_t)b * H_kv + h / (H / H_kv)) * d;
+    double s = 0;
+    for (int k = lane; k < d; k += 32) s += (double)to_f(q[k]) * (double)cv[k];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) Lc[r] = L[r] == -INFINITY ? -INFINITY : (float)((double)L[r] - softmax_scale * s);
+}
+
+/* Whether a backward call centers K: when the caller asks for it
+ * (FA_BWD_CENTER_K in the flags; fa_gpu.h says why it is an option) and
+ * the problem has keys. */
+static inline bool bwd_centers(int flags, const attn_params *p)
+{
+    return (flags & FA_BWD_CENTER_K) && p->seqlen_k > 0;
+}
+
+/* K_c (B, H_kv, Sk, d) contiguous in the dtype, c (B, H_kv, d) fp32 and
+ * L' (B, H, Sq) fp32 from Q, K (contiguous) and L. */
+template <typename T>
+static int bwd_center(const attn_params *p, const T *Q, const T *K, const float *L, T *Kc, float *c,
+                      float *Lc, cudaStream_t st)
+{
+    const long long d = p->d, rk = (long long)p->seqlen_k * d, rq = (long long)p->seqlen_q * d;
+    const long long rows = (long long)attn_rows(p);
+    dim3 grid((unsigned)(p->B * p->H_kv), (unsigned)((p->d + 31) / 32));
+    bwd_center_k_kernel<T><<<grid, 256, 0, st>>>(K, Kc, c, p->H_kv, p->seqlen_k, p->d, p->H_kv * rk, rk, d);
+    LAUNCH_CHECK();
+    bwd_center_lse_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(
+        Q, L, c, Lc, p->H, p->H_kv, p->seqlen_q, p->d, p->softmax_scale, p->H * rq, rq, d, rows);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+//< bwd-center
+
 /* ========================================================================= */
 /* Version 0: the materialized baseline                                      */
 /* ========================================================================= */
@@ -231,6 +350,8 @@ struct v0_ws {
     float *D;           /* (B, H, Sq) */
     float *Q32, *K32;   /* fp16/bf16 only */
     float *dQ32, *dK32;
+    void *Kc;           /* centering (bwd-center): K_c in the dtype, c, L' */
+    float *c, *Lc;
 };
 static size_t v0_ws_carve(int dtype, const attn_params *p, void *base, v0_ws *w)
 {
@@ -246,6 +367,9 @@ static size_t v0_ws_carve(int dtype, const attn_params *p, void *base, v0_ws *w)
         w->dQ32 = c.take<float>(attn_q_numel(p));
         w->dK32 = c.take<float>(attn_kv_numel(p));
     }
+    w->Kc = c.take<char>(attn_kv_numel(p) * es);
+    w->c = c.take<float>((size_t)p->B * p->H_kv * p->d);
+    w->Lc = c.take<float>(attn_rows(p));
     return c.used;
 }
 static size_t v0_bwd_workspace(int dtype, const attn_params *p)
@@ -262,7 +386,7 @@ static size_t v0_bwd_workspace(int dtype, const attn_params *p)
  * does each product; dV = P^T dO and dK = dS^T Q then sum over the group's
  * query heads inside the product. */
 template <typename T>
-static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, cudaStream_t st)
+static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int flags, cudaStream_t st)
 {
     v0_ws w;
     v0_ws_carve(dtype, p, x->workspace, &w);
@@ -280,12 +404,18 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, cuda
     const attn_mask m = attn_mask_of(p);
 
     if (int rc = bwd_dot<T>(dO, (const T *)x->o, w.D, rows, d, st)) return rc;
+    const float *L = x->softmax_lse;
+    if (bwd_centers(flags, p)) {
+        if (int rc = bwd_center<T>(p, Q, K, L, (T *)w.Kc, w.c, w.Lc, st)) return rc;
+        K = (const T *)w.Kc;
+        L = w.Lc;
+    }
     /* S = softmax_scale Q K^T, fp32 out: a scaled logit beyond 65504 must
      * not become an fp16 infinity. */
     CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &scale, K, t, d, kd,
                                           Q, t, d, md, &zero, w.A, f32, Sk, mk, batch,
                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    v0_bwd_probs_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, x->softmax_lse, rows, Sq, Sk, m,
+    v0_bwd_probs_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, L, rows, Sq, Sk, m,
                                                        attn_is_masked(p));
     LAUNCH_CHECK();
     /* dV = P^T dO */
@@ -300,7 +430,7 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, cuda
     LAUNCH_CHECK();
     /* dQ = scale dS K and dK = scale dS^T Q with dS in fp32: cuBLAS takes
      * one type for both factors, so Q and K are widened to fp32 first. */
-    const float *Q32 = (const float *)x->q, *K32 = (const float *)x->k;
+    const float *Q32 = (const float *)x->q, *K32 = (const float *)K;   /* K_c when centered */
     float *dQ32 = (float *)x->dq, *dK32 = (float *)x->dk;
     if (dtype != FA_FP32) {
         if (int rc = bwd_convert<T, float>(Q, w.Q32, attn_q_numel(p), st)) return rc;
@@ -324,10 +454,11 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, cuda
 static int v0_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)
 {
-    (void)deterministic;   /* cuBLAS's products and these kernels have a fixed order */
+    /* cuBLAS's products and these kernels have a fixed order: deterministic
+     * either way; only FA_BWD_CENTER_K is read */
     return fa_dispatch_dtype(dtype, [&](auto zero) {
         using T = decltype(zero);
-        return v0_backward_t<T>(dtype, p, x, st);
+        return v0_backward_t<T>(dtype, p, x, deterministic, st);
     });
 }
 
@@ -768,6 +899,8 @@ static_assert(BWD_V1_BR == BWD_TILED_BR && v2b_cfg<64>::BR == BWD_TILED_BR,
 struct tiled_ws {
     float *D, *dq_acc;
     int *sem;
+    void *Kc;           /* centering (bwd-center): K_c in the dtype, c, L' */
+    float *c, *Lc;
 };
 static size_t tiled_ws_carve(int dtype, const attn_params *p, void *base, tiled_ws *w)
 {
@@ -776,6 +909,9 @@ static size_t tiled_ws_carve(int dtype, const attn_params *p, void *base, tiled_
     w->D = c.take<float>(attn_rows(p));
     w->dq_acc = dtype == FA_FP32 ? nullptr : c.take<float>(attn_q_numel(p));
     w->sem = c.take<int>((size_t)p->B * p->H * Tr);
+    w->Kc = c.take<char>(attn_kv_numel(p) * fa_dtype_bytes(dtype));
+    w->c = c.take<float>((size_t)p->B * p->H_kv * p->d);
+    w->Lc = c.take<float>(attn_rows(p));
     return c.used;
 }
 size_t tiled_bwd_workspace(int dtype, const attn_params *p)
@@ -796,12 +932,17 @@ int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int determ
     a.L = x->softmax_lse; a.D = w.D;
     a.dq_acc = dtype == FA_FP32 ? (float *)x->dq : w.dq_acc;
     a.dk = (T *)x->dk; a.dv = (T *)x->dv;
-    a.sem = w.sem; a.deterministic = deterministic;
+    a.sem = w.sem; a.deterministic = (deterministic & FA_BWD_DETERMINISTIC) != 0;
     a.a = fa_kargs_make(p);
     const size_t nq = attn_q_numel(p);
     if (int rc = bwd_dot<T>(a.dO, (const T *)x->o, w.D, (long long)attn_rows(p), p->d, st)) return rc;
+    if (bwd_centers(deterministic, p)) {
+        if (int rc = bwd_center<T>(p, a.q, a.k, a.L, (T *)w.Kc, w.c, w.Lc, st)) return rc;
+        a.k = (const T *)w.Kc;
+        a.L = w.Lc;
+    }
     CUDA_TRY(cudaMemsetAsync(a.dq_acc, 0, nq * sizeof(float), st));
-    if (deterministic)
+    if (a.deterministic)
         CUDA_TRY(cudaMemsetAsync(w.sem, 0, (size_t)p->B * p->H *
                                  ((p->seqlen_q + BWD_TILED_BR - 1) / BWD_TILED_BR) * sizeof(int), st));
     int rc = launch(a, p->B, st);

@@ -151,9 +151,10 @@ def _launch(pass_, version, dtype_code, p, ptrs, deterministic, device):
 class FlashAttentionFunction(torch.autograd.Function):
     """O, L = attention(Q, K, V) forward and dQ, dK, dV backward, by our kernels.
 
-    forward(q, k, v, p, versions, deterministic): q, k, v contiguous CUDA
+    forward(q, k, v, p, versions, flags): q, k, v contiguous CUDA
     tensors of one dtype (layout at the top of this file), p the problem
-    (fa.Params), versions = (forward, backward) version numbers. Returns O
+    (fa.Params), versions = (forward, backward) version numbers, flags the
+    backward's (fa_backward: 1 deterministic, 2 K centered). Returns O
     (q's shape and dtype) and L = softmax_lse (B, H, seqlen_q) fp32, the
     natural-log logsumexp of each row of softmax_scale Q K^T over the keys it
     sees (-inf for a row that sees none); L is not differentiable.
@@ -218,7 +219,7 @@ def _check_tensors(q, k, v):
 
 #> flash-attention-call
 def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=None,
-                    version=None, deterministic=False, return_lse=False):
+                    version=None, deterministic=False, return_lse=False, accurate_dq=False):
     """softmax(softmax_scale q k^T, masked) v by the project's kernels, with autograd.
 
     q (B, H, seqlen_q, d), k and v (B, H_kv, seqlen_k, d), CUDA, one dtype;
@@ -227,8 +228,11 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
     version: None (for each pass the highest version that runs the problem
     on this GPU), an int (that version for both passes) or a pair (forward,
     backward). deterministic: the backward's dQ, dK, dV bitwise the same on
-    every call (only versions that have the mode). Under torch.autocast the
-    inputs are cast to the autocast dtype first, as SDPA's are.
+    every call (only versions that have the mode). accurate_dq: the backward
+    runs on K centered over the keys (FA_BWD_CENTER_K, kernels/fa_gpu.h),
+    which keeps dQ accurate when every logit is far from zero, at the cost of
+    a pre-pass. Under torch.autocast the inputs are cast to the autocast dtype
+    first, as SDPA's are.
     """
     _check_tensors(q, k, v)
     if torch.is_autocast_enabled("cuda"):
@@ -244,8 +248,10 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
                else check_version(fa.BACKWARD, bwd, dt, p, deterministic))
     else:
         bwd = None
+    # the backward's flags (fa_backward): 1 deterministic, 2 K centered
+    flags = (1 if deterministic else 0) | (2 if accurate_dq else 0)
     o, lse = FlashAttentionFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), p,
-                                          (fwd, bwd), bool(deterministic))
+                                          (fwd, bwd), flags)
     return (o, lse) if return_lse else o
 #< flash-attention-call
 

@@ -153,6 +153,8 @@ void flash_forward(const attn_params *p, const double *Q, const double *K, const
 }
 //< tiled-forward
 
+flash_rounding flash_backward_rounding;   /* {NULL, NULL}: fp64 throughout */
+
 //> tiled-backward
 void flash_backward(const attn_params *p, const double *Q, const double *K, const double *V,
                     const double *O, const double *L, const double *dO, int Br, int Bc,
@@ -234,6 +236,7 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
             for (int r = 0; r < br; r++)
                 for (int c = 0; c < bc; c++) {
                     double p_rc = Pij[(size_t)r * bc + c];
+                    if (flash_backward_rounding.P) p_rc = flash_backward_rounding.P(p_rc);
                     for (int k = 0; k < d; k++) dVj[(size_t)c * d + k] += p_rc * dOi[(size_t)r * d + k];
                 }
             /* dP = dO_i V_j^T, then dS = P * (dP - D) in the same tile */
@@ -242,6 +245,8 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
                     double s = 0.0;
                     for (int k = 0; k < d; k++) s += dOi[(size_t)r * d + k] * Vj[(size_t)c * d + k];
                     dSij[(size_t)r * bc + c] = Pij[(size_t)r * bc + c] * (s - Di[r]);
+                    if (flash_backward_rounding.dS)
+                        dSij[(size_t)r * bc + c] = flash_backward_rounding.dS(dSij[(size_t)r * bc + c]);
                 }
             /* dK_j += scale * dS^T Q_i */
             for (int r = 0; r < br; r++)

@@ -95,6 +95,15 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
                     double *dQ, double *dK, double *dV, double *D, sram_arena *sram,
                     io_counter *io, tile_stats *stats);
 
+/* Where a GPU backward rounds to its 16-bit dtype and this one, fp64
+ * throughout, does not: when set, P is rounded before dV = P^T dO (the GPU
+ * keeps P in the dtype for that product) and dS before dK and dQ (the GPU
+ * rounds dS for its tensor-core products). Both NULL (the default) in every
+ * stage; set only by the accuracy model (src/stage3_accuracy.c), which runs
+ * one thread. */
+typedef struct { double (*P)(double); double (*dS)(double); } flash_rounding;
+extern flash_rounding flash_backward_rounding;
+
 /* Block sizes of one run: the forward's and the backward's. */
 typedef struct { int fBr, fBc, bBr, bBc; } flash_blocks;
 

@@ -18,6 +18,7 @@
  *   ./stage5 --deterministic      also run each version 30 times in its deterministic
  *                                 mode and check dQ, dK, dV bitwise equal
  *   ./stage5 --sweep tests        the GPU test suite: PASS/FAIL lines (make gpu-test)
+ *   ./stage5 --sweep accuracy     the far-logit tests of --sweep tests alone (dQ accuracy)
  *   ./stage5 --sweep small        a few small problems reaching every code path (for
  *                                 compute-sanitizer); --kernel, --dtype narrow it
  *   ./stage5 --sweep model        the IO models against stage 1's and stage 3's
@@ -48,6 +49,14 @@
  *               loosen the rule
  *   every dtype no unwritten output; rows that see no key have dQ rows of
  *               exactly 0 and keys nobody sees dK, dV rows of exactly 0
+ *   far logits  q = (1, 0.1 z), k = (-120 sqrt(d), 0.1 z) (every logit near
+ *               -120, a common part of K of size 960): for fp16, bf16 also
+ *               err dQ <= 2 e_round + u, e_round the error of the fp64 dQ
+ *               rounded to the dtype (what PyTorch's math backend attains),
+ *               which the backward meets with K centered over the keys
+ *               (FA_BWD_CENTER_K, --accurate-dq; kernels/stage5_backward.cu,
+ *               bwd-center); without it each version must fail that rule,
+ *               so that the inputs test it (src/stage3_accuracy.c models why)
  *   fault inputs (huge or very negative logits, issue 8): every output finite
  *               (the errors are printed; P = exp(S - L) cannot be accurate
  *               when the rounding of S and L in fp32, |L| 2^-24, is not small)
@@ -79,12 +88,19 @@ static const char USAGE[] =
     "usage: ./stage5 [options]\n"
     "With no options: the real input (all-MiniLM-L6-v2, every head, its dO) and two random\n"
     "problems, every version, fp32, fp16 and bf16. --sweep tests runs the GPU test suite,\n"
-    "--sweep small a few small problems (for compute-sanitizer), --sweep model checks the IO\n"
+    "--sweep small a few small problems (for compute-sanitizer), --sweep accuracy the dQ accuracy\n"
+    "tests alone, --sweep model checks the IO\n"
     "models (no GPU needed).\n"
+    "--accurate-dq runs the backward on K centered over the keys (fa_gpu.h, FA_BWD_CENTER_K),\n"
+    "which keeps dQ accurate when every logit is far from zero, at the cost of a pre-pass.\n"
     "Without a GPU: one line saying so, exit 0.";
 
 #define NV_MAX 16
 #define DET_RUNS 30
+
+/* FA_BWD_CENTER_K when --accurate-dq is given (the backward on K centered
+ * over the keys; fa_gpu.h), else 0: added to every run's flags. */
+static int g_flags;
 
 /* ------------------------------------------------------------------------- */
 /* Running a version and judging it                                          */
@@ -131,7 +147,7 @@ static void check_deterministic(gh_problem *g, int version, vres *r)
     r->det_differ = 0;
     r->det_what[0] = '\0';
     for (int run = 1; run < DET_RUNS; run++) {
-        if (gh_run(g, FA_BACKWARD, version, 1) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
+        if (gh_run(g, FA_BACKWARD, version, FA_BWD_DETERMINISTIC | g_flags) != 0) fatal(EXIT_CHECK_FAILED, "%s", fa_error_string());
         size_t at = 0;
         bool differ = false;
         for (int t = 0; t < 3; t++) {
@@ -156,7 +172,7 @@ static vres run_version(gh_problem *g, int version, const gh_ref *ref, bool dete
     vres r;
     memset(&r, 0, sizeof r);
     r.version = version;
-    if (gh_run(g, FA_BACKWARD, version, deterministic) != 0) return r;
+    if (gh_run(g, FA_BACKWARD, version, (deterministic ? FA_BWD_DETERMINISTIC : 0) | g_flags) != 0) return r;
     r.ran = 1;
     const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
     for (int t = 0; t < 3; t++) {
@@ -167,7 +183,8 @@ static vres run_version(gh_problem *g, int version, const gh_ref *ref, bool dete
     }
     r.nonzero = nonzero_where_empty(&g->p, r.got);
     if (deterministic) check_deterministic(g, version, &r);
-    if (repeats > 0) r.ms = gh_time(g, FA_BACKWARD, version, deterministic, repeats);
+    if (repeats > 0)
+        r.ms = gh_time(g, FA_BACKWARD, version, (deterministic ? FA_BWD_DETERMINISTIC : 0) | g_flags, repeats);
     return r;
 }
 
@@ -445,12 +462,12 @@ static int test_determinism(const run_mode *m, const gh_inputs *pr, const int *v
         double *first = xmalloc(n, sizeof(double), "dQ"), *again = xmalloc(n, sizeof(double), "dQ");
         double scale = max_abs_finite(ref.dQ, n);
         for (int i = 0; i < nv; i++) {
-            if (gh_run(&g, FA_BACKWARD, versions[i], 0) != 0) continue;
+            if (gh_run(&g, FA_BACKWARD, versions[i], g_flags) != 0) continue;
             gh_fetch(&g, GH_DQ, first);
             int differ = 0;
             double spread = 0;
             for (int run = 1; run < DET_RUNS; run++) {
-                if (gh_run(&g, FA_BACKWARD, versions[i], 0) != 0) break;
+                if (gh_run(&g, FA_BACKWARD, versions[i], g_flags) != 0) break;
                 gh_fetch(&g, GH_DQ, again);
                 bool any = false;
                 for (size_t e = 0; e < n; e++) {
@@ -468,6 +485,128 @@ static int test_determinism(const run_mode *m, const gh_inputs *pr, const int *v
         gh_ref_free(&ref);
         gh_free(&g);
     }
+    return bad;
+}
+
+/* Logits far below zero with a common part of K (the dQ accuracy model's
+ * inputs, src/stage3_accuracy.c): q_i = (1, 0.1 z), k_j = (-a_g sqrt(d),
+ * 0.1 z) with a_g = 120 for the first key/value head of each batch and 60
+ * for the others (so that c differs between heads), V, dO ~ N(0, 1); every
+ * value rounded to bf16. P is nearly uniform and dQ small; max|K| = 960. */
+static void inputs_far_logits(gh_inputs *in, const attn_params *p, uint64_t seed)
+{
+    gh_inputs_random(in, p, GH_IN_NORMAL, seed);
+    const size_t d = (size_t)p->d, nq = attn_q_numel(p), nk = attn_kv_numel(p);
+    for (size_t x = 0; x < nq; x++) in->Q[x] = x % d ? 0.1 * in->Q[x] : 1.0;
+    for (size_t x = 0; x < nk; x++) {
+        size_t head = x / ((size_t)p->seqlen_k * d) % (size_t)p->H_kv;
+        in->K[x] = x % d ? 0.1 * in->K[x] : -(head == 0 ? 120.0 : 60.0) * sqrt((double)p->d);
+    }
+    gh_round(in->Q, nq, FA_BF16);
+    gh_round(in->K, nk, FA_BF16);
+    /* exact in fp16 too (no fp16 subnormals), so one reference serves every dtype */
+    for (size_t x = 0; x < nq; x++) in->Q[x] = fabs(in->Q[x]) < 0x1p-14 ? 0 : in->Q[x];
+    for (size_t x = 0; x < nk; x++) in->K[x] = fabs(in->K[x]) < 0x1p-14 ? 0 : in->K[x];
+    snprintf(in->source, sizeof in->source, "q = (1, 0.1 z), k = (-120 sqrt(d) or -60 sqrt(d), 0.1 z), "
+             "seed %llu", (unsigned long long)seed);
+}
+
+/* Every version on the far-logit inputs in one dtype, with K centered
+ * (FA_BWD_CENTER_K). The rules: the usual ones (gh_allowed) for dQ, dK, dV,
+ * and for dQ in fp16/bf16 the twice-math rule, err dQ <= 2 e_round + u,
+ * where e_round is the error of the fp64 dQ rounded to the dtype (what a
+ * materialized backward in fp32, as PyTorch's math backend, returns) and u
+ * the dtype's unit roundoff, the stages' floor. And the inputs must
+ * exercise the effect: without the centering each version's dQ in
+ * fp16/bf16 must break that rule. */
+static int far_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref *ref)
+{
+    const run_job *job = ctx;
+    const attn_params *p = &pr->p;
+    const int dtype = g->dtype;
+    const double u = fa_unit_roundoff(dtype);
+    const size_t n = gh_numel(p, GH_DQ);
+    gh_set_forward(g, ref->O, ref->L);
+    double *rounded = xmalloc(n, sizeof(double), "dQ_ref rounded");
+    memcpy(rounded, ref->dQ, n * sizeof(double));
+    gh_round(rounded, n, dtype);
+    const double e_round = gh_compare(rounded, ref->dQ, n, ref->fallback[GH_DQ]).err;
+    const double math_rule = 2 * e_round + u;
+    int bad = 0;
+    char why[300] = "", errs[600] = "";
+    size_t at = 0;
+    double v0_err[3] = {-1, -1, -1};
+    const double *refs[3] = {ref->dQ, ref->dK, ref->dV};
+    for (int i = 0; i < job->nv; i++) {
+        const int saved = g_flags;
+        g_flags |= FA_BWD_CENTER_K;
+        vres x = run_version(g, job->versions[i], ref, false, 0);
+        g_flags = saved;
+        if (!x.ran) continue;
+        if (x.version == 0)
+            for (int t = 0; t < 3; t++) v0_err[t] = x.e[t].err;
+        double keep = -1;
+        if (dtype != FA_FP32 && gh_run(g, FA_BACKWARD, x.version, 0) == 0) {
+            gh_fetch(g, GH_DQ, rounded);
+            keep = gh_compare(rounded, ref->dQ, n, ref->fallback[GH_DQ]).err;
+        }
+        for (int t = 0; t < 3; t++) {
+            bool twice_v0;
+            double allowed = gh_allowed(dtype, x.version, v0_err[t], u, false, &twice_v0);
+            if (t == 0 && dtype != FA_FP32 && math_rule < allowed) allowed = math_rule;
+            if (x.e[t].nonfinite == 0 && x.e[t].err <= allowed) continue;
+            bad++;
+            snprintf(why, sizeof why, "v%d err %s %.3g > %.3g", x.version, gh_tensor_name[GRADS[t]],
+                     x.e[t].err, allowed);
+            char who[64];
+            snprintf(who, sizeof who, "v%d %s", x.version, fa_dtype_name(dtype));
+            gh_diagnose(who, p, GRADS[t], x.got[t], refs[t], allowed * x.e[t].scale);
+        }
+        if (x.nonzero) {
+            bad++;
+            snprintf(why, sizeof why, "v%d: %zu entries of rows that see no key (dQ) or keys nobody sees "
+                     "(dK, dV) are not 0", x.version, x.nonzero);
+        }
+        if (keep >= 0 && !(keep > math_rule)) {
+            bad++;
+            snprintf(why, sizeof why, "v%d without centering: err dQ %.3g is within the twice-math rule %.3g, "
+                     "so these inputs do not test it", x.version, keep, math_rule);
+        }
+        at += (size_t)snprintf(errs + at, sizeof errs - at, "%sv%d %.1e/%.1e/%.1e", at ? ", " : "", x.version,
+                               x.e[0].err, x.e[1].err, x.e[2].err);
+        if (keep >= 0) at += (size_t)snprintf(errs + at, sizeof errs - at, " (uncentered dQ %.2g)", keep);
+        vres_free(&x);
+    }
+    free(rounded);
+    if (bad) printf("FAIL %s %s: %s [%s]\n", job->name, fa_dtype_name(dtype), why, errs);
+    else printf("PASS %s %s (dQ rule 2 x %.2e + u = %.2e; err dQ/dK/dV: %s)\n", job->name, fa_dtype_name(dtype),
+                e_round, math_rule, errs);
+    fflush(stdout);
+    return bad;
+}
+
+static int test_far_logits(const int *versions, int nv, uint64_t seed)
+{
+    static const int NS[] = {64, 192, 704, 1024};
+    const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
+    int bad = 0, k = 0;
+    for (int n = 0; n < 6; n++)
+        for (int causal = 0; causal < 2; causal++) {
+            /* the issue's shapes, one head at d = 64; then batches and grouped heads; then
+             * rows that see no key (causal, Sq > Sk) and a window */
+            attn_params p = n < 4 ? (attn_params){1, 1, 1, NS[n], NS[n], 64, 0.125, -1, causal ? 0 : -1}
+                          : n == 4 ? (attn_params){2, 4, 2, 192, 192, 64, 0.125, -1, causal ? 0 : -1}
+                                   : causal ? (attn_params){1, 2, 2, 200, 130, 64, 0.125, -1, 0}
+                                            : (attn_params){1, 2, 1, 300, 300, 64, 0.125, 32, 0};
+            gh_inputs pr;
+            inputs_far_logits(&pr, &p, seed + (uint64_t)k++);
+            char shape[128], name[700];
+            gh_describe(&p, shape, sizeof shape);
+            snprintf(name, sizeof name, "stage5 dQ accuracy, logits near -120 (%s) %s", pr.source, shape);
+            run_job job = {NULL, versions, nv, name};
+            bad += gh_each_dtype(&pr, dtypes, 3, true, far_dtype, &job);
+            gh_inputs_free(&pr);
+        }
     return bad;
 }
 
@@ -532,6 +671,7 @@ static int run_tests(const options *opt, int sm_count, const char *device)
         bad += test_key_split(&m, &pr, 100, versions, nv);
         gh_inputs_free(&pr);
     }
+    bad += test_far_logits(versions, nv, seed + 200);
     return bad;
 }
 
@@ -682,14 +822,24 @@ static int turn_checks(uint64_t seed)
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);
+    /* --accurate-dq is stage 5's own flag (the shared parser does not know it) */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--accurate-dq")) {
+            if (g_flags) fatal(EXIT_BAD_INPUT, "--accurate-dq: given twice");
+            g_flags = FA_BWD_CENTER_K;
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
+            argc--;
+            i--;
+        }
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
                       OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL |
                       OPT_REPEATS | OPT_SWEEP | OPT_DETERMINISTIC,
                   USAGE, &opt);
-    if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model") && strcmp(opt.sweep, "small"))
-        fatal(EXIT_BAD_INPUT, "--sweep %s: stage 5 knows --sweep tests, small and model", opt.sweep);
+    if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model") && strcmp(opt.sweep, "small") &&
+        strcmp(opt.sweep, "accuracy"))
+        fatal(EXIT_BAD_INPUT, "--sweep %s: stage 5 knows --sweep tests, small, accuracy and model", opt.sweep);
     if (opt.sweep && !strcmp(opt.sweep, "model")) {
         int bad = model_checks() + turn_checks((opt.given & OPT_SEED) ? opt.seed : fresh_seed());
         return bad ? EXIT_CHECK_FAILED : 0;
@@ -725,6 +875,11 @@ int main(int argc, char **argv)
     }
     if (opt.sweep && !strcmp(opt.sweep, "small"))
         return run_small(&opt, device, versions, nv, dtypes, nd) ? EXIT_CHECK_FAILED : 0;
+    if (opt.sweep && !strcmp(opt.sweep, "accuracy")) {
+        int all[NV_MAX], n_all = 0;
+        for (int v = 0; v < fa_num_versions(FA_BACKWARD) && n_all < NV_MAX; v++) all[n_all++] = v;
+        return test_far_logits(all, n_all, gh_tests_seed("stage5", &opt, device) + 200) ? EXIT_CHECK_FAILED : 0;
+    }
     if (opt.sweep) return run_tests(&opt, sm_count, device) ? EXIT_CHECK_FAILED : 0;
 
     run_mode m = {false, opt.deterministic, (opt.given & OPT_REPEATS) ? opt.repeats : 10, NULL, device, &opt};

@@ -388,3 +388,27 @@ def ring(t):
     for k, v in paper_ring.values().items():
         t.value(k, v)
     t.row(*paper_ring.claim_row())
+
+
+@claim
+def dq_accuracy(t):
+    """Chapter 04b's section on dQ when every logit is far from zero
+    (paper/gen/paper_accuracy.py): the CPU model's values, the GPU table
+    (OUT/dq_accuracy.md, only when data/gpu/dq_accuracy.csv exists) and
+    cuDNN's NaN where ours is finite."""
+    import paper_accuracy
+    v = paper_accuracy.values()
+    for k, x in v.items():
+        t.value(k, x)
+    paper_accuracy.write_table(t.out)
+    src = "data/gpu/dq_accuracy.csv"
+    if v["acc_gpu_status"] != "present":
+        t.row("The backward on logits near -120: cuDNN's dQ against ours", "not in the chapter",
+              "not measured in this build: no data/gpu/dq_accuracy.csv", src)
+        return
+    t.row("The backward on logits near -120 (q = (1, 0.1 z), k = (-120 sqrt(d), 0.1 z), d = 64; "
+          f"{v['acc_gpu_gpu']}): cuDNN's dQ against ours",
+          "not in the chapter",
+          f"cuDNN's dQ is NaN on {v['acc_gpu_cudnn_nan']} (dtype, seqlen, mask) points where ours is finite; "
+          f"every flash kernel's dQ error is at least {v['acc_gpu_flash_min']} x max|dQ| (SDPA flash), ours "
+          f"with K centered at most {v['acc_gpu_ours_max']} ({v['acc_gpu_over_math']} x math's at most)", src)

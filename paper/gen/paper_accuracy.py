@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""paper/gen/paper_accuracy.py -- the numbers and the table of chapter 04b's
+section on dQ's accuracy when every logit sits far from zero.
+
+    python3 paper/gen/paper_accuracy.py [--out DIR]   prints "key<TAB>value" lines;
+                                                    with --out also writes DIR/dq_accuracy.md
+
+claims.py takes values() into build/paper/values.tsv and calls write_table().
+Two files:
+
+  data/cpu/dq_accuracy.csv  build/stage3_accuracy (make sweep): the CPU model,
+                            stage 3's fp64 backward with O, dS, P rounded to
+                            16 bits, each variant's error beside the model's
+                            bracket, over the k-coordinate's size a
+  data/gpu/dq_accuracy.csv  scripts/device/accuracy.sh on the H200: every
+                            backward version (centered and not) beside SDPA's
+                            backends, and the centering's cost in time
+
+The GPU table is written only when its file exists; otherwise the section
+says the measurement is pending (acc_gpu_status "absent"). Standard library
+only.
+"""
+import csv
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CPU = os.environ.get("PAPER_ACC_CPU", "data/cpu/dq_accuracy.csv")
+GPU = os.environ.get("PAPER_ACC_GPU", "data/gpu/dq_accuracy.csv")
+SEQLENS = (64, 192, 704, 1024)
+PEERS = (("sdpa_flash", "SDPA flash"), ("sdpa_cudnn", "cuDNN"), ("sdpa_efficient", "efficient"),
+         ("sdpa_math", "math"))
+
+
+def read(rel):
+    p = rel if os.path.isabs(rel) else os.path.join(ROOT, rel)
+    if not os.path.exists(p):
+        return None
+    with open(p, newline="") as f:
+        return list(csv.DictReader(ln for ln in f if not ln.startswith("#") and ln.strip()))
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def fmt(x, digits=2):
+    if x != x:
+        return "NaN"
+    if x == 0:
+        return "0"
+    e = math.floor(math.log10(abs(x)))
+    return f"{x:.{max(digits - 1 - e, 0)}f}" if -3 <= e < 4 else f"{x:.{digits - 1}e}"
+
+
+def cpu_values():
+    rows = read(CPU)
+    v = {"acc_cpu_status": "absent" if rows is None else "present"}
+    if rows is None:
+        return v
+
+    def one(dtype, causal, N, a, variant):
+        for r in rows:
+            if (r["dtype"], r["causal"], r["N"], num(r["a"]), r["variant"]) == (dtype, str(causal), str(N), a, variant):
+                return r
+        raise KeyError((dtype, causal, N, a, variant))
+
+    N = 192
+    v["acc_cpu_N"] = str(N)
+    for variant in ("math", "flash", "D_only", "exact_D", "centered"):
+        r = one("bf16", 0, N, 120.0, variant)
+        v[f"acc_cpu_{variant}"] = fmt(num(r["err_dQ"]))
+        r16 = one("fp16", 0, N, 120.0, variant)
+        v[f"acc_cpu16_{variant}"] = fmt(num(r16["err_dQ"]))
+    f120 = one("bf16", 0, N, 120.0, "flash")
+    v["acc_cpu_flash_lo"], v["acc_cpu_flash_hi"] = fmt(num(f120["model_lo"])), fmt(num(f120["model_hi"]))
+    d120 = one("bf16", 0, N, 120.0, "D_only")
+    v["acc_cpu_termD"] = fmt(num(d120["term_D"]), 3)
+    v["acc_cpu_D_only_exact"] = fmt(num(d120["err_dQ"]), 3)
+    v["acc_cpu_maxK"] = fmt(num(f120["max_K"]), 3)
+    v["acc_cpu_flash_a0"] = fmt(num(one("bf16", 0, N, 0.0, "flash")["err_dQ"]))
+    v["acc_cpu_flash_a240"] = fmt(num(one("bf16", 0, N, 240.0, "flash")["err_dQ"]))
+    cen = [num(r["err_dQ"]) for r in rows if r["variant"] == "centered"]
+    mth = [num(r["err_dQ"]) for r in rows if r["variant"] == "math"]
+    v["acc_cpu_centered_max"] = fmt(max(cen))
+    v["acc_cpu_math_max"] = fmt(max(mth))
+    ratio = [num(c["err_dQ"]) / num(m["err_dQ"]) for c in rows if c["variant"] == "centered"
+             for m in rows if m["variant"] == "math" and (m["dtype"], m["causal"], m["N"], m["a"], m["seed"]) ==
+             (c["dtype"], c["causal"], c["N"], c["a"], c["seed"])]
+    v["acc_cpu_centered_over_math"] = f"{min(ratio):.2f} to {max(ratio):.2f}"
+    inside = sum(num(r["model_lo"]) <= num(r["err_dQ"]) <= num(r["model_hi"]) for r in rows)
+    v["acc_cpu_bracketed"] = f"{inside} of {len(rows)}"
+    v["acc_cpu_a_list"] = ", ".join(f"{a:g}" for a in sorted({num(r["a"]) for r in rows if r["N"] == str(N)}))
+    return v
+
+
+def gpu_rows():
+    return read(GPU)
+
+
+def gpu_values():
+    rows = gpu_rows()
+    v = {"acc_gpu_status": "absent" if rows is None else "present"}
+    for k in ("acc_gpu_cost", "acc_gpu_cost_N", "acc_gpu_commit", "acc_gpu_date", "acc_gpu_gpu",
+              "acc_gpu_ours_max", "acc_gpu_keep_min", "acc_gpu_math_max", "acc_gpu_cudnn_nan",
+              "acc_gpu_flash_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2"):
+        v[k] = "n/a"
+    if rows is None:
+        return v
+    first = rows[0]
+    v["acc_gpu_commit"], v["acc_gpu_date"], v["acc_gpu_gpu"] = first["commit"], first["date"], first["gpu"]
+    err = [r for r in rows if r["kind"] == "error"]
+    ours = [num(r["err_dQ"]) for r in err if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k")
+            and r["err_dQ"] != ""]
+    keep = [num(r["err_dQ"]) for r in err if r["impl"].endswith("_keep_k") and r["err_dQ"] != ""]
+    mth = [num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math" and r["err_dQ"] != ""]
+    fl = [num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_flash" and r["err_dQ"] != ""]
+    if ours:
+        v["acc_gpu_ours_max"] = fmt(max(ours))
+    if keep:
+        v["acc_gpu_keep_min"] = fmt(min(keep))
+    if mth:
+        v["acc_gpu_math_max"] = fmt(max(mth))
+    if fl:
+        v["acc_gpu_flash_min"] = fmt(min(fl))
+    math_of = {(r["dtype"], r["seqlen"], r["causal"]): num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math"}
+    pairs = [(num(r["err_dQ"]), math_of[(r["dtype"], r["seqlen"], r["causal"])]) for r in err
+             if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k") and r["err_dQ"] != ""
+             and (r["dtype"], r["seqlen"], r["causal"]) in math_of]
+    if pairs:
+        v["acc_gpu_over_math"] = f"{max(a / b for a, b in pairs):.2f}"
+        v["acc_gpu_within2"] = f"{sum(a <= 2 * b for a, b in pairs)} of {len(pairs)}"
+    cudnn_nan = [r for r in err if r["impl"] == "sdpa_cudnn" and r["nonfinite"] not in ("", "0")]
+    finite_ours = {(r["dtype"], r["seqlen"], r["causal"]) for r in err
+                   if r["impl"].startswith("ours_") and r["nonfinite"] == "0"}
+    both = [r for r in cudnn_nan if (r["dtype"], r["seqlen"], r["causal"]) in finite_ours]
+    v["acc_gpu_cudnn_nan"] = f"{len(both)} of {sum(r['impl'] == 'sdpa_cudnn' for r in err)}"
+    t = [r for r in rows if r["kind"] == "time"]
+    if t:
+        ratios = [num(r["time_ratio"]) for r in t]
+        lo, hi = min(ratios), max(ratios)
+        v["acc_gpu_cost"] = f"{(lo - 1) * 100:+.1f}% to {(hi - 1) * 100:+.1f}%"
+        v["acc_gpu_cost_N"] = f"N = {t[0]['seqlen']}, d = {t[0]['d']}, {t[0]['note'].split(';')[0]}"
+        v["acc_gpu_default"] = "the default" if hi < 1.03 else "not under 3% everywhere"
+    return v
+
+
+def values():
+    v = cpu_values()
+    v.update(gpu_values())
+    return v
+
+
+def write_table(out):
+    """DIR/dq_accuracy.md: one table per dtype, err dQ by seqlen and mask."""
+    rows = gpu_rows()
+    path = os.path.join(out, "dq_accuracy.md")
+    if rows is None:
+        if os.path.exists(path):
+            os.remove(path)
+        return
+    err = [r for r in rows if r["kind"] == "error"]
+    ours = []
+    for r in err:
+        if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k") and r["impl"] not in ours:
+            ours.append(r["impl"])
+    lines = []
+    for dtype in ("bf16", "fp16"):
+        sub = [r for r in err if r["dtype"] == dtype]
+        if not sub:
+            continue
+        last = ours[-1] if ours else None
+        head = ["seqlen, mask"] + [o.split("_")[1] for o in ours]
+        if last:
+            head.append(last.split("_")[1] + " uncentered")
+        head += [name for _, name in PEERS]
+        lines.append(f"Error of $\\mathrm{{d}}Q$, {dtype}:\n")
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        for N in SEQLENS:
+            for causal in ("1", "0"):
+                cell = {r["impl"]: r for r in sub if r["seqlen"] == str(N) and r["causal"] == causal}
+                if not cell:
+                    continue
+
+                def e(impl):
+                    r = cell.get(impl)
+                    if r is None or r["err_dQ"] == "":
+                        return "--"
+                    return fmt(num(r["err_dQ"]))
+                row = [f"{N} {'causal' if causal == '1' else 'full'}"] + [e(o) for o in ours]
+                if last:
+                    row.append(e(last + "_keep_k"))
+                row += [e(impl) for impl, _ in PEERS]
+                lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    t = [r for r in rows if r["kind"] == "time"]
+    if t:
+        lines.append("Time of one backward with and without the centering (bf16, "
+                     f"$N$ = {t[0]['seqlen']}, $d$ = {t[0]['d']}, {t[0]['note'].split(';')[0]}):\n")
+        lines.append("| version | mask | centered [ms] | as given [ms] | ratio |")
+        lines.append("|---|---|---:|---:|---:|")
+        for r in t:
+            lines.append(f"| {r['impl'].split('_')[1]} | {'causal' if r['causal'] == '1' else 'full'} | "
+                         f"{num(r['ms_centered']):.2f} | {num(r['ms_keep_k']):.2f} | {num(r['time_ratio']):.2f} |")
+        lines.append("")
+    os.makedirs(out, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main(argv):
+    if "--out" in argv:
+        write_table(argv[argv.index("--out") + 1])
+    for k, x in sorted(values().items()):
+        print(f"{k}\t{x}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

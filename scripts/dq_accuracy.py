@@ -1,0 +1,216 @@
+"""scripts/dq_accuracy.py -- the backward's accuracy when every logit sits near
+-120, on the GPU: every backward version of ours (with K centered over the
+keys, FA_BWD_CENTER_K, labelled ours_*, and with K as given, the default,
+labelled ours_*_keep_k) beside PyTorch SDPA's flash,
+cuDNN, efficient and math backends, against an fp64 reference; and the
+centering's cost in time at N = 4096, d = 128.
+
+Inputs (src/stage3_accuracy.c models them on the CPU): one head, d = 64,
+q_i = (1, 0.1 z), k_j = (-120 sqrt(d), 0.1 z), V, dO ~ N(0, 1), rounded to
+the dtype; the reference is the fp64 attention of the rounded inputs and its
+autograd gradients. Ours runs our forward (the highest version taking the
+problem) for O and L, then each backward version, as a training step would.
+Error: max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; nan where an output
+holds a NaN or infinity (counted in nonfinite).
+
+    python3 scripts/dq_accuracy.py --csv data/gpu/dq_accuracy.csv
+
+Rows: kind=error (seqlen, causal, dtype, impl, err_dQ, err_dK, err_dV,
+nonfinite) and kind=time (impl, causal, ms with and without centering,
+their ratio); provenance columns (GPU, driver, CUDA, torch, commit, date,
+command) on every row. Needs a CUDA GPU, torch and build/libfa_gpu.so.
+"""
+import argparse
+import csv
+import ctypes
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for sub in ("python", "scripts"):   # fa.py's folder
+    sys.path.insert(0, os.path.join(ROOT, sub))
+sys.path.insert(0, HERE)
+import fa            # noqa: E402
+import provenance as prov   # noqa: E402
+
+import torch                     # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel   # noqa: E402
+
+CENTER_K = 2   # fa_gpu.h FA_BWD_CENTER_K
+SEQLENS = (64, 192, 704, 1024)
+BACKENDS = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+            ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION), ("sdpa_math", SDPBackend.MATH))
+
+
+def inputs(N, d, dtype, gen, a=120.0):
+    dev = "cuda"
+    q = 0.1 * torch.randn(1, 1, N, d, generator=gen, dtype=torch.float64, device=dev)
+    k = 0.1 * torch.randn(1, 1, N, d, generator=gen, dtype=torch.float64, device=dev)
+    q[..., 0] = 1.0
+    k[..., 0] = -a * math.sqrt(d)
+    v = torch.randn(1, 1, N, d, generator=gen, dtype=torch.float64, device=dev)
+    do = torch.randn(1, 1, N, d, generator=gen, dtype=torch.float64, device=dev)
+    return [t.to(dtype) for t in (q, k, v, do)]
+
+
+def reference(q, k, v, do, causal):
+    q, k, v = (t.double().requires_grad_(True) for t in (q, k, v))
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    o = torch.softmax(s, dim=-1) @ v
+    o.backward(do.double())
+    return q.grad, k.grad, v.grad
+
+
+def errors(got, ref):
+    out, bad = [], 0
+    for g, r in zip(got, ref):
+        g = g.double()
+        nf = int((~torch.isfinite(g)).sum())
+        bad += nf
+        out.append(float("nan") if nf else float((g - r).abs().max() / r.abs().max()))
+    return out, bad
+
+
+class Ours:
+    """Our forward (fwd_version) then backward (bwd_version, flags) on torch tensors."""
+
+    def __init__(self, lib, fwd_version, bwd_version, q, k, v, do, causal):
+        self.lib, self.fv, self.bv = lib, fwd_version, bwd_version
+        B, H, N, d = q.shape
+        self.dcode = {torch.float16: fa.FP16, torch.bfloat16: fa.BF16}[q.dtype]
+        self.p = fa.params(B, H, N, d, window=(-1, 0) if causal else (-1, -1))
+        self.pp = ctypes.byref(self.p)
+        self.o, self.dq = torch.empty_like(q), torch.empty_like(q)
+        self.dk, self.dv = torch.empty_like(k), torch.empty_like(v)
+        self.L = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+        wsb = max(lib.fa_workspace_bytes(fa.FORWARD, fwd_version, self.dcode, self.pp),
+                  lib.fa_workspace_bytes(fa.BACKWARD, bwd_version, self.dcode, self.pp))
+        self.ws = torch.empty(max(wsb, 1), dtype=torch.uint8, device=q.device)
+        self.keep = (q, k, v, do)
+        self.x = fa.Ptrs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=self.o.data_ptr(),
+                         softmax_lse=self.L.data_ptr(), do_=do.data_ptr(), dq=self.dq.data_ptr(),
+                         dk=self.dk.data_ptr(), dv=self.dv.data_ptr(), workspace=self.ws.data_ptr(),
+                         workspace_bytes=wsb)
+        stream = torch.cuda.current_stream().cuda_stream
+        fa.check(lib, lib.fa_forward(fwd_version, self.dcode, self.pp, ctypes.byref(self.x), stream))
+
+    def backward(self, flags):
+        for t in (self.dq, self.dk, self.dv):
+            t.fill_(float("nan"))
+        stream = torch.cuda.current_stream().cuda_stream
+        fa.check(self.lib, self.lib.fa_backward(self.bv, self.dcode, self.pp, ctypes.byref(self.x), flags,
+                                                stream))
+        torch.cuda.synchronize()
+        return self.dq, self.dk, self.dv
+
+    def time(self, flags, repeats):
+        ms = ctypes.c_double()
+        fa.check(self.lib, self.lib.fa_time(fa.BACKWARD, self.bv, self.dcode, self.pp, ctypes.byref(self.x), 1,
+                                            flags, repeats, 1, ctypes.byref(ms)))
+        return ms.value
+
+
+def sdpa(backend, q, k, v, do, causal):
+    q, k, v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    with sdpa_kernel(backend):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        o.backward(do)
+    torch.cuda.synchronize()
+    return q.grad, k.grad, v.grad
+
+
+def forward_version(lib, dcode, p):
+    best = None
+    for info in fa.versions(lib, fa.FORWARD):
+        if lib.fa_check_supported(fa.FORWARD, info.version, dcode, ctypes.byref(p)) == 0:
+            best = info.version
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--csv", required=True, help="output CSV (with provenance columns)")
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--repeats", type=int, default=30, help="timed runs per point (median)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("dq_accuracy: no CUDA GPU here; nothing to measure", file=sys.stderr)
+        return 2
+    lib = fa.load()
+    pv = {"gpu": torch.cuda.get_device_name(0), "driver": prov.gpu_and_driver()[1], "cuda": torch.version.cuda,
+          "torch": torch.__version__, "cudnn": str(torch.backends.cudnn.version()), "commit": prov.commit(),
+          "date": prov.utc_now(), "command": " ".join(["python3"] + sys.argv)}
+    cols = ["kind", "seqlen", "d", "causal", "dtype", "impl", "err_dQ", "err_dK", "err_dV", "nonfinite",
+            "ms_centered", "ms_keep_k", "time_ratio", "note"] + list(pv)
+    rows = []
+    gen = torch.Generator(device="cuda")
+    bwd = fa.versions(lib, fa.BACKWARD)
+    for dtype, dname in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+        for N in SEQLENS:
+            for causal in (True, False):
+                gen.manual_seed(args.seed + N + causal)
+                q, k, v, do = inputs(N, 64, dtype, gen)
+                ref = reference(q, k, v, do, causal)
+                base = dict(kind="error", seqlen=N, d=64, causal=int(causal), dtype=dname)
+                for name, backend in BACKENDS:
+                    try:
+                        e, nf = errors(sdpa(backend, q, k, v, do, causal), ref)
+                        rows.append(dict(base, impl=name, err_dQ=e[0], err_dK=e[1], err_dV=e[2], nonfinite=nf))
+                    except RuntimeError as ex:
+                        rows.append(dict(base, impl=name, note="not run: " + str(ex).splitlines()[0][:120]))
+                dcode = {torch.float16: fa.FP16, torch.bfloat16: fa.BF16}[dtype]
+                p = fa.params(1, 1, N, 64, window=(-1, 0) if causal else (-1, -1))
+                fv = forward_version(lib, dcode, p)
+                for info in bwd:
+                    label = info.label()
+                    if lib.fa_check_supported(fa.BACKWARD, info.version, dcode, ctypes.byref(p)):
+                        rows.append(dict(base, impl=label, note="not run: " + lib.fa_error_string().decode()))
+                        continue
+                    run = Ours(lib, fv, info.version, q, k, v, do, causal)
+                    for flags, suffix in ((CENTER_K, ""), (0, "_keep_k")):
+                        e, nf = errors(run.backward(flags), ref)
+                        rows.append(dict(base, impl=label + suffix, err_dQ=e[0], err_dK=e[1], err_dV=e[2],
+                                         nonfinite=nf, note=f"forward v{fv}"))
+                print(f"{dname} N={N} {'causal' if causal else 'full'}: " +
+                      ", ".join(f"{r['impl']} {r.get('err_dQ', float('nan')):.3g}" for r in rows
+                                if r.get("seqlen") == N and r.get("dtype") == dname and r.get("causal") == int(causal)),
+                      flush=True)
+    # the centering's cost: the backward with and without it
+    gen.manual_seed(args.seed)
+    B, H, N, d = 1, 16, 4096, 128
+    for causal in (False, True):
+        q, k, v, do = (torch.randn(B, H, N, d, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
+                       for _ in range(4))
+        p = fa.params(B, H, N, d, window=(-1, 0) if causal else (-1, -1))
+        fv = forward_version(lib, fa.BF16, p)
+        for info in bwd:
+            if info.version == 0 or lib.fa_check_supported(fa.BACKWARD, info.version, fa.BF16, ctypes.byref(p)):
+                continue
+            run = Ours(lib, fv, info.version, q, k, v, do, causal)
+            t_keep, t_c = run.time(0, args.repeats), run.time(CENTER_K, args.repeats)
+            t_keep = min(t_keep, run.time(0, args.repeats))   # both measured twice, interleaved
+            t_c = min(t_c, run.time(CENTER_K, args.repeats))
+            rows.append(dict(kind="time", seqlen=N, d=d, causal=int(causal), dtype="bf16", impl=info.label(),
+                             ms_centered=t_c, ms_keep_k=t_keep, time_ratio=t_c / t_keep,
+                             note=f"B={B} H={H}; median of {args.repeats}, L2 flushed; the lower of two medians"))
+            print(f"time {info.label()} causal={causal}: {t_c:.3f} ms centered, {t_keep:.3f} ms keep-k, "
+                  f"ratio {t_c / t_keep:.4f}", flush=True)
+            del run
+    with open(args.csv, "w", newline="") as f:
+        f.write("".join(f"# {k_}: {v_}\n" for k_, v_ in pv.items()))
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for r in rows:
+            w.writerow({**{c: "" for c in cols}, **r, **pv})
+    print(f"wrote {args.csv} ({len(rows)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
