@@ -111,11 +111,22 @@ $(BUILD)/v3_check: $(BUILD)/v3_check.o $(GPU_OBJS) $(HARNESS)
 GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check
 
-v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests and step timings
-	$(BUILD)/v3_check
-
 gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
 	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
+else
+gpu-test:
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
+endif
+
+# The measurement targets need nvcc, a GPU (one that nvidia-smi lists) and,
+# for io-gpu, Nsight Compute's ncu. Without one of them each says on one line
+# what is missing and exits 0, building nothing: a machine without a GPU has
+# nothing to measure, and that is not a failure of the build.
+GPU_MISSING := $(if $(strip $(NVCC)),$(if $(shell nvidia-smi -L 2>/dev/null | grep '^GPU '),,no GPU here (nvidia-smi lists none); run it on a GPU machine),nvcc not found; it needs the CUDA toolkit and a GPU)
+NCU ?= $(or $(shell command -v ncu 2>/dev/null),$(wildcard $(dir $(NVCC))ncu /usr/local/cuda/bin/ncu))
+ifeq ($(GPU_MISSING),)
+v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests and step timings
+	$(BUILD)/v3_check
 
 bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
 	python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
@@ -123,12 +134,15 @@ bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu
 train-gpu: $(BUILD)/libfa_gpu.so         ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv
 	python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
 
+ifneq ($(strip $(NCU)),)
 io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv, v2_layout_ab.csv
-	sh scripts/ncu_io.sh data/gpu/io_fwd.csv
-	NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
+	NCU=$(firstword $(NCU)) sh scripts/ncu_io.sh data/gpu/io_fwd.csv
+	NCU=$(firstword $(NCU)) NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
 else
-gpu-test:
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
+io-gpu:
+	@echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"
+endif
+else
 bench-gpu io-gpu v3-check train-gpu:
-	@echo "$@: nvcc not found; the GPU targets need the CUDA toolkit and a GPU"
+	@echo "$@: skipped: $(GPU_MISSING)"
 endif

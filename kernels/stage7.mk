@@ -45,8 +45,13 @@ stage7: $(STAGE7_OBJS)                    ## one sequence across GPUs: ring atte
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -L$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE) \
 	    -Xlinker -rpath,$(NCCL_LIBDIR) -lm
 
+ifeq ($(GPU_MISSING),)
 ring-gpu: stage7                          ## measure G GPUs against one: data/gpu/ring.csv
 	./stage7 --sweep scale --csv data/gpu/ring.csv
+else
+ring-gpu:                                 # without a GPU: one line, exit 0 (kernels/gpu.mk)
+	@echo "$@: skipped: $(GPU_MISSING)"
+endif
 else
 ifneq ($(strip $(NVCC)),)
 STAGE7_MISSING := NCCL not found (no nccl.h beside libnccl.so in the CUDA toolkit, /usr, /usr/local or Python's nvidia-nccl wheel; NCCL_HOME=DIR names one)

@@ -17,10 +17,9 @@
 # Cost: a minute or two on an H200 (one replay pass per kernel).
 set -e
 out=${1:-data/gpu/io_fwd.csv}
-tmp=${TMPDIR:-/tmp}/ncu_io.$$
-mkdir -p "$tmp"
 raw=${out%.csv}_ncu_raw.csv   # kept: the per-kernel rows behind every sum
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+command -v "$NCU" >/dev/null 2>&1 || { echo "ncu_io.sh: skipped: ncu (Nsight Compute) not found ($NCU)"; exit 0; }
 BASE=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum,launch__grid_size
 # L2 sectors requested by the SMs (reads and writes through L1/TEX): the
 # traffic the tiled model predicts, without the L2's own fills/evictions
@@ -35,4 +34,3 @@ if ! "$NCU" $FLAGS --metrics $metrics --log-file "$raw" \
     "$NCU" $FLAGS --metrics $metrics --log-file "$raw" python3 scripts/bench_gpu.py --profile-io "$map"
 fi
 python3 scripts/ncu_io.py "$raw" "$map" "$out" "ncu $FLAGS --metrics $metrics python3 scripts/bench_gpu.py --profile-io MAP.json"
-rm -rf "$tmp"

@@ -10,6 +10,8 @@
  *   - IO counters and the bounded "SRAM" scratch  (what the IO accounting counts)
  *   - command-line options shared by the stages    (one convention for every program)
  *   - input loading (real model input or random) and writing results as .npy
+ *   - output files checked before any work and renamed into place only when
+ *     the run succeeded (outputs_finish)
  *
  * Units: sizes are in elements unless a name says bytes; times in seconds.
  */
@@ -289,8 +291,30 @@ attn_problem problem_slice(const attn_problem *p, int n, int dn);
 /* softmax_scale in effect: --scale if given, else 1/sqrt(d). */
 double effective_scale(const options *opt, int d);
 
+/* ---------------------------------------------------------------------------
+ * Output files. A failed run leaves every output file as it was:
+ *   - parse_options checks each of --out --lse --dq --dk --dv --csv before any
+ *     work (the folder exists and a file can be created in it, the path is not
+ *     a directory, not another output, not an input; one line naming the flag
+ *     and exit 2) and creates a temporary file beside it (".NAME.XXXXXX");
+ *   - save_tensor and csv_open write to that temporary file;
+ *   - outputs_finish(status), the last thing main does, renames every written
+ *     temporary file onto its path when status is 0 and removes them all
+ *     otherwise; exit without it (fatal, --help, a signal) removes them too.
+ * An existing output that is not a regular file (/dev/stdout, a pipe) is
+ * written in place: it has no content to keep.
+ * ------------------------------------------------------------------------- */
+/* Check path (named by flag in messages) and create its temporary file, as
+ * parse_options does for the output flags; a write to a path never staged
+ * stages it first. Exits with status 2 if the path cannot be written. */
+void stage_output(const char *flag, const char *path);
+/* Rename the outputs written by this run onto their paths when status is 0
+ * (returns 0, or 2 if a rename fails), else remove them (returns status).
+ * Use as `return outputs_finish(status);` at the end of main. */
+int outputs_finish(int status);
+
 /* Write x to path as .npy <f8 of shape (B, H, rows, d), or (B, H, rows)
- * when d == 0. Exits with status 2 if it cannot. */
+ * when d == 0 (staged: see outputs_finish). Exits with status 2 if it cannot. */
 void save_tensor(const char *path, const double *x, int B, int H, int rows, int d);
 /* The four shapes of an attention problem's tensors. */
 void save_q_like(const char *path, const double *x, const attn_params *p);    /* Q, O, dQ */
@@ -298,11 +322,13 @@ void save_kv_like(const char *path, const double *x, const attn_params *p);   /*
 void save_rows(const char *path, const double *x, const attn_params *p);      /* L */
 
 /* ---------------------------------------------------------------------------
- * CSV with provenance: opens path for writing, writes '# key: value' lines
- * (commit, date, host, command) and the header line. gnuplot and the
- * scripts skip '#' lines.
+ * CSV with provenance: opens path for writing (its temporary file: see
+ * outputs_finish), writes '# key: value' lines (commit, date, host, command)
+ * and the header line. gnuplot and the scripts skip '#' lines. csv_close
+ * closes it and exits with status 2 if any write failed (a full disk).
  * ------------------------------------------------------------------------- */
 #include <stdio.h>
 FILE *csv_open(const char *path, int argc, char **argv, const char *header);
+void csv_close(FILE *f);
 
 #endif /* FA_COMMON_H */

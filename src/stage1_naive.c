@@ -303,7 +303,7 @@ int main(int argc, char **argv)
         double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
         naive_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, o, l, gdq, gdk, gdv, NULL, NULL, NULL,
                                   NULL);
-        snprintf(what, sizeof what, "backward vs central differences (%d x %d keys x %d, head 0)",
+        snprintf(what, sizeof what, "backward vs central differences (head 0, %d queries, %d keys, d = %d)",
                  gp->seqlen_q, gp->seqlen_k, gp->d);
         failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), TOL_GRADCHECK);
         free(buf);
@@ -379,6 +379,6 @@ int main(int argc, char **argv)
     free(O); free(L); free(dQ); free(dK); free(dV);
     free(O32); free(L32); free(dQ32); free(dK32); free(dV32);
     free_problem(&prob);
-    return failed ? EXIT_CHECK_FAILED : 0;
+    return outputs_finish(failed ? EXIT_CHECK_FAILED : 0);
 }
 #endif /* STAGE_NO_MAIN */

@@ -326,7 +326,7 @@ static void sweep(const char *path, int argc, char **argv, uint64_t seed0)
             run_config(&cfg, ++s, out);
             csv_rows(f, &cfg, out, s);
         }
-    if (fclose(f) != 0) fatal(EXIT_BAD_INPUT, "--csv %s: write failed", path);
+    csv_close(f);
     printf("wrote %s\n", path);
 }
 
@@ -420,11 +420,12 @@ int main(int argc, char **argv)
         }
     }
     if (test == (csv != NULL)) fatal(EXIT_BAD_INPUT, "give exactly one of --test and --csv FILE");
+    if (csv) stage_output("--csv", csv);   /* checked before the sweep's minutes of work */
     if (test) {
         seed = seeded ? s : fresh_seed();
         printf("stage3 accuracy checks, seed %llu (--seed replays)\n", (unsigned long long)seed);
         return tests(seed);
     }
     sweep(csv, argc, argv, seeded ? s : 20261201);
-    return 0;
+    return outputs_finish(0);
 }

@@ -420,6 +420,14 @@ flash_blocks flash_blocks_from_options(const options *opt, const attn_params *p,
         fatal(EXIT_BAD_INPUT, "--sram %ld: M is too small for one tile at d = %d (the backward "
               "needs at least %zu elements)", *M, d, flash_backward_sram_elements(1, 1, d));
     }
+    /* The rule sizes blocks from M alone; a block longer than the sequence
+     * holds rows that do not exist, so it is cut to seqlen_q (Br) and
+     * seqlen_k (Bc). The count of reads and writes is the same either way
+     * (the one block covers every row); the SRAM used is not. */
+    b.fBr = imin(b.fBr, p->seqlen_q);
+    b.bBr = imin(b.bBr, p->seqlen_q);
+    b.fBc = imin(b.fBc, p->seqlen_k);
+    b.bBc = imin(b.bBc, p->seqlen_k);
     return b;
 }
 
@@ -646,7 +654,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
     if (!strcmp(opt->sweep, "formulas")) {
         FILE *f = csv_open(opt->csv, argc, argv, "quantity,rule,pass,N,d,M,Br,Bc,value");
         formula_rows(f, (opt->given & OPT_N) ? opt->N : 2048, d);
-        fclose(f);
+        csv_close(f);
         printf("stage3 --sweep formulas: wrote %s\n", opt->csv);
         return 0;
     }
@@ -688,7 +696,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
             bad += sweep_point(csv, &o, N, d, b, M, B == 4, "tiled", o.causal);
         }
     }
-    fclose(csv);
+    csv_close(csv);
     printf("stage3 --sweep %s: wrote %s; counted == formula and high-water <= M: %s\n",
            opt->sweep, opt->csv, bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
@@ -706,7 +714,7 @@ int main(int argc, char **argv)
         if (opt.given & (OPT_MASKS & ~(unsigned)OPT_CAUSAL))
             fatal(EXIT_BAD_INPUT, "--sweep io|blocks|formulas runs square problems (--causal or "
                   "none); masks and lengths are swept by ./stage6 --sweep window");
-        return run_sweep(&opt, argc, argv);
+        return outputs_finish(run_sweep(&opt, argc, argv));
     }
     if (opt.given & OPT_REPEATS) fatal(EXIT_BAD_INPUT, "--repeats times the points of a --sweep");
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
@@ -737,11 +745,23 @@ int main(int argc, char **argv)
            (opt.given & OPT_BR) ? "--br/--bc" : opt.rule, b.fBr, b.fBc,
            flash_forward_sram_elements(b.fBr, b.fBc, d), b.bBr, b.bBc,
            flash_backward_sram_elements(b.bBr, b.bBc, d));
+    if (!(opt.given & OPT_BR)) {   /* the rule's blocks before the cut to the sequence */
+        flash_blocks r;
+        int (*rule)(long, int, bool, int *, int *) = strcmp(opt.rule, "io") ? derive_blocks : derive_blocks_io;
+        rule(M, d, false, &r.fBr, &r.fBc);
+        rule(M, d, true, &r.bBr, &r.bBc);
+        if (r.fBr != b.fBr || r.fBc != b.fBc || r.bBr != b.bBr || r.bBc != b.bBc)
+            printf("  (M alone gives forward Br = %d, Bc = %d, backward Br = %d, Bc = %d; a block is cut\n"
+                   "  to the %d query rows and %d key rows there are: longer, it would hold rows that do not exist)\n",
+                   r.fBr, r.fBc, r.bBr, r.bBc, p->seqlen_q, p->seqlen_k);
+    }
     if (!(opt.given & OPT_BR) && !strcmp(opt.rule, "io"))
         printf("  why these tiles (--rule io): the forward reads all of K and V once per query block,\n"
-               "  so the fewest bytes come from the tallest query block that fits (Br = %d) with one key\n"
-               "  row at a time (Bc = 1); the backward reads Q, dO, dQ, L and D once per key block, so\n"
-               "  there the key block takes the room (Bc = %d, Br = 1)\n", b.fBr, b.bBc);
+               "  so the fewest bytes come from the tallest query block that fits (Br = %d%s)\n"
+               "  with one key row at a time (Bc = 1); the backward reads Q, dO, dQ, L and D once per\n"
+               "  key block, so there the key block takes the room (Bc = %d%s, Br = 1)\n",
+               b.fBr, b.fBr == p->seqlen_q ? ", all the query rows" : "",
+               b.bBc, b.bBc == p->seqlen_k ? ", all the key rows" : "");
     printf("\n");
 
     /* The reference: stage 1, every score matrix materialized. */
@@ -774,13 +794,18 @@ int main(int argc, char **argv)
     int failed = 0;
     flash_errors e = flash_errors_vs(&prob, O, L, dQ, dK, dV, rO, rL, rdQ, rdK, rdV);
     double btol = flash_backward_tol(rL, rows);
-    printf("checks (tiled against naive, fp64, all %d heads; errors relative to the magnitudes)\n",
-           p->B * p->H);
+    if (p->B * p->H == 1)
+        printf("checks (tiled against naive, fp64, the one head; errors relative to the magnitudes)\n");
+    else
+        printf("checks (tiled against naive, fp64, all %d heads; errors relative to the magnitudes)\n",
+               p->B * p->H);
     failed += report("O: max|O - O_ref| / max|V|", e.O, FLASH_FWD_TOL);
     failed += report("L: max|L - L_ref| / max(1, max|L_ref|)", e.L, FLASH_FWD_TOL);
-    failed += report("dQ: max|dQ - dQ_ref| / its scale (flash_errors_vs)", e.dQ, btol);
+    failed += report("dQ: max|dQ - dQ_ref| / its scale", e.dQ, btol);
     failed += report("dK: max|dK - dK_ref| / its scale", e.dK, btol);
     failed += report("dV: max|dV - dV_ref| / its scale", e.dV, btol);
+    printf("    (a gradient's scale: the larger of max|ref| and the size of its terms, c max|K| for dQ,\n"
+           "    c max|Q| for dK with c = softmax_scale max|dO| max|V|, and max|dO| for dV)\n");
     failed += report("non-finite outputs (poisoned before the run)",
                      (double)(count_nonfinite(out, nout, false) - count_nonfinite(L, rows, false) +
                               count_nonfinite(L, rows, true)), 0);
@@ -798,8 +823,8 @@ int main(int argc, char **argv)
         flash_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, (flash_blocks){4, 3, 4, 3}, o, l, gdq,
                                   gdk, gdv, &small, NULL, NULL, NULL, NULL, NULL, NULL);
         char what[96];
-        snprintf(what, sizeof what, "tiled backward vs central differences (%d x %d, head 0)",
-                 gp->seqlen_q, gp->d);
+        snprintf(what, sizeof what, "tiled backward vs central differences (head 0, %d queries, %d keys, d = %d)",
+                 gp->seqlen_q, gp->seqlen_k, gp->d);
         failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5),
                          TOL_GRADCHECK);
         sram_free(&small);
@@ -830,7 +855,7 @@ int main(int argc, char **argv)
     if (!(opt.given & OPT_BR) && strcmp(opt.rule, "io") && b.fBr == d && p->seqlen_q > b.fBr)
         printf("  note: the paper's rule stops Br at d = %d, so the forward re-reads K and V "
                "N/Br = %d times whatever M is;\n        --rule io gives each pass the tiles "
-               "that minimize its count (see derive_blocks_io and the paper, section 4.2)\n",
+               "that minimize its count (the paper's section on choosing the block sizes)\n",
                d, ceil_div(p->seqlen_q, b.fBr));
     uint64_t tiles_f = flash_tiles_formula(p, b.fBr, b.fBc), tiles_b = flash_tiles_formula(p, b.bBr, b.bBc);
     printf("  tiles computed / skipped by the mask: forward %llu / %llu, backward %llu / %llu "
@@ -854,6 +879,6 @@ int main(int argc, char **argv)
     free(ref);
     free(out);
     free_problem(&prob);
-    return failed ? EXIT_CHECK_FAILED : 0;
+    return outputs_finish(failed ? EXIT_CHECK_FAILED : 0);
 }
 #endif /* STAGE_NO_MAIN */

@@ -890,8 +890,9 @@ int main(int argc, char **argv)
     printf("stage5: CUDA backward on %s\n", device);
     printf("  errors against the CPU fp64 backward on the inputs rounded to the dtype (O, L given from it):\n"
            "    err X = max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; unwritten = NaN/inf left in an output\n"
-           "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s with fa_flops (2.5 x forward);"
-           " model bytes: kernels/stage5_backward.cu%s\n", m.repeats,
+           "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s counts 2.5 x the forward's\n"
+           "  4 B H Sq Sk d times the visible share of the scores (the papers' convention); model bytes: the\n"
+           "  version's IO model (kernels/stage5_backward.cu)%s\n", m.repeats,
            m.deterministic ? "; deterministic mode, 30 runs compared bitwise" : "");
     int bad = 0;
     bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);
@@ -905,9 +906,9 @@ int main(int argc, char **argv)
             gh_inputs_free(&pr);
         }
     }
-    if (m.csv) fclose(m.csv);
+    if (m.csv) csv_close(m.csv);
     printf("\nchecks: fp32 err <= 1e-5; fp16/bf16 err of v1 to v3 <= 2 x v0's + u and every version <= "
            "1e-2 (fp16), 5e-2 (bf16); every output written; zero rows where the mask leaves nothing\n");
     printf("stage5: %s\n", bad ? "FAILED" : "all checks passed");
-    return bad ? EXIT_CHECK_FAILED : 0;
+    return outputs_finish(bad ? EXIT_CHECK_FAILED : 0);
 }

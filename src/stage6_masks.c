@@ -368,7 +368,7 @@ static int tour_line(const char *name, const attn_problem *in, flash_blocks b, r
 {
     const attn_params *p = &in->params;
     int bad = failures(r);
-    printf("  %-32s (%d,%d/%d,%4d,%4d,%3d) (%4d,%4d) %3dx%-3d %9.2e %9.2e %9.2e %5zu %-3s %-3s %s\n",
+    printf("  %-32s (%d,%d/%d,%4d,%4d,%3d) (%4d,%4d) %3dx%-3d %9.2e %9.2e %10.2e %5zu %-3s %-5s %s\n",
            name, p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, p->d, p->window_size_left,
            p->window_size_right, b.fBr, b.fBc, fmax(r->e.O, r->e.L), worst_bwd(r), r->gradcheck,
            r->empty_rows, r->io_ok && r->naive_io_ok ? "yes" : "NO", r->tiles_ok ? "yes" : "NO",
@@ -406,14 +406,17 @@ static int run_tour(const options *opt)
     };
     int failed = 0;
     printf("stage6: the tiled stage under every mask, against stage 1 masked (fp64)\n");
-    printf("  errors relative to their magnitudes (flash_errors_vs): forward <= %.0e, backward <= "
-           "%.0e + %.0f eps max|L|;\n  gradient check by central differences on a 12-query slice "
-           "<= %.0e; IO counted == formula (tiled and naive);\n  tiles visited == mask_tiles_visited;"
-           " rows that see no key hold O = 0, L = -inf, dQ = 0 (bounds: src/tolerances.h)\n\n",
+    printf("  the columns: fwd err, the larger error of O and L, and bwd err, the largest of dQ, dK\n"
+           "  and dV, each relative to its magnitude (<= %.0e and <= %.0e + %.0f eps max|L|);\n"
+           "  gradcheck, the backward against central differences on a 12-query slice (<= %.0e);\n"
+           "  empty, the rows that see no key (each must hold O = 0, L = -inf, dQ = 0); IO, the\n"
+           "  counted reads and writes equal their formula (tiled and naive); tiles, the tiles\n"
+           "  visited equal their closed form for the mask; row, ok when every check of the row\n"
+           "  holds (bounds: src/tolerances.h)\n\n",
            FLASH_FWD_TOL, FLASH_BWD_TOL, FLASH_BWD_L_FACTOR, TOL_GRADCHECK);
-    printf("  %-32s %-23s %-11s %-7s %9s %9s %9s %5s %-3s %-3s\n", "problem",
-           "(B,H/H_kv,Sq,Sk,d)", "window", "Br x Bc", "fwd err", "bwd err", "gradchk", "empty",
-           "IO", "tiles");
+    printf("  %-32s %-23s %-11s %-7s %9s %9s %10s %5s %-3s %-5s %s\n", "problem",
+           "(B,H/H_kv,Sq,Sk,d)", "window", "Br x Bc", "fwd err", "bwd err", "gradcheck", "empty",
+           "IO", "tiles", "row");
     printf("  real input (all-MiniLM-L6-v2, 12 heads of 148 x 32)\n");
     for (size_t k = 0; k < sizeof real / sizeof real[0]; k++) {
         attn_problem prob;
@@ -497,9 +500,28 @@ static int report(const char *what, double err, double tol)
     return ok ? 0 : 1;
 }
 
+/* The naive reference keeps four seqlen_q x seqlen_k fp64 matrices (S, P,
+ * dP, dS of one head; naive_require_size's limit, 8.6 GB). With random input
+ * the flags give the shape, so a problem too long for it is refused from the
+ * flags, before the inputs are drawn (2 GB of them at N = 2^20, d = 64). */
+static void require_naive_fits_flags(const options *opt)
+{
+    if (!(opt->given & (OPT_N | OPT_SEQLEN_K))) return;
+    double Sq = opt->N, Sk = (opt->given & OPT_SEQLEN_K) ? opt->seqlen_k : opt->N;
+    double bytes = Sq * Sk * 4 * sizeof(double);
+    if (bytes <= 8.6e9) return;
+    char shape[64];
+    if (opt->given & OPT_SEQLEN_K) snprintf(shape, sizeof shape, "--n %d --seqlen-k %d", opt->N, opt->seqlen_k);
+    else snprintf(shape, sizeof shape, "--n %d", opt->N);
+    fatal(EXIT_BAD_INPUT, "%s: naive attention needs four seqlen_q x seqlen_k matrices for the reference "
+          "(%.4g GB; the limit is 8.6 GB, N <= 16384 when seqlen_k = N); give --check rows to check sampled "
+          "rows in O(N) memory", shape, bytes / 1e9);
+}
+
 static int run_one(const options *opt)
 {
     bool naive = !strcmp(opt->check, "naive");
+    if (naive) require_naive_fits_flags(opt);
     attn_problem prob;
     load_problem(opt, &prob);
     const attn_params *p = &prob.params;
@@ -524,12 +546,15 @@ static int run_one(const options *opt)
         printf("checks on %d sampled query rows and %d sampled key rows\n", r.rows_checked,
                r.cols_checked);
     else
-        printf("checks against stage 1 (all %d query heads)\n", p->B * p->H);
+        printf(p->B * p->H == 1 ? "checks against stage 1 (the one query head)\n"
+                                 : "checks against stage 1 (all %d query heads)\n", p->B * p->H);
     failed += report("O: max|O - O_ref| / max|V|", r.e.O, FLASH_FWD_TOL);
     failed += report("L: max|L - L_ref| / max(1, max|L_ref|)", r.e.L, FLASH_FWD_TOL);
-    failed += report("dQ: relative to its scale (flash_errors_vs)", r.e.dQ, r.btol);
+    failed += report("dQ: relative to its scale", r.e.dQ, r.btol);
     failed += report("dK: relative to its scale", r.e.dK, r.btol);
     failed += report("dV: relative to its scale", r.e.dV, r.btol);
+    printf("    (a gradient's scale: the larger of max|ref| and the size of its terms, c max|K| for dQ,\n"
+           "    c max|Q| for dK with c = softmax_scale max|dO| max|V|, and max|dO| for dV)\n");
     failed += report("central differences, 12-query slice of head 0", r.gradcheck, TOL_GRADCHECK);
     char what[96];
     snprintf(what, sizeof what, "empty rows (%zu) not holding O = 0, L = -inf, dQ = 0", r.empty_rows);
@@ -625,7 +650,7 @@ static int sweep_window(const options *opt, int argc, char **argv)
         free(buf);
         free_problem(&prob);
     }
-    fclose(csv);
+    csv_close(csv);
     printf("stage6 --sweep window: wrote %s; counted == formula, tiles == formula: %s\n", opt->csv,
            bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
@@ -695,7 +720,7 @@ static int sweep_memory(const options *opt, const char *self, int argc, char **a
                     kib, io_bytes, extra, wall);
             fflush(csv);
         }
-    fclose(csv);
+    csv_close(csv);
     printf("stage6 --sweep memory: wrote %s; every run exited 0: %s\n", opt->csv, bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
 }
@@ -819,7 +844,7 @@ static int sweep_lse(const options *opt, int argc, char **argv)
             }
         }
     sram_free(&sram);
-    fclose(csv);
+    csv_close(csv);
     free(base);
     free(buf);
     free(T);
@@ -838,15 +863,15 @@ int main(int argc, char **argv)
                   USAGE, &opt);
     if (opt.sweep) {
         if (!opt.csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
-        if (!strcmp(opt.sweep, "window")) return sweep_window(&opt, argc, argv);
-        if (!strcmp(opt.sweep, "memory")) return sweep_memory(&opt, argv[0], argc, argv);
-        if (!strcmp(opt.sweep, "lse")) return sweep_lse(&opt, argc, argv);
+        if (!strcmp(opt.sweep, "window")) return outputs_finish(sweep_window(&opt, argc, argv));
+        if (!strcmp(opt.sweep, "memory")) return outputs_finish(sweep_memory(&opt, argv[0], argc, argv));
+        if (!strcmp(opt.sweep, "lse")) return outputs_finish(sweep_lse(&opt, argc, argv));
         fatal(EXIT_BAD_INPUT, "--sweep: expected 'window', 'memory' or 'lse', got '%s'", opt.sweep);
     }
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
     unsigned problem_flags = OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS |
                              OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
                              OPT_RULE | OPT_CHECK;
-    if (opt.given & problem_flags) return run_one(&opt);
-    return run_tour(&opt);
+    if (opt.given & problem_flags) return outputs_finish(run_one(&opt));
+    return outputs_finish(run_tour(&opt));
 }

@@ -1300,11 +1300,11 @@ int main(int argc, char **argv)
                              "pass,B,H,N,d,repeats,single_ms,ring_ms,compute_only_ms,comm_only_ms,"
                              "hidden_share,single_tflops,ring_tflops,efficiency,bytes_sent_per_gpu,bytes_formula");
         scale_sweep(ctx[G], &opt, dtype, kernel, rf.budget, &pv, csv);
-        fclose(csv);
+        csv_close(csv);
         ctx_free(ctx[G]);
         free(ctx[G]);
         free(argv0);
-        return 0;
+        return outputs_finish(0);
     }
 
     uint64_t seed = (opt.given & OPT_SEED) ? opt.seed : fresh_seed();

@@ -356,7 +356,7 @@ static int run_sweep(const char *csv_path, int sms, int ctas, uint64_t seed, int
                         free(O);
                         free_decode_problem(&x);
                     }
-    fclose(csv);
+    csv_close(csv);
     printf("stage8 --sweep io: wrote %s (%d rows); counted == formula: %s\n", csv_path, n, bad ? "NO" : "yes");
     return bad ? EXIT_CHECK_FAILED : 0;
 }
@@ -379,7 +379,7 @@ int main(int argc, char **argv)
         if (opt.given & ~(unsigned)(OPT_SWEEP | OPT_CSV | OPT_SEED) || f.page_size || f.splits || f.lens ||
             f.num_pages || f.block_table)
             fatal(EXIT_BAD_INPUT, "--sweep io runs its own grid; it takes only --csv, --seed, --sms and --ctas-per-sm");
-        return run_sweep(opt.csv, sms, ctas, opt.seed, argc, argv);
+        return outputs_finish(run_sweep(opt.csv, sms, ctas, opt.seed, argc, argv));
     }
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep io");
 
@@ -559,6 +559,6 @@ int main(int argc, char **argv)
     sram_free(&sram);
     free(out);
     free_decode_problem(&x);
-    return failed ? EXIT_CHECK_FAILED : 0;
+    return outputs_finish(failed ? EXIT_CHECK_FAILED : 0);
 }
 #endif /* STAGE_NO_MAIN */

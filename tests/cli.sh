@@ -192,3 +192,218 @@ expect_error "stage8 sweep without csv" "--sweep needs --csv" ./stage8 --sweep i
 ./stage8 --batch 1 --seqlen-k 32 --page-size 16 --block-table 2,-1 --lens 16 --num-pages 4 >/dev/null 2>&1 \
     && echo "PASS stage8 reads no block-table entry past a sequence's keys (-1 there is fine)" \
     || echo "FAIL stage8 reads no block-table entry past a sequence's keys (-1 there is fine)"
+
+# Output files: every path (--out --lse --dq --dk --dv --csv) is checked before
+# any work, one line naming the flag and exit 2; a failed run (a bad later
+# path, a failed check) leaves every output file byte for byte as it was and
+# no temporary file behind; a good run replaces them.
+O=$tmp/outs
+mkdir -p $O
+printf 'old O\n' >$O/o.keep; printf 'old L\n' >$O/l.keep; printf 'old dQ\n' >$O/dq.keep
+printf 'old csv\n' >$O/c.keep
+reset_outs() { for f in o l dq c; do cp $O/$f.keep $O/$f.out; done; }
+outs_unchanged() {   # NAME: every file as it was, nothing else in the folder
+    ok=1
+    for f in o l dq c; do cmp -s $O/$f.keep $O/$f.out || ok=0; done
+    [ "$(ls -A $O | wc -l)" -eq 8 ] || ok=0
+    [ $ok = 1 ] && echo "PASS $1: every output file as it was, no file left behind" \
+        || echo "FAIL $1: output folder changed: $(ls -A $O | tr '\n' ' ')"
+}
+expect_early_error() {   # NAME KEYWORD COMMAND...: expect_error, with nothing on stdout (no work done)
+    name=$1
+    expect_error "$@"
+    [ -s "$tmp/out" ] && echo "FAIL $name: printed results before refusing: $(head -c 200 "$tmp/out")" \
+        || echo "PASS $name: refused before any work"
+}
+for s in ./stage1 ./stage3 ./stage6; do
+    for flag in --out --lse --dq --dk --dv; do   # the bad path last, after good ones
+        goods="--out $O/o.out --lse $O/l.out"
+        [ $flag = --out ] && goods="--lse $O/l.out --dq $O/dq.out"
+        [ $flag = --lse ] && goods="--out $O/o.out --dq $O/dq.out"
+        reset_outs
+        expect_early_error "$s $flag in an unwritable folder" "$flag /proc/x.npy: cannot create" \
+            $s --random --n 32 --d 8 $goods $flag /proc/x.npy
+        outs_unchanged "$s $flag unwritable"
+    done
+    reset_outs
+    expect_early_error "$s later output in a missing folder" "--dq $O/none/dq.npy: cannot create" \
+        $s --random --n 32 --d 8 --out $O/o.out --lse $O/l.out --dq $O/none/dq.npy
+    outs_unchanged "$s later output in a missing folder"
+    reset_outs
+    expect_early_error "$s later output is a directory" "--dq $O: is a directory" \
+        $s --random --n 32 --d 8 --out $O/o.out --lse $O/l.out --dq $O
+    outs_unchanged "$s later output is a directory"
+    # a run whose exactness check fails (exit 1) renames nothing
+    reset_outs
+    $s --q $B/near_tie_q.npy --k $B/near_tie_k.npy --v $B/near_tie_v.npy --scale 1e12 \
+        --out $O/o.out --lse $O/l.out --dq $O/dq.out >"$tmp/out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "central differences.*FAIL" "$tmp/out" \
+        && echo "PASS $s near-tie input fails its gradient check (exit 1)" \
+        || echo "FAIL $s near-tie input fails its gradient check: exit $rc, $(grep -i fail "$tmp/out" | head -2)"
+    outs_unchanged "$s failed check"
+    # a good run replaces every output, each a .npy, and leaves no temporary file
+    reset_outs
+    if $s --random --n 32 --d 8 --out $O/o.out --lse $O/l.out --dq $O/dq.out >/dev/null 2>&1 &&
+        for f in o l dq; do head -c 6 $O/$f.out | grep -q NUMPY || exit 1; done &&
+        cmp -s $O/c.keep $O/c.out && [ "$(ls -A $O | wc -l)" -eq 8 ]; then
+        echo "PASS $s good run replaces its outputs and leaves no temporary file"
+    else
+        echo "FAIL $s good run replaces its outputs and leaves no temporary file: $(ls -A $O | tr '\n' ' ')"
+    fi
+done
+reset_outs
+expect_early_error "stage3 --csv in an unwritable folder" "--csv /proc/x.csv: cannot create" \
+    ./stage3 --sweep formulas --csv /proc/x.csv
+expect_early_error "stage6 --csv in an unwritable folder" "--csv /proc/x.csv: cannot create" \
+    ./stage6 --sweep window --csv /proc/x.csv
+expect_early_error "stage2 --csv in an unwritable folder" "--csv /proc/x.csv: cannot create" \
+    ./stage2 --trace --csv /proc/x.csv
+expect_early_error "stage3 --csv is a directory" "--csv $O: is a directory" ./stage3 --sweep formulas --csv $O
+expect_early_error "stage6 --csv beside an unwritable --out" "--out /proc/x.npy: cannot create" \
+    ./stage6 --random --n 32 --d 8 --csv $O/c.out --out /proc/x.npy
+outs_unchanged "csv refusals"
+./stage3 --sweep formulas --csv $O/c.out >/dev/null 2>&1 && grep -q '^causal_tiles,code' $O/c.out \
+    && [ "$(ls -A $O | wc -l)" -eq 8 ] \
+    && echo "PASS stage3 --sweep formulas replaces an existing --csv, no temporary file left" \
+    || echo "FAIL stage3 --sweep formulas replaces an existing --csv: $(ls -A $O | tr '\n' ' ')"
+# The GPU stages check their output paths before looking for a GPU: without
+# one, a bad path is still exit 2, not the "no GPU" exit 0.
+for s in ./stage4 ./stage5; do
+    if [ ! -x $s ]; then echo "SKIP $s output-path checks: $s not built (no nvcc)"; continue; fi
+    flags="--out --lse"; [ $s = ./stage5 ] && flags="--out --lse --dq --dk --dv"
+    for flag in $flags; do
+        goods="--out $O/o.out"
+        [ $flag = --out ] && goods="--lse $O/l.out"
+        reset_outs
+        expect_early_error "$s $flag unwritable, with or without a GPU" "$flag /proc/x.npy: cannot create" \
+            $s --random --n 64 --d 64 --kernel 1 --dtype fp16 $goods $flag /proc/x.npy
+        outs_unchanged "$s $flag unwritable"
+    done
+    expect_early_error "$s --csv is a directory" "--csv $O: is a directory" $s --csv $O
+done
+
+# The measurement targets without what they need (a GPU, ncu): one line that
+# says what is missing, exit 0, nothing built.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "SKIP GPU make targets without a GPU: this machine has one"
+else
+    for t in bench-gpu train-gpu v3-check io-gpu ring-gpu; do
+        make -s --no-print-directory $t >"$tmp/out" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "^$t: .*\(not found\|no GPU\)" "$tmp/out"; then
+            echo "PASS make $t without a GPU: one line, exit 0 ($(cat "$tmp/out"))"
+        else
+            echo "FAIL make $t without a GPU: exit $rc, $(wc -l <"$tmp/out") lines: $(head -c 300 "$tmp/out")"
+        fi
+    done
+    # io-gpu on a GPU machine without Nsight Compute (GPU_MISSING emptied)
+    if [ -n "$(command -v nvcc)" ]; then
+        make -s --no-print-directory io-gpu GPU_MISSING= NCU= >"$tmp/out" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "^io-gpu: skipped: ncu .* not found" "$tmp/out" \
+            && echo "PASS make io-gpu without ncu: one line, exit 0" \
+            || echo "FAIL make io-gpu without ncu: exit $rc: $(head -c 300 "$tmp/out")"
+    fi
+fi
+
+# A problem too long for the naive reference is refused from the flags, before
+# the inputs are drawn (2 GB of them at N = 2^20): under a 400 MB address-space
+# limit the refusal must still be the one line that points to --check rows.
+(ulimit -v 400000 2>/dev/null; exec ./stage6 --random --n 1048576) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ] \
+    && grep -q "^stage6: error: --n 1048576: naive attention needs four .*limit is 8.6 GB.*give --check rows" "$tmp/err" \
+    && echo "PASS stage6 --n 2^20 without --check rows refused before allocating ($(cat "$tmp/err"))" \
+    || echo "FAIL stage6 --n 2^20 without --check rows: exit $rc: $(head -c 300 "$tmp/err")"
+# Blocks derived from M are cut to the sequence: at N = 64 no Br = 124, and
+# the output says why.
+./stage3 --random --n 64 --rule io >"$tmp/out" 2>&1
+grep -q "rule io; forward Br = 64, Bc = 1 " "$tmp/out" && ! grep -q "rule io; forward Br = 124" "$tmp/out" \
+    && grep -q "M alone gives forward Br = 124, Bc = 1" "$tmp/out" && grep -q "cut" "$tmp/out" \
+    && grep -q "(Br = 64, all the query rows)" "$tmp/out" \
+    && echo "PASS stage3 --rule io at N = 64 cuts Br = 124 to the 64 rows and says why" \
+    || echo "FAIL stage3 --rule io at N = 64 cuts Br to the rows there are: $(grep 'Br =' "$tmp/out" | head -3)"
+
+# README's examples work as copied: every input file they name exists, and
+# the CPU stages' examples with files run (exit 0) from a copy of the root.
+missing=""
+for f in $(grep -E '^    \./stage[0-9]' README.md | grep -oE -- '--(q|k|v|do) [^ ]+' | cut -d' ' -f2 | sort -u); do
+    [ -f "$f" ] || missing="$missing $f"
+done
+[ -z "$missing" ] && echo "PASS README's example input files exist" || echo "FAIL README's examples name missing files:$missing"
+mkdir -p $tmp/readme && ln -s "$PWD/data" $tmp/readme/data
+for s in stage1 stage2 stage3 stage6; do ln -s "$PWD/$s" $tmp/readme/$s; done
+grep -E '^    \./stage[1236] .*--q ' README.md | sed 's/ *#.*//' >$tmp/readme.sh
+n=$(wc -l <$tmp/readme.sh)
+if [ "$n" -lt 1 ]; then
+    echo "FAIL README has no CPU example with input files (tests/cli.sh looks for one)"
+else
+    (cd $tmp/readme && sh -e ../readme.sh) >"$tmp/out" 2>&1 \
+        && echo "PASS README's $n CPU example(s) with files run as copied" \
+        || echo "FAIL README's CPU examples with files, as copied: $(tail -c 300 "$tmp/out")"
+fi
+# README's stage 4 and stage 5 rows name every version kernels/versions.def lists.
+for pair in fwd:stage4 bwd:stage5; do
+    pass=${pair%:*} st=${pair#*:}
+    row=$(grep "^| \`$st\` |" README.md)
+    absent=""
+    for v in $(grep -oE "^FA_ROW\(${pass}_v[0-9]+\)" kernels/versions.def | grep -oE 'v[0-9]+'); do
+        printf '%s' "$row" | grep -q " $v " || absent="$absent $v"
+    done
+    [ -n "$row" ] && [ -z "$absent" ] && echo "PASS README's $st row names every $pass version of kernels/versions.def" \
+        || echo "FAIL README's $st row lacks$absent (kernels/versions.def lists them)"
+done
+
+# What the stages print is for a learner: no function name of the sources in
+# the prose, a count of one not in the plural, every column of a table said
+# once, and a count that is not a check not worded as one.
+{
+    ./stage1 --random --n 32; ./stage2; ./stage3; ./stage3 --random --n 64 --rule io; ./stage6
+    ./stage6 --random --n 64; ./stage6 --random --n 4096 --d 8 --window 15,0 --check rows
+    for s in ./stage4 ./stage5; do [ -x $s ] && $s --sweep model; done
+} >"$tmp/prose" 2>&1
+leaks=""
+for f in $(grep -ohE '\b[a-z][a-z0-9]*_[a-z0-9_]+\(' src/*.h kernels/fa_gpu.h | tr -d '(' | sort -u); do
+    grep -qw "$f" "$tmp/prose" && leaks="$leaks $f"
+done
+[ -z "$leaks" ] && echo "PASS the stages' output names no function of the sources ($(wc -l <"$tmp/prose") lines read)" \
+    || echo "FAIL the stages' output names functions of the sources:$leaks"
+grep -nE "\ball 1 [a-z/ ]*heads|\b1 (query |key )?(heads|rows|streams|queries|keys)\b" "$tmp/prose" >"$tmp/plural"
+[ ! -s "$tmp/plural" ] && echo "PASS no count of one in the plural" || echo "FAIL a count of one in the plural: $(head -3 "$tmp/plural")"
+grep -q "gradchk" "$tmp/prose" && echo "FAIL stage6 table heads a column 'gradchk'" || echo "PASS no 'gradchk' abbreviation"
+unsaid=""
+for col in "fwd err" "bwd err" gradcheck empty IO tiles row; do
+    grep -q "^ .*[ (]$col, " "$tmp/prose" || unsaid="$unsaid '$col'"
+done
+grep -q "^  problem .*fwd err.*bwd err.*gradcheck.*empty.*IO.*tiles.*row$" "$tmp/prose" && [ -z "$unsaid" ] \
+    && echo "PASS stage6's table says once what each column is" \
+    || echo "FAIL stage6's table leaves columns unsaid:$unsaid"
+grep -q "streams within 1e-15" "$tmp/prose" && echo "FAIL stage2 words the 1e-15 count like a check" \
+    || { grep -q "all 7104 streams within the bound; [0-9]* of them also below 1e-15 absolute" "$tmp/prose" \
+        && echo "PASS stage2 says every stream is within the bound and counts those below 1e-15 apart" \
+        || echo "FAIL stage2's stream count: $(grep streams "$tmp/prose" | head -2)"; }
+expect_error "stage3 output over the real input" "would overwrite the real input" ./stage3 --out data/input/q.npy
+# A run stopped by a signal (SIGTERM half a second into a sweep of minutes)
+# leaves the old --csv and no temporary file.
+reset_outs
+./stage3 --sweep io --csv $O/c.out >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -TERM $pid 2>/dev/null
+wait $pid 2>/dev/null
+rc=$?
+[ $rc -gt 128 ] && echo "PASS stage3 --sweep io stopped by SIGTERM (exit $rc)" \
+    || echo "FAIL stage3 --sweep io was to be stopped by SIGTERM, exit $rc"
+outs_unchanged "stage3 stopped by a signal"
+
+# Every program that writes an output file (csv_open, save_*, gh_save) ends
+# through outputs_finish, which renames its staged files into place: one that
+# does not would lose what it wrote.
+lost=""
+for f in $(grep -l "int main(" src/*.c tests/*.c tests/gpu/*.c exercises/*/*.c 2>/dev/null); do
+    if grep -qE "csv_open\(|gh_csv_open\(|save_(q_like|kv_like|rows|tensor)\(|gh_save\(" "$f" &&
+        ! grep -q "outputs_finish(" "$f"; then lost="$lost $f"; fi
+done
+[ -z "$lost" ] && echo "PASS every program that writes an output file ends through outputs_finish" \
+    || echo "FAIL programs that write output files without outputs_finish (their files would be removed at exit):$lost"

@@ -68,6 +68,13 @@ def main(out):
         "heads2_1x2x16x8.npy": npy("<f8", (1, 2, 16, 8), f64((1, 2, 16, 8))),
         "nan.npy": npy("<f8", (16, 8), f64((16, 8), float("nan"))),
         "huge_values.npy": npy("<f8", (16, 8), f64((16, 8), 1e200)),
+        # Two keys 1e-12 apart under softmax_scale 1e12: the scores differ by
+        # 1, but a step of 1e-5 in a key moves them by 1e7, so the central
+        # differences of the gradient check cannot follow the softmax and the
+        # check fails (exit 1), as it must: the failed-check run of cli.sh.
+        "near_tie_q.npy": npy("<f8", (2, 1), struct.pack("<2d", 1.0, 1.0)),
+        "near_tie_k.npy": npy("<f8", (2, 1), struct.pack("<2d", 0.0, 1e-12)),
+        "near_tie_v.npy": npy("<f8", (2, 1), struct.pack("<2d", 0.0, 1.0)),
         "long_20000x1.npy": npy("<f8", (20000, 1), f64((20000, 1))),
         "short_data.npy": npy("<f8", (16, 8), f64((16, 8))[:-8]),
         "long_data.npy": npy("<f8", (16, 8), f64((16, 8)) + b"\0" * 8),

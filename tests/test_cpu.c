@@ -420,7 +420,7 @@ int main(int argc, char **argv)
     test_causal_tiles();
     test_derive_blocks();
     test_npy(&rng);
-    if (csv) fclose(csv);
+    if (csv) csv_close(csv);
     printf("test_cpu: %d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return outputs_finish(n_fail ? 1 : 0);
 }

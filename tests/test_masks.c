@@ -455,7 +455,7 @@ int main(int argc, char **argv)
     test_neg_inf_mask();
     test_full_cover(&rng, quick ? 20 : 100);
     test_gradcheck_gqa(&rng, quick ? 2 : 8);
-    if (csv) fclose(csv);
+    if (csv) csv_close(csv);
     printf("test_masks: %d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return outputs_finish(n_fail ? 1 : 0);
 }

@@ -24,6 +24,8 @@
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
 #     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
 #     mode (30 runs bitwise equal) and the key-block split of stage 7;
+#   - gpu-outputs: a good run of each writes its --out ... --dv files (renamed
+#     into place, no temporary file left);
 #   - version 3 (Hopper, build/v3_check): the piece self-tests and every
 #     step against the fp64 reference (it prints SKIP on a GPU that is not
 #     compute capability 9.0), then memcheck, racecheck and synccheck on a
@@ -39,7 +41,7 @@
 cd "$(dirname "$0")/../.." || exit 2
 
 GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck v3-tests v3-sanitizers
-stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck"
+stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck gpu-outputs"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
@@ -107,6 +109,20 @@ esac
 
 ./stage4 --sweep tests || true   # prints its own PASS/FAIL lines
 ./stage5 --sweep tests || true
+
+# A good run's outputs are renamed into place (each a .npy) and leave no
+# temporary file; that a failed run leaves them as they were is tests/cli.sh's.
+od=$(mktemp -d) || exit 2
+if ./stage4 --kernel 1 --dtype fp32 --random --n 100 --d 64 --out "$od/o.npy" --lse "$od/l.npy" >/dev/null 2>&1 &&
+    ./stage5 --kernel 1 --dtype fp32 --random --n 100 --d 64 --dq "$od/dq.npy" --dk "$od/dk.npy" \
+        --dv "$od/dv.npy" >/dev/null 2>&1 &&
+    (for f in o l dq dk dv; do head -c 6 "$od/$f.npy" | grep -q NUMPY || exit 1; done) &&
+    [ "$(ls -A "$od" | wc -l)" -eq 5 ]; then
+    echo "PASS gpu-outputs: stage4 --out --lse, stage5 --dq --dk --dv written, no temporary file left"
+else
+    echo "FAIL gpu-outputs: the folder holds $(ls -A "$od" | tr '\n' ' ')"
+fi
+rm -rf "$od"
 
 if [ -x build/v3_check ]; then
     build/v3_check --pieces --tests | grep -E '^(PASS|FAIL|SKIP) ' || true

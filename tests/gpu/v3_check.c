@@ -555,7 +555,7 @@ static int run_timing(const char *csv_path, int argc, char **argv, const char *d
                 free(h1); free(h2);
                 fa_free(q); fa_free(kk); fa_free(v); fa_free(o); fa_free(o1); fa_free(L);
             }
-    if (csv) fclose(csv);
+    if (csv) csv_close(csv);
     return fails;
 }
 
@@ -689,5 +689,5 @@ int main(int argc, char **argv)
     if (tests) fails += run_tests(have_seed ? seed : fresh_seed(), sms);
     if (timing) fails += run_timing(csv, argc, argv, device, ns, nn);
     printf("v3_check: %s\n", fails ? "FAILED" : "all checks passed");
-    return fails ? EXIT_CHECK_FAILED : 0;
+    return outputs_finish(fails ? EXIT_CHECK_FAILED : 0);
 }
