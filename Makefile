@@ -7,11 +7,42 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-function
-CPPFLAGS += -Isrc -DDATA_DIR='"$(CURDIR)/data"' -D_POSIX_C_SOURCE=200809L
+CPPFLAGS += -Icore -Isrc -DDATA_DIR='"$(CURDIR)/data"' -D_POSIX_C_SOURCE=200809L
 LDLIBS  += -lm
 BUILD   := build
 
+# The harness every program links: flags, inputs, provenance, .npy files.
+HARNESS_SRCS := common npy
 HARNESS := $(BUILD)/common.o $(BUILD)/npy.o
+
+# One link list per program: its source with the main, then the sources of
+# src/ it links without their main (each CPU stage links the earlier stages
+# it checks against). `objs` turns a list into objects in a build folder:
+# $(call objs,FOLDER,LIST) is FOLDER/first.o, FOLDER/rest.lib.o ..., the harness.
+LINK_stage1     := stage1_naive
+LINK_stage2     := stage2_online_softmax $(LINK_stage1)
+LINK_stage3     := stage3_tiled $(LINK_stage2)
+LINK_stage6     := stage6_masks $(LINK_stage3)
+LINK_test_cpu   := test_cpu $(LINK_stage3)
+LINK_test_masks := test_masks $(LINK_stage3)
+LINK_test_ring  := test_ring merge ring $(LINK_stage3)
+LINK_test_io    := test_io $(LINK_stage1)
+LINK_stage8     := stage8_decode merge $(LINK_stage2)
+LINK_test_decode := test_decode stage8_decode merge $(LINK_stage2)
+LINK_stage3_accuracy := stage3_accuracy $(LINK_stage3)
+objs = $(1)/$(firstword $(2)).o $(patsubst %,$(1)/%.lib.o,$(wordlist 2,99,$(2))) \
+       $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
+# The library objects a program of another folder links (exercises, GPU hosts).
+lib_objs = $(patsubst %,$(1)/%.lib.o,$(2)) $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
+
+CPU_STAGES := stage1 stage2 stage3 stage6 stage8
+CPU_TESTS  := test_cpu test_masks test_ring test_io stage3_accuracy test_decode
+
+# link_program OUTPUT, OBJECT-FOLDER, LIST, CFLAGS: the one link rule of C programs.
+define link_program
+$(1): $(call objs,$(2),$(3))
+	$$(CC) $(4) $$^ -o $$@ $$(LDLIBS)
+endef
 
 # Test suites: commands that print PASS/FAIL/SKIP lines (see tests/run.sh).
 # The GPU, paper and exercise makefiles below add theirs.
@@ -24,57 +55,43 @@ all: cpu gpu                              ## build every stage (CUDA ones too wh
 cpu: stage1 stage2 stage3 stage6 stage8   ## build the CPU stages
 
 help:                                     ## list the targets
-	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "%-19s %s\n", $$1, $$2 }'
 
 $(BUILD):
 	@mkdir -p $(BUILD)
 
-# Objects with a main, and the same sources as library objects without it.
+# Objects with a main (src/, tests/), and the sources of src/ as library
+# objects without it.
 $(BUILD)/%.o: src/%.c | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/%.o: tests/%.c | $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/%.lib.o: src/%.c | $(BUILD)
-	$(CC) $(CPPFLAGS) -DSTAGE_NO_MAIN $(CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) -DSTAGE_NO_MAIN $(CFLAGS) -MMD -MP -c $< -o $@
 
-stage1: $(BUILD)/stage1_naive.o $(HARNESS)                    ## naive attention (fp64 reference)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-stage2: $(BUILD)/stage2_online_softmax.o $(BUILD)/stage1_naive.lib.o $(HARNESS)   ## online softmax
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-stage3: $(BUILD)/stage3_tiled.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## tiled FlashAttention, CPU
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-stage6: $(BUILD)/stage6_masks.o $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## masks: causal, window, Sq != Sk, grouped heads; long sequences
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-stage8: $(BUILD)/stage8_decode.o $(BUILD)/merge.lib.o $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)  ## decoding: split-KV merged by the online softmax's rule, a paged cache, per-sequence lengths
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(foreach p,$(CPU_STAGES),$(eval $(call link_program,$(p),$(BUILD),$(LINK_$(p)),$$(CFLAGS))))
+$(foreach p,$(CPU_TESTS),$(eval $(call link_program,$(BUILD)/$(p),$(BUILD),$(LINK_$(p)),$$(CFLAGS))))
+stage1:                                   ## naive attention (fp64 reference)
+stage2:                                   ## online softmax
+stage3:                                   ## tiled FlashAttention, CPU
+stage6:                                   ## masks: causal, window, Sq != Sk, grouped heads; long sequences
+stage8:                                   ## decoding: split-KV merged by the online softmax's rule, a paged cache, per-sequence lengths
 
 # The one mask definition as a shared library, for the NumPy reference (ctypes).
-$(BUILD)/libfa_mask.so: src/mask_lib.c src/mask.h | $(BUILD)
+$(BUILD)/libfa_mask.so: src/mask_lib.c core/mask.h core/attn_params.h core/fa_gpu.h | $(BUILD)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -shared -fPIC $< -o $@
 
 # ---- tests of the CPU stages -------------------------------------------------
-CPU_LIBS := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
-            $(BUILD)/stage1_naive.lib.o $(HARNESS)
+# build/test_cpu, test_masks, test_ring (the merge rule and the ring plan of
+# stage 7, run through stage 3 in fp64), test_io and test_decode (stage 8's
+# property tests: paged cache, splits, the merge): link lists above.
 
-$(BUILD)/test_cpu: tests/test_cpu.c $(CPU_LIBS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
-$(BUILD)/test_masks: tests/test_masks.c $(CPU_LIBS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-# Stage 8's property tests (decoding: paged cache, splits, the merge).
-DECODE_LIBS := $(BUILD)/stage8_decode.lib.o $(BUILD)/merge.lib.o $(BUILD)/stage2_online_softmax.lib.o \
-               $(BUILD)/stage1_naive.lib.o $(HARNESS)
-$(BUILD)/test_decode: tests/test_decode.c $(DECODE_LIBS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
-# The dQ accuracy model: stage 3's backward with O, dS, P rounded to 16 bits.
-$(BUILD)/stage3_accuracy: src/stage3_accuracy.c $(CPU_LIBS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
+# The dQ accuracy model (build/stage3_accuracy): stage 3's backward with O,
+# dS, P rounded to 16 bits; its link list is above.
 
 # IO mutants: stage 1 with a pass that moves more or less than the model
 # says (tests/mutants/*.sed applied to its body); test_io must catch each.
 MUTANTS := $(basename $(notdir $(wildcard tests/mutants/*.sed)))
-$(BUILD)/test_io: tests/test_io.c $(BUILD)/stage1_naive.lib.o $(HARNESS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/mutants/%/stage1_naive_body.h: src/stage1_naive_body.h tests/mutants/%.sed
 	@mkdir -p $(@D)
 	@sed -f tests/mutants/$*.sed $< > $@ && ! cmp -s $< $@ || { echo "tests/mutants/$*.sed changes nothing" >&2; rm -f $@; exit 1; }
@@ -85,51 +102,33 @@ MUTANT_BINS := $(foreach m,$(MUTANTS),$(BUILD)/mutants/$(m)/test_io)
 # Kept: make would otherwise delete the generated headers after the test count.
 .SECONDARY: $(foreach m,$(MUTANTS),$(BUILD)/mutants/$(m)/stage1_naive_body.h)
 
-# The merge rule and the ring plan of stage 7, tested on the CPU first
-# (tests/test_ring.c runs the plan through stage 3 in fp64).
-RING_LIBS := $(BUILD)/merge.lib.o $(BUILD)/ring.lib.o
-$(BUILD)/test_ring: tests/test_ring.c $(RING_LIBS) $(CPU_LIBS) | $(BUILD)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
 # The same programs under AddressSanitizer and UndefinedBehaviorSanitizer,
-# built apart in build/asan so that the normal build stays optimized.
+# built apart in build/asan from the same link lists, so that the normal
+# build stays optimized: one compile pattern per source folder, one link rule.
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+SAN_CC    = $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) -MMD -MP
 ASAN      := $(BUILD)/asan
-SAN_SRCS  := src/common.c src/npy.c
 $(ASAN):
 	@mkdir -p $(ASAN)
+$(ASAN)/%.o: src/%.c | $(ASAN)
+	$(SAN_CC) -c $< -o $@
+$(ASAN)/%.o: tests/%.c | $(ASAN)
+	$(SAN_CC) -c $< -o $@
 $(ASAN)/%.lib.o: src/%.c | $(ASAN)
-	$(CC) $(CPPFLAGS) -DSTAGE_NO_MAIN -std=c11 -Wall -Wextra $(SAN_FLAGS) -c $< -o $@
-$(ASAN)/stage1: src/stage1_naive.c $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/stage2: src/stage2_online_softmax.c $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/stage3: src/stage3_tiled.c $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/stage6: src/stage6_masks.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/test_cpu: tests/test_cpu.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/test_masks: tests/test_masks.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/test_ring: tests/test_ring.c src/merge.c src/ring.c $(ASAN)/stage3_tiled.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/stage8: src/stage8_decode.c src/merge.c $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-$(ASAN)/test_decode: tests/test_decode.c $(ASAN)/stage8_decode.lib.o $(ASAN)/merge.lib.o $(ASAN)/stage2_online_softmax.lib.o $(ASAN)/stage1_naive.lib.o $(SAN_SRCS) | $(ASAN)
-	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
-SANITIZED := $(ASAN)/stage1 $(ASAN)/stage2 $(ASAN)/stage3 $(ASAN)/stage6 $(ASAN)/stage8 $(ASAN)/test_cpu $(ASAN)/test_masks \
-             $(ASAN)/test_ring $(ASAN)/test_decode
+	$(SAN_CC) -DSTAGE_NO_MAIN -c $< -o $@
+SAN_PROGRAMS := $(CPU_STAGES) test_cpu test_masks test_ring test_decode
+$(foreach p,$(SAN_PROGRAMS),$(eval $(call link_program,$(ASAN)/$(p),$(ASAN),$(LINK_$(p)),$$(SAN_FLAGS))))
+SANITIZED := $(addprefix $(ASAN)/,$(SAN_PROGRAMS))
 
 sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan
 	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "$(ASAN)/test_ring --quick" \
 	    "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/stage3_accuracy $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode \
-               $(BUILD)/test_io $(MUTANT_BINS) $(BUILD)/libfa_mask.so $(SANITIZED)
+TEST_DEPS   += $(BUILD)/stage3_accuracy $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode $(BUILD)/test_io $(MUTANT_BINS) \
+               $(BUILD)/libfa_mask.so $(SANITIZED)
 TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test_masks $(BUILD)/test_ring \
                $(BUILD)/test_decode "sh tests/emulate_decode.sh" "sh tests/io_mutants.sh" \
-               "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" \
+               "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/layers.py" \
                "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
                "$(ASAN)/test_ring --quick" "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
@@ -160,6 +159,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 -include kernels/gpu.mk
 -include kernels/stage7.mk
 -include kernels/stage8.mk
+-include kernels/gpu_data.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
 
@@ -181,4 +181,10 @@ test-tools:
 clean:                                    ## remove build outputs
 	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7 stage8 stage8_gpu
 
--include $(wildcard $(BUILD)/*.d)
+# -MP gives every header its own empty rule, so that a header which moves or
+# goes away makes its dependants rebuild instead of stopping make. The
+# headers that moved to core/ are named once more for dependency files
+# written before -MP was given.
+src/attn_params.h src/mask.h src/merge.h src/tolerances.h kernels/fa_gpu.h kernels/versions.def \
+kernels/stage7_ring.h tests/test_report.h:
+-include $(wildcard $(BUILD)/*.d $(ASAN)/*.d)

@@ -24,8 +24,7 @@
 EX_NUMBERS  := $(sort $(patsubst exercises/ex%/check.c,%,$(wildcard exercises/ex*/check.c)))
 EX_BUILD    := $(BUILD)/exercises
 EX_CPPFLAGS  = $(CPPFLAGS) -Iexercises/lib -DEX_ROOT='"$(CURDIR)/exercises"'
-EX_LIBS     := $(BUILD)/stage3_tiled.lib.o $(BUILD)/stage2_online_softmax.lib.o \
-               $(BUILD)/stage1_naive.lib.o $(HARNESS)
+EX_LIBS     := $(call lib_objs,$(BUILD),$(LINK_stage3))
 
 # The folders each checker is built for by `make test`: the stubs as shipped,
 # the solution, the test fixtures. (Yours, exercises/exN, by `make exercise`.)
@@ -47,10 +46,10 @@ ex_gen  = $(if $(filter exercises/tests/%,$(2)),$(filter-out $(call ex_csrc,$(2)
 
 $(EX_BUILD)/lib/checklib.o: exercises/lib/checklib.c | $(BUILD)
 	@mkdir -p $(@D)
-	$(CC) $(EX_CPPFLAGS) $(CFLAGS) -MMD -c $< -o $@
+	$(CC) $(EX_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 $(EX_BUILD)/obj/ex%/check.o: exercises/ex%/check.c | $(BUILD)
 	@mkdir -p $(@D)
-	$(CC) $(EX_CPPFLAGS) -Iexercises/ex$* $(CFLAGS) -MMD -c $< -o $@
+	$(CC) $(EX_CPPFLAGS) -Iexercises/ex$* $(CFLAGS) -MMD -MP -c $< -o $@
 
 # Link flags of one exercise's checker. Exercise 4's sees every call of the
 # project's finished forwards that take a window (check.c counts them: a
@@ -66,9 +65,9 @@ $(call ex_bin,$(2)): $(EX_BUILD)/obj/ex$(1)/check.o $(EX_BUILD)/lib/checklib.o \
 	$$(CC) $$(CFLAGS) $$^ -o $$@ $$(EX_LDFLAGS_$(1)) $$(LDLIBS)
 $(EX_BUILD)/$(call ex_tag,$(2))/%.o: $(2)/%.c | $(BUILD)
 	@mkdir -p $$(@D)
-	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -c $$< -o $$@
+	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -MP -c $$< -o $$@
 $(EX_BUILD)/$(call ex_tag,$(2))/gen/%.o: $(EX_BUILD)/$(call ex_tag,$(2))/gen/%.c
-	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -c $$< -o $$@
+	$$(CC) $$(EX_CPPFLAGS) -Iexercises/ex$(1) $$(CFLAGS) -MMD -MP -c $$< -o $$@
 # An edit that matches nothing would leave the solution as it is: refused.
 $(EX_BUILD)/$(call ex_tag,$(2))/gen/%.c: exercises/solutions/ex$(1)/%.c $(wildcard $(2)/*.sed) | $(BUILD)
 	@mkdir -p $$(@D)

@@ -2,7 +2,7 @@
 # naive reference, by sequence length, from the property tests (one point per
 # random shape: d, causal and the tiles vary), and the online softmax's
 # largest error over the chapter's case. Dashed: the bounds the tests enforce,
-# read from the file's tolerance column (src/tolerances.h wrote them). An
+# read from the file's tolerance column (core/tolerances.h wrote them). An
 # error of exactly 0 has no place on a log axis: it is drawn on the bottom
 # line, which is labelled "0 (exact)". The legend sits below the plot, off
 # the bound lines.

@@ -5,7 +5,7 @@
 # not been measured yet), with PyTorch SDPA's cuDNN and flash backends from
 # the same run as horizontal lines (solid: cuDNN, dashed: flash; non-causal
 # darker, causal lighter).
-# Input: data/gpu/v3_steps.csv (scripts/v3_device.sh: tests/gpu/v3_check
+# Input: data/gpu/v3_steps.csv (scripts/v3_steps.sh: tests/gpu/v3_check
 # --time and scripts/v3_peers.py; columns device, impl, step, dtype, causal,
 # B, H, N, d, median_ms, tflops, ...) and data/gpu/v3_predictions.csv (step,
 # d, causal, N, tflops_predicted: the prediction column of

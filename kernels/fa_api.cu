@@ -61,6 +61,13 @@ extern "C" int fa_num_versions(int pass)
     for (int i = 0; i < g_nrows; i++) n += g_rows[i]->info.pass == pass;
     return n;
 }
+extern "C" int fa_version_limit(int pass)
+{
+    int n = 0;
+    for (int i = 0; i < g_nrows; i++)
+        if (g_rows[i]->info.pass == pass && g_rows[i]->info.version >= n) n = g_rows[i]->info.version + 1;
+    return n;
+}
 extern "C" const fa_version_info *fa_version(int pass, int version)
 {
     const fa_row *r = find_row(pass, version);
@@ -177,11 +184,7 @@ extern "C" void fa_tiles(int pass, int version, const attn_params *p, int64_t *v
 extern "C" int fa_mask_fill(const attn_params *p, unsigned char *visible)
 {
     char why[256];
-    if (attn_params_check(p, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
-    attn_mask m = attn_mask_of(p);
-    for (int i = 0; i < p->seqlen_q; i++)
-        for (int j = 0; j < p->seqlen_k; j++)
-            visible[(size_t)i * p->seqlen_k + j] = mask_visible(m, i, j) ? 1 : 0;
+    if (attn_mask_fill(p, visible, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
     return FA_OK;
 }
 

@@ -3,7 +3,7 @@
 # Where nvcc is found: builds stage4 and stage5 (host programs
 # src/stage4_main.c, src/stage5_main.c, plain C, linked with the kernels of
 # kernels/*.cu and cuBLAS) and build/libfa_gpu.so
-# (the same entry points, kernels/fa_gpu.h, for the Python tools through
+# (the same entry points, core/fa_gpu.h, for the Python tools through
 # ctypes: scripts/fa.py). Code is
 # emitted for sm_90 always (the H200/H100 the project targets) and for the
 # compute capability nvidia-smi reports, when there is a GPU here.
@@ -11,8 +11,8 @@
 # SKIP lines.
 #
 #   make stage4 && ./stage4     make stage5 && ./stage5
-#   make gpu-test     make bench-gpu     make io-gpu
-#   make train-gpu              (the PyTorch op, python/flash_op.py, training a small model)
+#   make gpu-test     make v3-check
+#   (the measurements of data/gpu/: kernels/gpu_data.mk)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
@@ -20,7 +20,7 @@ GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
 TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
 TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
 
-.PHONY: gpu-test bench-gpu io-gpu v3-check train-gpu
+.PHONY: gpu-test v3-check
 
 ifneq ($(strip $(NVCC)),)
 # compute capability of GPU 0 as "90", empty without a GPU
@@ -30,43 +30,38 @@ ifneq ($(filter-out 90,$(GPU_CC)),)
 GENCODE += -gencode arch=compute_$(GPU_CC),code=sm_$(GPU_CC)
 endif
 NVCCFLAGS ?= -O3 -lineinfo
-NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -Wall,-Wextra -Isrc -Ikernels
+NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
 GPU_LIBS := -lcublas
 
 GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
 TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
-# The kernels and the library's entry points: every .cu of kernels/, one
-# object each; the version table (kernels/versions.def) ties them together.
-GPU_HDRS := kernels/fa_gpu.h kernels/gpu_common.cuh kernels/stage5_backward.cuh kernels/versions.def \
-            src/attn_params.h src/mask.h
-GPU_OBJS := $(BUILD)/fa_api.o $(BUILD)/stage4_forward.o $(BUILD)/stage4_v3_hopper.o $(BUILD)/stage5_backward.o \
-            $(BUILD)/stage5_bwd_v3.o
+# The kernels and the library's entry points: every .cu of kernels/ but
+# stage 7's helper (kernels/stage7.mk links that one), one object each; a
+# version is its file plus its row of core/versions.def, nothing here.
+GPU_HDRS := $(wildcard core/*.h core/*.def kernels/*.cuh kernels/*.h)
+GPU_OBJS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(filter-out kernels/stage7_ring.cu kernels/stage8_decode.cu,$(wildcard kernels/*.cu)))
 $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
-$(BUILD)/stage4_main.o: CPPFLAGS += -Ikernels
-$(BUILD)/stage4_main.o: kernels/fa_gpu.h
-
-STAGE4_OBJS := $(BUILD)/stage4_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
-               $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
-stage4: $(STAGE4_OBJS)                    ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
-	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
-
-# Stage 5: the backward (kernels/stage5_backward.cu, stage5_bwd_v3.cu) and its host program;
-# src/gpu_host.c is the host code the GPU stages share (stage 4 links it too).
-$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: CPPFLAGS += -Ikernels
-$(BUILD)/stage5_main.o $(BUILD)/gpu_host.o: kernels/fa_gpu.h
-STAGE5_OBJS := $(BUILD)/stage5_main.o $(BUILD)/gpu_host.o $(GPU_OBJS) $(BUILD)/stage3_tiled.lib.o \
-               $(BUILD)/stage2_online_softmax.lib.o $(BUILD)/stage1_naive.lib.o $(HARNESS)
-stage5: $(STAGE5_OBJS)                    ## CUDA backward: v0 materialized, v1 tiled, v2/v3 tensor cores
-	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm
+# The GPU host programs: one link list each (Makefile's link_program lists:
+# the main, then src/ without main), the kernels and cuBLAS. src/gpu_host.c
+# is the host code the GPU stages share.
+LINK_stage4 := stage4_main gpu_host $(LINK_stage3)
+LINK_stage5 := stage5_main gpu_host $(LINK_stage3)
+define link_gpu_program
+$(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)
+	$$(NVCC) $$(GENCODE) $$^ -o $$@ $$(GPU_LIBS) -lm
+endef
+$(foreach p,stage4 stage5,$(eval $(call link_gpu_program,$(p))))
+stage4:                                   ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
+stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v4 mma.sync on 8 warps
 GPU_TARGETS += stage5
 TEST_DEPS += stage5
 
-# Backward version 3 (kernels/stage5_bwd_v3.cu) keeps dK_j, dV_j in
+# Backward version 4 (kernels/stage5_bwd_v3.cu) keeps dK_j, dV_j in
 # registers, 255 of them at d = 128: its ptxas report (registers, spills per
 # kernel) is kept in build/bwd_v3_ptxas.txt, anything else nvcc says is
 # shown, and a spill fails the build (local memory would leave it correct
@@ -92,8 +87,8 @@ $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 # compiler serialized the wgmma fails the build (correct and slow is a bug
 # no test catches); scripts/v3_sass.sh counts the Hopper instructions.
 V3_GENCODE := -gencode=arch=compute_90a,code=sm_90a
-V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Isrc -Ikernels
-V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.h $(GPU_HDRS)
+V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
+V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stage4_v3_hopper.h $(GPU_HDRS)
 define V3_PTXAS_CHECK
 	@! grep -i "serialized\|error" $(BUILD)/v3_ptxas$(1).txt || { echo "v3: ptxas serialized wgmma (see above)"; exit 1; }
 endef
@@ -103,10 +98,16 @@ $(BUILD)/stage4_v3_hopper.o: $(V3_DEPS) | $(BUILD)
 $(BUILD)/stage4_v3_hopper.pic.o: $(V3_DEPS) | $(BUILD)
 	$(NVCC) $(V3_NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_pic.txt || { cat $(BUILD)/v3_ptxas_pic.txt; exit 1; }
 	$(call V3_PTXAS_CHECK,_pic)
-# build/v3_check: the piece self-tests, every step against fp64, step timings
-$(BUILD)/v3_check.o: tests/gpu/v3_check.c kernels/stage4_v3_hopper.h kernels/fa_gpu.h | $(BUILD)
+# build/v3_check: the piece tests, every step against fp64, step timings. Its
+# CUDA half (tests/gpu/v3_check_cuda.cu: the piece test kernels, the launch
+# watchdog) is built as the kernel is, for sm_90a, with the same ptxas check.
+$(BUILD)/v3_check.o: tests/gpu/v3_check.c tests/gpu/v3_check_cuda.h kernels/stage4_v3_hopper.h core/fa_gpu.h | $(BUILD)
 	$(CC) $(CPPFLAGS) -Ikernels $(CFLAGS) -fopenmp -c $< -o $@
-$(BUILD)/v3_check: $(BUILD)/v3_check.o $(GPU_OBJS) $(HARNESS)
+$(BUILD)/v3_check_cuda.o: tests/gpu/v3_check_cuda.cu tests/gpu/v3_check_cuda.h kernels/stage4_v3_hopper.cuh \
+                          kernels/stage4_v3_hopper.h $(GPU_HDRS) | $(BUILD)
+	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_check.txt || { cat $(BUILD)/v3_ptxas_check.txt; exit 1; }
+	$(call V3_PTXAS_CHECK,_check)
+$(BUILD)/v3_check: $(BUILD)/v3_check.o $(BUILD)/v3_check_cuda.o $(GPU_OBJS) $(HARNESS)
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm -Xcompiler -fopenmp
 GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check
@@ -128,21 +129,7 @@ ifeq ($(GPU_MISSING),)
 v3-check: $(BUILD)/v3_check               ## version 3 (Hopper): pieces, tests and step timings
 	$(BUILD)/v3_check
 
-bench-gpu: $(BUILD)/libfa_gpu.so          ## benchmark vs PyTorch SDPA: data/gpu/bench_fwd.csv
-	python3 scripts/bench_gpu.py --csv data/gpu/bench_fwd.csv
-
-train-gpu: $(BUILD)/libfa_gpu.so         ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv
-	python3 scripts/train_compare.py --csv data/gpu/train_loss.csv
-
-ifneq ($(strip $(NCU)),)
-io-gpu: $(BUILD)/libfa_gpu.so             ## DRAM/L2 bytes with Nsight Compute: data/gpu/io_fwd.csv, v2_layout_ab.csv
-	NCU=$(firstword $(NCU)) sh scripts/ncu_io.sh data/gpu/io_fwd.csv
-	NCU=$(firstword $(NCU)) NVCC=$(NVCC) sh scripts/ncu_layout.sh data/gpu/v2_layout_ab.csv
 else
-io-gpu:
-	@echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"
-endif
-else
-bench-gpu io-gpu v3-check train-gpu:
+v3-check:
 	@echo "$@: skipped: $(GPU_MISSING)"
 endif

@@ -1,7 +1,6 @@
 /*
  * gpu_common.cuh -- the GPU half of the shared harness: what every kernel
- * file (stage4_forward.cu, stage4_v3_hopper.cu, stage5_backward.cu) needs and
- * none of them should hold.
+ * file of kernels/ needs and none of them should hold.
  *
  *   errors        one line kept until the next failure, with file:line of the
  *                 call that failed (fa_error_string() returns it)
@@ -34,20 +33,17 @@ int fa_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2
 
 #define FA_STR2(x) #x
 #define FA_STR(x) FA_STR2(x)
-#define CUDA_TRY(call)                                                                      \
+/* Return FA_ERR_CUDA with the call, file:line and the library's words
+ * unless call gives ok. */
+#define FA_TRY(call, ok, words)                                                             \
     do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess)                                                              \
+        auto r_ = (call);                                                                   \
+        if (r_ != (ok))                                                                     \
             return fa_set_error(FA_ERR_CUDA, "%s (" __FILE__ ":" FA_STR(__LINE__) "): %s",  \
-                                #call, cudaGetErrorString(e_));                             \
+                                #call, words(r_));                                          \
     } while (0)
-#define CUBLAS_TRY(call)                                                                    \
-    do {                                                                                    \
-        cublasStatus_t s_ = (call);                                                         \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return fa_set_error(FA_ERR_CUDA, "%s (" __FILE__ ":" FA_STR(__LINE__) "): %s",  \
-                                #call, cublasGetStatusString(s_));                          \
-    } while (0)
+#define CUDA_TRY(call) FA_TRY(call, cudaSuccess, cudaGetErrorString)
+#define CUBLAS_TRY(call) FA_TRY(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 /* After a launch: a bad configuration shows up here, not at the next sync. */
 #define LAUNCH_CHECK() CUDA_TRY(cudaGetLastError())
 
@@ -281,6 +277,7 @@ typedef int (*fa_launch_fn)(int dtype, const attn_params *p, const fa_ptrs *x, i
                             cudaStream_t stream);
 
 /* A version: what fa_version() reports, and the functions fa_api.cu calls.
+ * Each row stands beside its kernel, so the rows repeat this shape by design.
  * fa_api.cu has already checked the dtype, d range, masks and workspace
  * against info when run is called. */
 struct fa_row {

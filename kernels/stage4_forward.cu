@@ -4,7 +4,12 @@
  * What it adds: the first CUDA code of the project. Three versions of the same
  * function O = softmax(softmax_scale Q K^T) V (and L = logsumexp per row),
  * selected by a number (--kernel K), each kernel beside its launcher and its
- * row of the table of versions (kernels/versions.def):
+ * row of the table of versions (core/versions.def). Repeated deliberately:
+ * versions 1 and 2 open with the same few lines (the block's rows, its heads,
+ * the key blocks the mask lets it see) and version 2's softmax update has the
+ * shape of version 3's (stage4_v3_hopper.cu), so that each kernel of chapter
+ * 4's and 4c's listings reads whole; the rows of the table have one shape
+ * because each stands beside its kernel.
  *
  *   version | what                                   | slow-memory traffic (per head)
  *   --------+----------------------------------------+---------------------------------
@@ -465,9 +470,6 @@ __device__ __forceinline__ void v2_load_tile(T *dst, const T *__restrict__ src, 
     }
 }
 
-/* 2^x on the special-function unit, flushing subnormals (P entries below
- * 2^-126 are zero either way once rounded to fp16/bf16). */
-
 /* Query rows per warp: 32, two m-tiles of 16, so that every K and V
  * fragment read from shared memory feeds two mma instructions (with one
  * m-tile per warp, ldmatrix traffic bounded the kernel: 246 TFLOP/s at
@@ -760,15 +762,12 @@ static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
                            p->H_kv * 2 * es * sk * d);
 }
 
-const fa_row fa_row_fwd_v0 = {
-    {FA_FORWARD, 0, "v0", "materialized (cuBLAS + softmax)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 0, 0, "materialized"},
-    v0_forward, nullptr, v0_workspace, nullptr, nullptr, v0_model};
-const fa_row fa_row_fwd_v1 = {
-    {FA_FORWARD, 1, "v1", "tiled (smem K/V, fp32 CUDA cores)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 0, 0, "tiled"},
-    v1_forward, nullptr, nullptr, v1_block_rows, v1_block_cols, fa_model_tiled_forward};
-const fa_row fa_row_fwd_v2 = {
-    {FA_FORWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, cp.async)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 0, 80, "mma"},
-    v2_forward, nullptr, nullptr, v2_block_rows, v2_block_cols, fa_model_tiled_forward};
+const fa_row fa_row_fwd_v0 = {.info = {.pass = FA_FORWARD, .version = 0, .name = "v0",
+    .what = "materialized (cuBLAS + softmax)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 0, .min_cc = 0, .slug = "materialized"},
+    .run = v0_forward, .check = nullptr, .workspace = v0_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_model};
+const fa_row fa_row_fwd_v1 = {.info = {.pass = FA_FORWARD, .version = 1, .name = "v1",
+    .what = "tiled (smem K/V, fp32 CUDA cores)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 0, .min_cc = 0, .slug = "tiled"},
+    .run = v1_forward, .check = nullptr, .workspace = nullptr, .block_rows = v1_block_rows, .block_cols = v1_block_cols, .model_bytes = fa_model_tiled_forward};
+const fa_row fa_row_fwd_v2 = {.info = {.pass = FA_FORWARD, .version = 2, .name = "v2",
+    .what = "tiled, tensor cores (mma.sync m16n8k16, cp.async)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 0, .min_cc = 80, .slug = "mma"},
+    .run = v2_forward, .check = nullptr, .workspace = nullptr, .block_rows = v2_block_rows, .block_cols = v2_block_cols, .model_bytes = fa_model_tiled_forward};

@@ -46,24 +46,23 @@
  * alone. On any other GPU its launcher refuses with one line. Version 3 is
  * one row of the table of versions (kernels/versions.def, fa_row_fwd_v3
  * below); the step runs is chosen by FA_V3_STEP in the environment.
+ *
+ * This file holds the kernel and its launcher; the instructions it is built
+ * from (mbarrier, TMA, wgmma and its descriptors, the products S = Q K^T and
+ * O += P V of one key tile) are device functions of stage4_v3_hopper.cuh,
+ * which the piece tests (tests/gpu/v3_check_cuda.cu) run one at a time.
  */
-#include "gpu_common.cuh"
-#include "stage4_v3_hopper.h"
+#include "stage4_v3_hopper.cuh"   /* the PTX wrappers and the two products of a key tile */
 
-#include <cuda.h>           /* CUtensorMap and its enums (types only: libcuda is not linked) */
 #include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
-#include <vector>
 
 /* ------------------------------------------------------------------------- */
 /* The steps                                                                  */
@@ -102,277 +101,6 @@ template <int D, int STEP> struct v3_cfg {
     static_assert(SMEM <= 227 * 1024, "shared memory per block");
 };
 //< v3-config
-
-/* ------------------------------------------------------------------------- */
-/* PTX wrappers: shared addresses, mbarriers, the tensor copy, wgmma          */
-/* ------------------------------------------------------------------------- */
-//> v3-mbarrier
-/* An mbarrier is a 64-bit word in shared memory that counts arrivals and
- * bytes. A phase completes when `count` threads have arrived and every byte
- * announced with expect_tx has been delivered; waiters name the phase by its
- * parity (0, 1, 0, ...). */
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    /* The retry loop is in PTX (labels are local to the { } block): a C++
-     * loop would be a divergent branch to the compiler, which then
-     * serializes the wgmma that follow it. */
-    asm volatile("{\n.reg .pred p;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-}
-//< v3-mbarrier
-
-//> v3-tma
-/* One box of the tensor map (64 columns x rows x 1 head) into shared memory
- * at dst; the copy engine adds the bytes to bar's transaction count when
- * they have landed. Coordinates: {column, row, head}; rows past the tensor's
- * extent arrive as zeros (and still count). */
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                            int c0, int c1, int c2, bool issue = true)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-                 "@p cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4}], [%5];\n}\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "r"((int)issue)
-                 : "memory");
-}
-/* A whole tile: ROWS rows from row0 of head z, all d = 64 CB columns, as CB
- * column blocks of ROWS x 128 bytes; one expect_tx announces all of it.
- * Only threads with `issue` set act (a predicate, not a branch: step 1 calls
- * this from all 128 threads of the warpgroup that also issues wgmma, and a
- * branch there would make the compiler serialize the wgmma). */
-template <int CB, int ROWS>
-__device__ __forceinline__ void tma_tile(const CUtensorMap *map, uint32_t dst, uint32_t bar,
-                                         int row0, int z, bool issue = true)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
-                 "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(bar),
-                 "r"(CB * ROWS * 128), "r"((int)issue)
-                 : "memory");
-#pragma unroll
-    for (int cb = 0; cb < CB; cb++)
-        tma_load_3d(dst + cb * ROWS * 128, map, bar, cb * 64, row0, z, issue);
-}
-//< v3-tma
-
-__device__ __forceinline__ void fence_barrier_init()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__device__ __forceinline__ void named_bar_sync(int id, int n)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(int id, int n)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-template <int R> __device__ __forceinline__ void setmaxnreg_inc()
-{
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
-}
-template <int R> __device__ __forceinline__ void setmaxnreg_dec()
-{
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
-}
-
-/* wgmma bookkeeping: fence before a batch (orders earlier register writes
- * before the asynchronous reads), commit closes a group, wait<N> blocks
- * until at most N groups are still in flight. */
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit()
-{
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void wgmma_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-/* Keeps the compiler from moving accesses of a register across an
- * asynchronous wgmma that reads or writes it (the asm "uses" the value). */
-__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
-__device__ __forceinline__ void reg_fence(uint32_t &x) { asm volatile("" : "+r"(x)::"memory"); }
-template <int N> __device__ __forceinline__ void reg_fence(float (&x)[N])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++) reg_fence(x[i]);
-}
-template <int N> __device__ __forceinline__ void reg_fence(uint32_t (&x)[N])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++) reg_fence(x[i]);
-}
-
-//> v3-desc
-/* A wgmma shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor
- * Format"): start address, leading and stride byte offsets (all >> 4), and
- * the swizzle mode in bits 62-63 (1 = 128-byte swizzle).
- *   K-major (Q, K: rows of 64 contiguous elements along the reduction
- *   dimension): SBO = 1024 bytes between groups of 8 rows; LBO unused.
- *   MN-major (V read transposed: 64 contiguous elements along the output
- *   dimension d): SBO = 1024 bytes between groups of 8 keys, LBO = bytes
- *   between 64-column blocks of d. */
-__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
-}
-//< v3-desc
-
-/* The operand lists of the wgmma wrappers: accumulators d[0..N/2). */
-#define V3_A8(i)                                                                              \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
-#define V3_A32 V3_A8(0), V3_A8(8), V3_A8(16), V3_A8(24)
-#define V3_A64 V3_A32, V3_A8(32), V3_A8(40), V3_A8(48), V3_A8(56)
-#define V3_A88 V3_A64, V3_A8(64), V3_A8(72), V3_A8(80)
-#define V3_R32                                                                                 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define V3_R64                                                                                 \
-    V3_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
-           "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define V3_R88                                                                                 \
-    V3_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "  \
-           "%80, %81, %82, %83, %84, %85, %86, %87"
-
-/* S (64 x N, fp32) (+)= A (64 x 16) B^T (B: N x 16), both read from
- * shared memory, K-major. scale_d = 0 overwrites d (the first k-step). N is
- * 128, or 176 for step 8's key tiles at d = 128. */
-#define V3_SS(TY, NN, RL, AL, IA, IB, IP)                                                      \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IP ", 0;\n"                              \
-                 "wgmma.mma_async.sync.aligned.m64n" NN "k16.f32." TY "." TY " {" RL "}, "      \
-                 "%" IA ", %" IB ", p, 1, 1, 0, 0;\n}\n"                                       \
-                 : AL                                                                          \
-                 : "l"(da), "l"(db), "r"(scale_d))
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int scale_d)
-{
-    static_assert(N == 128 || N == 176, "S = Q K^T is n128 or n176");
-    if constexpr (N == 128) {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value)
-            V3_SS("bf16", "128", V3_R64, V3_A64, "64", "65", "66");
-        else
-            V3_SS("f16", "128", V3_R64, V3_A64, "64", "65", "66");
-    } else {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value)
-            V3_SS("bf16", "176", V3_R88, V3_A88, "88", "89", "90");
-        else
-            V3_SS("f16", "176", V3_R88, V3_A88, "88", "89", "90");
-    }
-}
-/* O (64 x N, fp32) += A (64 x 16, registers) B (16 x N, shared memory,
- * N-major: the transpose bit is set, imm-trans-b = 1). */
-#define V3_RS(TY, NN, RL, AL, I0, I1, I2, I3, I4, I5)                                          \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I5 ", 0;\n"                              \
-                 "wgmma.mma_async.sync.aligned.m64n" NN "k16.f32." TY "." TY " {" RL "}, "      \
-                 "{%" I0 ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, 1;\n}\n"              \
-                 : AL                                                                          \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d))
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t db, int scale_d)
-{
-    static_assert(N == 64 || N == 128, "P V is n64 or n128");
-    if constexpr (N == 128) {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value)
-            V3_RS("bf16", "128", V3_R64, V3_A64, "64", "65", "66", "67", "68", "69");
-        else
-            V3_RS("f16", "128", V3_R64, V3_A64, "64", "65", "66", "67", "68", "69");
-    } else {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value)
-            V3_RS("bf16", "64", V3_R32, V3_A32, "32", "33", "34", "35", "36", "37");
-        else
-            V3_RS("f16", "64", V3_R32, V3_A32, "32", "33", "34", "35", "36", "37");
-    }
-}
-
-/* ------------------------------------------------------------------------- */
-/* The two matrix products of one key tile, as a warpgroup issues them       */
-/* ------------------------------------------------------------------------- */
-//> v3-gemms
-/* S = Q K^T for the warpgroup's 64 rows and a key tile of 128 rows: d/16
- * instructions m64n128k16. q: the warpgroup's first Q row in column block 0
- * (block cb lies QROWS * 128 bytes further on); k: the K tile. Moving 16
- * columns along d is +32 bytes inside a 128-byte row (the hardware applies
- * the swizzle to the final address), and +ROWS*128 bytes at each new
- * column block. Accumulator layout (64 x 128 over 128 threads): warp w holds
- * rows 16w..16w+15; thread (lane) has s[4n + e] = S[16w + lane/4 + 8(e/2)]
- * [8n + 2(lane%4) + e%2], n = 0..15. */
-template <typename T, int D, int QROWS, int BC = FA_V3_BC>
-__device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t q, uint32_t k)
-{
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint32_t col = (kk % 4) * 32;
-        uint64_t da = make_desc(q + (kk / 4) * QROWS * 128 + col, 16, 1024);
-        uint64_t db = make_desc(k + (kk / 4) * BC * 128 + col, 16, 1024);
-        wgmma_ss<T, BC>(s, da, db, kk > 0);
-    }
-}
-/* O += P V: 8 instructions m64n{d}k16, one per 16 keys. P comes from
- * registers in the A-fragment layout (p[4kk..4kk+3] for keys 16kk..16kk+15:
- * rows lane/4 and +8, columns 2(lane%4) and +8), which is the accumulator
- * layout of S repacked two values per register. V's tile is [key][d] with d
- * contiguous, so B is read "N-major" (transposed): 16 keys = two groups of
- * 8 rows, 2048 bytes per step. */
-template <typename T, int D, int BC = FA_V3_BC>
-__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[BC / 4], uint32_t v)
-{
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) {
-        uint64_t db = make_desc(v + kk * 2048, BC * 128, 1024);
-        wgmma_rs<T, D>(o, &p[4 * kk], db, 1);
-    }
-}
-//< v3-gemms
-
-//> v3-gemms-lean
-/* Step 7: the same products with descriptors built once per tile. A
- * descriptor's low 32 bits hold the start address >> 4 (bits 0-13) and the
- * leading byte offset >> 4 (bits 16-29); the high 32 bits (stride 1024 bytes,
- * 128-byte swizzle) are the same for every operand here. So one operand's
- * descriptors differ only by a constant added to the low word: the address
- * of the next 16 columns or keys, >> 4, which never carries out of bits 0-13
- * (shared addresses stay below 2^18). The products of step 4 recompute the
- * address, mask and shift for each instruction instead (about 100 of the 573
- * instructions of a d = 64 key block). */
-constexpr uint32_t V3_DESC_HI = (1024u >> 4) | (1u << 30);
-__device__ __forceinline__ uint32_t desc_lo(uint32_t addr, uint32_t lbo)
-{
-    return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
-}
-__device__ __forceinline__ uint64_t desc_of(uint32_t lo)
-{
-    return ((uint64_t)V3_DESC_HI << 32) | lo;
-}
-template <typename T, int D, int QROWS, int BC>
-__device__ __forceinline__ void gemm_qk_lean(float (&s)[BC / 2], uint32_t qlo, uint32_t klo)
-{
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint32_t col = (kk % 4) * 2;   /* 32 bytes >> 4 */
-        wgmma_ss<T, BC>(s, desc_of(qlo + (kk / 4) * QROWS * 8 + col),
-                        desc_of(klo + (kk / 4) * BC * 8 + col), kk > 0);
-    }
-}
-template <typename T, int D, int BC>
-__device__ __forceinline__ void gemm_pv_lean(float (&o)[D / 2], const uint32_t (&p)[BC / 4], uint32_t vlo)
-{
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<T, D>(o, &p[4 * kk], desc_of(vlo + kk * 128), 1);
-}
-//< v3-gemms-lean
 
 /* ------------------------------------------------------------------------- */
 /* The kernel                                                                 */
@@ -414,7 +142,7 @@ __device__ __forceinline__ bool v3_tile(const v3_args &a, int cta, int grid, int
         t = k * grid + ((k & 1) ? grid - 1 - cta : cta);
     }
     if (t >= a.n_tiles) return false;
-    bool longest_first = PERSIST && a.mask.window_size_left < 0 && a.mask.window_size_right >= 0;
+    bool longest_first = PERSIST && mask_work_grows(a.mask);
     if (longest_first) {
         const int per_group = a.heads_per_group * a.n_qblocks;
         const int grp = t / per_group, u = t - grp * per_group;
@@ -447,7 +175,7 @@ __device__ __forceinline__ void v3_tile_coords(const v3_args &a, int t, int &bh,
 {
     int nqb = a.n_qblocks, gq = a.group_q, gr = a.group_r;
     v3_opaque(nqb, gq, gr);
-    if (a.mask.window_size_left < 0 && a.mask.window_size_right >= 0) {
+    if (mask_work_grows(a.mask)) {
         const int big = (gq + 1) * nqb, nbig = gr * big;
         int g0, gs, u;
         if (t < nbig) {
@@ -521,12 +249,43 @@ __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
 {
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
-__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
+/* ld.shared in the threads where `cond` holds, 0 in the others (a
+ * predicate, not a branch, as v3_release_if). */
+__device__ __forceinline__ uint32_t ld_shared_u32_if(uint32_t addr, bool cond)
 {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    uint32_t v = 0;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p ld.shared.u32 %0, [%1];\n}\n"
+                 : "+r"(v)
+                 : "r"(addr), "r"((int)cond)
+                 : "memory");
     return v;
 }
+
+/* Why step 6's tile-slot hand-off (v3_next_tile) is ordered, in the terms of
+ * the PTX memory model, and in terms compute-sanitizer's racecheck can check.
+ * A slot is one 32-bit word of shared memory that only the generic proxy
+ * touches (st.shared by the producer thread, ld.shared by the consumers; no
+ * copy engine, so no fence.proxy.async is involved).
+ *   Store before read (tile k, slot i = k % 2): the producer stores, then
+ *   arrives on tile_full(i); mbarrier.arrive has release semantics at CTA
+ *   scope, the consumers' try_wait that sees the phase complete has acquire
+ *   semantics, and their read follows the wait.
+ *   Read before the next store (tile k + 2 reuses slot i): the producer
+ *   stores only after its wait on tile_empty(i) (acquire) saw that phase
+ *   complete, and the phase needs one arrival (release) from every consumer
+ *   warp, made after the warp's read.
+ * Lane 0 alone reads, and lane 0 is the lane that arrives, so each read is
+ * ordered before the next store by its own thread's program order and one
+ * release/acquire pair; the other lanes take the number by __shfl_sync. Were
+ * every lane to read, lanes 1-31 would be ordered before lane 0's arrival
+ * only through the __syncwarp in v3_release (bar.warp.sync orders memory
+ * among the lanes it joins): still correct under the memory model, but
+ * racecheck does not chain a warp barrier with another thread's mbarrier
+ * arrival, and reports those reads as racing with the producer's next store
+ * into the slot, on every launch where some block takes a second tile (its
+ * producer then writes slot 0 again, with the number after it); see
+ * data/gpu/v3_race.md. */
+
 
 //> v3-dynamic
 /* The k-th tile of this block. Steps 1-5 compute it (v3_tile), the producer
@@ -536,7 +295,8 @@ __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
  * through a two-slot ring in shared memory: a slot is written after the
  * consumers released its previous use (tile_empty) and published by an
  * arrival on tile_full, whose release semantics make the store visible to
- * the threads that wait on it. The number past the last tile is passed on
+ * the threads that wait on it; in each consumer warp the lane that reads it
+ * is the lane that releases it. The number past the last tile is passed on
  * too: it ends the consumers' loop. */
 template <int D, int STEP, bool PRODUCER>
 __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
@@ -555,12 +315,14 @@ __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v
             mbar_arrive(sm.tile_full(i));
         } else {
             mbar_wait(sm.tile_full(i), (k >> 1) & 1);
-            t = (int)ld_shared_u32(sm.tile_slot(i));
-            /* step 7: a value read from lane 0 is the same in every lane, and
-             * the compiler knows it: the tile, its loop bounds and the ring
-             * positions then live in uniform registers, where wgmma takes its
+            /* lane 0 reads the slot and is the lane whose arrival releases
+             * it (the reasoning above); its warp takes the number from it. A
+             * value broadcast from lane 0 is the same in every lane, and the
+             * compiler knows it: the tile, its loop bounds and the ring
+             * positions live in uniform registers, where wgmma takes its
              * descriptors from (no register-to-uniform moves per product) */
-            if constexpr (C::LEAN) t = __shfl_sync(0xffffffffu, t, 0);
+            const bool lane0 = (threadIdx.x & 31) == 0;
+            t = (int)__shfl_sync(0xffffffffu, ld_shared_u32_if(sm.tile_slot(i), lane0), 0);
             v3_release(sm.tile_empty(i));
         }
         if (t >= a.n_tiles) return false;
@@ -1052,7 +814,7 @@ static PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
  * is 64 columns (128 bytes, the widest the 128-byte swizzle takes) x `rows`
  * x 1 head. Rows past seqlen are filled with zeros by the copy engine, so a
  * tile that runs past the end of a head never reads the next head. */
-static int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
+int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
                          int heads, int rows)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();
@@ -1287,307 +1049,7 @@ static int v3_block_cols(int d)
  * compute capability 9.0; the IO model is the tiled forward's with Br = 128
  * (64 in step 1, 192 at d = 64 from step 8) and Bc = 128 (176 at d = 128
  * from step 8). */
-const fa_row fa_row_fwd_v3 = {
-    {FA_FORWARD, 3, "v3", "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 64, 128, 64, 1, 0, 90, "hopper"},
-    v3_run, v3_check, nullptr, v3_block_rows, v3_block_cols, fa_model_tiled_forward};
+const fa_row fa_row_fwd_v3 = {.info = {.pass = FA_FORWARD, .version = 3, .name = "v3",
+    .what = "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 0, .min_cc = 90, .slug = "hopper"},
+    .run = v3_run, .check = v3_check, .workspace = nullptr, .block_rows = v3_block_rows, .block_cols = v3_block_cols, .model_bytes = fa_model_tiled_forward};
 //< v3-row
-
-extern "C" int fa_v3_wait(double seconds)
-{
-    cudaEvent_t e;
-    CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    CUDA_TRY(cudaEventRecord(e));
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        cudaError_t r = cudaEventQuery(e);
-        if (r == cudaSuccess) break;
-        if (r != cudaErrorNotReady) {
-            cudaEventDestroy(e);
-            return fa_set_error(FA_ERR_CUDA, "%s:%d: kernel failed: %s", __FILE__, __LINE__, cudaGetErrorString(r));
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec) > seconds)
-            return fa_set_error(FA_ERR_CUDA, "%s:%d: the kernel is still running after %.0f s (a deadlock: "
-                                "a barrier phase nobody completes)", __FILE__, __LINE__, seconds);
-        struct timespec nap = {0, 200000};
-        nanosleep(&nap, NULL);
-    }
-    cudaEventDestroy(e);
-    CUDA_TRY(cudaGetLastError());
-    return FA_OK;
-}
-
-/* ========================================================================= */
-/* Self-tests of the pieces                                                   */
-/* ========================================================================= */
-/* Each test kernel runs one warpgroup on one tile through the same device
- * functions as v3_kernel: tma_tile, gemm_qk, gemm_pv and the fragment
- * layouts written in their comments. Inputs are small integers, so every
- * product and sum is exact in fp32 and a result is either right or not. */
-
-/* TMA: one tile (128 rows from row0 of head z, d = 128: two column blocks)
- * copied raw back to global memory, so that the host can check where the
- * copy engine put every element. */
-__global__ void v3_test_tma(const __grid_constant__ CUtensorMap map, uint4 *out, int row0, int z)
-{
-    extern __shared__ uint8_t raw[];
-    uint32_t base = (smem_u32(raw) + 1023u) & ~1023u;
-    uint32_t bar = base + 2 * 128 * 128;
-    if (threadIdx.x == 0) {
-        mbar_init(bar, 1);
-        fence_barrier_init();
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) tma_tile<2, 128>(&map, base, bar, row0, z);
-    mbar_wait(bar, 0);
-    const uint4 *s = reinterpret_cast<const uint4 *>(raw + (base - smem_u32(raw)));
-    for (int i = threadIdx.x; i < 2 * 128 * 128 / 16; i += blockDim.x) out[i] = s[i];
-}
-
-/* S = Q K^T (Q: 64 x D, K: BC x D) and O = P V (P: 64 x BC from global,
- * V: BC x D), one warpgroup; S and O written out by the layouts the main
- * kernel assumes. BC = 128 or 176 (step 8 at d = 128); LEAN: through step
- * 7's descriptors (desc_lo + offsets) instead of make_desc. */
-template <typename T, int D, int BC, bool LEAN>
-__global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-                              const __grid_constant__ CUtensorMap tv, const float *P, float *S_out,
-                              float *O_out)
-{
-    extern __shared__ uint8_t raw[];
-    uint32_t base = (smem_u32(raw) + 1023u) & ~1023u;
-    const uint32_t q = base, k = q + 64 * D * 2, v = k + BC * D * 2, bar = v + BC * D * 2;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    if (tid == 0) {
-        for (int i = 0; i < 3; i++) mbar_init(bar + 8 * i, 1);
-        fence_barrier_init();
-    }
-    __syncthreads();
-    if (tid == 0) {
-        tma_tile<D / 64, 64>(&tq, q, bar, 0, 0);
-        tma_tile<D / 64, BC>(&tk, k, bar + 8, 0, 0);
-        tma_tile<D / 64, BC>(&tv, v, bar + 16, 0, 0);
-    }
-    for (int i = 0; i < 3; i++) mbar_wait(bar + 8 * i, 0);
-
-    float s[BC / 2], o[D / 2];
-    uint32_t p[BC / 4];
-    wgmma_fence();
-    if constexpr (LEAN) gemm_qk_lean<T, D, 64, BC>(s, desc_lo(q, 16), desc_lo(k, 16));
-    else gemm_qk<T, D, 64, BC>(s, q, k);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(s);
-#pragma unroll
-    for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            S_out[(16 * warp + g + 8 * (e >> 1)) * BC + 8 * n + 2 * t + (e & 1)] = s[4 * n + e];
-    /* P into the A-fragment layout: register 4kk + i holds row g + 8 (i & 1),
-     * columns 16 kk + 8 (i >> 1) + 2t and + 1 */
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float *pr = P + (16 * warp + g + 8 * (i & 1)) * BC + 16 * kk + 8 * (i >> 1) + 2 * t;
-            p[4 * kk + i] = pack2<T>(pr[0], pr[1]);
-        }
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-    reg_fence(o);
-    reg_fence(p);
-    wgmma_fence();
-    if constexpr (LEAN) gemm_pv_lean<T, D, BC>(o, p, desc_lo(v, BC * 128));
-    else gemm_pv<T, D, BC>(o, p, v);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(o);
-#pragma unroll
-    for (int c = 0; c < D / 8; c++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            O_out[(16 * warp + g + 8 * (e >> 1)) * D + 8 * c + 2 * t + (e & 1)] = o[4 * c + e];
-}
-
-static uint16_t v3_host_bits(float x, int dtype)
-{
-    if (dtype == FA_BF16) {
-        __nv_bfloat16 b = __float2bfloat16_rn(x);
-        return *reinterpret_cast<uint16_t *>(&b);
-    }
-    __half h = __float2half_rn(x);
-    return *reinterpret_cast<uint16_t *>(&h);
-}
-
-/* In the piece tests a failed CUDA call is one FAIL line, and counts as one
- * failed piece. */
-#define V3_TEST_TRY(name, call)                                                              \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            printf("FAIL %s: %s:%d: %s: %s\n", name, __FILE__, __LINE__, #call,               \
-                   cudaGetErrorString(e_));                                                  \
-            return 1;                                                                        \
-        }                                                                                    \
-    } while (0)
-
-/* TMA piece: head 1 of a (2 heads, 100 rows, 128 columns) tensor of
- * distinct 16-bit codes, rows 40.. (60 real rows, 68 past the end). */
-static int v3_selftest_tma(void)
-{
-    const int heads = 2, rows = 100, d = 128, row0 = 40, z = 1;
-    std::vector<uint16_t> h((size_t)heads * rows * d);
-    for (size_t i = 0; i < h.size(); i++) h[i] = (uint16_t)(1 + i % 65000);
-    void *dx = nullptr, *dout = nullptr;
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMalloc(&dx, h.size() * 2));
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMalloc(&dout, 2 * 128 * 128));
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMemcpy(dx, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMemset(dout, 0xEE, 2 * 128 * 128));
-    CUtensorMap map;
-    if (v3_tensor_map(&map, dx, FA_BF16, d, rows, heads, 128)) {
-        printf("FAIL v3-piece-tma-swizzle128: %s\n", fa_error_string());
-        return 1;
-    }
-    const int smem = 2 * 128 * 128 + 64 + 1024;
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaFuncSetAttribute(v3_test_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    v3_test_tma<<<1, 128, smem>>>(map, (uint4 *)dout, row0, z);
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaGetLastError());
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaDeviceSynchronize());
-    std::vector<uint16_t> got(128 * 128);
-    V3_TEST_TRY("v3-piece-tma-swizzle128", cudaMemcpy(got.data(), dout, got.size() * 2, cudaMemcpyDeviceToHost));
-    /* expected: element (r, c) of the box at column block c/64, row r, chunk
-     * ((c % 64) / 8) ^ (r % 8), position c % 8 */
-    int bad = 0, bad_plain = 0;
-    char first[200] = "";
-    for (int r = 0; r < 128; r++)
-        for (int c = 0; c < d; c++) {
-            uint16_t want = row0 + r < rows ? h[((size_t)z * rows + row0 + r) * d + c] : 0;
-            size_t at = (size_t)(c / 64) * 128 * 64 + (size_t)r * 64 + ((((c % 64) / 8) ^ (r % 8)) * 8) + c % 8;
-            size_t plain = (size_t)(c / 64) * 128 * 64 + (size_t)r * 64 + c % 64;
-            if (got[at] != want) {
-                if (!bad++)
-                    snprintf(first, sizeof first, "row %d col %d: want code %u at half-word %zu, found %u",
-                             r, c, want, at, got[at]);
-            }
-            if (got[plain] != want) bad_plain++;
-        }
-    cudaFree(dx);
-    cudaFree(dout);
-    if (bad) {
-        printf("FAIL v3-piece-tma-swizzle128: %d of %d elements misplaced (%s); unswizzled layout would "
-               "misplace %d\n", bad, 128 * d, first, bad_plain);
-        return 1;
-    }
-    printf("PASS v3-piece-tma-swizzle128 (128 x 128 box, 68 rows past the end zero-filled, 128-byte swizzle as "
-           "assumed)\n");
-    return 0;
-}
-
-template <typename T, int D, int BC = 128, bool LEAN = false> static int v3_selftest_gemms(int dtype)
-{
-    /* Q 64 x D, K BC x D, V BC x D, P 64 x BC: integers in [-4, 4] */
-    std::vector<float> Q(64 * D), K(BC * D), V(BC * D), P(64 * BC);
-    uint32_t x = 12345u + D + dtype + BC;
-    auto next = [&]() { x = x * 1664525u + 1013904223u; return (int)((x >> 16) % 9) - 4; };
-    for (auto &e : Q) e = (float)next();
-    for (auto &e : K) e = (float)next();
-    for (auto &e : V) e = (float)next();
-    for (auto &e : P) e = (float)next() * 0.25f;   /* also exact: quarters */
-    std::vector<uint16_t> q16(Q.size()), k16(K.size()), v16(V.size());
-    for (size_t i = 0; i < Q.size(); i++) q16[i] = v3_host_bits(Q[i], dtype);
-    for (size_t i = 0; i < K.size(); i++) k16[i] = v3_host_bits(K[i], dtype);
-    for (size_t i = 0; i < V.size(); i++) v16[i] = v3_host_bits(V[i], dtype);
-    void *dq, *dk, *dv, *dp, *ds, *dO;
-    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dq, q16.size() * 2));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dk, k16.size() * 2));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dv, v16.size() * 2));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dp, P.size() * 4));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&ds, 64 * BC * 4));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMalloc(&dO, 64 * D * 4));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dq, q16.data(), q16.size() * 2, cudaMemcpyHostToDevice));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dk, k16.data(), k16.size() * 2, cudaMemcpyHostToDevice));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dv, v16.data(), v16.size() * 2, cudaMemcpyHostToDevice));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(dp, P.data(), P.size() * 4, cudaMemcpyHostToDevice));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemset(ds, 0xFF, 64 * BC * 4));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemset(dO, 0xFF, 64 * D * 4));
-    CUtensorMap tq, tk, tv;
-    if (v3_tensor_map(&tq, dq, dtype, D, 64, 1, 64) || v3_tensor_map(&tk, dk, dtype, D, BC, 1, BC) ||
-        v3_tensor_map(&tv, dv, dtype, D, BC, 1, BC)) {
-        printf("FAIL v3-piece-wgmma: %s\n", fa_error_string());
-        return 1;
-    }
-    const int smem = (64 + 2 * BC) * D * 2 + 64 + 1024;
-    V3_TEST_TRY("v3-piece-wgmma", cudaFuncSetAttribute(v3_test_gemms<T, D, BC, LEAN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    v3_test_gemms<T, D, BC, LEAN><<<1, 128, smem>>>(tq, tk, tv, (const float *)dp, (float *)ds, (float *)dO);
-    V3_TEST_TRY("v3-piece-wgmma", cudaGetLastError());
-    V3_TEST_TRY("v3-piece-wgmma", cudaDeviceSynchronize());
-    std::vector<float> S(64 * BC), O(64 * D);
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(S.data(), ds, S.size() * 4, cudaMemcpyDeviceToHost));
-    V3_TEST_TRY("v3-piece-wgmma", cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
-    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dp); cudaFree(ds); cudaFree(dO);
-    int fails = 0;
-    char tn[48];
-    snprintf(tn, sizeof tn, "%s%s%s", dtype == FA_BF16 ? "bf16" : "fp16", BC == 128 ? "" : "-bc176",
-             LEAN ? "-lean" : "");
-    /* S: exact; on a mismatch, say where the expected value does appear */
-    for (int pass = 0; pass < 2; pass++) {
-        const int R = 64, Ccols = pass == 0 ? BC : D;
-        const std::vector<float> &got = pass == 0 ? S : O;
-        std::vector<double> ref((size_t)R * Ccols);
-        for (int i = 0; i < R; i++)
-            for (int j = 0; j < Ccols; j++) {
-                double acc = 0;
-                if (pass == 0) for (int c = 0; c < D; c++) acc += (double)Q[i * D + c] * K[j * D + c];
-                else for (int c = 0; c < BC; c++) acc += (double)P[i * BC + c] * V[c * D + j];
-                ref[(size_t)i * Ccols + j] = acc;
-            }
-        int bad = 0, bi = -1, bj = -1;
-        for (int i = 0; i < R; i++)
-            for (int j = 0; j < Ccols; j++)
-                if (got[(size_t)i * Ccols + j] != ref[(size_t)i * Ccols + j] && !bad++) { bi = i; bj = j; }
-        const char *name = pass == 0 ? "qk (smem x smem)" : "pv (registers x smem transposed)";
-        if (!bad) {
-            printf("PASS v3-piece-wgmma-%s-%s-d%d (64 x %d exact)\n", pass == 0 ? "qk" : "pv", tn, D, Ccols);
-            continue;
-        }
-        fails++;
-        int fi = -1, fj = -1;
-        for (int i = 0; i < R && fi < 0; i++)
-            for (int j = 0; j < Ccols; j++)
-                if (got[(size_t)i * Ccols + j] == ref[(size_t)bi * Ccols + bj]) { fi = i; fj = j; break; }
-        printf("FAIL v3-piece-wgmma-%s-%s-d%d: %s: %d of %d wrong; first (%d, %d) = %g, want %g (that value "
-               "is found at (%d, %d))\n", pass == 0 ? "qk" : "pv", tn, D, name, bad, R * Ccols, bi, bj,
-               got[(size_t)bi * Ccols + bj], ref[(size_t)bi * Ccols + bj], fi, fj);
-        printf("  rows 0-3, cols 0-7 got | want:\n");
-        for (int i = 0; i < 4; i++) {
-            printf("   ");
-            for (int j = 0; j < 8; j++) printf(" %6g", got[(size_t)i * Ccols + j]);
-            printf("  |");
-            for (int j = 0; j < 8; j++) printf(" %6g", ref[(size_t)i * Ccols + j]);
-            printf("\n");
-        }
-    }
-    return fails;
-}
-
-extern "C" int fa_v3_selftest(void)
-{
-    int cc = 0, sms = 0;
-    if (v3_device(&cc, &sms) != 0 || cc != 90) {
-        printf("SKIP v3-pieces: version 3 needs a GPU of compute capability 9.0 (sm_90a)\n");
-        return 0;
-    }
-    int fails = v3_selftest_tma();
-    fails += v3_selftest_gemms<__nv_bfloat16, 64>(FA_BF16);
-    fails += v3_selftest_gemms<__nv_bfloat16, 128>(FA_BF16);
-    fails += v3_selftest_gemms<__half, 64>(FA_FP16);
-    fails += v3_selftest_gemms<__half, 128>(FA_FP16);
-    /* step 7's descriptors, step 8's 176-key tiles */
-    fails += v3_selftest_gemms<__nv_bfloat16, 64, 128, true>(FA_BF16);
-    fails += v3_selftest_gemms<__nv_bfloat16, 128, 128, true>(FA_BF16);
-    fails += v3_selftest_gemms<__nv_bfloat16, 128, 176, false>(FA_BF16);
-    fails += v3_selftest_gemms<__nv_bfloat16, 128, 176, true>(FA_BF16);
-    fails += v3_selftest_gemms<__half, 128, 176, true>(FA_FP16);
-    return fails;
-}

@@ -2,7 +2,8 @@
  * stage4_v3_hopper.h -- what version 3 of the forward (kernels/
  * stage4_v3_hopper.cu) offers beyond its row of the table of versions
  * (fa_gpu.h: fa_forward(3, ...), fa_time(FA_FORWARD, 3, ...)): the steps it
- * was built in, the self-tests of its pieces, a launch watchdog.
+ * was built in. (Its pieces are tested alone by build/v3_check:
+ * tests/gpu/v3_check_cuda.h.)
  *
  * Version 3 is FlashAttention's forward on Hopper's own hardware (sm_90a):
  * the tensor copy engine (TMA) brings Q, K, V tiles into shared memory and
@@ -58,22 +59,6 @@ extern "C" {
 int fa_v3_current_step(void);
 /* One line naming step k ("step 3: + ping-pong ..."). */
 const char *fa_v3_step_name(int step);
-
-/* Wait for the work queued on the default stream, at most `seconds`:
- * FA_ERR_CUDA with "still running" when it does not finish (a kernel that
- * deadlocked on a barrier; the process must then exit), or with the
- * kernel's error. */
-int fa_v3_wait(double seconds);
-
-/* The pieces, tested alone on the GPU: the tensor copy engine's 128-byte
- * swizzle (where each element lands in shared memory), the wgmma S = Q K^T
- * accumulator layout and the P V product with P from registers and V
- * transposed, on small integer matrices whose products are exact; also
- * through step 7's precomputed descriptors and with step 8's 176-key tiles
- * (m64n176 at d = 128). Prints one
- * PASS/FAIL line per piece (with the first wrong places) and returns the
- * number failed; SKIP and 0 on a GPU that is not compute capability 9.0. */
-int fa_v3_selftest(void);
 
 #ifdef __cplusplus
 }

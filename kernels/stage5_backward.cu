@@ -10,9 +10,9 @@
  *     dQ = softmax_scale dS K                dK = softmax_scale dS^T Q
  *
  * (the chapter's backward; stage 3's flash_backward is the CPU model), with
- * the masks, seqlen_q != seqlen_k and grouped heads of src/mask.h and
- * src/attn_params.h. Four versions, chosen by --kernel K (one row each in
- * kernels/versions.def; version 3 lives in stage5_bwd_v3.cu):
+ * the masks, seqlen_q != seqlen_k and grouped heads of core/mask.h and
+ * core/attn_params.h. Four versions, chosen by --kernel K (one row each in
+ * core/versions.def; version 4 lives in stage5_bwd_v3.cu):
  *
  *   version | what
  *   --------+-----------------------------------------------------------------
@@ -90,10 +90,10 @@
  *   checks it.
  *
  * Tiles: version 1 Br = 64 query rows, Bc = 64 keys (32 when d > 64);
- * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 3 Br = 64,
+ * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 4 Br = 64,
  * Bc = 128, 8 warps of 16 keys each.
  *
- * What the tiled versions share with version 3 (kernels/stage5_bwd_v3.cu)
+ * What the tiled versions share with version 4 (kernels/stage5_bwd_v3.cu)
  * is in stage5_backward.cuh: bwd_args, P's exponent, the deterministic
  * mode's turns, the tensor-core fragment helpers and the declarations of the
  * tiled launch, workspace and IO model defined here.
@@ -488,7 +488,7 @@ static double v0_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* Their kernel arguments (bwd_args), the deterministic mode's turns
  * (bwd-dq-order) and the tensor-core fragment helpers are in
- * stage5_backward.cuh, which version 3 (stage5_bwd_v3.cu) shares. */
+ * stage5_backward.cuh, which version 4 (stage5_bwd_v3.cu) shares. */
 
 /* ------------------------------------------------------------------------- */
 /* Version 1: CUDA cores                                                      */
@@ -994,15 +994,12 @@ double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* The three rows of the table of versions                                   */
 /* ========================================================================= */
-const fa_row fa_row_bwd_v0 = {
-    {FA_BACKWARD, 0, "v0", "materialized (cuBLAS; S, dP, dS in fp32)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 1, 1 << 20, 1, 1, 1, 0, "materialized"},
-    v0_backward, v0_bwd_check, v0_bwd_workspace, nullptr, nullptr, v0_bwd_model};
-const fa_row fa_row_bwd_v1 = {
-    {FA_BACKWARD, 1, "v1", "tiled (smem tiles, fp32 CUDA cores, dQ atomics)",
-     FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 1, 1, 1, 0, "tiled"},
-    v1_backward, nullptr, tiled_bwd_workspace, v1_bwd_block_rows, v1_bwd_block_cols, tiled_bwd_model};
-const fa_row fa_row_bwd_v2 = {
-    {FA_BACKWARD, 2, "v2", "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma"},
-    v2_backward, nullptr, tiled_bwd_workspace, v2_bwd_block_rows, v2_bwd_block_cols, tiled_bwd_model};
+const fa_row fa_row_bwd_v0 = {.info = {.pass = FA_BACKWARD, .version = 0, .name = "v0",
+    .what = "materialized (cuBLAS; S, dP, dS in fp32)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "materialized"},
+    .run = v0_backward, .check = v0_bwd_check, .workspace = v0_bwd_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_bwd_model};
+const fa_row fa_row_bwd_v1 = {.info = {.pass = FA_BACKWARD, .version = 1, .name = "v1",
+    .what = "tiled (smem tiles, fp32 CUDA cores, dQ atomics)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "tiled"},
+    .run = v1_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v1_bwd_block_rows, .block_cols = v1_bwd_block_cols, .model_bytes = tiled_bwd_model};
+const fa_row fa_row_bwd_v2 = {.info = {.pass = FA_BACKWARD, .version = 2, .name = "v2",
+    .what = "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma"},
+    .run = v2_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v2_bwd_block_rows, .block_cols = v2_bwd_block_cols, .model_bytes = tiled_bwd_model};

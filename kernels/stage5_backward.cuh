@@ -2,7 +2,7 @@
  * stage5_backward.cuh -- what the tiled backward versions share across
  * files: kernels/stage5_backward.cu (versions 0, 1, 2, the pre-pass, the
  * post-pass and the launch around a tiled kernel) and
- * kernels/stage5_bwd_v3.cu (version 3). The equations, the conventions and
+ * kernels/stage5_bwd_v3.cu (version 4). The equations, the conventions and
  * the IO model are in stage5_backward.cu's header comment.
  *
  *   P's exponent     lse_guard, bwd_exponent2 (device)
@@ -217,10 +217,10 @@ __device__ __forceinline__ void bwd_store_dkdv(const bwd_args<T> &x, const float
  * and dQ_i sums them over j.) full: the caller knows every (query, key)
  * pair of the call to be visible, so no entry needs the mask test. Two ways
  * to do the same: RAW_L, Lt holds L as stored
- * (-inf for a row that sees no key) and is guarded here (version 3, whose
+ * (-inf for a row that sees no key) and is guarded here (version 4, whose
  * cp.async copies cannot change it), else guarded already (version 2);
  * MASK_APART, the mask in a branch of its own after the exponentials, so
- * that they stay one straight run of code (version 3), else per element
+ * that they stay one straight run of code (version 4), else per element
  * inside their loop (version 2). */
 template <typename T, int D, int LD, int LDS, bool KVREG, bool RAW_L, bool MASK_APART>
 __device__ __forceinline__ void bwd_key_half(float (&dk)[D / 8][4], float (&dv)[D / 8][4], const unsigned (*kf)[4],

@@ -1,13 +1,18 @@
 /*
- * stage5_bwd_v3.cu -- backward version 3: version 2's schedule on blocks of
- * 128 keys and 8 warps.
+ * stage5_bwd_v3.cu -- backward version 4: version 2's schedule on blocks of
+ * 128 keys and 8 warps, on mma.sync. Numbered 4 because a number names one
+ * technique in both passes and 3 is Hopper's (wgmma, TMA: forward version 3);
+ * the file and its kernel keep the name v3 under which data/gpu/bwd_v3_steps.md
+ * and the Nsight Compute logs of data/gpu/ measured them. Its loop repeats
+ * version 2's (stage5_backward.cu) in places, deliberately: chapter 4b sets
+ * the two kernels side by side, and each reads whole.
  *
  * What it computes is version 2's (kernels/stage5_backward.cu: the
  * equations, the masks, the conventions, the deterministic mode), with the
  * same D pre-pass, fp32 dQ accumulator and post-pass (tiled_backward). What
  * changes is how one thread block is laid out:
  *
- *   version 2                           version 3
+ *   version 2                           version 4
  *   Bc = 64 keys, 4 warps, 2 blocks/SM   Bc = 128 keys, 8 warps, 1 block/SM
  *   Q_i, dO_i tiles feed 64 keys         the same tiles feed 128 keys: half
  *                                        the loads of Q_i, dO_i, L_i, D_i and
@@ -35,19 +40,15 @@
  * V_j stay in registers as A fragments for d <= 64; Q_i, dO_i tiles are
  * double-buffered with cp.async; dS^T goes through shared memory for dQ_i.
  *
- * The loop's bookkeeping. ncu on the H200 (bf16, N = 8192, d = 128) found
- * this kernel executing 1.6x the instructions of FA2's backward for the same
- * HMMA count, at the same IPC: the excess was integer work around the
- * products, per step (one query block): two integer divisions to find the
- * step's head and block (a cursor now), a runtime copy loop with a signed
- * division per 16-byte copy (cp_async_tile: unrolled, one pointer per
- * thread, no bound test when the block is inside Sq), ldmatrix addresses of
- * the dQ product rebuilt per k-step (per-lane bases, constant offsets), and
- * per dQ tile a 64-bit address, a bound test and a branch on the mode (once
- * per step; red.v4 where no result is wanted); without a window, the
- * full-tile test is a flag. Static SASS of a full-tile default-mode step
- * (scripts/bwd_v3_sass.sh): 1614 -> 1079 instructions for 320 HMMA; the
- * arithmetic is unchanged (data/gpu/bwd_v3_steps.md, second round).
+ * The loop's bookkeeping is kept off the integer pipes, because at the same
+ * IPC every instruction that is not an HMMA costs time: the step's head and
+ * block come from a cursor (no integer division), the 16-byte copies are an
+ * unrolled loop with one pointer per thread and no bound test when the
+ * block is inside Sq, the dQ product's ldmatrix addresses are per-lane bases
+ * plus compile-time offsets, a dQ tile takes one branch on the mode per step
+ * (red.v4 where no result is wanted), and without a window the full-tile
+ * test is a flag. How this was measured and what each change saved is in
+ * data/gpu/bwd_v3_steps.md.
  *
  * Tiles: Br = 64 query rows, Bc = 128 keys, d = 16 to 128 in multiples of
  * 16. Shared memory (16-bit elements, rows padded by 8): K_j, V_j (2 x 128
@@ -296,7 +297,7 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
      * column in dS^T and K_j as shared-memory byte addresses, once; every
      * further tile is a compile-time offset from them. */
     const int rg = warp & 3, ch = warp >> 2;
-    const bool unwindowed = a.mask.window_size_left < 0 && a.mask.window_size_right < 0;
+    const bool unwindowed = mask_is_full(a.mask);
     const unsigned dS_lane = smem_u32(dSs + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * rg + ((lane >> 3) & 1) * 8);
     const unsigned K_lane = smem_u32(Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + ch * KH * 16 + (lane >> 4) * 8);
 
@@ -426,15 +427,14 @@ static int v3_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 static int v3_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)
 {
-    return tiled_backward_mma("v3", dtype, p, x, deterministic, st, v3_bwd_launch<__half>,
+    return tiled_backward_mma("v4", dtype, p, x, deterministic, st, v3_bwd_launch<__half>,
                               v3_bwd_launch<__nv_bfloat16>);
 }
 
 static int v3_bwd_block_rows(int d) { (void)d; return v3b_cfg<64>::BR; }
 static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
 
-/* Version 3's row of the table (kernels/versions.def). */
-const fa_row fa_row_bwd_v3 = {
-    {FA_BACKWARD, 3, "v3", "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)",
-     FA_DT(FA_FP16) | FA_DT(FA_BF16), 16, 128, 16, 1, 1, 80, "mma8"},
-    v3_backward, nullptr, tiled_bwd_workspace, v3_bwd_block_rows, v3_bwd_block_cols, tiled_bwd_model};
+/* Version 4's row of the table (core/versions.def). */
+const fa_row fa_row_bwd_v4 = {.info = {.pass = FA_BACKWARD, .version = 4, .name = "v4",
+    .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma8"},
+    .run = v3_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v3_bwd_block_rows, .block_cols = v3_bwd_block_cols, .model_bytes = tiled_bwd_model};

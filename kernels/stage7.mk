@@ -5,7 +5,8 @@
 #   make stage7 && ./stage7 --gpus 2        ./stage7 --sweep tests
 #   make ring-gpu                           the measurement: data/gpu/ring.csv
 #
-# The host program src/stage7_ring.c is C on the CUDA runtime and NCCL; its
+# The host program src/stage7_ring.c (the checks and the measurement) and
+# src/stage7_schedule.c (the ring) are C on the CUDA runtime and NCCL; their
 # kernels (the merge rule and the sums around it) are kernels/stage7_ring.cu,
 # a helper of the ring, not a version of the table. NCCL is found by
 # scripts/find_nccl.sh: the CUDA toolkit's (the build machine), /usr or
@@ -31,23 +32,24 @@ CUDA_INC     := $(abspath $(dir $(NVCC))/../include)
 GPU_TARGETS += stage7
 TEST_DEPS   += stage7
 
-# The C host program sees the CUDA runtime's and NCCL's headers as system
-# headers (their own warnings are not ours).
-$(BUILD)/stage7_ring.o: src/stage7_ring.c src/ring.h src/mask.h src/attn_params.h kernels/fa_gpu.h \
-                        kernels/stage7_ring.h | $(BUILD)
-	$(CC) $(CPPFLAGS) -Ikernels -isystem $(CUDA_INC) -isystem $(NCCL_INC) $(CFLAGS) -MMD -c $< -o $@
-$(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu kernels/stage7_ring.h src/merge.h $(GPU_HDRS) | $(BUILD)
+# The C host program (src/stage7_ring.c, its schedule src/stage7_schedule.c)
+# sees the CUDA runtime's and NCCL's headers as system headers (their own
+# warnings are not ours).
+STAGE7_CPPFLAGS := -isystem $(CUDA_INC) -isystem $(NCCL_INC)
+$(BUILD)/stage7_ring.o: src/stage7_ring.c | $(BUILD)
+	$(CC) $(CPPFLAGS) $(STAGE7_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/stage7_schedule.lib.o: CPPFLAGS += $(STAGE7_CPPFLAGS)
+$(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu core/stage7_ring.h core/merge.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-STAGE7_OBJS := $(BUILD)/stage7_ring.o $(BUILD)/stage7_ring_kernels.o $(GPU_OBJS) $(BUILD)/ring.lib.o \
-               $(BUILD)/stage1_naive.lib.o $(HARNESS)
-stage7: $(STAGE7_OBJS)                    ## one sequence across GPUs: ring attention on NCCL
+LINK_stage7 := stage7_ring stage7_schedule gpu_host ring $(LINK_stage1)
+stage7: $(call objs,$(BUILD),$(LINK_stage7)) $(BUILD)/stage7_ring_kernels.o $(GPU_OBJS)                  ## one sequence across GPUs: ring attention on NCCL
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -L$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE) \
 	    -Xlinker -rpath,$(NCCL_LIBDIR) -lm
 
 ifeq ($(GPU_MISSING),)
-ring-gpu: stage7                          ## measure G GPUs against one: data/gpu/ring.csv
-	./stage7 --sweep scale --csv data/gpu/ring.csv
+ring-gpu: stage7                          ## two GPUs against one: data/gpu/ring.csv, final_ring_scale.log
+	./stage7 --sweep scale --gpus 2 --csv $(GPU_DATA)/ring.csv --budget 70 > $(GPU_DATA)/final_ring_scale.log 2>&1
 else
 ring-gpu:                                 # without a GPU: one line, exit 0 (kernels/gpu.mk)
 	@echo "$@: skipped: $(GPU_MISSING)"

@@ -1,6 +1,6 @@
 /*
  * stage7_ring.cu -- the kernels of stage7_ring.h: the merge rule of
- * src/merge.h on the GPU, and the elementwise sums and roundings of the ring.
+ * core/merge.h on the GPU, and the elementwise sums and roundings of the ring.
  *
  * The merge reads every element of the accumulator and of the partial once
  * and writes the accumulator once: memory-bound, B H len d (4 + es + 4)
@@ -74,6 +74,20 @@ extern "C" int ring_merge(int dtype, float *O, float *L, const void *O_part, con
     });
 }
 
+/* launch(T{}, grid) for the dtype's element type T, with grid_for(n, 256)
+ * blocks of 256 threads (the grid-stride kernels below), then the launch
+ * check; nothing for n = 0. */
+template <typename Launch>
+static int launch_elementwise(int dtype, size_t n, Launch launch)
+{
+    if (!n) return FA_OK;
+    return fa_dispatch_dtype(dtype, [&](auto zero) -> int {
+        launch(zero, grid_for(n, 256));
+        LAUNCH_CHECK();
+        return FA_OK;
+    });
+}
+
 template <typename T>
 __global__ void ring_accumulate_kernel(float *acc, const T *x, size_t n, int first)
 {
@@ -83,13 +97,9 @@ __global__ void ring_accumulate_kernel(float *acc, const T *x, size_t n, int fir
 
 extern "C" int ring_accumulate(int dtype, float *acc, const void *x, size_t n, int first, void *stream)
 {
-    if (!n) return FA_OK;
-    return fa_dispatch_dtype(dtype, [&](auto zero) -> int {
+    return launch_elementwise(dtype, n, [&](auto zero, auto grid) {
         using T = decltype(zero);
-        ring_accumulate_kernel<T><<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
-            acc, static_cast<const T *>(x), n, first);
-        LAUNCH_CHECK();
-        return FA_OK;
+        ring_accumulate_kernel<T><<<grid, 256, 0, (cudaStream_t)stream>>>(acc, static_cast<const T *>(x), n, first);
     });
 }
 
@@ -102,12 +112,9 @@ __global__ void ring_round_kernel(T *out, const float *acc, size_t n)
 
 extern "C" int ring_round(int dtype, void *out, const float *acc, size_t n, void *stream)
 {
-    if (!n) return FA_OK;
-    return fa_dispatch_dtype(dtype, [&](auto zero) -> int {
+    return launch_elementwise(dtype, n, [&](auto zero, auto grid) {
         using T = decltype(zero);
-        ring_round_kernel<T><<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(static_cast<T *>(out), acc, n);
-        LAUNCH_CHECK();
-        return FA_OK;
+        ring_round_kernel<T><<<grid, 256, 0, (cudaStream_t)stream>>>(static_cast<T *>(out), acc, n);
     });
 }
 
@@ -130,11 +137,8 @@ __global__ void ring_fill_random_kernel(T *x, size_t n, uint64_t seed)
 
 extern "C" int ring_fill_random(int dtype, void *x, size_t n, uint64_t seed, void *stream)
 {
-    if (!n) return FA_OK;
-    return fa_dispatch_dtype(dtype, [&](auto zero) -> int {
+    return launch_elementwise(dtype, n, [&](auto zero, auto grid) {
         using T = decltype(zero);
-        ring_fill_random_kernel<T><<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(static_cast<T *>(x), n, seed);
-        LAUNCH_CHECK();
-        return FA_OK;
+        ring_fill_random_kernel<T><<<grid, 256, 0, (cudaStream_t)stream>>>(static_cast<T *>(x), n, seed);
     });
 }

@@ -1,7 +1,7 @@
 /*
  * stage8_decode.cu -- stage 8 on the GPU: decoding against a paged KV cache
  * (decode_plan.h), split-KV, grouped heads, the partials merged by merge.h's
- * rule. The interface is kernels/fa_decode.h.
+ * rule. The interface is core/fa_decode.h.
  *
  * Two kernels:
  *   decode_split_kernel  one CTA (one warp group, 128 threads) per (split s,

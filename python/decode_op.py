@@ -19,10 +19,10 @@ Shapes are FlashAttention's:
                     fp32 (natural log, -inf for a row that sees no key, whose
                     out row is 0)
 dtypes float16 and bfloat16, d = 64 or 128, H a multiple of H_kv (grouped
-heads). The mask is src/mask.h's per sequence, aligned bottom-right: query i
+heads). The mask is core/mask.h's per sequence, aligned bottom-right: query i
 of sequence b sits at key i + cache_seqlens[b] - seqlen_q; causal=True is
 window_size right = 0. num_splits=0 takes the split count of
-decode_num_splits (src/decode_plan.h) for this GPU's SMs and the kernel's CTAs
+decode_num_splits (core/decode_plan.h) for this GPU's SMs and the kernel's CTAs
 per SM; 1 runs without the
 combine. Not supported (as FlashAttention's k=, v=, rotary arguments): appending
 new keys to the cache; the caller writes them into its pages first.
@@ -59,7 +59,7 @@ PAGE_SIZES = (256, 128, 64, 32, 16)
 
 
 class DecodeParams(ctypes.Structure):
-    """decode_params (src/decode_plan.h), field by field."""
+    """decode_params (core/decode_plan.h), field by field."""
     _fields_ = [("B", ctypes.c_int), ("H", ctypes.c_int), ("H_kv", ctypes.c_int), ("d", ctypes.c_int),
                 ("seqlen_q", ctypes.c_int), ("page_size", ctypes.c_int), ("pages_per_seq", ctypes.c_int),
                 ("num_pages", ctypes.c_int), ("softmax_scale", ctypes.c_double),
@@ -67,7 +67,7 @@ class DecodeParams(ctypes.Structure):
 
 
 class DecodePtrs(ctypes.Structure):
-    """fa_decode_ptrs (kernels/fa_decode.h)."""
+    """fa_decode_ptrs (core/fa_decode.h)."""
     _fields_ = [("q", ctypes.c_void_p), ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
                 ("block_table", ctypes.c_void_p), ("cache_seqlens", ctypes.c_void_p), ("o", ctypes.c_void_p),
                 ("softmax_lse", ctypes.c_void_p), ("workspace", ctypes.c_void_p),
@@ -202,7 +202,7 @@ def reference_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, softmax_s
                       window_size=(-1, -1), dtype=torch.float64):
     """The same step by PyTorch's SDPA math, per sequence, in `dtype` (float64: the
     reference; q's dtype: PyTorch's own error in that dtype), on the dense K, V
-    gathered from the pages, with src/mask.h's mask (flash_op.visible_mask).
+    gathered from the pages, with core/mask.h's mask (flash_op.visible_mask).
     Returns out (B, seqlen_q, H, d) in `dtype` and lse (B, H, seqlen_q) float64."""
     import torch.nn.functional as F
     B, Sq, H, d = q.shape

@@ -12,7 +12,7 @@ each (every sequence at the full length, so SDPA needs no padding), pages of
                     time, the bandwidth a kernel that reads each byte once can
                     hope for (the row's gbps; frac_of_copy is 1)
   ours_decode       python/decode_op.py, the split count of the rule
-                    (decode_num_splits, src/decode_plan.h) for this GPU's SMs
+                    (decode_num_splits, core/decode_plan.h) for this GPU's SMs
                     and the kernel's CTAs per SM;
                     pages in order, so the rows are SDPA's
   ours_decode_shuffled  the same with the block table shuffled (timing only)

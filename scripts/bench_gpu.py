@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_gpu.py -- our kernels beside PyTorch's attention on the GPU: forward and backward.
 
-What it does: loads build/libfa_gpu.so (kernels/fa_gpu.h) through ctypes
+What it does: loads build/libfa_gpu.so (core/fa_gpu.h) through ctypes
 (scripts/fa.py), and times every version in the library's table of versions
 (forward and backward) beside torch.nn.functional.scaled_dot_product_attention
 with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends and
@@ -208,13 +208,14 @@ def fa_block_rows_of(lib, info):
 
 def impls(lib, q, k, v, do, causal, max_ws):
     """(label, maker) for every implementation: our versions from the table
-    (a forward version with the backward of the same number, or v2's), then
-    the peers."""
+    (a forward version with the backward of the same number, the same
+    technique; where that technique has no backward, the highest-numbered
+    backward), then the peers."""
     fwd = {v_.version: v_ for v_ in fa.versions(lib, fa.FORWARD)}
     bwd = {v_.version: v_ for v_ in fa.versions(lib, fa.BACKWARD)}
     out = []
     for ver, info in sorted(fwd.items()):
-        info_b = bwd.get(ver, bwd.get(2))
+        info_b = bwd.get(ver, bwd[max(bwd)] if bwd else None)
         out.append((info.label(), lambda i=info, b=info_b: Ours(lib, i, b, q, k, v, do, causal, max_ws),
                     info, info_b))
     for ver, info in sorted(bwd.items()):
@@ -270,8 +271,9 @@ def bench(args, lib, prov):
                     measured = []   # (impl, pass, ms, reps, note, result as fp32)
                     for name0, make, info_f, info_b in impls(lib, q, k, v, do, causal, args.max_workspace_gb):
                         def label(ps, name0=name0, info_f=info_f, info_b=info_b):
-                            """ours_v3_hopper's backward is backward v3, not the
-                            forward's name: rows are named by what ran."""
+                            """Rows are named by what ran: a bwd row by its
+                            backward (ours_v4_mma8), a fwdbwd row whose two
+                            versions differ by both (ours_v3_hopper+bwd_v4)."""
                             if info_b is None or not name0.startswith("ours"):
                                 return name0
                             det = "_det" if name0.endswith("_det") else ""

@@ -1,7 +1,8 @@
 #!/bin/sh
-# scripts/ncu_io.sh OUT.csv -- DRAM and L2 bytes of stage 4's versions (and
-# PyTorch SDPA flash/cuDNN for reference) measured with Nsight Compute,
-# beside the IO model (make io-gpu writes data/gpu/io_fwd.csv).
+# scripts/ncu_io.sh OUT.csv [PASSES] -- DRAM and L2 bytes of the library's
+# versions (and PyTorch SDPA flash/cuDNN for reference) measured with Nsight
+# Compute, beside the IO model: every pass by default (make io-gpu writes
+# data/gpu/io_fwd.csv), or PASSES alone (bwd: data/gpu/io_bwd.csv).
 #
 # How: scripts/bench_gpu.py --profile-io runs each (shape, implementation)
 # once between cudaProfilerStart/Stop, after a marker kernel whose grid size
@@ -17,6 +18,7 @@
 # Cost: a minute or two on an H200 (one replay pass per kernel).
 set -e
 out=${1:-data/gpu/io_fwd.csv}
+sel=${2:+--passes $2}
 raw=${out%.csv}_ncu_raw.csv   # kept: the per-kernel rows behind every sum
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 command -v "$NCU" >/dev/null 2>&1 || { echo "ncu_io.sh: skipped: ncu (Nsight Compute) not found ($NCU)"; exit 0; }
@@ -28,9 +30,9 @@ FLAGS="--profile-from-start off --clock-control none --csv --page raw --print-un
 map=${out%.csv}_map.json
 metrics=$BASE,$EXTRA
 if ! "$NCU" $FLAGS --metrics $metrics --log-file "$raw" \
-        python3 scripts/bench_gpu.py --profile-io "$map"; then
+        python3 scripts/bench_gpu.py --profile-io "$map" $sel; then
     echo "ncu_io.sh: retrying without $EXTRA" >&2
     metrics=$BASE
-    "$NCU" $FLAGS --metrics $metrics --log-file "$raw" python3 scripts/bench_gpu.py --profile-io "$map"
+    "$NCU" $FLAGS --metrics $metrics --log-file "$raw" python3 scripts/bench_gpu.py --profile-io "$map" $sel
 fi
-python3 scripts/ncu_io.py "$raw" "$map" "$out" "ncu $FLAGS --metrics $metrics python3 scripts/bench_gpu.py --profile-io MAP.json"
+python3 scripts/ncu_io.py "$raw" "$map" "$out" "ncu $FLAGS --metrics $metrics python3 scripts/bench_gpu.py --profile-io MAP.json${sel:+ $sel}"

@@ -12,7 +12,7 @@ sequence of batches (both drawn from --seed), once per attention path:
     ours_rerun       the same again (our default backward adds dQ in no
                      fixed order, so a rerun moves the trajectory)
     ours_v2          our versions 2 (forward and backward), FlashAttention-2's
-                     schedule, instead of the best (version 3)
+                     schedule, instead of the best the table has
     sdpa_flash       torch's scaled_dot_product_attention, flash backend
     sdpa_flash_rerun the same again (what a rerun of one kernel moves)
     sdpa_cudnn       cuDNN backend            (skipped where it does not run)

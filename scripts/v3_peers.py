@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """v3_peers.py -- PyTorch SDPA's flash and cuDNN forward at the shapes where
 tests/gpu/v3_check --time measures the steps of version 3, in the same
-device run, appended to the same CSV (scripts/v3_device.sh).
+device run, appended to the same CSV (scripts/v3_steps.sh).
 
 Shapes: bf16, B N = 16384 tokens, H = 2048 / d, d = 64 and 128, causal and
 not, N from --ns. TFLOP/s counts visible pairs as v3_check does:

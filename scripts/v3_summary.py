@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """v3_summary.py -- the step table of one device run, from its CSV
 (tests/gpu/v3_check --time and scripts/v3_peers.py rows, as
-scripts/v3_device.sh writes them): TFLOP/s of every step of version 3 per
+scripts/v3_steps.sh writes them): TFLOP/s of every step of version 3 per
 shape beside SDPA cuDNN and flash, the best step's ratio to each, and per
 step the geometric mean over the shapes and its ratio to cuDNN's.
 

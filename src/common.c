@@ -282,37 +282,20 @@ double *sram_alloc(sram_arena *s, size_t n, const char *what)
 
 void sram_reset(sram_arena *s) { s->used = 0; }
 
-void hbm_load(double *tile, const double *src, int rows, int cols, int ld,
-              io_counter *io, tensor_id t)
+/* rows x cols elements of es bytes from src (leading dimension sld) to dst
+ * (dld), counted as read (load) or written (store) elements of tensor t. */
+static void hbm_move(void *dst, int dld, const void *src, int sld, int rows, int cols, size_t es,
+                     io_counter *io, tensor_id t, bool load)
 {
     for (int r = 0; r < rows; r++)
-        memcpy(tile + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof(double));
-    io_read(io, t, (uint64_t)rows * (uint64_t)cols);
+        memcpy((char *)dst + (size_t)r * dld * es, (const char *)src + (size_t)r * sld * es, (size_t)cols * es);
+    (load ? io_read : io_write)(io, t, (uint64_t)rows * (uint64_t)cols);
 }
 
-void hbm_store(double *dst, const double *tile, int rows, int cols, int ld,
-               io_counter *io, tensor_id t)
-{
-    for (int r = 0; r < rows; r++)
-        memcpy(dst + (size_t)r * ld, tile + (size_t)r * cols, (size_t)cols * sizeof(double));
-    io_write(io, t, (uint64_t)rows * (uint64_t)cols);
-}
-
-void hbm_load_f32(float *tile, const float *src, int rows, int cols, int ld,
-                  io_counter *io, tensor_id t)
-{
-    for (int r = 0; r < rows; r++)
-        memcpy(tile + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof(float));
-    io_read(io, t, (uint64_t)rows * (uint64_t)cols);
-}
-
-void hbm_store_f32(float *dst, const float *tile, int rows, int cols, int ld,
-                   io_counter *io, tensor_id t)
-{
-    for (int r = 0; r < rows; r++)
-        memcpy(dst + (size_t)r * ld, tile + (size_t)r * cols, (size_t)cols * sizeof(float));
-    io_write(io, t, (uint64_t)rows * (uint64_t)cols);
-}
+void hbm_load(double *tile, const double *src, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(tile, cols, src, ld, rows, cols, sizeof *tile, io, t, true); }
+void hbm_store(double *dst, const double *tile, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(dst, ld, tile, cols, rows, cols, sizeof *tile, io, t, false); }
+void hbm_load_f32(float *tile, const float *src, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(tile, cols, src, ld, rows, cols, sizeof *tile, io, t, true); }
+void hbm_store_f32(float *dst, const float *tile, int rows, int cols, int ld, io_counter *io, tensor_id t) { hbm_move(dst, ld, tile, cols, rows, cols, sizeof *tile, io, t, false); }
 
 /* ------------------------------------------------------------------------- */
 /* Command-line options                                                       */
@@ -322,12 +305,13 @@ typedef enum { ARG_NONE, ARG_INT, ARG_LONG, ARG_U64, ARG_DOUBLE, ARG_STR, ARG_LI
 
 typedef struct {
     const char *name;
-    unsigned flag;
+    opt_set flag;
     arg_kind kind;
     const char *meta;
     const char *help;
 } opt_spec;
 
+/* The table of flags: one row each, one shape by design. */
 static const opt_spec SPECS[] = {
     {"--n", OPT_N, ARG_INT, "N", "sequence length of random input"},
     {"--d", OPT_D, ARG_INT, "D", "head dimension of random input"},
@@ -364,22 +348,25 @@ static const opt_spec SPECS[] = {
     {"--repeats", OPT_REPEATS, ARG_INT, "R", "timed repetitions"},
     {"--deterministic", OPT_DETERMINISTIC, ARG_NONE, NULL,
      "backward: dQ, dK, dV bitwise the same on every run (ordered dQ additions)"},
+    {"--gpus", OPT_GPUS, ARG_INT, "G", "GPUs in the ring (default: every GPU here, at most 8)"},
+    {"--virtual", OPT_VIRTUAL, ARG_NONE, NULL, "G shards on GPU 0 (streams and copies instead of NCCL)"},
+    {"--budget", OPT_BUDGET, ARG_INT, "S", "--sweep scale: stop before the sweep would pass S seconds (default 120)"},
 };
 #define N_SPECS (sizeof SPECS / sizeof SPECS[0])
 
 /* The --dtype values a program runs: "fp64 or fp32", from its accepted bits
  * (OPT_DTYPE without any OPT_FP* bit: all four). Returns how many. */
-static const struct { unsigned flag; const char *name; } DTYPES[] = {
+static const struct { opt_set flag; const char *name; } DTYPES[] = {
     {OPT_FP64, "fp64"}, {OPT_FP32, "fp32"}, {OPT_FP16, "fp16"}, {OPT_BF16, "bf16"},
 };
-static unsigned dtype_bits(unsigned accepted)
+static opt_set dtype_bits(opt_set accepted)
 {
-    unsigned all = OPT_FP64 | OPT_FP32 | OPT_FP16 | OPT_BF16;
+    opt_set all = OPT_FP64 | OPT_FP32 | OPT_FP16 | OPT_BF16;
     return (accepted & all) ? (accepted & all) : all;
 }
-static void dtype_list(unsigned accepted, char *buf, size_t n)
+static void dtype_list(opt_set accepted, char *buf, size_t n)
 {
-    unsigned bits = dtype_bits(accepted);
+    opt_set bits = dtype_bits(accepted);
     int total = 0, k = 0;
     for (size_t i = 0; i < 4; i++) total += !!(bits & DTYPES[i].flag);
     buf[0] = '\0';
@@ -392,7 +379,7 @@ static void dtype_list(unsigned accepted, char *buf, size_t n)
     }
 }
 
-static void print_usage(const char *usage, unsigned accepted)
+static void print_usage(const char *usage, opt_set accepted)
 {
     printf("%s\n\nOptions:\n", usage);
     for (size_t i = 0; i < N_SPECS; i++) {
@@ -437,7 +424,7 @@ static double parse_real(const char *flag, const char *s)
     return v;
 }
 
-static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, options *o)
+static void parse_value(const opt_spec *sp, const char *val, opt_set accepted, options *o)
 {
     const char *f = sp->name;
     switch (sp->flag) {
@@ -452,6 +439,8 @@ static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, 
     case OPT_BLOCK: o->block = (int)parse_integer(f, val, 1, 1 << 20); break;
     case OPT_KERNEL: o->kernel = (int)parse_integer(f, val, 0, 99); break;
     case OPT_REPEATS: o->repeats = (int)parse_integer(f, val, 1, 100000); break;
+    case OPT_GPUS: o->gpus = (int)parse_integer(f, val, 1, 8); break;
+    case OPT_BUDGET: o->budget = (double)parse_integer(f, val, 1, 86400); break;
     case OPT_SCALE:
         o->softmax_scale = parse_real(f, val);
         if (o->softmax_scale <= 0) fatal(EXIT_BAD_INPUT, "%s: must be positive, got '%s'", f, val);
@@ -491,7 +480,7 @@ static void parse_value(const opt_spec *sp, const char *val, unsigned accepted, 
         o->rule = val;
         break;
     case OPT_DTYPE: {
-        unsigned bits = dtype_bits(accepted);
+        opt_set bits = dtype_bits(accepted);
         bool ok = false;
         for (size_t i = 0; i < 4; i++) ok |= (bits & DTYPES[i].flag) && !strcmp(val, DTYPES[i].name);
         if (!ok) {
@@ -756,7 +745,7 @@ int outputs_finish(int status)
     return 0;
 }
 
-void parse_options(int argc, char **argv, unsigned accepted, const char *usage, options *o)
+void parse_options(int argc, char **argv, opt_set accepted, const char *usage, options *o)
 {
     memset(o, 0, sizeof *o);
     set_prog_name(argv[0]);
@@ -771,6 +760,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
     o->rule = "paper";
     o->window_left = o->window_right = -1;
     o->check = "naive";
+    o->budget = 120;
     bool seen[N_SPECS] = {false};
 
     for (int i = 1; i < argc; i++) {
@@ -804,6 +794,7 @@ void parse_options(int argc, char **argv, unsigned accepted, const char *usage, 
             else if (sp->flag == OPT_TRACE) o->trace = true;
             else if (sp->flag == OPT_RANDOM) o->random = true;
             else if (sp->flag == OPT_DETERMINISTIC) o->deterministic = true;
+            else if (sp->flag == OPT_VIRTUAL) o->virt = true;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -906,6 +897,19 @@ static double *cut_kv(double *x, dims4 s, int H_kv, int seqlen_k)
     return y;
 }
 
+void problem_fill_normal(attn_problem *p, rng_t *rng)
+{
+    size_t nq = attn_q_numel(&p->params), nkv = attn_kv_numel(&p->params);
+    p->Q = xmalloc(nq, sizeof(double), "Q");
+    p->K = xmalloc(nkv, sizeof(double), "K");
+    p->V = xmalloc(nkv, sizeof(double), "V");
+    p->dO = xmalloc(nq, sizeof(double), "dO");
+    fill_normal(p->Q, nq, 0, 1, rng);
+    fill_normal(p->K, nkv, 0, 1, rng);
+    fill_normal(p->V, nkv, 0, 1, rng);
+    fill_normal(p->dO, nq, 0, 1, rng);
+}
+
 void load_problem(const options *opt, attn_problem *p)
 {
     memset(p, 0, sizeof *p);
@@ -932,15 +936,7 @@ void load_problem(const options *opt, attn_problem *p)
             fatal(EXIT_BAD_INPUT, "--batch %d --heads %d --n %d --seqlen-k %d --d %d: %.3g elements "
                   "per tensor; the CPU stages take at most %llu", opt->batch, opt->heads, opt->N,
                   Sk, opt->d, big, MAX_TENSOR_ELEMENTS);
-        size_t nq = attn_q_numel(ap), nkv = attn_kv_numel(ap);
-        p->Q = xmalloc(nq, sizeof(double), "Q");
-        p->K = xmalloc(nkv, sizeof(double), "K");
-        p->V = xmalloc(nkv, sizeof(double), "V");
-        p->dO = xmalloc(nq, sizeof(double), "dO");
-        fill_normal(p->Q, nq, 0, 1, &rng);
-        fill_normal(p->K, nkv, 0, 1, &rng);
-        fill_normal(p->V, nkv, 0, 1, &rng);
-        fill_normal(p->dO, nq, 0, 1, &rng);
+        problem_fill_normal(p, &rng);
         snprintf(p->source, sizeof p->source, "random N(0,1), seed %llu", (unsigned long long)opt->seed);
         return;
     }
@@ -1083,13 +1079,27 @@ void save_rows(const char *path, const double *x, const attn_params *p)
 /* CSV with provenance                                                        */
 /* ------------------------------------------------------------------------- */
 
-static void read_command(const char *cmd, char *buf, size_t n)
+void command_line_of(const char *cmd, char *buf, size_t n)
 {
     buf[0] = '\0';
     FILE *p = popen(cmd, "r");
     if (!p) return;
-    if (fgets(buf, (int)n, p)) buf[strcspn(buf, "\n")] = '\0';
+    if (fgets(buf, (int)n, p)) buf[strcspn(buf, "\r\n")] = '\0';
     pclose(p);
+}
+
+void source_commit(char *buf, size_t n)
+{
+    const char *env_commit = getenv("FA_COMMIT");
+    if (env_commit && *env_commit) snprintf(buf, n, "%s", env_commit);
+    else command_line_of("git rev-parse --short HEAD 2>/dev/null", buf, n);
+    if (!buf[0]) snprintf(buf, n, "unknown");
+}
+
+void utc_date(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
 }
 
 FILE *csv_open(const char *path, int argc, char **argv, const char *header)
@@ -1102,27 +1112,23 @@ FILE *csv_open(const char *path, int argc, char **argv, const char *header)
     /* A copy of the tree without .git (as on a remote GPU machine) names its
      * commit in FA_COMMIT. */
     const char *env_commit = getenv("FA_COMMIT");
-    if (env_commit && *env_commit)
-        snprintf(commit, sizeof commit, "%s", env_commit);
-    else
-        read_command("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    source_commit(commit, sizeof commit);
     /* Changes under data/ are measurements (this file among them), not code.
      * A copy named by FA_COMMIT is taken at its word: its .git, if it came
      * along, need not match the copied files' modes (seen on the GPU
      * machine, which marked a clean commit as changed). */
     changes[0] = '\0';
     if (!(env_commit && *env_commit))
-        read_command("git -c core.fileMode=false status --porcelain --untracked-files=no -- . ':!data' "
+        command_line_of("git -c core.fileMode=false status --porcelain --untracked-files=no -- . ':!data' "
                      "2>/dev/null | head -c1", changes, sizeof changes);
     bool dirty = changes[0] != '\0';
-    read_command("uname -srm", host, sizeof host);
-    read_command("grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'",
+    command_line_of("uname -srm", host, sizeof host);
+    command_line_of("grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'",
                  cpu, sizeof cpu);
-    time_t t = time(NULL);
     char date[64];
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    utc_date(date, sizeof date);
     fprintf(f, "# commit: %s%s\n# date: %s\n# machine: %s; %s\n# command:",
-            commit[0] ? commit : "unknown",
+            commit,
             dirty ? " (with uncommitted changes)" : (env_commit && *env_commit) ? " (FA_COMMIT, a copy of the tree)" : "",
             date, host, cpu[0] ? cpu : "unknown cpu");
     for (int i = 0; i < argc; i++) fprintf(f, " %s", argv[i]);

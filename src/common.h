@@ -204,11 +204,21 @@ enum opt_flag {
  * int. */
 #define OPT_GRAD_OUTPUTS (1u << 31)
 #define OPT_OUTPUTS (OPT_FWD_OUTPUTS | OPT_GRAD_OUTPUTS)   /* --out --lse --dq --dk --dv */
+/* The ring of stage 7: --gpus G, --virtual (G shards on one GPU), --budget S
+ * (seconds of --sweep scale). Past bit 31, so the sets are 64 bits wide. */
+#define OPT_GPUS    (1ull << 32)
+#define OPT_VIRTUAL (1ull << 33)
+#define OPT_BUDGET  (1ull << 34)
+/* The problem and tile flags of a tiled CPU stage (stage 3, stage 6). */
+#define OPT_TILED_CPU (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS | OPT_SCALE | \
+                       OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM | OPT_RULE)
+/* A set of OPT_* bits. */
+typedef uint64_t opt_set;
 
 #define MAX_LOGITS 4096
 
 typedef struct {
-    unsigned given;          /* OPT_* bits of the flags present on the command line */
+    opt_set given;           /* OPT_* bits of the flags present on the command line */
     int N, d, batch, heads;  /* --n --d --batch --heads (random input) */
     uint64_t seed;           /* --seed */
     bool causal;             /* --causal: window (-1, 0) */
@@ -233,10 +243,13 @@ typedef struct {
     int kernel;              /* --kernel K (GPU stages) */
     int repeats;             /* --repeats R */
     bool deterministic;      /* --deterministic: bitwise reproducible dQ, dK, dV */
+    int gpus;                /* --gpus G (stage 7; 0: every GPU here) */
+    bool virt;               /* --virtual: G shards on one GPU (stage 7) */
+    double budget;           /* --budget S: seconds of stage 7's --sweep scale (default 120) */
 } options;
 
 /* One line per accepted flag, printed by --help. */
-typedef struct { unsigned flag; const char *text; } flag_help;
+typedef struct { opt_set flag; const char *text; } flag_help;
 
 /* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234,
  * no mask).
@@ -245,18 +258,27 @@ typedef struct { unsigned flag; const char *text; } flag_help;
  * above the flag list by --help (exit 0), which lists only accepted flags.
  * A flag this stage does not take, a flag given twice, a missing or bad
  * value: one line on stderr and exit 2. */
-void parse_options(int argc, char **argv, unsigned accepted, const char *usage,
+void parse_options(int argc, char **argv, opt_set accepted, const char *usage,
                    options *opt);
 
 /* ---------------------------------------------------------------------------
  * Inputs and outputs of an attention problem, all fp64 in memory.
  * ------------------------------------------------------------------------- */
+/* The one problem type of host code: the CPU stages, the GPU host programs
+ * (gpu_host.h's gh_inputs is this type) and stage 7. */
 typedef struct {
     attn_params params;  /* sizes, heads, mask, softmax_scale: complete */
     double *Q, *dO;      /* (B, H, seqlen_q, d); dO is the upstream gradient */
     double *K, *V;       /* (B, H_kv, seqlen_k, d) */
+    int kind;            /* how random inputs were drawn: 0 N(0,1), files or the real
+                          * input; the GPU stages' fault inputs (gpu_host.h) otherwise */
     char source[512];    /* where it came from, for the printed table */
 } attn_problem;
+
+/* Q, K, V, dO of problem p allocated and drawn N(0, 1) from rng, in that
+ * order (a caller may go on drawing from rng); p->params, kind and source
+ * are the caller's. */
+void problem_fill_normal(attn_problem *p, rng_t *rng);
 
 /* The default input: Q, K, V, dO of a pretrained transformer on a real
  * sentence (data/input/, see its README.md). */
@@ -329,6 +351,14 @@ void save_rows(const char *path, const double *x, const attn_params *p);      /*
  * ------------------------------------------------------------------------- */
 #include <stdio.h>
 FILE *csv_open(const char *path, int argc, char **argv, const char *header);
+/* The pieces of that provenance, for programs that write them per row
+ * (stage 7): the first line a shell command prints ("" when none); the
+ * commit of the code (FA_COMMIT when set: a copy of the tree without .git,
+ * as on the GPU machine; else git's short hash; "unknown"); the UTC time
+ * now as 2026-12-01T21:00:00Z. */
+void command_line_of(const char *cmd, char *buf, size_t n);
+void source_commit(char *buf, size_t n);
+void utc_date(char *buf, size_t n);
 void csv_close(FILE *f);
 
 #endif /* FA_COMMON_H */

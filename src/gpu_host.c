@@ -87,9 +87,11 @@ void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *n
     *nv = 0;
     if (kernel >= 0) {
         const fa_version_info *v = fa_version(pass, kernel);
-        if (!v)
-            fatal(EXIT_BAD_INPUT, "--kernel %d: the %s has versions 0 to %d", kernel, what,
-                  fa_num_versions(pass) - 1);
+        if (!v) {
+            char list[96];
+            gh_version_list(pass, list, sizeof list);
+            fatal(EXIT_BAD_INPUT, "--kernel %d: the %s has versions %s", kernel, what, list);
+        }
         versions[(*nv)++] = kernel;
         if (!dtype_flag) {
             int n = 0;
@@ -98,8 +100,25 @@ void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *n
             *nd = n;
         }
     } else {
-        for (int k = 0; k < fa_num_versions(pass) && *nv < 16; k++) versions[(*nv)++] = k;
+        *nv = gh_versions(pass, versions, 16);
     }
+}
+
+int gh_versions(int pass, int *versions, int max)
+{
+    int n = 0;
+    for (int k = 0; k < fa_version_limit(pass) && n < max; k++)
+        if (fa_version(pass, k)) versions[n++] = k;
+    return n;
+}
+
+void gh_version_list(int pass, char *buf, size_t n)
+{
+    int v[16], nv = gh_versions(pass, v, 16);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < nv && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%d", i == 0 ? "" : i == nv - 1 ? " and " : ", ", v[i]);
 }
 
 void gh_round(double *x, size_t n, int dtype)
@@ -247,14 +266,7 @@ void gh_save(const char *path, const double *x, const attn_params *p, gh_tensor 
 const char *const gh_input_name[4] = {"N(0,1)", "Q, K ~ U[4e4, 6.5e4] (logits ~2e10)",
                                       "Q, K ~ -900 U[0,1) (logits ~1e6)", "logits near -7.5e4"};
 
-void gh_inputs_free(gh_inputs *in)
-{
-    free(in->Q);
-    free(in->K);
-    free(in->V);
-    free(in->dO);
-    memset(in, 0, sizeof *in);
-}
+void gh_inputs_free(gh_inputs *in) { free_problem(in); }
 
 /* Round to bf16, then flush what fp16 would make subnormal: the values are
  * then exact in fp32, fp16 and bf16. */
@@ -277,7 +289,7 @@ static bool representable(const double *x, size_t n, int dtype)
 
 bool gh_inputs_exact(const gh_inputs *in, const int *dtypes, int nd, bool grads)
 {
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
     bool exact = true;
     for (int t = 0; t < nd; t++)
@@ -289,19 +301,12 @@ bool gh_inputs_exact(const gh_inputs *in, const int *dtypes, int nd, bool grads)
 void gh_inputs_random(gh_inputs *in, const attn_params *p, gh_input_kind kind, uint64_t seed)
 {
     memset(in, 0, sizeof *in);
-    in->p = *p;
+    in->params = *p;
     in->kind = kind;
     size_t nq = attn_q_numel(p), nk = attn_kv_numel(p);
     rng_t rng;
     rng_seed(&rng, seed);
-    in->Q = xmalloc(nq, sizeof(double), "Q");
-    in->K = xmalloc(nk, sizeof(double), "K");
-    in->V = xmalloc(nk, sizeof(double), "V");
-    in->dO = xmalloc(nq, sizeof(double), "dO");
-    fill_normal(in->Q, nq, 0, 1, &rng);
-    fill_normal(in->K, nk, 0, 1, &rng);
-    fill_normal(in->V, nk, 0, 1, &rng);
-    fill_normal(in->dO, nq, 0, 1, &rng);
+    problem_fill_normal(in, &rng);
     if (kind == GH_IN_HUGE) {
         for (size_t i = 0; i < nq; i++) in->Q[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
         for (size_t i = 0; i < nk; i++) in->K[i] = 4e4 + 2.5e4 * rng_uniform(&rng);
@@ -324,22 +329,14 @@ void gh_inputs_random(gh_inputs *in, const attn_params *p, gh_input_kind kind, u
 
 void gh_inputs_of_options(gh_inputs *in, const options *opt)
 {
-    attn_problem ap;
-    load_problem(opt, &ap);
-    memset(in, 0, sizeof *in);
-    in->p = ap.params;
-    in->Q = ap.Q;
-    in->K = ap.K;
-    in->V = ap.V;
-    in->dO = ap.dO;
+    load_problem(opt, in);
     in->kind = GH_IN_NORMAL;
-    snprintf(in->source, sizeof in->source, "%s", ap.source);
 }
 
 void gh_inputs_real(gh_inputs *in, const options *opt, int left, int right, int seqlen_k)
 {
     options o = *opt;
-    o.given &= ~(unsigned)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS | OPT_INPUTS |
+    o.given &= ~(opt_set)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS | OPT_INPUTS |
                            OPT_OUTPUTS);
     o.random = o.causal = false;
     o.q = o.k = o.v = o.dO = NULL;
@@ -389,6 +386,38 @@ const gh_tcase gh_size_cases[GH_SIZE_CASES] = {
     {"d=128", 1, 2, 2, 300, 300, 128, -1, -1, GH_IN_NORMAL},
     {"d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, -1, GH_IN_NORMAL},
 };
+
+size_t gh_shared_cases(int sm_count, gh_tcase *out)
+{
+    const int big = sm_count + 18 + (sm_count % 2);   /* B H above the SM count, even */
+    const gh_tcase cases[GH_SHARED_CASES] = {
+        {"causal", 1, 2, 2, 300, 300, 64, -1, 0, GH_IN_NORMAL},
+        {"causal Sq>Sk (rows that see no key)", 1, 2, 2, 200, 130, 64, -1, 0, GH_IN_NORMAL},
+        {"causal Sq<Sk", 1, 2, 2, 100, 257, 32, -1, 0, GH_IN_NORMAL},
+        {"window (32,32) Sq<Sk", 1, 2, 2, 300, 400, 64, 32, 32, GH_IN_NORMAL},
+        {"window (10,5) Sq>Sk (rows that see no key)", 1, 2, 2, 300, 200, 48, 10, 5, GH_IN_NORMAL},
+        {"GQA H=8 H_kv=2", 1, 8, 2, 200, 200, 64, -1, -1, GH_IN_NORMAL},
+        {"B H > SMs", 2, big / 2, big / 2, 40, 40, 32, -1, -1, GH_IN_NORMAL},
+        {"fault: huge logits", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_HUGE},
+        {"fault: -900 U[0,1)", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEG900},
+        {"fault: logits near -7.5e4", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEAR_NEG},
+    };
+    memcpy(out, cases, sizeof cases);
+    return GH_SHARED_CASES;
+}
+
+int gh_judge(const char *who, const attn_params *p, gh_tensor t, const gh_err *e, double allowed, bool twice_v0,
+             const double *got, const double *ref, char *why, size_t n)
+{
+    if (e->nonfinite == 0 && e->err <= allowed) return 0;
+    if (e->nonfinite)
+        snprintf(why, n, "%s: %zu non-finite %s entries (unwritten or NaN)", who, e->nonfinite, gh_tensor_name[t]);
+    else
+        snprintf(why, n, "%s err %s %.3g > %.3g%s", who, gh_tensor_name[t], e->err, allowed,
+                 twice_v0 ? " (2 x v0 + u)" : "");
+    gh_diagnose(who, p, t, got, ref, allowed * e->scale);
+    return 1;
+}
 
 uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device)
 {
@@ -459,7 +488,7 @@ void gh_ref_free(gh_ref *r)
 
 int gh_each_dtype(const gh_inputs *in, const int *dtypes, int nd, bool grads, gh_dtype_fn fn, void *ctx)
 {
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     const double *dO = grads ? in->dO : NULL;
     bool exact = gh_inputs_exact(in, dtypes, nd, grads);
     gh_ref shared;

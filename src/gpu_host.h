@@ -1,11 +1,11 @@
 /*
  * gpu_host.h -- what the GPU stages' host programs (stage4, stage5) share:
  * the inputs of a problem on the host (the options' problem, random ones and
- * issue 8's fault inputs), the problem uploaded to the GPU in one dtype, a
+ * the fault inputs), the problem uploaded to the GPU in one dtype, a
  * version run on it with its outputs poisoned first, results fetched back as
  * fp64, the fp64 reference, the error measures and the error rule, the
  * diagnostic lines of a failed check, and .npy output. Plain C over
- * kernels/fa_gpu.h (no CUDA header); every failure of the GPU library is
+ * core/fa_gpu.h (no CUDA header); every failure of the GPU library is
  * fatal (exit 1, one line).
  *
  * Tensors follow attn_params.h: Q, O, dO, dQ (B, H, seqlen_q, d); K, V, dK,
@@ -61,6 +61,11 @@ void gh_free(gh_problem *g);
 void gh_select(int pass, const char *dtype_flag, int kernel, int *dtypes, int *nd, int *versions,
                int *nv);
 
+/* The versions of a pass in the table, in order (at most max); their numbers
+ * as a list ("0, 1, 2 and 4") for a message. */
+int gh_versions(int pass, int *versions, int max);
+void gh_version_list(int pass, char *buf, size_t n);
+
 /* Round x (n entries) in place to the nearest value of the dtype. */
 void gh_round(double *x, size_t n, int dtype);
 
@@ -111,20 +116,15 @@ void gh_save(const char *path, const double *x, const attn_params *p, gh_tensor 
 /* Inputs on the host                                                         */
 /* ------------------------------------------------------------------------- */
 
-/* Normal: N(0, 1). The others are issue 8's fault inputs, found when stage 4
- * was tried on public bug-report inputs: scaled logits that overflow fp16 or
- * make exp(S - m) ill-conditioned in fp32. */
+/* Normal: N(0, 1). The others are fault inputs, the kind public bug reports
+ * of attention kernels describe: scaled logits that overflow fp16 or make
+ * exp(S - m) ill-conditioned in fp32. */
 typedef enum { GH_IN_NORMAL, GH_IN_HUGE, GH_IN_NEG900, GH_IN_NEAR_NEG } gh_input_kind;
 extern const char *const gh_input_name[4];   /* "N(0,1)", "Q, K ~ U[4e4, 6.5e4] ...", ... */
 
-/* A problem's inputs in fp64: Q, dO (B, H, seqlen_q, d), K, V (B, H_kv,
- * seqlen_k, d). */
-typedef struct {
-    attn_params p;
-    double *Q, *K, *V, *dO;
-    gh_input_kind kind;
-    char source[512];   /* where it came from, for the printed table */
-} gh_inputs;
+/* A problem's inputs in fp64: the harness's one problem type (common.h),
+ * its kind a gh_input_kind. */
+typedef attn_problem gh_inputs;
 
 /* Random inputs of p from seed, of the given kind:
  *   GH_IN_NORMAL    Q, K, V, dO ~ N(0, 1)
@@ -162,11 +162,16 @@ attn_params gh_tcase_params(const gh_tcase *c);
 /* The two random problems of a run without shape flags (after the real
  * input): (2,4/4,1000,1000,64) and (1,4/2,1500,1500,128) causal. */
 extern const gh_tcase gh_default_cases[2];
-/* The sizes both GPU test suites cover (issue 8's list): N = 1, 17, 113,
+/* The sizes both GPU test suites cover: N = 1, 17, 113,
  * 1023, 4097 at d = 64, and d = 16 to 128 (20: not a multiple of 8; 48, 80,
  * 96, 112: between the powers of two), unmasked. */
 #define GH_SIZE_CASES 14
 extern const gh_tcase gh_size_cases[GH_SIZE_CASES];
+/* The masks, grouped heads, a grid of more blocks than SMs and the fault
+ * inputs, which both suites cover: GH_SHARED_CASES rows into out; each
+ * suite appends its own. */
+#define GH_SHARED_CASES 10
+size_t gh_shared_cases(int sm_count, gh_tcase *out);
 
 /* The first line of a test suite, "<stage> GPU tests on <device>; seed S
  * (replay: ...)"; returns S: --seed if given, else a fresh one. */
@@ -213,6 +218,13 @@ int gh_each_dtype(const gh_inputs *in, const int *dtypes, int nd, bool grads, gh
  *   fault       infinity (fault inputs: only finiteness is checked here)
  * *twice_v0 says whether the 2 x v0 bound is the one in force. */
 double gh_allowed(int dtype, int version, double v0_err, double floor, bool fault, bool *twice_v0);
+
+/* Tensor t of a version (its errors e, entries got) against the rule's
+ * bound `allowed`: 0 when no entry is non-finite and e->err <= allowed;
+ * else 1, with the failure as one line in why (who, the tensor, the bound;
+ * twice_v0 says the 2 x v0 rule set it) and gh_diagnose's lines printed. */
+int gh_judge(const char *who, const attn_params *p, gh_tensor t, const gh_err *e, double allowed, bool twice_v0,
+             const double *got, const double *ref, char *why, size_t n);
 
 /* What a failed comparison looks like, on lines starting with '#': entries
  * of tensor t off by more than tol (absolute; NaN and infinities count), the

@@ -1,20 +1,21 @@
 /*
- * mask_lib.c -- src/mask.h as a shared library (build/libfa_mask.so), so that
+ * mask_lib.c -- core/mask.h as a shared library (build/libfa_mask.so), so that
  * the NumPy reference (src/reference/attention_ref.py, through ctypes) asks
  * the same definition as the C stages and the kernels instead of writing its
  * own. Each function is a thin wrapper; the window convention is mask.h's.
  */
 #include <stdint.h>
 
+#include "fa_gpu.h"
 #include "mask.h"
 
-/* out[i * seqlen_k + j] = 1 when key j is visible to query i, else 0. */
-void fa_mask_fill(int seqlen_q, int seqlen_k, int left, int right, unsigned char *out)
+/* fa_mask_fill of core/fa_gpu.h, the same signature as libfa_gpu.so's: one
+ * mask ABI whichever library a tool loads. FA_OK, or FA_ERR_UNSUPPORTED for
+ * a malformed problem (this library keeps no error string). */
+int fa_mask_fill(const attn_params *p, unsigned char *visible)
 {
-    attn_mask m = mask_make(seqlen_q, seqlen_k, left, right);
-    for (int i = 0; i < seqlen_q; i++)
-        for (int j = 0; j < seqlen_k; j++)
-            out[(int64_t)i * seqlen_k + j] = mask_visible(m, i, j);
+    char why[256];
+    return attn_mask_fill(p, visible, why, sizeof why) ? FA_ERR_UNSUPPORTED : FA_OK;
 }
 
 /* Key blocks [*b, *e) of size Bc that query rows [i0, i1) visit; returns the count. */

@@ -40,28 +40,12 @@
 #define FN(name) name
 #define EXP exp
 #define LOG log
-#define LOAD hbm_load
-#define STORE hbm_store
 #include "stage1_naive_body.h"
-#undef T
-#undef FN
-#undef EXP
-#undef LOG
-#undef LOAD
-#undef STORE
 #define T float
 #define FN(name) name##_f32
 #define EXP expf
 #define LOG logf
-#define LOAD hbm_load_f32
-#define STORE hbm_store_f32
 #include "stage1_naive_body.h"
-#undef T
-#undef FN
-#undef EXP
-#undef LOG
-#undef LOAD
-#undef STORE
 
 //> naive-io-formula
 uint64_t naive_forward_io_formula(const attn_params *p)
@@ -144,6 +128,14 @@ void naive_require_size(const attn_params *p, const char *origin)
               "N must be <= 16384", origin, bytes / 1e9);
     fatal(EXIT_BAD_INPUT, "%s: naive attention needs four seqlen_q x seqlen_k matrices (%d x %d, "
           "%.1f GB); at most 8.6 GB", origin, p->seqlen_q, p->seqlen_k, bytes / 1e9);
+}
+
+void naive_load_problem(const options *opt, attn_problem *prob)
+{
+    load_problem(opt, prob);
+    char origin[64];
+    snprintf(origin, sizeof origin, "the input's N = %d", prob->params.seqlen_q);
+    naive_require_size(&prob->params, origin);
 }
 
 void naive_require_size_flags(const options *opt)
@@ -235,13 +227,9 @@ int main(int argc, char **argv)
                   USAGE, &opt);
     bool fp32 = !strcmp(opt.dtype, "fp32");   /* the parser let only fp64 and fp32 through */
     naive_require_size_flags(&opt);
-    char origin[64];
-
     attn_problem prob;
-    load_problem(&opt, &prob);
+    naive_load_problem(&opt, &prob);
     const attn_params *p = &prob.params;
-    snprintf(origin, sizeof origin, "the input's N = %d", p->seqlen_q);
-    naive_require_size(p, origin);
     int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d, G = p->H / p->H_kv;
     size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);
     size_t SS = (size_t)Sq * Sk, qd = (size_t)Sq * d, kd = (size_t)Sk * d;

@@ -77,6 +77,10 @@ void naive_require_size(const attn_params *p, const char *origin);
 /* The same before any input is read, for the sizes --n and --seqlen-k ask
  * for (nothing when --n is not given). */
 void naive_require_size_flags(const options *opt);
+/* load_problem, then naive_require_size on what it loaded (files or the
+ * real input can be larger than the flags said): the problem of a stage
+ * whose reference is this one. */
+void naive_load_problem(const options *opt, attn_problem *prob);
 
 /* Exit with status 2 and one line when a logsumexp in L (B H seqlen_q
  * entries) is +inf or NaN: the scores softmax_scale * Q K^T overflowed fp64,

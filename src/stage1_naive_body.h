@@ -3,15 +3,20 @@
  * over an element type. stage1_naive.c includes it twice:
  *   T = double, FN(x) = x         (the fp64 reference)
  *   T = float,  FN(x) = x##_f32   (every operation rounded to single precision)
- * EXP and LOG are the matching exp/expf and log/logf, LOAD and STORE the
- * matching hbm_load/hbm_store. Not a public header.
+ * EXP and LOG are the matching exp/expf and log/logf; LOAD and STORE, the
+ * matching hbm_load/hbm_store, follow from FN. The parameters are undefined
+ * at the end, ready for the next type. Not a public header.
  *
  * Each pass reads its operands from slow memory once and writes its result
  * once, and counts that as it does it: a K or V that every row needs is
  * brought into fast memory whole (`kv`), the rows of Q, S, P, dO ... stream
  * through row buffers. Only the buffers are new; the arithmetic, in its
- * order, is the textbook's.
+ * order, is the textbook's. The passes repeat one loop shape deliberately:
+ * each is written as the pass the IO model counts.
  */
+
+#define LOAD FN(hbm_load)
+#define STORE FN(hbm_store)
 
 //> naive-forward
 void FN(naive_forward)(const attn_params *p, const T *Q, const T *K, const T *V, T *S, T *P,
@@ -160,3 +165,10 @@ void FN(naive_backward)(const attn_params *p, const T *Q, const T *K, const T *V
     free(vec2);
 }
 //< naive-backward
+
+#undef T
+#undef FN
+#undef EXP
+#undef LOG
+#undef LOAD
+#undef STORE

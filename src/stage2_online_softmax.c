@@ -237,7 +237,7 @@ int main(int argc, char **argv)
 
     /* Here --n and --d shape the random rows below, not this input. */
     options real_opt = opt;
-    real_opt.given &= ~(unsigned)(OPT_N | OPT_D);
+    real_opt.given &= ~(opt_set)(OPT_N | OPT_D);
     attn_problem p;
     load_problem(&real_opt, &p);
     const attn_params *ap = &p.params;
@@ -253,7 +253,7 @@ int main(int argc, char **argv)
     printf("  block sizes 1, 2, 3, 4, 5, 8, 16, 37, 64 and %d (--block); seed %llu\n", blocks[nblocks - 1],
            (unsigned long long)opt.seed);
     printf("  the check: error <= %g sqrt(N) eps of the values' scale for a row of N logits, at least\n"
-           "  %g (src/tolerances.h). A stream is one row streamed in one block size. The streams below\n"
+           "  %g (core/tolerances.h). A stream is one row streamed in one block size. The streams below\n"
            "  1e-15 absolute are counted for information only: the error scales with max|V|, so a\n"
            "  stream with larger values can be above 1e-15 and still well within the bound\n\n",
            TOL_ONLINE_EPS_PER_ROOT, TOL_ONLINE_EPS_UNITS);

@@ -65,7 +65,7 @@
 
 #include "common.h"
 #include "stage3_tiled.h"
-#include "../tests/test_report.h"
+#include "test_report.h"
 
 enum { DT_BF16, DT_FP16 };
 static const char *const DT_NAME[2] = {"bf16", "fp16"};

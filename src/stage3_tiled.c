@@ -434,6 +434,39 @@ flash_blocks flash_blocks_from_options(const options *opt, const attn_params *p,
 /* ------------------------------------------------------------------------- */
 /* The demonstration program                                                  */
 /* ------------------------------------------------------------------------- */
+double flash_gradcheck(const attn_problem *g, int Br, int Bc)
+{
+    const attn_params *gp = &g->params;
+    size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp), gr = attn_rows(gp);
+    double *buf = xmalloc(2 * gq + 2 * gk + gr, sizeof(double), "gradcheck buffers");
+    double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
+    sram_arena small;
+    sram_init(&small, flash_backward_sram_elements(Br, Bc, gp->d));
+    flash_attention_all_heads(gp, g->Q, g->K, g->V, g->dO, (flash_blocks){Br, Bc, Br, Bc}, o, l, gdq, gdk, gdv,
+                              &small, NULL, NULL, NULL, NULL, NULL, NULL);
+    double e = gradcheck_central(gp, g->Q, g->K, g->V, g->dO, gdq, gdk, gdv, 1e-5);
+    sram_free(&small);
+    free(buf);
+    return e;
+}
+
+flash_run flash_run_counted(const attn_params *p, const double *Q, const double *K, const double *V,
+                            const double *dO, flash_blocks b, long M, double *O, double *L, double *dQ,
+                            double *dK, double *dV)
+{
+    flash_run r;
+    memset(&r, 0, sizeof r);
+    io_reset(&r.io_f);
+    io_reset(&r.io_b);
+    sram_arena sram;
+    sram_init(&sram, (size_t)M);
+    flash_attention_all_heads(p, Q, K, V, dO, b, O, L, dQ, dK, dV, &sram, &r.io_f, &r.io_b, &r.st_f,
+                              &r.st_b, &r.t_f, &r.t_b);
+    r.high_water = sram.high_water;
+    sram_free(&sram);
+    return r;
+}
+
 #ifndef STAGE_NO_MAIN
 
 static const char USAGE[] =
@@ -576,7 +609,7 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, flash_blocks
  *                over every M from 4d to 2^18 (the M where it is reached)
  *   causal_tiles (query block, key block) tiles a causal forward with
  *                Br = Bc = B computes: "all" (no skipping), "code" (the
- *                tiles src/mask.h's causal mask visits: a key block is
+ *                tiles core/mask.h's causal mask visits: a key block is
  *                skipped when it starts at or past the query block's
  *                exclusive end i1), "chapter" (the textbook's test, skip only
  *                when the key block starts past i1, which also keeps the
@@ -665,7 +698,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
         int N_fixed = (opt->given & OPT_N) ? opt->N : 2048;
         for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++) {
             options o = *opt;
-            o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
+            o.given = (o.given & ~(opt_set)(OPT_BR | OPT_BC)) | OPT_SRAM;
             o.M = FLASH_DEFAULT_M;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", Ns[a], o.M);
             flash_blocks b = sweep_blocks(&o, d, Ns[a], &M);
@@ -673,7 +706,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
         }
         for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
             options o = *opt;
-            o.given = (o.given & ~(unsigned)(OPT_BR | OPT_BC)) | OPT_SRAM;
+            o.given = (o.given & ~(opt_set)(OPT_BR | OPT_BC)) | OPT_SRAM;
             o.M = Ms[a];
             if (derive_blocks(o.M, d, true, &(int){0}, &(int){0}) != 0) continue;
             fprintf(stderr, "sweep io: N = %d, M = %ld\n", N_fixed, o.M);
@@ -689,7 +722,7 @@ static int run_sweep(const options *opt, int argc, char **argv)
         int N = (opt->given & OPT_N) ? opt->N : 2048;
         for (int B = 4; B <= 512 && B <= N; B *= 2) {
             options o = *opt;
-            o.given = (o.given & ~(unsigned)OPT_SRAM) | OPT_BR | OPT_BC;
+            o.given = (o.given & ~(opt_set)OPT_SRAM) | OPT_BR | OPT_BC;
             o.Br = o.Bc = B;
             fprintf(stderr, "sweep blocks: N = %d, Br = Bc = %d\n", N, B);
             flash_blocks b = sweep_blocks(&o, d, N, &M);
@@ -705,13 +738,9 @@ static int run_sweep(const options *opt, int argc, char **argv)
 int main(int argc, char **argv)
 {
     options opt;
-    parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                      OPT_SWEEP | OPT_CSV | OPT_RULE | OPT_REPEATS,
-                  USAGE, &opt);
+    parse_options(argc, argv, OPT_TILED_CPU | OPT_SWEEP | OPT_CSV | OPT_REPEATS, USAGE, &opt);
     if (opt.sweep) {
-        if (opt.given & (OPT_MASKS & ~(unsigned)OPT_CAUSAL))
+        if (opt.given & (OPT_MASKS & ~(opt_set)OPT_CAUSAL))
             fatal(EXIT_BAD_INPUT, "--sweep io|blocks|formulas runs square problems (--causal or "
                   "none); masks and lengths are swept by ./stage6 --sweep window");
         return outputs_finish(run_sweep(&opt, argc, argv));
@@ -720,12 +749,9 @@ int main(int argc, char **argv)
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
 
     naive_require_size_flags(&opt);   /* the reference is naive */
-    char origin[64];
     attn_problem prob;
-    load_problem(&opt, &prob);
+    naive_load_problem(&opt, &prob);
     const attn_params *p = &prob.params;
-    snprintf(origin, sizeof origin, "the input's N = %d", p->seqlen_q);
-    naive_require_size(p, origin);
     long M;
     flash_blocks b = flash_blocks_from_options(&opt, p, &M);
     size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);
@@ -781,15 +807,10 @@ int main(int argc, char **argv)
     double *out = xmalloc(nout, sizeof(double), "tiled outputs");
     double *O = out, *dQ = O + nq, *dK = dQ + nq, *dV = dK + nkv, *L = dV + nkv;
     poison(out, nout);
-    sram_arena sram;
-    sram_init(&sram, (size_t)M);
-    io_counter tf, tb;
-    io_reset(&tf);
-    io_reset(&tb);
-    tile_stats sf = {0}, sb = {0};
-    double t_f, t_b;
-    flash_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, b, O, L, dQ, dK, dV, &sram, &tf,
-                              &tb, &sf, &sb, &t_f, &t_b);
+    flash_run run = flash_run_counted(p, prob.Q, prob.K, prob.V, prob.dO, b, M, O, L, dQ, dK, dV);
+    io_counter tf = run.io_f, tb = run.io_b;
+    tile_stats sf = run.st_f, sb = run.st_b;
+    double t_f = run.t_f, t_b = run.t_b;
 
     int failed = 0;
     flash_errors e = flash_errors_vs(&prob, O, L, dQ, dK, dV, rO, rL, rdQ, rdK, rdV);
@@ -814,26 +835,15 @@ int main(int argc, char **argv)
      * tiles (Br = 4, Bc = 3) so that it crosses many tile edges. */
     {
         attn_problem g = problem_slice(&prob, 13, 8);
-        const attn_params *gp = &g.params;
-        size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp), gr = attn_rows(gp);
-        double *buf = xmalloc(2 * gq + 2 * gk + gr, sizeof(double), "gradcheck buffers");
-        double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
-        sram_arena small;
-        sram_init(&small, flash_backward_sram_elements(4, 3, gp->d));
-        flash_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, (flash_blocks){4, 3, 4, 3}, o, l, gdq,
-                                  gdk, gdv, &small, NULL, NULL, NULL, NULL, NULL, NULL);
         char what[96];
         snprintf(what, sizeof what, "tiled backward vs central differences (head 0, %d queries, %d keys, d = %d)",
-                 gp->seqlen_q, gp->seqlen_k, gp->d);
-        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5),
-                         TOL_GRADCHECK);
-        sram_free(&small);
-        free(buf);
+                 g.params.seqlen_q, g.params.seqlen_k, g.params.d);
+        failed += report(what, flash_gradcheck(&g, 4, 3), TOL_GRADCHECK);
         free_problem(&g);
     }
-    printf("  %-48s %10zu   <= %ld   %s\n", "SRAM high-water mark (elements)", sram.high_water,
-           M, sram.high_water <= (size_t)M ? "ok" : "FAIL");
-    failed += sram.high_water > (size_t)M;
+    printf("  %-48s %10zu   <= %ld   %s\n", "SRAM high-water mark (elements)", run.high_water,
+           M, run.high_water <= (size_t)M ? "ok" : "FAIL");
+    failed += run.high_water > (size_t)M;
 
     uint64_t ff = flash_forward_io_formula(p, b.fBr, b.fBc);
     uint64_t bf = flash_backward_io_formula(p, b.bBr, b.bBc);
@@ -875,7 +885,6 @@ int main(int argc, char **argv)
     if (opt.dv) save_kv_like(opt.dv, dV, p);
 
     printf("\nstage3: %s\n", failed ? "FAILED" : "all checks passed");
-    sram_free(&sram);
     free(ref);
     free(out);
     free_problem(&prob);

@@ -117,6 +117,24 @@ void flash_attention_all_heads(const attn_params *p, const double *Q, const doub
                                io_counter *io_f, io_counter *io_b, tile_stats *st_f,
                                tile_stats *st_b, double *t_f, double *t_b);
 
+/* One run of flash_attention_all_heads on a fresh arena of M elements with
+ * fresh counters (outputs as there, dQ NULL for the forward alone): what the
+ * stages measure of it. */
+typedef struct {
+    io_counter io_f, io_b;   /* slow-memory elements moved, per pass */
+    tile_stats st_f, st_b;   /* tiles visited and skipped, per pass */
+    double t_f, t_b;         /* wall seconds, per pass */
+    size_t high_water;       /* the arena's high-water mark, elements (<= M) */
+} flash_run;
+flash_run flash_run_counted(const attn_params *p, const double *Q, const double *K, const double *V,
+                            const double *dO, flash_blocks b, long M, double *O, double *L, double *dQ,
+                            double *dK, double *dV);
+
+/* The tiled backward of problem g (in Br x Bc tiles, both passes) against
+ * central differences of stage 1: gradcheck_central's largest relative
+ * error. Small tiles cross many tile edges on a small problem. */
+double flash_gradcheck(const attn_problem *g, int Br, int Bc);
+
 /* The closed forms of the header comment over the whole problem, in
  * elements; and the tiles each pass visits (B H mask_tiles_visited). */
 uint64_t flash_forward_io_formula(const attn_params *p, int Br, int Bc);
@@ -143,7 +161,7 @@ flash_errors flash_errors_vs(const attn_problem *in, const double *O, const doub
                              const double *rdK, const double *rdV);
 
 /* The tolerance of the backward's errors above: FLASH_BWD_TOL plus
- * FLASH_BWD_L_FACTOR eps max|L| over L's rows (both in src/tolerances.h, with
+ * FLASH_BWD_L_FACTOR eps max|L| over L's rows (both in core/tolerances.h, with
  * FLASH_FWD_TOL for the forward's), the loss of rebuilding P from a rounded
  * L, measured by ./stage6 --sweep lse. */
 double flash_backward_tol(const double *L, size_t rows);

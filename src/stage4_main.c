@@ -9,7 +9,7 @@
  * wgmma (version 3, H100/H200), beside a materialized GPU baseline
  * (version 0). Every version takes the problems of stage 6: causal and
  * sliding-window masks, seqlen_q != seqlen_k and grouped key/value heads
- * (src/mask.h, attn_params). Plain C over kernels/fa_gpu.h and the GPU host
+ * (core/mask.h, attn_params). Plain C over core/fa_gpu.h and the GPU host
  * code the GPU stages share (src/gpu_host.[ch]).
  *
  * Build and run:   make stage4 && ./stage4
@@ -46,7 +46,7 @@
  *   every dtype no unwritten output; rows that see no key have O = 0 exactly
  *               and L = -inf; the bytes model equals stage 1's and stage 3's
  *               counts and the tile counts stage 3's (model_matches)
- *   fault inputs (huge or very negative logits, issue 8): every output
+ *   fault inputs (huge or very negative logits): every output
  *               finite, and each O row within the value rows of the keys
  *               whose logits are the row's best up to fp32 rounding
  *               (best_key_check)
@@ -101,7 +101,7 @@ static size_t empty_rows_wrong(const attn_params *p, const double *O, const doub
 }
 
 //> stage4-best-key
-/* Fault inputs (issue 8): scaled logits of 1e6 to 2e10, where the softmax
+/* Fault inputs: scaled logits of 1e6 to 2e10, where the softmax
  * is (nearly) one-hot and O is the value row of each query's best key. What
  * a correct kernel may return is bounded by the fp32 rounding of the logits:
  * a logit s_j = softmax_scale q.k_j summed in fp32 is off by at most
@@ -180,8 +180,8 @@ static int model_matches(const attn_params *p, int dtype, char *why, size_t n)
 {
     double es = (double)fa_dtype_bytes(dtype), bh = (double)p->B * p->H;
     double Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d;
-    for (int k = 0; k < fa_num_versions(FA_FORWARD); k++) {
-        if (!(fa_version(FA_FORWARD, k)->dtypes & FA_DT(dtype))) continue;
+    for (int k = 0; k < fa_version_limit(FA_FORWARD); k++) {
+        if (!fa_version(FA_FORWARD, k) || !(fa_version(FA_FORWARD, k)->dtypes & FA_DT(dtype))) continue;
         int Br = fa_block_rows(FA_FORWARD, k, p->d), Bc = fa_block_cols(FA_FORWARD, k, p->d);
         double want;
         if (!Br) {
@@ -237,7 +237,8 @@ static int model_checks(void)
         }
         printf("PASS stage4 IO model %s: every version and dtype == stage 1/3 counts; tiles visited/skipped "
                "per head:", shape);
-        for (int k = 1; k < fa_num_versions(FA_FORWARD); k++) {
+        for (int k = 1; k < fa_version_limit(FA_FORWARD); k++) {
+            if (!fa_version(FA_FORWARD, k)) continue;
             int64_t vis, skip;
             fa_tiles(FA_FORWARD, k, &p, &vis, &skip);
             printf(" v%d %lld/%lld", k, (long long)vis, (long long)skip);
@@ -349,7 +350,7 @@ typedef struct {
 
 static void print_row(const run_mode *m, const gh_inputs *in, int dtype, const vres *x)
 {
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     int64_t vis, skip;
     fa_tiles(FA_FORWARD, x->version, p, &vis, &skip);
     double fl = fa_flops(FA_FORWARD, p), tf = x->ms > 0 ? fl / (x->ms * 1e-3) / 1e12 : 0.0;
@@ -370,7 +371,7 @@ static void print_row(const run_mode *m, const gh_inputs *in, int dtype, const v
 static int run_dtype(void *ctx, const gh_inputs *in, gh_problem *g, const gh_ref *ref)
 {
     const run_mode *m = ctx;
-    const attn_params *p = &in->p;
+    const attn_params *p = &in->params;
     const int dtype = g->dtype, nv = m->nv;
     const bool fault = in->kind != GH_IN_NORMAL;
     vres r[NV_MAX];
@@ -385,26 +386,17 @@ static int run_dtype(void *ctx, const gh_inputs *in, gh_problem *g, const gh_ref
     char why[256] = "";
     const gh_tensor outs[2] = {GH_O, GH_L};
     const double *refs[2] = {ref->O, ref->L};
-    for (int i = 0; i < nv; i++) {
-        const vres *x = &r[i];
+    char who[64];
+    bool twice_v0;
+    for (const vres *x = r; x < r + nv; x++) {
         if (!x->ran) continue;
-        char who[64];
         snprintf(who, sizeof who, "v%d %s", x->version, fa_dtype_name(dtype));
         for (int t = 0; t < 2; t++) {
             /* O: the 2 x v0 rule; L: 1e-5 in fp32, the sanity bound otherwise */
-            bool twice_v0;
             double allowed = t == 0 ? gh_allowed(dtype, x->version, v0 ? v0->e[0].err : -1,
                                                  fa_unit_roundoff(dtype), fault, &twice_v0)
                                     : gh_allowed(dtype, 0, -1, 0, fault, &twice_v0);
-            if (x->e[t].nonfinite == 0 && x->e[t].err <= allowed) continue;
-            bad++;
-            if (x->e[t].nonfinite)
-                snprintf(why, sizeof why, "%s: %zu non-finite %s entries (unwritten or NaN)", who,
-                         x->e[t].nonfinite, gh_tensor_name[outs[t]]);
-            else
-                snprintf(why, sizeof why, "%s err %s %.3g > %.3g%s", who, gh_tensor_name[outs[t]], x->e[t].err,
-                         allowed, twice_v0 ? " (2 x v0 + u)" : "");
-            gh_diagnose(who, p, outs[t], x->got[t], refs[t], allowed * x->e[t].scale);
+            bad += gh_judge(who, p, outs[t], &x->e[t], allowed, twice_v0, x->got[t], refs[t], why, sizeof why);
         }
         if (x->empty_wrong) {
             bad++;
@@ -467,11 +459,11 @@ static int run_problem(const run_mode *m, const gh_inputs *in, const int *dtypes
 {
     if (!m->tests) {
         char shape[128];
-        gh_describe(&in->p, shape, sizeof shape);
+        gh_describe(&in->params, shape, sizeof shape);
         printf("\n%s: %s, softmax_scale = %.6g\n"
                "  ver dtype   err O (max)  err O (norm)       err L  unwritten  time [ms]  TFLOP/s  model bytes"
                "  tiles vis/skip\n",
-               in->source, shape, in->p.softmax_scale);
+               in->source, shape, in->params.softmax_scale);
     }
     return gh_each_dtype(in, dtypes, nd, false, run_dtype, (void *)m);
 }
@@ -493,32 +485,26 @@ static int run_tests(const options *opt, int sm_count, const char *device)
 {
     uint64_t seed = gh_tests_seed("stage4", opt, device);
     const int big = sm_count + 18 + (sm_count % 2);   /* B H above the SM count, even */
-    /* Besides gh_size_cases: d = 24 and 72 (v1's tiles of 32 and 80 columns
-     * part empty; v2 and v3 refuse them), masks, grouped heads, the fault
-     * inputs. */
-    const gh_tcase cases[] = {
+    /* Besides gh_size_cases and gh_shared_cases: d = 24 and 72 (v1's tiles
+     * of 32 and 80 columns part empty; v2 and v3 refuse them), masks and
+     * grouped heads at d = 128 and where a whole query block sees no key. */
+    const gh_tcase own[] = {
         {"d=24", 1, 1, 1, 65, 65, 24, -1, -1, GH_IN_NORMAL},
         {"d=72", 1, 2, 2, 150, 150, 72, -1, -1, GH_IN_NORMAL},
-        {"B H > SMs", 2, big / 2, big / 2, 40, 40, 32, -1, -1, GH_IN_NORMAL},
         {"B H > SMs d=128", 1, big, big, 70, 70, 128, -1, -1, GH_IN_NORMAL},
         {"B H > SMs, GQA, causal", 1, big, big / 2, 70, 70, 64, -1, 0, GH_IN_NORMAL},
-        {"causal", 1, 2, 2, 300, 300, 64, -1, 0, GH_IN_NORMAL},
         {"causal d=128 N=1023", 1, 1, 1, 1023, 1023, 128, -1, 0, GH_IN_NORMAL},
-        {"causal Sq>Sk (rows that see no key)", 1, 2, 2, 200, 130, 64, -1, 0, GH_IN_NORMAL},
         {"causal Sq>Sk (a 128-row block that sees no key)", 1, 2, 2, 400, 200, 128, -1, 0, GH_IN_NORMAL},
-        {"causal Sq<Sk", 1, 2, 2, 100, 257, 32, -1, 0, GH_IN_NORMAL},
         {"window (64,0) Sq>Sk", 2, 2, 2, 500, 450, 64, 64, 0, GH_IN_NORMAL},
-        {"window (32,32) Sq<Sk", 1, 2, 2, 300, 400, 64, 32, 32, GH_IN_NORMAL},
-        {"window (10,5) Sq>Sk (rows that see no key)", 1, 2, 2, 300, 200, 48, 10, 5, GH_IN_NORMAL},
         {"window (10,5) Sq<Sk d=128", 1, 2, 2, 200, 333, 128, 10, 5, GH_IN_NORMAL},
-        {"GQA H=8 H_kv=2", 1, 8, 2, 200, 200, 64, -1, -1, GH_IN_NORMAL},
         {"GQA causal Sq>Sk", 2, 8, 2, 190, 150, 128, -1, 0, GH_IN_NORMAL},
         {"MQA Sq<Sk", 2, 4, 1, 150, 230, 128, -1, -1, GH_IN_NORMAL},
         {"MQA window (31,0)", 1, 8, 1, 260, 260, 64, 31, 0, GH_IN_NORMAL},
-        {"fault: huge logits", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_HUGE},
-        {"fault: -900 U[0,1)", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEG900},
-        {"fault: logits near -7.5e4", 1, 1, 1, 128, 128, 64, -1, -1, GH_IN_NEAR_NEG},
     };
+    gh_tcase cases[GH_SHARED_CASES + sizeof own / sizeof own[0]];
+    size_t nc = gh_shared_cases(sm_count, cases);
+    memcpy(cases + nc, own, sizeof own);
+    nc += sizeof own / sizeof own[0];
     /* A window that just covers every key (left = Sq - 1 + delta, right =
      * Sk - 1 - delta): the unmasked problem, bit for bit. seqlen_k a
      * multiple of 8 takes version 0's vector path. */
@@ -527,7 +513,7 @@ static int run_tests(const options *opt, int sm_count, const char *device)
         {"window covering everything", 1, 2, 2, 200, 200, 128, 1000, 1000, GH_IN_NORMAL},
     };
     int versions[NV_MAX], nv = 0, bad = 0;
-    for (int v = 0; v < fa_num_versions(FA_FORWARD) && nv < NV_MAX; v++) versions[nv++] = v;
+    nv = gh_versions(FA_FORWARD, versions, NV_MAX);
     run_mode m = {true, false, 0, NULL, device, NULL, versions, nv, NULL};
 
     /* the real input, every head: unmasked, with a window, keys cut (Sq != Sk) */
@@ -537,12 +523,11 @@ static int run_tests(const options *opt, int sm_count, const char *device)
         gh_inputs in;
         gh_inputs_real(&in, opt, real[i][0], real[i][1], real[i][2]);
         char name[256];
-        gh_test_name("stage4", real_what[i], &in.p, name, sizeof name);
+        gh_test_name("stage4", real_what[i], &in.params, name, sizeof name);
         bad += run_case(&m, &in, name);
         gh_inputs_free(&in);
     }
     /* case i draws from seed + i */
-    size_t nc = sizeof cases / sizeof cases[0];
     bad += gh_run_cases("stage4", gh_size_cases, GH_SIZE_CASES, seed, run_case, &m);
     bad += gh_run_cases("stage4", cases, nc, seed + GH_SIZE_CASES, run_case, &m);
     m.cover = true;
@@ -565,7 +550,7 @@ int main(int argc, char **argv)
     if (opt.sweep && strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model"))
         fatal(EXIT_BAD_INPUT, "--sweep %s: stage 4 knows --sweep tests and model", opt.sweep);
     bool outputs = opt.out || opt.lse;
-    if (opt.sweep && (outputs || (opt.given & ~(unsigned)(OPT_SWEEP | OPT_SEED))))
+    if (opt.sweep && (outputs || (opt.given & ~(opt_set)(OPT_SWEEP | OPT_SEED))))
         fatal(EXIT_BAD_INPUT, "--sweep %s takes only --seed", opt.sweep);
     if (opt.sweep && !strcmp(opt.sweep, "model")) return model_checks() ? EXIT_CHECK_FAILED : 0;
     int dtypes[3], nd, versions[NV_MAX], nv;
@@ -578,7 +563,7 @@ int main(int argc, char **argv)
     memset(&in, 0, sizeof in);
     if (!opt.sweep) {
         gh_inputs_of_options(&in, &opt);
-        gh_check_problem(FA_FORWARD, &in.p, dtypes, nd, versions, nv, opt.kernel >= 0);
+        gh_check_problem(FA_FORWARD, &in.params, dtypes, nd, versions, nv, opt.kernel >= 0);
     }
 
     char device[256];

@@ -3,7 +3,7 @@
  *
  * What it adds over stage 3: nothing in the algorithm, which already takes
  * any mask, seqlen_q != seqlen_k and grouped heads through attn_params and
- * src/mask.h. This program holds the tiled stage to that generality: every
+ * core/mask.h. This program holds the tiled stage to that generality: every
  * mask against stage 1 masked (fp64), the conventions of empty rows and
  * full-cover windows, long sequences checked in O(N) memory, and the sweeps
  * the chapter draws (window size, memory against N, error against |L|).
@@ -271,16 +271,12 @@ static run_result run_problem(const attn_problem *in, flash_blocks b, long M, bo
     double *buf = xmalloc(nout, sizeof(double), "tiled outputs");
     double *O = buf, *dQ = O + nq, *dK = dQ + nq, *dV = dK + nkv, *L = dV + nkv;
     poison(buf, nout);
-    sram_arena sram;
-    sram_init(&sram, (size_t)M);
-    io_counter io_f, io_b;
-    io_reset(&io_f);
-    io_reset(&io_b);
-    tile_stats st_f = {0, 0}, st_b = {0, 0};
-    flash_attention_all_heads(p, in->Q, in->K, in->V, in->dO, b, O, L, dQ, dK, dV, &sram, &io_f,
-                              &io_b, &st_f, &st_b, &r.t_f, &r.t_b);
-    r.sram_ok = sram.high_water <= (size_t)M;
-    sram_free(&sram);
+    flash_run run = flash_run_counted(p, in->Q, in->K, in->V, in->dO, b, M, O, L, dQ, dK, dV);
+    io_counter io_f = run.io_f, io_b = run.io_b;
+    tile_stats st_f = run.st_f, st_b = run.st_b;
+    r.t_f = run.t_f;
+    r.t_b = run.t_b;
+    r.sram_ok = run.high_water <= (size_t)M;
 
     r.io_f = io_total(&io_f);
     r.io_b = io_total(&io_b);
@@ -316,18 +312,7 @@ static run_result run_problem(const attn_problem *in, flash_blocks b, long M, bo
 
     /* central differences on a slice of head 0, small tiles across its edges */
     attn_problem g = problem_slice(in, 12, 6);
-    const attn_params *gp = &g.params;
-    size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp);
-    double *gb = xmalloc(2 * gq + 2 * gk + attn_rows(gp), sizeof(double), "gradcheck buffers");
-    sram_arena small;
-    sram_init(&small, flash_backward_sram_elements(4, 3, gp->d));
-    flash_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, (flash_blocks){4, 3, 4, 3}, gb,
-                              gb + 2 * gq + 2 * gk, gb + gq, gb + 2 * gq, gb + 2 * gq + gk, &small,
-                              NULL, NULL, NULL, NULL, NULL, NULL);
-    r.gradcheck = gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gb + gq, gb + 2 * gq, gb + 2 * gq + gk,
-                                    1e-5);
-    sram_free(&small);
-    free(gb);
+    r.gradcheck = flash_gradcheck(&g, 4, 3);
     free_problem(&g);
 
     if (out) *out = buf;
@@ -354,7 +339,7 @@ typedef struct {
 static void tour_problem(const options *base, const tour_case *c, attn_problem *prob)
 {
     options o = *base;
-    o.given &= ~(unsigned)(OPT_MASKS);
+    o.given &= ~(opt_set)(OPT_MASKS);
     o.causal = false;
     o.given |= OPT_WINDOW;
     o.window_left = c->window_left;
@@ -412,7 +397,7 @@ static int run_tour(const options *opt)
            "  empty, the rows that see no key (each must hold O = 0, L = -inf, dQ = 0); IO, the\n"
            "  counted reads and writes equal their formula (tiled and naive); tiles, the tiles\n"
            "  visited equal their closed form for the mask; row, ok when every check of the row\n"
-           "  holds (bounds: src/tolerances.h)\n\n",
+           "  holds (bounds: core/tolerances.h)\n\n",
            FLASH_FWD_TOL, FLASH_BWD_TOL, FLASH_BWD_L_FACTOR, TOL_GRADCHECK);
     printf("  %-32s %-23s %-11s %-7s %9s %9s %10s %5s %-3s %-5s %s\n", "problem",
            "(B,H/H_kv,Sq,Sk,d)", "window", "Br x Bc", "fwd err", "bwd err", "gradcheck", "empty",
@@ -436,7 +421,7 @@ static int run_tour(const options *opt)
     rng_seed(&rng, opt->seed);
     for (int k = 0; k < 8; k++) {
         options o = *opt;
-        o.given = (o.given & ~(unsigned)OPT_MASKS) | OPT_RANDOM | OPT_SEQLEN_K | OPT_KV_HEADS |
+        o.given = (o.given & ~(opt_set)OPT_MASKS) | OPT_RANDOM | OPT_SEQLEN_K | OPT_KV_HEADS |
                   OPT_WINDOW | OPT_HEADS | OPT_BATCH | OPT_N | OPT_D;
         o.random = true;
         o.batch = rng_int(&rng, 1, 2);
@@ -609,7 +594,7 @@ static int sweep_window(const options *opt, int argc, char **argv)
         const char *kind = W < N ? "window" : W == N ? "causal" : "full";
         if (W > 2 * N) break;
         options o = *opt;
-        o.given = (o.given & ~(unsigned)OPT_MASKS) | OPT_RANDOM | OPT_N | OPT_D;
+        o.given = (o.given & ~(opt_set)OPT_MASKS) | OPT_RANDOM | OPT_N | OPT_D;
         o.random = true;
         o.N = N;
         o.d = d;
@@ -623,17 +608,12 @@ static int sweep_window(const options *opt, int argc, char **argv)
         flash_blocks b = flash_blocks_from_options(&o, p, &M);
         size_t nq = attn_q_numel(p), rows = attn_rows(p);
         double *buf = xmalloc(4 * nq + rows, sizeof(double), "outputs");
-        sram_arena sram;
-        sram_init(&sram, (size_t)M);
-        io_counter f, bw;
-        io_reset(&f);
-        io_reset(&bw);
-        tile_stats sf = {0, 0}, sb = {0, 0};
-        double tf, tb;
         fprintf(stderr, "sweep window: N = %d, %s%s\n", N, kind, W < N ? "" : " (reference)");
-        flash_attention_all_heads(p, prob.Q, prob.K, prob.V, prob.dO, b, buf, buf + 4 * nq,
-                                  buf + nq, buf + 2 * nq, buf + 3 * nq, &sram, &f, &bw, &sf, &sb,
-                                  &tf, &tb);
+        flash_run run = flash_run_counted(p, prob.Q, prob.K, prob.V, prob.dO, b, M, buf, buf + 4 * nq,
+                                          buf + nq, buf + 2 * nq, buf + 3 * nq);
+        io_counter f = run.io_f, bw = run.io_b;
+        tile_stats sf = run.st_f, sb = run.st_b;
+        double tf = run.t_f, tb = run.t_b;
         uint64_t ff = flash_forward_io_formula(p, b.fBr, b.fBc), bf = flash_backward_io_formula(p, b.bBr, b.bBc);
         uint64_t tff = flash_tiles_formula(p, b.fBr, b.fBc), tbf = flash_tiles_formula(p, b.bBr, b.bBc);
         fprintf(csv, "%s,%d,%d,%d,%d,%d,%ld,%d,%d,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
@@ -646,7 +626,6 @@ static int sweep_window(const options *opt, int argc, char **argv)
         fflush(csv);
         bad += (io_total(&f) != ff) + (io_total(&bw) != bf) + (sf.tiles_visited != tff) +
                (sb.tiles_visited != tbf) + (count_nonfinite(buf, 4 * nq, false) != 0);
-        sram_free(&sram);
         free(buf);
         free_problem(&prob);
     }
@@ -856,11 +835,7 @@ static int sweep_lse(const options *opt, int argc, char **argv)
 int main(int argc, char **argv)
 {
     options opt;
-    parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                      OPT_RULE | OPT_CHECK | OPT_SWEEP | OPT_CSV,
-                  USAGE, &opt);
+    parse_options(argc, argv, OPT_TILED_CPU | OPT_CHECK | OPT_SWEEP | OPT_CSV, USAGE, &opt);
     if (opt.sweep) {
         if (!opt.csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
         if (!strcmp(opt.sweep, "window")) return outputs_finish(sweep_window(&opt, argc, argv));

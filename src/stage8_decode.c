@@ -376,7 +376,7 @@ int main(int argc, char **argv)
     if (opt.sweep) {
         if (strcmp(opt.sweep, "io")) fatal(EXIT_BAD_INPUT, "--sweep: expected 'io', got '%s'", opt.sweep);
         if (!opt.csv) fatal(EXIT_BAD_INPUT, "--sweep needs --csv FILE");
-        if (opt.given & ~(unsigned)(OPT_SWEEP | OPT_CSV | OPT_SEED) || f.page_size || f.splits || f.lens ||
+        if (opt.given & ~(opt_set)(OPT_SWEEP | OPT_CSV | OPT_SEED) || f.page_size || f.splits || f.lens ||
             f.num_pages || f.block_table)
             fatal(EXIT_BAD_INPUT, "--sweep io runs its own grid; it takes only --csv, --seed, --sms and --ctas-per-sm");
         return outputs_finish(run_sweep(opt.csv, sms, ctas, opt.seed, argc, argv));

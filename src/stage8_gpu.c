@@ -290,7 +290,7 @@ int main(int argc, char **argv)
     if (opt.sweep) {
         if (strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "small"))
             fatal(EXIT_BAD_INPUT, "--sweep: expected 'tests' or 'small', got '%s'", opt.sweep);
-        if (opt.given & ~(unsigned)(OPT_SWEEP | OPT_SEED) || f.page_size || f.splits || f.lens || f.sms ||
+        if (opt.given & ~(opt_set)(OPT_SWEEP | OPT_SEED) || f.page_size || f.splits || f.lens || f.sms ||
             f.num_pages || f.block_table)
             fatal(EXIT_BAD_INPUT, "--sweep %s runs its own cases; it takes only --seed", opt.sweep);
         bool small = !strcmp(opt.sweep, "small");

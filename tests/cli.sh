@@ -141,13 +141,31 @@ if [ -x ./stage4 ]; then
     expect_error "stage4 refuses a malformed window" "expected two integers L,R" ./stage4 --window 3
     expect_error "stage4 refuses fp64" "runs fp32, fp16 or bf16, not 'fp64'" ./stage4 --dtype fp64
 fi
+# Stage 7 reads and checks its flags and files before it looks for a GPU, so
+# these hold on a machine without one (it is built where nvcc and NCCL are).
+if [ -x ./stage7 ]; then
+    G=$B/good_16x8.npy
+    expect_error "stage7 missing file" "nope.npy: cannot open" ./stage7 --q nope.npy --k $G --v $G
+    expect_error "stage7 a folder for a file" "is a directory" ./stage7 --q /tmp --k $G --v $G
+    expect_error "stage7 only --q given" "must be given together" ./stage7 --q $G
+    expect_error "stage7 bad .npy" "not a .npy file" ./stage7 --q $B/bad_magic.npy --k $G --v $G
+    expect_error "stage7 keys of another length" "shards one sequence" ./stage7 --q $G --k $B/good_20x8.npy --v $B/good_20x8.npy
+    expect_error "stage7 --gpus given twice" "--gpus is given twice" ./stage7 --gpus 2 --gpus 2
+    expect_error "stage7 --virtual given twice" "--virtual is given twice" ./stage7 --virtual --virtual
+    expect_error "stage7 --budget given twice" "--budget is given twice" ./stage7 --budget 5 --budget 6
+    expect_error "stage7 --virtual with a value" "takes no value" ./stage7 --virtual=1
+    expect_error "stage7 --gpus out of range" "out of range" ./stage7 --gpus 9
+    expect_error "stage7 --sweep scale with input files" "makes its own inputs" ./stage7 --sweep scale --csv $B/r.csv --q $G --k $G --v $G
+fi
 
 # Good files in every accepted rank work, and --help exits 0.
 ./stage3 --q $B/good_1x2x16x8_v2.npy --k $B/good_1x2x16x8_v2.npy --v $B/good_1x2x16x8_v2.npy >/dev/null 2>&1 \
     && echo "PASS stage3 reads a format 2.0 (B,H,N,d) file" || echo "FAIL stage3 reads a format 2.0 (B,H,N,d) file"
 stage4=""
 [ -x ./stage4 ] && stage4=./stage4   # built where nvcc is; --help needs no GPU
-for s in ./stage1 ./stage2 ./stage3 ./stage6 $stage4; do
+stage7=""
+[ -x ./stage7 ] && stage7=./stage7   # built where nvcc and NCCL are
+for s in ./stage1 ./stage2 ./stage3 ./stage6 $stage4 $stage7; do
     $s --help >"$tmp/out" 2>&1 && grep -q -- "--seed" "$tmp/out" \
         && echo "PASS $s --help lists the flags" || echo "FAIL $s --help lists the flags"
     # every flag --help lists is one the program takes (no "unknown flag")
@@ -343,16 +361,16 @@ else
         && echo "PASS README's $n CPU example(s) with files run as copied" \
         || echo "FAIL README's CPU examples with files, as copied: $(tail -c 300 "$tmp/out")"
 fi
-# README's stage 4 and stage 5 rows name every version kernels/versions.def lists.
+# README's stage 4 and stage 5 rows name every version core/versions.def lists.
 for pair in fwd:stage4 bwd:stage5; do
     pass=${pair%:*} st=${pair#*:}
     row=$(grep "^| \`$st\` |" README.md)
     absent=""
-    for v in $(grep -oE "^FA_ROW\(${pass}_v[0-9]+\)" kernels/versions.def | grep -oE 'v[0-9]+'); do
+    for v in $(grep -oE "^FA_ROW\(${pass}_v[0-9]+\)" core/versions.def | grep -oE 'v[0-9]+'); do
         printf '%s' "$row" | grep -q " $v " || absent="$absent $v"
     done
-    [ -n "$row" ] && [ -z "$absent" ] && echo "PASS README's $st row names every $pass version of kernels/versions.def" \
-        || echo "FAIL README's $st row lacks$absent (kernels/versions.def lists them)"
+    [ -n "$row" ] && [ -z "$absent" ] && echo "PASS README's $st row names every $pass version of core/versions.def" \
+        || echo "FAIL README's $st row lacks$absent (core/versions.def lists them)"
 done
 
 # What the stages print is for a learner: no function name of the sources in
@@ -364,7 +382,7 @@ done
     for s in ./stage4 ./stage5; do [ -x $s ] && $s --sweep model; done
 } >"$tmp/prose" 2>&1
 leaks=""
-for f in $(grep -ohE '\b[a-z][a-z0-9]*_[a-z0-9_]+\(' src/*.h kernels/fa_gpu.h | tr -d '(' | sort -u); do
+for f in $(grep -ohE '\b[a-z][a-z0-9]*_[a-z0-9_]+\(' src/*.h core/*.h | tr -d '(' | sort -u); do
     grep -qw "$f" "$tmp/prose" && leaks="$leaks $f"
 done
 [ -z "$leaks" ] && echo "PASS the stages' output names no function of the sources ($(wc -l <"$tmp/prose") lines read)" \

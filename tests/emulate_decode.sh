@@ -22,7 +22,7 @@ if ! "$CXX" -std=c++20 "$dir/probe.cpp" -o "$dir/probe" -lpthread 2>/dev/null; t
     echo "SKIP emulated decode kernels: $CXX lacks C++20's std::barrier or _Float16"
     exit 0
 fi
-if ! "$CXX" -std=c++20 -O1 -Isrc -I"$dir" -Wall -Wno-unknown-pragmas -Wno-unused-function \
+if ! "$CXX" -std=c++20 -O1 -Icore -Isrc -I"$dir" -Wall -Wno-unknown-pragmas -Wno-unused-function \
         tests/emulate_decode.cpp -o "$dir/emulate_decode" -lpthread 2>"$dir/build.log"; then
     echo "FAIL emulated decode kernels: the emulation does not build: $(grep -m1 error "$dir/build.log")"
     exit 0

@@ -1,9 +1,9 @@
-"""tests/one_mask.py -- no file but src/mask.h spells a mask.
+"""tests/one_mask.py -- no file but core/mask.h spells a mask.
 
 Every stage, the IO and tile formulas, the kernels, the NumPy reference and
-the exercise checkers ask src/mask.h (or build/libfa_mask.so) which keys a
-query sees. This test reads the code of src/, kernels/, tests/, exercises/
-and scripts/ with comments and string literals removed, and fails on any
+the exercise checkers ask core/mask.h (or build/libfa_mask.so) which keys a
+query sees. This test reads the code of core/, src/, kernels/, tests/, exercises/,
+scripts/ and python/ with comments and string literals removed, and fails on any
 comparison between a key index and a query index (j <= i, key > row,
 cols <= rows, j0 >= i0 + ...), on np.tril / np.triu, and on a window
 written as i - W: the ways a mask gets written out by hand. Loop headers
@@ -18,8 +18,8 @@ import sys
 import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIRS = ("src", "kernels", "tests", "exercises", "scripts")
-ALLOWED = {os.path.join("src", "mask.h")}
+DIRS = ("core", "src", "kernels", "tests", "exercises", "scripts", "python")
+ALLOWED = {os.path.join("core", "mask.h")}
 KEY = r"(?:j|j0|j1|key|keys|col|cols|jj)"
 QUERY = r"(?:i|i0|i1|row|rows|r|ii)"
 CMP = r"(?:<=|>=|<|>)"
@@ -99,12 +99,12 @@ def main():
                     if any(p.search(probe) for p in PATTERNS):
                         hits.append(f"{rel}:{no}: {line.strip()}")
     if hits:
-        print("FAIL one mask definition: a mask written outside src/mask.h (ask mask_visible or "
-              "the ranges of src/mask.h instead):")
+        print("FAIL one mask definition: a mask written outside core/mask.h (ask mask_visible or "
+              "the ranges of core/mask.h instead):")
         for h in hits:
             print("    " + h)
         return 1
-    print("PASS one mask definition: no comparison of key and query indices outside src/mask.h "
+    print("PASS one mask definition: no comparison of key and query indices outside core/mask.h "
           f"(code of {', '.join(DIRS)}/ searched, comments and strings left out)")
     return 0
 

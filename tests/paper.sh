@@ -72,6 +72,8 @@ run_filter() {   # run_filter REF -> output in $tmp/out.md, stderr in $tmp/err
     printf '```include\n%s\n```\n' "$1" > "$tmp/in.md"
     pandoc --lua-filter=paper/include-code.lua -t markdown "$tmp/in.md" -o "$tmp/out.md" 2> "$tmp/err"
 }
+# The C region and the Python region below are checked by the same chain of
+# tests, written out for each deliberately (each failure names its case).
 ok=1 why=""
 if ! run_filter "$tmp/demo.c#demo"; then
     ok=0 why="a good region failed: $(head -c 300 "$tmp/err")"

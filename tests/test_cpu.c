@@ -61,7 +61,7 @@ static qkv random_qkv(int N, int d, rng_t *rng)
 static attn_params problem(int N, int d, double scale, bool causal)
 {
     attn_params p = attn_params_make(1, 1, N, d, scale);
-    if (causal) p.window_size_right = 0;
+    attn_params_causal(&p, causal);
     return p;
 }
 
@@ -399,21 +399,8 @@ static void test_npy(rng_t *rng)
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    bool quick = false;
-    const char *csv_path = NULL;
-    seed = fresh_seed();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-        else fatal(EXIT_BAD_INPUT, "usage: test_cpu [--seed S] [--quick] [--csv FILE]");
-    }
-    printf("test_cpu: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    if (csv_path) csv = csv_open(csv_path, argc, argv, "stage,check,N,d,causal,Br,Bc,error,tolerance,seed");
-    rng_t rng;
-    rng_seed(&rng, seed);
+    bool quick = test_args(argc, argv, "stage,check,N,d,causal,Br,Bc,error,tolerance,seed", &csv);
+    rng_t rng = test_rng;
     test_online_softmax(&rng, quick ? 50 : 500);
     test_tiled_vs_naive(&rng, quick ? 64 : 300, quick ? 13 : 1);
     test_gradcheck(&rng, quick ? 3 : 12);

@@ -14,7 +14,7 @@
  * capacity, no mask, causal or a random window (so masks cross page
  * borders), split counts 1..9 and the rule's. Held:
  *   - stage 8 against stage 1 on the dense K, V gathered from the pages,
- *     within FLASH_FWD_TOL (src/tolerances.h) of max|V| and max(1, |L|);
+ *     within FLASH_FWD_TOL (core/tolerances.h) of max|V| and max(1, |L|);
  *     sequences of length 0: O = 0 and L = -inf exactly;
  *   - S splits against one split, within the same bound, and bit for bit on
  *     every sequence whose keys all fall in split 0 (the other partials are
@@ -130,19 +130,9 @@ static decode_io counted(const io_counter *sp, const io_counter *cb, int S)
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    bool quick = false, seeded = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            seed = strtoull(argv[++i], NULL, 10);
-            seeded = true;
-        } else fatal(EXIT_BAD_INPUT, "usage: test_decode [--seed S] [--quick]");
-    }
-    if (!seeded) seed = fresh_seed();
-    printf("test_decode: seed %llu\n", (unsigned long long)seed);
-    rng_t rng;
-    rng_seed(&rng, seed);
+    bool quick = test_args(argc, argv, NULL, NULL);   /* --seed S, --quick; prints the seed */
+    (void)skipped;   /* every property here runs on the CPU: nothing to skip */
+    rng_t rng = test_rng;
     int draws = quick ? 25 : 150;
 
     double worst_ref = 0, worst_split = 0, worst_order = 0;

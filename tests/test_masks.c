@@ -1,5 +1,5 @@
 /*
- * tests/test_masks.c -- the one mask definition (src/mask.h) and the tiled
+ * tests/test_masks.c -- the one mask definition (core/mask.h) and the tiled
  * stage under it.
  *
  *   1. mask.h against itself, pair by pair: every range, block range, tile
@@ -9,7 +9,7 @@
  *   2. The property test: >= 1000 random problems (seqlen_q, seqlen_k, d, B,
  *      H, H_kv, window or causal, Br != Bc from 1 to past the lengths), the
  *      tiled forward and backward against stage 1 masked (fp64), errors
- *      relative to the magnitudes (src/tolerances.h: forward <= 1e-13, backward <= 1e-12 plus
+ *      relative to the magnitudes (core/tolerances.h: forward <= 1e-13, backward <= 1e-12 plus
  *      the |L| term of flash_backward_tol), tiles visited == formula ==
  *      brute force, counted IO == formula, no NaN, empty rows O = 0,
  *      L = -inf, dQ = 0.
@@ -83,6 +83,36 @@ static void test_convention(void)
            "%d cases, %d pairs wrong; causal = window (-1, 0): %s", n, bad, causal_is ? "yes" : "no");
 }
 
+/* The visible set of row i (by_row) or of column i, by brute force: the
+ * first and last index and the count. */
+typedef struct { int lo, hi, n; } visible_run;
+static visible_run visible_of(attn_mask m, int i, bool by_row)
+{
+    visible_run v = {-1, -2, 0};
+    int len = by_row ? m.seqlen_k : m.seqlen_q;
+    for (int j = 0; j < len; j++)
+        if (by_row ? mask_visible(m, i, j) : mask_visible(m, j, i)) {
+            if (v.lo < 0) v.lo = j;
+            v.hi = j;
+            v.n++;
+        }
+    return v;
+}
+
+/* The run of marked entries among n of hit, stride apart: first and last
+ * index and the count (a brute-force block range). */
+static visible_run marked_run(const unsigned char *hit, int n, size_t stride)
+{
+    visible_run v = {-1, -2, 0};
+    for (int c = 0; c < n; c++)
+        if (hit[c * stride]) {
+            if (v.lo < 0) v.lo = c;
+            v.hi = c;
+            v.n++;
+        }
+    return v;
+}
+
 static void test_mask_brute_force(rng_t *rng, int trials)
 {
     int bad_rows = 0, bad_cols = 0, bad_blocks = 0, bad_tiles = 0, bad_counts = 0, bad_whole = 0;
@@ -93,29 +123,16 @@ static void test_mask_brute_force(rng_t *rng, int trials)
         /* each row's and each column's visible set is one interval, and it is
          * [key_first, key_last] / [query_first, query_last] */
         for (int i = 0; i < sq; i++) {
-            int lo = -1, hi = -2, n = 0;
-            for (int j = 0; j < sk; j++)
-                if (mask_visible(m, i, j)) {
-                    if (lo < 0) lo = j;
-                    hi = j;
-                    n++;
-                }
-            bool empty = n == 0;
-            bad_rows += empty ? !mask_row_empty(m, i)
-                              : (n != hi - lo + 1 || mask_key_first(m, i) != lo ||
-                                 mask_key_last(m, i) != hi || mask_row_empty(m, i));
+            visible_run v = visible_of(m, i, true);
+            bad_rows += v.n == 0 ? !mask_row_empty(m, i)
+                                 : (v.n != v.hi - v.lo + 1 || mask_key_first(m, i) != v.lo ||
+                                    mask_key_last(m, i) != v.hi || mask_row_empty(m, i));
         }
         for (int j = 0; j < sk; j++) {
-            int lo = -1, hi = -2, n = 0;
-            for (int i = 0; i < sq; i++)
-                if (mask_visible(m, i, j)) {
-                    if (lo < 0) lo = i;
-                    hi = i;
-                    n++;
-                }
-            bad_cols += n ? (n != hi - lo + 1 || mask_query_first(m, j) != lo ||
-                             mask_query_last(m, j) != hi)
-                          : mask_query_first(m, j) <= mask_query_last(m, j);
+            visible_run v = visible_of(m, j, false);
+            bad_cols += v.n ? (v.n != v.hi - v.lo + 1 || mask_query_first(m, j) != v.lo ||
+                               mask_query_last(m, j) != v.hi)
+                            : mask_query_first(m, j) <= mask_query_last(m, j);
         }
         /* tiles: which hold a visible pair, by brute force */
         int Tr = ceil_div(sq, Br), Tc = ceil_div(sk, Bc);
@@ -124,19 +141,19 @@ static void test_mask_brute_force(rng_t *rng, int trials)
         for (int i = 0; i < sq; i++)
             for (int j = 0; j < sk; j++)
                 if (mask_visible(m, i, j)) hit[(size_t)(i / Br) * Tc + j / Bc] = 1;
-        for (int a = 0; a < Tr; a++) {
-            int i0 = a * Br, i1 = imin(i0 + Br, sq), b, e, first = -1, last = -2, any = 0;
+        for (int a = 0; a < Tr; a++)
             for (int c = 0; c < Tc; c++)
                 if (hit[(size_t)a * Tc + c]) {
-                    if (first < 0) first = c;
-                    last = c;
-                    any++;
                     tiles++;
                     key_rows += imin(Bc, sk - c * Bc);
+                    query_rows += imin(Br, sq - a * Br);
                 }
+        for (int a = 0; a < Tr; a++) {
+            int i0 = a * Br, i1 = imin(i0 + Br, sq), b, e;
+            visible_run v = marked_run(hit + (size_t)a * Tc, Tc, 1);
             int n = mask_key_blocks(m, i0, i1, Bc, &b, &e);
-            bad_blocks += any ? (n != any || b != first || e != last + 1 || any != last - first + 1) : n != 0;
-            q_active += any ? i1 - i0 : 0;
+            bad_blocks += v.n ? (n != v.n || b != v.lo || e != v.hi + 1 || v.n != v.hi - v.lo + 1) : n != 0;
+            q_active += v.n ? i1 - i0 : 0;
             for (int c = 0; c < Tc; c++) {   /* a tile wholly visible <=> mask_tile_unmasked */
                 int j0 = c * Bc, j1 = imin(j0 + Bc, sk), all = 1;
                 for (int i = i0; i < i1; i++)
@@ -145,17 +162,11 @@ static void test_mask_brute_force(rng_t *rng, int trials)
             }
         }
         for (int c = 0; c < Tc; c++) {
-            int j0 = c * Bc, j1 = imin(j0 + Bc, sk), b, e, first = -1, last = -2, any = 0;
-            for (int a = 0; a < Tr; a++)
-                if (hit[(size_t)a * Tc + c]) {
-                    if (first < 0) first = a;
-                    last = a;
-                    any++;
-                    query_rows += imin(Br, sq - a * Br);
-                }
+            int j0 = c * Bc, j1 = imin(j0 + Bc, sk), b, e;
+            visible_run v = marked_run(hit + c, Tr, (size_t)Tc);
             int n = mask_query_blocks(m, j0, j1, Br, &b, &e);
-            bad_blocks += any ? (n != any || b != first || e != last + 1) : n != 0;
-            k_active += any ? j1 - j0 : 0;
+            bad_blocks += v.n ? (n != v.n || b != v.lo || e != v.hi + 1) : n != 0;
+            k_active += v.n ? j1 - j0 : 0;
         }
         bad_tiles += mask_tiles_visited(m, Br, Bc) != tiles;
         bad_counts += (mask_key_rows_read(m, Br, Bc) != key_rows) +
@@ -415,16 +426,7 @@ static void test_gradcheck_gqa(rng_t *rng, int trials)
         in.K = xmalloc(nkv, sizeof(double), "K"), in.V = xmalloc(nkv, sizeof(double), "V");
         fill_normal(in.Q, nq, 0, 1, rng), fill_normal(in.dO, nq, 0, 1, rng);
         fill_normal(in.K, nkv, 0, 1, rng), fill_normal(in.V, nkv, 0, 1, rng);
-        double *o = xmalloc(2 * nq + 2 * nkv + attn_rows(p), sizeof(double), "outputs");
-        sram_arena sram;
-        sram_init(&sram, flash_backward_sram_elements(3, 2, p->d));
-        flash_attention_all_heads(p, in.Q, in.K, in.V, in.dO, (flash_blocks){3, 2, 3, 2}, o,
-                                  o + 2 * nq + 2 * nkv, o + nq, o + 2 * nq, o + 2 * nq + nkv, &sram,
-                                  NULL, NULL, NULL, NULL, NULL, NULL);
-        worst = nanmax(worst, gradcheck_central(p, in.Q, in.K, in.V, in.dO, o + nq, o + 2 * nq,
-                                                o + 2 * nq + nkv, 1e-5));
-        sram_free(&sram);
-        free(o);
+        worst = nanmax(worst, flash_gradcheck(&in, 3, 2));
         free_problem(&in);
     }
     result(worst <= TOL_GRADCHECK, "tiled backward with 4 query heads on 2 key/value heads and a window vs central differences",
@@ -433,21 +435,8 @@ static void test_gradcheck_gqa(rng_t *rng, int trials)
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    bool quick = false;
-    seed = fresh_seed();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
-            csv = csv_open(argv[i + 1], argc, argv, "check,draws,value,tolerance,count,seed");
-            i++;
-        } else fatal(EXIT_BAD_INPUT, "usage: test_masks [--seed S] [--quick] [--csv FILE]");
-    }
-    printf("test_masks: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    rng_t rng;
-    rng_seed(&rng, seed);
+    bool quick = test_args(argc, argv, "check,draws,value,tolerance,count,seed", &csv);
+    rng_t rng = test_rng;
     test_convention();
     test_mask_brute_force(&rng, quick ? 300 : 3000);
     test_property(&rng, quick ? 200 : 1000);

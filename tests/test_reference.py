@@ -4,7 +4,7 @@ Runs ./stage1, ./stage3 and ./stage6 on .npy inputs (fresh random ones, with
 and without masks, seqlen_q != seqlen_k, fewer key/value heads, Fortran-order
 files, and the real model input), reads their .npy outputs and compares them
 with src/reference/attention_ref.py, which shares no arithmetic with the C
-(it asks src/mask.h, through build/libfa_mask.so, only which keys a query
+(it asks core/mask.h, through build/libfa_mask.so, only which keys a query
 sees). Errors are relative to the magnitudes each output's rounding scales
 with (as flash_errors_vs in src/stage3_tiled.c). Prints one PASS/FAIL line
 per comparison (tests/run.sh protocol); SKIP when NumPy is missing (the
@@ -127,7 +127,7 @@ def main():
     try:
         ref.mask(1, 1)
     except (RuntimeError, OSError) as e:
-        result(False, "src/mask.h as a library", str(e))
+        result(False, "core/mask.h as a library", str(e))
         return 1
 
     # The NumPy reference agrees with itself: tiled == naive under every kind
@@ -204,7 +204,7 @@ def main():
 
 
 def faults(tmp):
-    """Inputs from public bug reports, each with its right value (issue 7)."""
+    """Inputs from public bug reports, each with its right value."""
     # Values in the hundreds: stage 3's self-check once compared with an
     # absolute 1e-14 and failed a correctly rounded O.
     q = np.array([[1.0], [0.0]])

@@ -1,5 +1,5 @@
 /*
- * tests/test_ring.c -- property tests of the merge rule (src/merge.h) and of
+ * tests/test_ring.c -- property tests of the merge rule (core/merge.h) and of
  * the ring plan (src/ring.h) on the CPU, in fp64: what stage 7 runs across
  * GPUs, checked here first, where every number can be exact.
  *
@@ -253,7 +253,7 @@ static void test_layout(rng_t *rng, int trials)
         int kind = rng_int(rng, 0, 2);   /* 0 full, 1 causal, 2 a random window */
         int c = rng_int(rng, 1, 6), N = 2 * G * c;
         attn_params p = attn_params_make(1, 1, N, 4, 0.5);
-        if (kind == 1) p.window_size_right = 0;
+        attn_params_causal(&p, kind == 1);
         if (kind == 2) {
             p.window_size_left = random_window_side(rng, N);
             p.window_size_right = random_window_side(rng, N);
@@ -334,6 +334,8 @@ static void add(double *acc, const double *x, size_t n)
     for (size_t i = 0; i < n; i++) acc[i] += x[i];
 }
 
+/* The forward and the backward walk the plan in the same way, written out
+ * in each deliberately: chapter 4d shows this function as the schedule. */
 //> ring-cpu
 /* The ring, rank by rank, on the CPU: the partials of each query piece merged
  * as the shards come by (forward); then dQ summed where it stays and dK, dV
@@ -434,7 +436,7 @@ static void test_ring_cpu(rng_t *rng, int trials)
         if (G == 1 && causal) N = rng_int(rng, 1, 48);
         int B = rng_int(rng, 1, 2), H = rng_int(rng, 1, 2), d = rng_int(rng, 1, 24);
         attn_params p = attn_params_make(B, H, N, d, 1.0 / sqrt((double)d));
-        if (causal) p.window_size_right = 0;
+        attn_params_causal(&p, causal);
         ring_layout lay;
         char why[200];
         if (ring_layout_make(&p, G, &lay, why, sizeof why)) fatal(EXIT_CHECK_FAILED, "test_ring: %s", why);
@@ -483,18 +485,8 @@ static void test_ring_cpu(rng_t *rng, int trials)
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    bool quick = false;
-    seed = fresh_seed();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else fatal(EXIT_BAD_INPUT, "usage: test_ring [--seed S] [--quick]");
-    }
-    printf("test_ring: seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    rng_t rng;
-    rng_seed(&rng, seed);
+    bool quick = test_args(argc, argv, NULL, NULL);
+    rng_t rng = test_rng;
     test_merge_empty(&rng);
     test_merge_algebra(&rng, quick ? 50 : 500);
     test_merge_split_row(&rng, quick ? 100 : 1000);

@@ -28,6 +28,18 @@ static double roofline_time(double flops, double bytes, double bw)
     return fmax(flops / PEAK, bytes / bw);
 }
 
+/* An arithmetic intensity answer (FLOPs per byte), with the two usual
+ * slips named: the ratio upside down, elements instead of bytes. */
+static void mark_intensity(tally *t, answers *a, const char *key, double want, double rtol)
+{
+    double x;
+    if (!take_answer(t, a, key, &x)) return;
+    const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
+    if (close_to(x, 1 / want, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
+    if (close_to(x, want * BYTES, 0, rtol)) hint = "per byte, not per element";
+    mark_number(t, a, key, x, close_to(x, want, 0, rtol), want, "3 significant figures", "%s", hint);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = check_begin(argc, argv, 1, "FLOPs, bytes and the roofline");
@@ -90,20 +102,8 @@ int main(int argc, char **argv)
         mark_number(&t, a, "tiled_bytes", x, close_to(x, tiled_bytes, 0.5, 0), tiled_bytes,
                     "the exact count", "%s", hint);
     }
-    if (take_answer(&t, a, "naive_intensity", &x)) {
-        const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
-        if (close_to(x, 1 / naive_int, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
-        if (close_to(x, naive_int * BYTES, 0, rtol)) hint = "per byte, not per element";
-        mark_number(&t, a, "naive_intensity", x, close_to(x, naive_int, 0, rtol), naive_int,
-                    "3 significant figures", "%s", hint);
-    }
-    if (take_answer(&t, a, "tiled_intensity", &x)) {
-        const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
-        if (close_to(x, 1 / tiled_int, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
-        if (close_to(x, tiled_int * BYTES, 0, rtol)) hint = "per byte, not per element";
-        mark_number(&t, a, "tiled_intensity", x, close_to(x, tiled_int, 0, rtol), tiled_int,
-                    "3 significant figures", "%s", hint);
-    }
+    mark_intensity(&t, a, "naive_intensity", naive_int, rtol);
+    mark_intensity(&t, a, "tiled_intensity", tiled_int, rtol);
     if (take_answer(&t, a, "speedup_today", &x)) {
         const char *hint = "time = max(FLOPs / peak, bytes / bandwidth) for each algorithm "
                            "at 2 TB/s; the speed-up is naive time over tiled time";

@@ -138,7 +138,8 @@ static void reference(const double *Q, const double *K, const double *V, int N, 
 }
 
 /* Tiles that hold a visible pair, and the key rows those tiles load, found by
- * marking every visible (query, key) pair's tile. */
+ * marking every visible (query, key) pair's tile (as tests/test_masks.c
+ * does, deliberately: a checker stands alone beside the learner's code). */
 static void band_tiles(int N, int W, int Br, int Bc, uint64_t *tiles, uint64_t *key_rows)
 {
     int Tr = (N + Br - 1) / Br, Tc = (N + Bc - 1) / Bc;
@@ -297,18 +298,8 @@ int main(int argc, char **argv)
 {
     const char *dir = check_begin(argc, argv, 4, "sliding-window causal attention, tiled");
     set_prog_name(argv[0]);
-    uint64_t seed = fresh_seed();
     int n_random = 300;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = check_seed(argv[++i]);
-        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) n_random = atoi(argv[++i]);
-        else if (argv[i][0] == '-') {
-            printf("  usage: check [DIR] [--seed S] [--cases K]\n");
-            return 2;
-        }
-    }
-    printf("  random cases from seed %" PRIu64 " (replay: %s %s --seed %" PRIu64 ")\n",
-           seed, argv[0], dir, seed);
+    uint64_t seed = check_seed_flags(argc, argv, dir, "random cases", &n_random);
     rng_t rng;
     rng_seed(&rng, seed);
 

@@ -48,7 +48,7 @@ static void run_case(const double *Q, const double *K, const double *V, int N, i
     sram_arena sram;
     sram_init(&sram, flash_forward_sram_elements(Br, Bc, d));
     attn_params p = attn_params_make(1, 1, N, d, scale);
-    if (causal) p.window_size_right = 0;   /* the window (-1, 0) */
+    attn_params_causal(&p, causal);   /* the window (-1, 0) */
     flash_forward(&p, Q, K, V, Br, Bc, O, L, &sram, NULL, NULL);
     sram_free(&sram);
 
@@ -102,16 +102,7 @@ int main(int argc, char **argv)
 {
     const char *dir = check_begin(argc, argv, 5, "storing L instead of P");
     set_prog_name(argv[0]);
-    uint64_t seed = fresh_seed();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = check_seed(argv[++i]);
-        else if (argv[i][0] == '-') {
-            printf("  usage: check [DIR] [--seed S]\n");
-            return 2;
-        }
-    }
-    printf("  (a) random cases from seed %" PRIu64 " (replay: %s %s --seed %" PRIu64 ")\n",
-           seed, argv[0], dir, seed);
+    uint64_t seed = check_seed_flags(argc, argv, dir, "(a) random cases", NULL);
     rng_t rng;
     rng_seed(&rng, seed);
     tally t = {0};

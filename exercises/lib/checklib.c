@@ -12,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "common.h"
 
 #define MAX_ENTRIES 64
 #define KEY_LEN 64
@@ -391,4 +394,19 @@ void show_written(const char *dir, const char *name, int ex)
     printf("  model answer, %s:\n", model);
     if (!print_file(model, NULL)) printf("    (cannot read %s)\n", model);
     printf("\n");
+}
+
+uint64_t check_seed_flags(int argc, char **argv, const char *dir, const char *what, int *cases)
+{
+    uint64_t seed = fresh_seed();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = check_seed(argv[++i]);
+        else if (cases && !strcmp(argv[i], "--cases") && i + 1 < argc) *cases = atoi(argv[++i]);
+        else if (argv[i][0] == '-') {
+            printf("  usage: check [DIR] [--seed S]%s\n", cases ? " [--cases K]" : "");
+            exit(2);
+        }
+    }
+    printf("  %s from seed %" PRIu64 " (replay: %s %s --seed %" PRIu64 ")\n", what, seed, argv[0], dir, seed);
+    return seed;
 }

@@ -39,6 +39,10 @@ typedef struct {
  * Installs handlers so that a crash of the learner's code (SIGSEGV, SIGBUS,
  * SIGFPE, SIGILL, SIGABRT) prints the case set by check_case and exits 1. */
 const char *check_begin(int argc, char **argv, int ex, const char *title);
+/* The random cases' seed of a checker: --seed S (default a fresh one) and,
+ * where cases is not NULL, --cases K; any other flag prints the usage line
+ * and exits with status 2. Prints "  <what> from seed S (replay: ...)". */
+uint64_t check_seed_flags(int argc, char **argv, const char *dir, const char *what, int *cases);
 
 /* Name the case about to run (printf format), for the crash report. */
 void check_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

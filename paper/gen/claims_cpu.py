@@ -68,7 +68,7 @@ def online_softmax(t):
               "chapter_row_err", "chapter_row_eps", "online_eps_units", "online_eps_N",
               "online_eps_err"):
         t.value(k, "not measured")
-    # the random row that came nearest its bound (2 sqrt(N) eps, src/tolerances.h)
+    # the random row that came nearest its bound (2 sqrt(N) eps, core/tolerances.h)
     units = one(rows or [], stage="stage2", check="online_random_rows_eps_units")
     if units:
         t.value("online_eps_units", f"{num(units, 'tolerance'):.1f}")
@@ -94,7 +94,7 @@ def online_softmax(t):
         t.value("online_median_eps", f"{m / EPS:.1f}")
         parts.append(f"our C, 1000 fresh rows: median row {sci(m)}")
     parts.append(f"largest of the 1000 {sci(e)} = {e / EPS:.1f} $\\varepsilon$ (bound "
-                 f"{sci(tol)}, `src/tolerances.h`)")
+                 f"{sci(tol)}, `core/tolerances.h`)")
     t.row(claim_text, QUOTES["q_online_err"].markdown(), "; ".join(parts),
           f"data/cpu/chapter_example.csv; {src}",
           f"None for one row: $\\varepsilon = 2^{{-52}}$ = {sci(EPS)}, so one row at about "
@@ -615,7 +615,7 @@ def lse_error(t):
     at75 = [r for r in tiled if num(r, "offset") == -75000 and num(r, "softmax_scale") == 1.0]
     n_worst = max(num(r, "err_bwd") for r in naive)
     t_worst = max(num(r, "err_bwd") for r in tiled)
-    # the checks' bound, 1e-12 + 16 eps max|L| (src/tolerances.h), as the
+    # the checks' bound, 1e-12 + 16 eps max|L| (core/tolerances.h), as the
     # sweep wrote it: the constant from the |L| = 0 end, the factor from the
     # largest |L|
     lo = min(rows, key=lambda r: num(r, "eps_max_abs_L"))
@@ -647,7 +647,7 @@ def lse_error(t):
           f"{sci(n_worst)} at every $|L|$", src,
           "Exact in real arithmetic only: $L$ is rounded to about $\\varepsilon |L|$ when stored, "
           f"and each rebuilt $P$ inherits that relative error{at_text}; the bound is stated and held "
-          f"(tolerance {tol_text}, `src/tolerances.h`)")
+          f"(tolerance {tol_text}, `core/tolerances.h`)")
 
 
 @claim

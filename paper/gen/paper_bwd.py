@@ -4,7 +4,7 @@
     python3 paper/gen/paper_bwd.py         prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
-by one call of scripts/device_final.sh:
+by one call of scripts/device/final.sh:
 
   data/gpu/bench_bwd.csv  TFLOP/s of one backward call (pass bwd) and of a
                           forward plus backward (pass fwdbwd) for every

@@ -76,7 +76,7 @@ def gpu_pieces(path, out_dir):
         if os.path.exists(fig):
             os.remove(fig)
         return ("The measurement on the H200 is pending: `data/gpu/decode.csv` is not in the repository "
-                "yet. `make decode-gpu` (or `scripts/device_decode.sh`) writes it; this section then shows "
+                "yet. `make decode-gpu` (or `scripts/device/decode.sh`) writes it; this section then shows "
                 "the kernel's bandwidth beside the copy's and SDPA's, measured in the same run, and the "
                 "targets held against them. No number is given here until then.\n")
     _, rows = read_csv(path)

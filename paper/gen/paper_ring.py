@@ -6,7 +6,7 @@
 claims.py takes values() into build/paper/values.tsv. Two kinds of number:
 
   - exercise 2's logits [3, 1, 6, 2] cut into two pieces of keys, each
-    piece's logsumexp, and their merge by the rule of src/merge.h, set beside
+    piece's logsumexp, and their merge by the rule of core/merge.h, set beside
     the logsumexp of the whole row: arithmetic, done here;
   - the measurement of ./stage7 --sweep scale, data/gpu/ring.csv (written on
     the two-GPU machine; absent in CI): the largest N run, the scaling
@@ -30,7 +30,7 @@ def logsumexp(xs):
 
 
 def merge_L(La, Lb):
-    """src/merge.h's L: hi + log1p(exp(lo - hi))."""
+    """core/merge.h's L: hi + log1p(exp(lo - hi))."""
     hi, lo = max(La, Lb), min(La, Lb)
     return hi + math.log1p(math.exp(lo - hi))
 

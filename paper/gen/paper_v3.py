@@ -4,7 +4,7 @@
     python3 paper/gen/paper_v3.py          prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
-by one call of scripts/v3_device.sh on the H200:
+by one call of scripts/v3_steps.sh on the H200:
 
   data/gpu/v3_steps.csv   TFLOP/s of every step of version 3 (rows ours_v3,
                           build/v3_check --time) beside SDPA's cuDNN and flash
@@ -213,7 +213,7 @@ def values():
 
 def ncu_values(profiled=(1, 7, 8)):
     """The counters chapter 04c quotes: v3_ncu_<metric>_<d>_<step> for the
-    steps v3_device.sh profiles, "n/a" where the file lacks them."""
+    steps v3_steps.sh profiles, "n/a" where the file lacks them."""
     ncu, nN, ncausal = read_ncu()
     v = {"v3_ncu_N": grouped(nN) if ncu else "n/a",
          "v3_ncu_mask": ("causal" if ncausal else "non-causal") if ncu else "n/a"}

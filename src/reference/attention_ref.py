@@ -12,7 +12,7 @@ Shapes, one head: Q, dO (seqlen_q, d) float64; K, V (seqlen_k, d); S, P
 (seqlen_q, seqlen_k); L (seqlen_q,). `window` is FlashAttention's
 (window_size_left, window_size_right), -1 unbounded, causal = (-1, 0), with
 the last query aligned to the last key. Which keys a query sees is not
-written here: mask() and the block ranges come from src/mask.h itself,
+written here: mask() and the block ranges come from core/mask.h itself,
 compiled into build/libfa_mask.so (make build/libfa_mask.so) and called
 through ctypes, so the NumPy reference and the C stages share one definition.
 A query row that sees no key gets O = 0, L = -inf and gives nothing to the
@@ -30,17 +30,25 @@ CAUSAL = (-1, 0)
 _lib = None
 
 
+class AttnParams(ctypes.Structure):
+    """attn_params of core/attn_params.h, the argument of fa_mask_fill (the
+    mask ABI that libfa_mask.so and libfa_gpu.so share)."""
+    _fields_ = [(n, ctypes.c_int) for n in ("B", "H", "H_kv", "seqlen_q", "seqlen_k", "d")] + \
+        [("softmax_scale", ctypes.c_double)] + \
+        [(n, ctypes.c_int) for n in ("window_size_left", "window_size_right")]
+
+
 def _mask_lib():
     """build/libfa_mask.so (or $FA_MASK_LIB), loaded once."""
     global _lib
     if _lib is None:
         path = os.environ.get("FA_MASK_LIB") or os.path.join(ROOT, "build", "libfa_mask.so")
         if not os.path.exists(path):
-            raise RuntimeError(f"{path} is missing: run `make build/libfa_mask.so` (src/mask.h as a library)")
+            raise RuntimeError(f"{path} is missing: run `make build/libfa_mask.so` (core/mask.h as a library)")
         lib = ctypes.CDLL(path)
         i, p = ctypes.c_int, ctypes.POINTER(ctypes.c_int)
-        lib.fa_mask_fill.argtypes = [i, i, i, i, ctypes.c_void_p]
-        lib.fa_mask_fill.restype = None
+        lib.fa_mask_fill.argtypes = [ctypes.POINTER(AttnParams), ctypes.c_void_p]
+        lib.fa_mask_fill.restype = i
         lib.fa_mask_key_blocks.argtypes = [i, i, i, i, i, i, i, p, p]
         lib.fa_mask_key_blocks.restype = i
         lib.fa_mask_query_blocks.argtypes = [i, i, i, i, i, i, i, p, p]
@@ -53,9 +61,11 @@ def _mask_lib():
 
 def mask(seqlen_q, seqlen_k, window=NO_MASK):
     """(seqlen_q, seqlen_k) boolean: True where key j is visible to query i
-    (mask_visible of src/mask.h)."""
+    (mask_visible of core/mask.h)."""
     out = np.zeros((seqlen_q, seqlen_k), dtype=np.uint8)
-    _mask_lib().fa_mask_fill(seqlen_q, seqlen_k, window[0], window[1], out.ctypes.data)
+    p = AttnParams(1, 1, 1, seqlen_q, seqlen_k, 1, 1.0, window[0], window[1])
+    if _mask_lib().fa_mask_fill(ctypes.byref(p), out.ctypes.data) != 0:
+        raise ValueError(f"mask of seqlen_q {seqlen_q}, seqlen_k {seqlen_k}, window {window}: malformed")
     return out.astype(bool)
 
 

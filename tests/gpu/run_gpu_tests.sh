@@ -18,30 +18,42 @@
 #     inputs (the seed is printed): N = 1, 17, 113, 1023, 4097; d = 16 to
 #     128; B H above the number of SMs; causal, windows, seqlen_q != seqlen_k
 #     (rows that see no key: O = 0, L = -inf), grouped heads; a window that
-#     covers every key bitwise equal to no mask; issue 8's fault inputs; the
+#     covers every key bitwise equal to no mask; the fault inputs; the
 #     real input unmasked, with a window and with its keys cut;
 #   - ./stage5 --sweep tests: every backward version (0 to 3) the same way, plus
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
-#     nobody sees), grouped heads, issue 8's fault inputs, the deterministic
+#     nobody sees), grouped heads, the fault inputs, the deterministic
 #     mode (30 runs bitwise equal) and the key-block split of stage 7;
 #   - gpu-outputs: a good run of each writes its --out ... --dv files (renamed
 #     into place, no temporary file left);
-#   - version 3 (Hopper, build/v3_check): the piece self-tests and every
-#     step against the fp64 reference (it prints SKIP on a GPU that is not
-#     compute capability 9.0), then memcheck, racecheck and synccheck on a
-#     small masked GQA problem, every step;
+#   - version 3 (Hopper, build/v3_check): the piece tests and every step
+#     against the fp64 reference (it prints SKIP on a GPU that is not
+#     compute capability 9.0);
 #   - compute-sanitizer: stage 4 memcheck and racecheck on a small shape and
 #     a small causal GQA problem with seqlen_q > seqlen_k;
 #     stage 5 memcheck, racecheck, synccheck and initcheck on --sweep small
 #     (every backward version and dtype; racecheck and synccheck, which look
-#     at shared memory and barriers, on the tiled versions only).
+#     at shared memory and barriers, on the tiled versions only);
+#   - compute-sanitizer again and again on version 3 of the forward and on
+#     the backward's version 4 (kernels/stage5_bwd_v3.cu): memcheck,
+#     racecheck, synccheck and initcheck, each FA_SAN_RUNS times (default 5),
+#     every run on a fresh seed printed in its PASS or FAIL line
+#     (FA_SAN_SEED=S replays from seed S), every run under a limit of
+#     FA_SAN_TIMEOUT seconds (default 300), FA_SAN_JOBS of them at once
+#     (default 4), so the whole is bounded by 8 x runs x limit / jobs. Forward: build/v3_check --small (every step on two small
+#     masked GQA problems, one with more tiles than SMs) and ./stage4
+#     --kernel 3 on a causal GQA problem with seqlen_q > seqlen_k; backward:
+#     ./stage5 --sweep small --kernel 4 (fp16 and bf16: causal GQA with
+#     seqlen_q > seqlen_k, windows with keys nobody sees, d = 128, the
+#     deterministic mode).
 # Without a GPU (or without the programs, where nvcc is missing) the GPU
 # tests print SKIP, never PASS. Cost on an H200: a few minutes, most of it
 # the CPU reference and the sanitizers.
 cd "$(dirname "$0")/../.." || exit 2
 
 GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck v3-tests v3-sanitizers
-stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck gpu-outputs"
+stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck gpu-outputs
+stage5-v4-sanitizers"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
@@ -68,15 +80,18 @@ expect_exit2() {
         echo "FAIL $name: $prog $* gave status $rc with $lines stderr lines"
     fi
 }
-expect_exit2 ./stage4 stage4-cli-unsupported-d --kernel 1 --random --n 10 --d 130
-expect_exit2 ./stage4 stage4-cli-bad-flag --bogus
-expect_exit2 ./stage4 stage4-cli-bad-dtype --dtype fp64
-expect_exit2 ./stage4 stage4-cli-bad-kernel --kernel 7
-expect_exit2 ./stage4 stage4-cli-v2-fp32 --kernel 2 --dtype fp32
-expect_exit2 ./stage4 stage4-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+# the checks both passes share, then each one's own
+for s in stage4 stage5; do
+    expect_exit2 ./$s $s-cli-unsupported-d --kernel 1 --random --n 10 --d 130
+    expect_exit2 ./$s $s-cli-bad-flag --bogus
+    expect_exit2 ./$s $s-cli-bad-dtype --dtype fp64
+    expect_exit2 ./$s $s-cli-bad-kernel --kernel 7
+    expect_exit2 ./$s $s-cli-v2-fp32 --kernel 2 --dtype fp32
+    expect_exit2 ./$s $s-cli-v2-d72 --kernel 2 --random --n 10 --d 72
+    expect_exit2 ./$s $s-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+done
 expect_exit2 ./stage4 stage4-cli-v3-fp32 --kernel 3 --dtype fp32
 expect_exit2 ./stage4 stage4-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
-expect_exit2 ./stage4 stage4-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
 expect_exit2 ./stage4 stage4-cli-window-negative --random --n 64 --window -3,0
 expect_exit2 ./stage4 stage4-cli-kv-heads --random --n 64 --heads 8 --kv-heads 5
 expect_exit2 ./stage4 stage4-cli-outputs-need-one-run --out /tmp/stage4_o_never_written.npy
@@ -85,13 +100,7 @@ expect_exit2 ./stage4 stage4-cli-no-gradients --dq /tmp/stage4_dq_never_written.
 expect_exit2 ./stage4 stage4-cli-sweep-with-shape --sweep tests --causal
 expect_exit2 ./stage4 stage4-cli-large-n --kernel 1 --random --n 9000 --d 64
 
-expect_exit2 ./stage5 stage5-cli-unsupported-d --kernel 1 --random --n 10 --d 130
-expect_exit2 ./stage5 stage5-cli-bad-flag --bogus
-expect_exit2 ./stage5 stage5-cli-bad-dtype --dtype fp64
-expect_exit2 ./stage5 stage5-cli-bad-kernel --kernel 7
-expect_exit2 ./stage5 stage5-cli-v2-fp32 --kernel 2 --dtype fp32
-expect_exit2 ./stage5 stage5-cli-v2-d72 --kernel 2 --random --n 10 --d 72
-expect_exit2 ./stage5 stage5-cli-missing-file --q /nonexistent/q.npy --k /nonexistent/k.npy --v /nonexistent/v.npy
+expect_exit2 ./stage5 stage5-cli-v3-no-backward --kernel 3 --dtype bf16
 expect_exit2 ./stage5 stage5-cli-outputs-need-one-run --dq /tmp/stage5_dq_never_written.npy
 expect_exit2 ./stage5 stage5-cli-bad-sweep --sweep bogus
 expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
@@ -131,21 +140,9 @@ else
 fi
 
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-if [ -x build/v3_check ] && [ -x "$SAN" ]; then
-    for tool in memcheck racecheck synccheck; do
-        log=/tmp/v3_san.$$
-        if "$SAN" --tool $tool --error-exitcode 9 build/v3_check --small >$log 2>&1; then
-            echo "PASS v3-$tool ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SKIP' $log))"
-        else
-            echo "FAIL v3-$tool: $(grep -m1 -i 'error\|hazard\|FAIL' $log)"
-            tail -40 $log
-        fi
-        rm -f $log
-    done
-fi
 if [ ! -x "$SAN" ]; then
     for t in stage4-memcheck stage4-racecheck stage5-memcheck stage5-racecheck stage5-synccheck \
-             stage5-initcheck; do
+             stage5-initcheck v3-sanitizers stage5-v4-sanitizers; do
         echo "SKIP $t: compute-sanitizer not found"
     done
     exit 0
@@ -159,7 +156,7 @@ sanitize() {
         echo "PASS $name ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$log"))"
     else
         echo "FAIL $name: $(grep -m1 -i 'error\|hazard\|uninitialized\|barrier\|FAIL' "$log")"
-        tail -n 40 "$log"
+        tail -n 40 "$log" | sed 's/^/    /'   # indented: its PASS lines are not this suite's
     fi
 }
 for tool in memcheck racecheck; do
@@ -169,7 +166,67 @@ done
 sanitize stage5-memcheck memcheck ./stage5 --sweep small
 sanitize stage5-initcheck initcheck ./stage5 --sweep small
 sanitize stage5-racecheck racecheck sh -c './stage5 --sweep small --kernel 1 --dtype fp32 &&
-    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 3 --dtype fp16'
+    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 4 --dtype fp16'
 sanitize stage5-synccheck synccheck sh -c './stage5 --sweep small --kernel 1 --dtype fp16 &&
-    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 3 --dtype bf16'
+    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 4 --dtype bf16'
+
+# The repeated runs (see the top of this file). A run passes when the
+# sanitizer exits 0 with its summary, and the programs under it printed PASS
+# lines and no FAIL line.
+RUNS=${FA_SAN_RUNS:-5}
+LIMIT=${FA_SAN_TIMEOUT:-300}
+SEED0=${FA_SAN_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+# repeat NAME TOOL SEED COMMAND LOG: one run of COMMAND (a shell command line
+# in which $S is the seed) under the tool, its output in LOG; one PASS or
+# FAIL line naming the seed
+repeat() {
+    name=$1 tool=$2 S=$3 cmd=$4 rlog=$5
+    t1=$(date +%s)
+    S=$S timeout "$LIMIT" "$SAN" --tool "$tool" --error-exitcode 9 sh -c "$cmd" >"$rlog" 2>&1
+    rc=$? secs=$(( $(date +%s) - t1 ))
+    summary=$(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY\|INITCHECK SUMMARY' "$rlog" | sed 's/^=* *//')
+    npass=$(grep -c '^PASS ' "$rlog") nfail=$(grep -c '^FAIL ' "$rlog")
+    if [ "$rc" -eq 0 ] && [ "$nfail" -eq 0 ] && [ "$npass" -gt 0 ]; then
+        echo "PASS $name (seed $S: $summary; $npass checks passed under it; $secs s)"
+        return
+    fi
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="did not finish in $LIMIT s"
+    else why=$(grep -m1 -i 'error\|hazard\|race\|uninitialized\|barrier\|^FAIL' "$rlog"); fi
+    echo "FAIL $name seed $S: ${why:-exit status $rc, no finding printed} (replay: S=$S compute-sanitizer --tool $tool --error-exitcode 9 sh -c '$cmd')"
+    tail -n 40 "$rlog" | sed 's/^/    /'   # indented: its PASS lines are not this suite's
+}
+# The runs are independent programs on one GPU, each far from filling it, so
+# FA_SAN_JOBS of them (default 4) run at once; their lines are printed in
+# the order of the loop below whatever order they finish in.
+JOBS=${FA_SAN_JOBS:-4}
+rdir=$(mktemp -d) || exit 2
+trap 'rm -f "$err" "$log"; rm -rf "$rdir"' EXIT
+njob=0
+# queue NAME TOOL SEED COMMAND: start one repeated run, at most JOBS at a time
+queue() {
+    njob=$((njob + 1))
+    f=$(printf '%s/%04d' "$rdir" "$njob")
+    repeat "$1" "$2" "$3" "$4" "$f.log" >"$f.out" &
+    if [ $((njob % JOBS)) -eq 0 ]; then wait; fi
+}
+FWD='build/v3_check --small --seed $S && ./stage4 --kernel 3 --random --seed $S --batch 2 --heads 4 --kv-heads 2 --n 150 --seqlen-k 90 --d 64 --causal --repeats 1'
+BWD='./stage5 --sweep small --kernel 4 --seed $S'
+if [ ! -x build/v3_check ]; then
+    echo "SKIP v3-sanitizers: build/v3_check not built"
+    FWD=
+elif ! why=$(./stage4 --kernel 3 --dtype bf16 --random --n 1 --d 64 --repeats 1 2>&1 >/dev/null); then
+    echo "SKIP v3-sanitizers: $(echo "$why" | head -n1)"
+    FWD=
+fi
+for tool in memcheck racecheck synccheck initcheck; do
+    r=1
+    while [ "$r" -le "$RUNS" ]; do
+        seed=$((SEED0 + r - 1))
+        [ -n "$FWD" ] && queue "v3-$tool run $r/$RUNS" "$tool" "$seed" "$FWD"
+        queue "stage5-v4-$tool run $r/$RUNS" "$tool" "$seed" "$BWD"
+        r=$((r + 1))
+    done
+done
+wait
+cat "$rdir"/*.out 2>/dev/null
 exit 0

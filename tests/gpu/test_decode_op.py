@@ -8,7 +8,7 @@ CUDA GPU or build/libfa_gpu.so (with the decode kernels) is missing.
 On fresh random inputs (the seed is printed; FA_SEED=N replays), for each case
 of CASES in float16 and bfloat16: flash_attn_with_kvcache's out and
 softmax_lse against reference_kvcache in float64 (SDPA's math backend per
-sequence on the dense K, V gathered from the pages, src/mask.h's mask), with
+sequence on the dense K, V gathered from the pages, core/mask.h's mask), with
 pages in shuffled order and sequences of length 0 and 1 in the batch.
 Error = max |x - ref| / max |ref|:
     out    <= 2 x the error of PyTorch's own SDPA in the same dtype on the same

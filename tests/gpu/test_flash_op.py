@@ -14,7 +14,7 @@ What it checks, on fresh random inputs (the seed is printed; FA_SEED=N replays):
       every other backward version (with the best forward): O, L, dQ, dK, dV
       of the op against SDPA's math backend in float64 on the same inputs
       (rounded to the dtype), with the mask given to SDPA as a boolean
-      attn_mask read from src/mask.h (flash_op.visible_mask: nothing here
+      attn_mask read from core/mask.h (flash_op.visible_mask: nothing here
       spells the rule). Error = max |x - ref| / max |ref| per tensor.
         fp32        O, dQ, dK, dV, L <= 1e-5 (L: / max(1, max |L_ref|))
         fp16, bf16  O, dQ, dK, dV <= 2 x the error of PyTorch's own fused
@@ -111,7 +111,7 @@ def lse_err(L, ref):
 
 
 class Problem:
-    """One case's inputs in a dtype, its mask (from src/mask.h) and the fp64 reference."""
+    """One case's inputs in a dtype, its mask (from core/mask.h) and the fp64 reference."""
 
     def __init__(self, case, dtype, gen):
         B, H, H_kv, Sq, Sk, d, causal, window, scale = CASES[case]

@@ -7,7 +7,7 @@ For fresh random problems (the seed is printed; --seed S replays) over masks
 seqlen_k, grouped K/V heads, odd sizes and d = 16..128, each version that
 takes the problem is run on inputs rounded to the dtype, its outputs
 poisoned first, and compared with the float64 attention of the same rounded
-inputs (the mask from src/mask.h through fa_mask_matrix, so this file spells
+inputs (the mask from core/mask.h through fa_mask_matrix, so this file spells
 no mask). Rules:
   fp32        max|O - ref| / max|ref| <= 1e-5 and the same for L
   fp16, bf16  err(O) <= 2 err(PyTorch in the same dtype) + u, u the unit
@@ -38,13 +38,18 @@ try:
 except ImportError:
     torch = None
 
-def reference(q, k, v, visible, scale):
-    """float64 attention of (B,H,Sq,d) q and (B,Hkv,Sk,d) k, v; O, L."""
+def masked_scores(q, k, v, visible, scale):
+    """S = scale q k^T with -inf where the mask hides a key, and v, with the
+    key/value heads repeated for the query heads that share them."""
     g = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(g, dim=1)
-    v = v.repeat_interleave(g, dim=1)
     s = (q @ k.transpose(-1, -2)) * scale
-    s = s.masked_fill(~visible, float("-inf"))
+    return s.masked_fill(~visible, float("-inf")), v.repeat_interleave(g, dim=1)
+
+
+def reference(q, k, v, visible, scale):
+    """float64 attention of (B,H,Sq,d) q and (B,Hkv,Sk,d) k, v; O, L."""
+    s, v = masked_scores(q, k, v, visible, scale)
     L = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - torch.where(torch.isinf(L), torch.zeros_like(L), L)[..., None])
     p = torch.where(visible, p, torch.zeros_like(p))
@@ -53,11 +58,7 @@ def reference(q, k, v, visible, scale):
 
 def torch_same_dtype(q, k, v, visible, scale):
     """PyTorch's materialized attention in the inputs' dtype (its own error)."""
-    g = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(g, dim=1)
-    v = v.repeat_interleave(g, dim=1)
-    s = (q @ k.transpose(-1, -2)) * scale
-    s = s.masked_fill(~visible, float("-inf"))
+    s, v = masked_scores(q, k, v, visible, scale)
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)   # rows with no key: softmax of all -inf is NaN
     return p @ v
 

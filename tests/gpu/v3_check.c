@@ -3,8 +3,8 @@
  * wgmma, warp specialization; kernels/stage4_v3_hopper.cu), every step of
  * its construction, against a CPU fp64 reference. Plain C: it runs version
  * 3 through the library's table (fa_gpu.h: fa_forward, fa_time), choosing
- * the step with FA_V3_STEP as any program can, plus the piece self-tests
- * and the launch watchdog of stage4_v3_hopper.h.
+ * the step with FA_V3_STEP as any program can, plus the piece tests and
+ * the launch watchdog of its CUDA half (v3_check_cuda.h).
  *
  * Usage (on a Hopper GPU; elsewhere it says so and exits 0):
  *   build/v3_check                       pieces, tests, timings (all below)
@@ -14,8 +14,9 @@
  *                                        windows, huge and very negative logits
  *   build/v3_check --time [--csv F]      TFLOP/s of every step, bf16, B N = 16384 tokens,
  *                                        H = 2048 / d, d 64 and 128, causal and not
- *   build/v3_check --small               every step once on a small masked GQA problem
- *                                        (for compute-sanitizer)
+ *   build/v3_check --small [--seed S]    every step once on two small masked GQA problems,
+ *                                        one with more tiles than SMs, so that step 6's
+ *                                        blocks reuse their tile slots (for compute-sanitizer)
  *   build/v3_check --one N,d,causal      every step launched once at the timing shape (ncu)
  *   --steps LIST  only these steps (a list of A or A-B, 1 to FA_V3_STEPS: 2-4,6); fp16 runs in steps FA_V3_FP16_FIRST (5) and later
  *   --ns N1,N2,..  sequence lengths of --time
@@ -43,6 +44,7 @@
 #include "common.h"
 #include "fa_gpu.h"
 #include "stage4_v3_hopper.h"
+#include "v3_check_cuda.h"
 
 static int g_step_on[FA_V3_STEPS + 1];   /* --steps; all when not given (main) */
 static int g_first_step = 1;
@@ -52,7 +54,7 @@ static int g_first_step = 1;
 #define V3_WATCHDOG_S 20.0
 static void wait_or_die(const char *what)
 {
-    if (fa_v3_wait(V3_WATCHDOG_S)) {
+    if (v3_watchdog_wait(V3_WATCHDOG_S)) {
         printf("FAIL %s: %s\n", what, fa_error_string());
         fflush(stdout);
         exit(3);
@@ -559,27 +561,38 @@ static int run_timing(const char *csv_path, int argc, char **argv, const char *d
     return fails;
 }
 
-/* every step once on a small masked GQA problem (compute-sanitizer, ncu) */
-static int run_small(void)
+/* every step once on two small masked GQA problems (compute-sanitizer, ncu).
+ * The second has more tiles (query blocks x heads) than a GPU has SMs, so
+ * that blocks of the persistent steps take second tiles and the producers
+ * of step 6 on write their tile slots again: the reuse of a slot, which the
+ * sanitizer must see ordered, then happens on every launch, not only when
+ * some block happens to start early. */
+static int run_small(uint64_t seed)
 {
-    const tcase tc = {"small", 1, 4, 2, 300, 260, 64, -1, 0, 0};
+    const tcase cases[] = {
+        {"small", 1, 4, 2, 300, 260, 64, -1, 0, 0},
+        {"small-many", 4, 72, 8, 150, 90, 64, -1, 0, 0},
+    };
+    printf("v3 small: seed %llu (replay: build/v3_check --small --seed %llu)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
     int fails = 0;
-    for (int d = 64; d <= 128; d += 64) {
-        tcase t = tc;
-        t.d = d;
-        problem g;
-        problem_init(&g, &t, FA_BF16, 5);
-        for (int step = 1; step <= FA_V3_STEPS; step++) {
-            if (!g_step_on[step]) continue;
-            char name[64];
-            snprintf(name, sizeof name, "v3-small step %d d %d", step, d);
-            verdict v;
-            int f = run_case(&g, step, &v, 1, name);
-            if (!f) printf("PASS %s: err O %.2e\n", name, v.errO);
-            fails += f;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int d = 64; d <= 128; d += 64) {
+            tcase t = cases[c];
+            t.d = d;
+            problem g;
+            problem_init(&g, &t, FA_BF16, seed + 2 * c + (uint64_t)(d / 128));
+            for (int step = 1; step <= FA_V3_STEPS; step++) {
+                if (!g_step_on[step]) continue;
+                char name[64];
+                snprintf(name, sizeof name, "v3-%s step %d d %d", t.name, step, d);
+                verdict v;
+                int f = run_case(&g, step, &v, 1, name);
+                if (!f) printf("PASS %s: err O %.2e\n", name, v.errO);
+                fails += f;
+            }
+            problem_free(&g);
         }
-        problem_free(&g);
-    }
     return fails;
 }
 
@@ -661,7 +674,7 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--help")) {
             printf("usage: build/v3_check [--pieces] [--tests [--seed S]] [--time [--csv F] [--ns N,..]] "
-                   "[--small] [--one N,d,causal] [--steps LIST]\n");
+                   "[--small [--seed S]] [--one N,d,causal] [--steps LIST]\n");
             return 0;
         } else {
             fatal(EXIT_BAD_INPUT, "%s: unknown flag (see --help)", argv[i]);
@@ -683,8 +696,8 @@ int main(int argc, char **argv)
     }
     printf("v3_check on %s\n", device);
     int fails = 0;
-    if (pieces) fails += fa_v3_selftest();
-    if (small) fails += run_small();
+    if (pieces) fails += v3_pieces_selftest();
+    if (small) fails += run_small(have_seed ? seed : fresh_seed());
     if (one) fails += run_one(one);
     if (tests) fails += run_tests(have_seed ? seed : fresh_seed(), sms);
     if (timing) fails += run_timing(csv, argc, argv, device, ns, nn);

@@ -2,14 +2,15 @@
  * solutions/ex4/swa_forward.c -- reference solution to exercise 4: the tiled
  * forward pass for sliding-window causal attention (i - W < j <= i).
  *
- * Same shape as flash_forward (src/stage3_tiled.c). Query block [i0, i1)
+ * Same shape as flash_forward (src/stage3_tiled.c), deliberately: the
+ * exercise is to write it again for the window. Query block [i0, i1)
  * can only see keys in [i0 - W + 1, i1 - 1]: the union of its rows'
  * windows, which is one interval because consecutive windows overlap. So
  * it visits exactly the key blocks that meet that interval and skips the
  * rest without loading them; inside a visited tile the mask is exact per
  * (row, key).
  *
- * The project writes a mask once, in src/mask.h: the window i - W < j <= i
+ * The project writes a mask once, in core/mask.h: the window i - W < j <= i
  * is FlashAttention's window_size (W - 1, 0); mask_visible is the per-pair
  * test and mask_key_blocks the interval above, cut into key blocks. The loop
  * around them is the exercise: stage 3's flash_forward, which has one, is

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""v3_schedule.py -- how evenly three tile orders of version 3 spread causal
+"""Question it answered: how evenly version 3's tile orders (steps 4, 5, 6)
+spread causal work over the 132 multiprocessors; the answer: chapter 4c's
+section on the persistent grid and data/gpu/v3_steps.md, steps 5 and 6.
+
+v3_schedule.py -- how evenly three tile orders of version 3 spread causal
 work over the multiprocessors: a model, no GPU.
 
 A tile is (query head, query block of 128 rows); under a causal mask with
@@ -19,7 +23,7 @@ the finishing time of the last of 132 multiprocessors over the mean
            frees (steps 6 and later): the same longest-first order, groups of
            balanced size
 
-Usage: python3 scripts/v3_schedule.py [--sms 132] [--l2 62914560]
+Usage: python3 scripts/investigations/v3_schedule.py [--sms 132] [--l2 62914560]
 """
 import argparse
 import heapq

@@ -5,7 +5,7 @@
  * include a CUDA header.
  *
  * A call names a pass (forward or backward), a version and a dtype, and
- * takes the problem (attn_params, src/attn_params.h: sizes, grouped heads,
+ * takes the problem (attn_params, core/attn_params.h: sizes, grouped heads,
  * softmax_scale, window) and the device pointers (fa_ptrs). Versions are
  * rows of one table (kernels/fa_api.cu); fa_version() describes each, so the
  * programs, tests and tools loop over the table instead of knowing versions.
@@ -67,6 +67,10 @@ typedef struct {
 } fa_version_info;
 
 int fa_num_versions(int pass);
+/* One more than the highest version number of the pass. A number names one
+ * technique in both passes (core/versions.def), so a pass may lack some
+ * numbers below it: loop to this and skip those fa_version() does not know. */
+int fa_version_limit(int pass);
 /* The row of (pass, version), NULL when there is none. */
 const fa_version_info *fa_version(int pass, int version);
 
@@ -87,16 +91,17 @@ int fa_block_rows(int pass, int version, int d);
 int fa_block_cols(int pass, int version, int d);
 
 /* Tiles (query block, key block) the version computes, and those the mask
- * lets it skip, from src/mask.h and the version's Br, Bc (0, 0 for a
+ * lets it skip, from core/mask.h and the version's Br, Bc (0, 0 for a
  * materialized version, which computes everything). Per head. */
 void fa_tiles(int pass, int version, const attn_params *p, int64_t *visited, int64_t *skipped);
 
-/* The mask of src/mask.h as data: visible[i * seqlen_k + j] = 1 when query i
+/* The mask of core/mask.h as data: visible[i * seqlen_k + j] = 1 when query i
  * sees key j (mask_visible), else 0; a seqlen_q x seqlen_k row-major byte
  * matrix in host memory that the caller owns. For tools that must hand the
  * mask to another library (the PyTorch op's tests give it to SDPA as its
  * boolean attn_mask), so that no other language spells the rule. Host only,
- * needs no GPU; FA_ERR_UNSUPPORTED for a malformed problem. */
+ * needs no GPU; FA_ERR_UNSUPPORTED for a malformed problem. The same symbol,
+ * signature and body (attn_mask_fill) in libfa_mask.so, which needs no CUDA. */
 int fa_mask_fill(const attn_params *p, unsigned char *visible);
 
 /* The IO model of the version: bytes of slow memory (HBM) it reads and

@@ -61,6 +61,10 @@ FA_HD attn_mask mask_make(int seqlen_q, int seqlen_k, int window_size_left, int 
 }
 FA_HD attn_mask mask_causal(int seqlen_q, int seqlen_k) { return mask_make(seqlen_q, seqlen_k, -1, 0); }
 FA_HD attn_mask mask_full(int seqlen_q, int seqlen_k) { return mask_make(seqlen_q, seqlen_k, -1, -1); }
+/* The mask classes a kernel branches on: no window at all (every key
+ * visible to every query), and the causal window (-1, 0). */
+FA_HD bool mask_is_full(attn_mask m) { return m.window_size_left < 0 && m.window_size_right < 0; }
+FA_HD bool mask_is_causal(attn_mask m) { return m.window_size_left < 0 && m.window_size_right == 0; }
 
 FA_HD int mask_delta(attn_mask m) { return m.seqlen_k - m.seqlen_q; }
 FA_HD int mask_imin(int a, int b) { return a < b ? a : b; }
@@ -100,6 +104,12 @@ FA_HD int mask_query_last(attn_mask m, int j)
                                   : mask_imin(m.seqlen_q - 1, j - mask_delta(m) + m.window_size_left);
 }
 FA_HD bool mask_row_empty(attn_mask m, int i) { return mask_key_first(m, i) > mask_key_last(m, i); }
+/* True when a later row never sees fewer keys than an earlier one and the
+ * last rows see the most: no left bound (every row's keys start at key 0)
+ * and a right bound (the last key moves on with the row): causal and its
+ * shifts. A query block's work then grows with its index, which a schedule
+ * handing out the longest blocks first relies on. */
+FA_HD bool mask_work_grows(attn_mask m) { return m.window_size_left < 0 && m.window_size_right >= 0; }
 
 /* Key blocks of size Bc that the query rows [i0, i1) visit: blocks
  * [*jb_begin, *jb_end); returns the count (0: every row of the block is
@@ -133,6 +143,9 @@ FA_HD bool mask_tile_unmasked(attn_mask m, int i0, int i1, int j0, int j1)
 }
 //< mask-ranges
 
+/* The key-side and query-side sums below mirror each other deliberately:
+ * each reads as the formula of one pass (forward: key rows; backward: query
+ * rows). */
 //> mask-tiles
 /* Tiles (query block, key block) the forward with Br x Bc tiles visits:
  * sum over query blocks of mask_key_blocks. The backward, keys outer, visits

@@ -1,12 +1,12 @@
 #!/bin/bash
-# scripts/v3_device.sh -- one call on a Hopper GPU machine that builds
+# scripts/v3_steps.sh -- one call on a Hopper GPU machine (make v3-steps-gpu) that builds
 # version 3 (kernels/stage4_v3_hopper.cu), checks every step of it against
 # the fp64 reference, times every step beside SDPA flash and cuDNN, and runs
 # compute-sanitizer and Nsight Compute on it; a compact summary comes last.
 #
 # Usage (repository root, on the GPU machine; files go to $OUT, default
 # build/v3_out):
-#     FA_COMMIT=<commit> bash scripts/v3_device.sh
+#     FA_COMMIT=<commit> bash scripts/v3_steps.sh
 # Stages (each under a time limit; a later one is skipped, with a line saying
 # so, once V3_BUDGET_S seconds, default 240, have passed):
 #   build      make build/v3_check (v3 for sm_90a only; ptxas report kept)
@@ -47,7 +47,7 @@ stage() {
     say ""; say "==== [$1] at $(elapsed) s"; return 0
 }
 
-say "v3_device.sh: commit ${FA_COMMIT:-unknown}, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "v3_steps.sh: commit ${FA_COMMIT:-unknown}, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv,noheader 2>&1 | tee -a "$LOG" | sed 's/^/[gpu] /' >> "$SUMMARY"
 export PATH=$PATH:/usr/local/cuda/bin

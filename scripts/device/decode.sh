@@ -1,8 +1,8 @@
 #!/bin/sh
-# scripts/device_decode.sh -- stage 8's GPU side on the lent H200 (nvidia-h200,
+# scripts/device/decode.sh -- stage 8's GPU side on the lent H200 (nvidia-h200,
 # one GPU), in about eight minutes. Run from the repository root:
 #
-#     FA_COMMIT=<commit> OUT=<dir> sh scripts/device_decode.sh
+#     FA_COMMIT=<commit> OUT=<dir> sh scripts/device/decode.sh
 #
 # What it does, in order (each step's exit status is printed; one failing
 # step does not stop the others):
@@ -14,7 +14,7 @@
 #      compute-sanitizer memcheck, racecheck, synccheck, initcheck;
 #   4. python3 tests/gpu/test_decode_op.py: the PyTorch entry against SDPA
 #      (the twice-PyTorch rule);
-#   5. python3 scripts/bench_decode.py --csv $OUT/decode.csv: the bandwidth
+#   5. make decode-gpu GPU_DATA=$OUT (scripts/bench_decode.py): the bandwidth
 #      measurement (data/gpu/decode.csv to be), at most about four minutes.
 # Files under ${OUT:-/tmp}: decode.log (every command's whole output),
 # decode.csv, decode_ptxas.txt, env.txt. Standard output: FAIL and SKIP lines
@@ -54,6 +54,6 @@ run build make -j16 stage8_gpu build/libfa_gpu.so
 cp build/decode_ptxas.txt "$OUT/decode_ptxas.txt" 2>/dev/null
 run gpu-suite sh tests/run.sh "sh tests/gpu/stage8.sh"
 run decode-op sh tests/run.sh "python3 tests/gpu/test_decode_op.py"
-run bench timeout 240 python3 scripts/bench_decode.py --csv "$OUT/decode.csv"
+run bench timeout 240 make -s decode-gpu GPU_DATA="$OUT"
 grep -E '^(copy|ours|sdpa)' "$log" | cut -c1-160
-say "device_decode.sh: done in $(( $(date +%s) - t_start )) s"
+say "scripts/device/decode.sh: done in $(( $(date +%s) - t_start )) s"

@@ -1,6 +1,6 @@
 /*
  * stage7_ring.h -- the GPU side of stage 7's bookkeeping (kernels/
- * stage7_ring.cu): the merge rule of src/merge.h on fp32 accumulators, and
+ * stage7_ring.cu): the merge rule of core/merge.h on fp32 accumulators, and
  * the sums and roundings around it. Not a version of the table: these run
  * between the forward and backward kernels of fa_gpu.h, on the partial
  * results they leave. Plain C, like fa_gpu.h.
@@ -22,7 +22,7 @@ extern "C" {
 /* x[i] = value for i < n (an accumulator's L starts at -inf: "no key yet"). */
 int ring_fill_f32(float *x, size_t n, float value, void *stream);
 
-/* (O, L) = merge((O, L), (O_part, L_part)) row by row (src/merge.h):
+/* (O, L) = merge((O, L), (O_part, L_part)) row by row (core/merge.h):
  * O, L fp32 accumulators, O_part in the dtype, L_part fp32. A row whose
  * L_part is -inf is left as it was; an accumulator row at -inf takes the
  * partial exactly (so one partial comes out bit for bit). */

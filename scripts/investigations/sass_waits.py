@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""sass_waits.py SASS [FROM TO] -- the scheduling control bits of each
+"""Question it answered: which instruction the stalls ncu charges to backward
+version 3's REDG and HMMA instructions wait for; the answer:
+data/gpu/bwd_v3_steps.md, third round (the wait table).
+
+sass_waits.py SASS [FROM TO] -- the scheduling control bits of each
 instruction of a `cuobjdump -sass` listing (sm_70 and later), so that a
 stall that ncu charges to one instruction can be traced to the instruction
 it waits for.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# scripts/device_stage5.sh -- stage 5 on a GPU machine in one go: build,
+# scripts/device/stage5.sh -- stage 5 on a GPU machine in one go: build,
 # ./stage5 (the default table, with a CSV), ./stage5 --sweep tests, and
 # compute-sanitizer (memcheck, initcheck, racecheck, synccheck) on
 # ./stage5 --sweep small. Full logs go to ${OUT:-/tmp}/stage5/; stdout gets a
@@ -9,10 +9,10 @@
 # script is meant to take about 4 to 6 minutes on an H200 machine (most of it
 # the build); the limits add up to under 10 minutes, one device command.
 #
-#   OUT=/some/dir sh scripts/device_stage5.sh
+#   OUT=/some/dir sh scripts/device/stage5.sh
 #   FA_COMMIT=<sha> names the commit in the CSV where the copy has no .git.
 set -u
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 out=${OUT:-/tmp}/stage5
 mkdir -p "$out"
 t0=$(date +%s)

@@ -1,5 +1,9 @@
 #!/bin/sh
-# scripts/bwd_v3_sass.sh [REV] -- static SASS of backward version 3's main
+# Question it answered: how many instructions one full-tile step of backward
+# version 3 issues per HMMA, before and after its bookkeeping was reworked;
+# the answer: data/gpu/bwd_v3_steps.md, second round.
+#
+# scripts/investigations/bwd_v3_sass.sh [REV] -- static SASS of backward version 3's main
 # loop (kernels/stage5_bwd_v3.cu at git revision REV, default the working
 # tree), bf16, d = 128, on the path a full-tile default-mode step executes:
 # the source is compiled with `full`, the block-inside-Sq tests and
@@ -21,7 +25,7 @@ sed -e 's/const bool full = i1 - i0 == BR.*;/const bool full = true;/' \
     -e 's/if (row0 + ROWS <= row_end) {/if (true) {/' "$tmp/in.cu" > "$tmp/probe.cu"
 grep -q 'const bool full = true;' "$tmp/probe.cu" && grep -q 'const bool ordered = false;' "$tmp/probe.cu" ||
     { echo "bwd_v3_sass.sh: the source no longer has the lines this script pins" >&2; exit 2; }
-nvcc -w -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Isrc -Ikernels -I"$(pwd)/kernels" \
+nvcc -w -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Icore -Ikernels -I"$(pwd)/kernels" \
     -c "$tmp/probe.cu" -o "$tmp/probe.o"
 cuobjdump -sass -fun _Z18v3_backward_kernelI13__nv_bfloat16Li128EEv8bwd_argsIT_E "$tmp/probe.o" > "$tmp/k.sass"
 python3 - "$tmp/k.sass" <<'PY'

@@ -42,14 +42,22 @@ FA_HD attn_params attn_params_make(int B, int H, int N, int d, double softmax_sc
     return p;
 }
 
+/* causal = true: the causal mask, the window (-1, 0) (FlashAttention's
+ * causal=True, bottom-right aligned); false leaves the window as it is. The
+ * one place a program turns the flag into a window. */
+FA_HD void attn_params_causal(attn_params *p, bool causal)
+{
+    if (causal) {
+        p->window_size_left = -1;
+        p->window_size_right = 0;
+    }
+}
+
 FA_HD attn_mask attn_mask_of(const attn_params *p)
 {
     return mask_make(p->seqlen_q, p->seqlen_k, p->window_size_left, p->window_size_right);
 }
-FA_HD bool attn_is_causal(const attn_params *p)
-{
-    return p->window_size_left < 0 && p->window_size_right == 0;
-}
+FA_HD bool attn_is_causal(const attn_params *p) { return mask_is_causal(attn_mask_of(p)); }
 FA_HD bool attn_is_masked(const attn_params *p)
 {
     return p->window_size_left >= 0 || p->window_size_right >= 0;
@@ -98,6 +106,21 @@ static inline int attn_params_check(const attn_params *p, char *why, size_t n)
         snprintf(why, n, "--scale %g: softmax_scale must be finite and > 0", p->softmax_scale);
         return -1;
     }
+    return 0;
+}
+
+/* The mask of problem p as data: visible[i * seqlen_k + j] = 1 when query i
+ * sees key j (mask_visible), else 0, a seqlen_q x seqlen_k row-major byte
+ * matrix the caller owns. The one body behind fa_mask_fill (core/fa_gpu.h),
+ * which both libraries export: libfa_gpu.so (kernels/fa_api.cu) and
+ * libfa_mask.so (src/mask_lib.c). 0, or -1 with attn_params_check's line. */
+static inline int attn_mask_fill(const attn_params *p, unsigned char *visible, char *why, size_t n)
+{
+    if (attn_params_check(p, why, n)) return -1;
+    attn_mask m = attn_mask_of(p);
+    for (int i = 0; i < p->seqlen_q; i++)
+        for (int j = 0; j < p->seqlen_k; j++)
+            visible[(size_t)i * p->seqlen_k + j] = mask_visible(m, i, j) ? 1 : 0;
     return 0;
 }
 

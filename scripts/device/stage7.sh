@@ -1,8 +1,8 @@
 #!/bin/sh
-# scripts/device_stage7.sh -- stage 7 on the lent two-GPU machine (nvidia-h200-x2),
+# scripts/device/stage7.sh -- stage 7 on the lent two-GPU machine (nvidia-h200-x2),
 # in about five minutes. Run from the repository root:
 #
-#     FA_COMMIT=<commit> OUT=<dir> sh scripts/device_stage7.sh
+#     FA_COMMIT=<commit> OUT=<dir> sh scripts/device/stage7.sh
 #
 # What it does, in order (each step's exit status is printed; one failing
 # step does not stop the others):

@@ -1,11 +1,11 @@
 #!/bin/sh
-# scripts/device_torchop.sh -- the PyTorch op's whole GPU run, in one command:
+# scripts/device/torchop.sh -- the PyTorch op's whole GPU run, in one command:
 # build build/libfa_gpu.so, run the op's checks against SDPA
 # (tests/gpu/test_flash_op.py), train the small transformer with our op and
 # with SDPA (scripts/train_compare.py). Run from the repository root on the
 # GPU machine; the commit is taken from FA_COMMIT where the copy has no .git:
 #
-#     FA_COMMIT=<sha> OUT=/some/dir sh scripts/device_torchop.sh
+#     FA_COMMIT=<sha> OUT=/some/dir sh scripts/device/torchop.sh
 #
 # Writes under ${OUT:-/tmp} (five files):
 #     torchop.log          environment, then the summary of each step
@@ -18,14 +18,14 @@
 # training comparison both pass, 1 otherwise. Cost on an H200: about a minute
 # to build, half a minute of checks, under a minute of training.
 set -u
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-/tmp}
 mkdir -p "$OUT"
 log=$OUT/torchop.log
 say() { echo "$*" | tee -a "$log"; }
 
 : > "$log"
-say "# scripts/device_torchop.sh, commit ${FA_COMMIT:-(git) $(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "# scripts/device/torchop.sh, commit ${FA_COMMIT:-(git) $(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "# $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | head -n1)"
 say "# $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1 | tail -n1)"
 say "# $(nvcc --version 2>&1 | tail -n1)"

@@ -1,0 +1,206 @@
+"""tests/layers.py -- every #include and import points down the layers.
+
+The layers (docs/ARCHITECTURE.md), lowest first:
+    core      core/: the problem (attn_params.h), the mask, the merge rule,
+              the tolerances, the C ABI of the kernels (fa_gpu.h) and the
+              table of versions; includes nothing outside itself
+    harness   src/ but the stages: flags, inputs, .npy files, the ring plan,
+              the fp64 NumPy reference
+    cpu       src/stage1..3, stage6, stage8: the CPU stages
+    gpuhost   src/gpu_host.*, src/stage4..5, stage7, stage8_gpu: the GPU host programs
+              (they call the kernels only through core/fa_gpu.h)
+    kernels   kernels/: CUDA kernels and their launchers (core only)
+    python    python/: the PyTorch op and its binding of the C ABI
+    tools     scripts/: what make runs (may use all of the above)
+    paper     paper/: the paper and its generators
+    tests, exercises: may use anything
+A file may use its own layer and those listed as below it in ALLOWED. The
+test reads each C/CUDA file's #include "..." (resolved the way the compiler
+does: the file's folder, then -Icore -Isrc -Ikernels, then any file of that
+name) and each Python file's imports of the repository's own modules; it
+fails on one that points the wrong way, and first checks on made-up files
+that it would.
+
+    python3 tests/layers.py      PASS/FAIL lines (tests/run.sh protocol)
+"""
+import ast
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (pattern, layer): the first pattern that matches a path names its layer.
+LAYER_OF = [
+    ("core/*", "core"),
+    ("src/stage8_gpu*", "gpuhost"),
+    ("src/stage[12368]*", "cpu"),
+    ("src/stage[4579]*", "gpuhost"),
+    ("src/gpu_*", "gpuhost"),
+    ("src/*", "harness"),
+    ("kernels/*", "kernels"),
+    ("python/*", "python"),
+    ("scripts/*", "tools"),
+    ("paper/*", "paper"),
+    ("tests/*", "tests"),
+    ("exercises/*", "exercises"),
+]
+BELOW_TOOLS = {"core", "harness", "cpu", "gpuhost", "kernels", "python", "tools"}
+ALLOWED = {
+    "core": {"core"},
+    "harness": {"core", "harness"},
+    "cpu": {"core", "harness", "cpu"},
+    "gpuhost": {"core", "harness", "cpu", "gpuhost"},
+    "kernels": {"core", "kernels"},
+    "python": {"core", "python"},
+    "tools": BELOW_TOOLS,
+    "paper": BELOW_TOOLS | {"paper"},
+    "tests": BELOW_TOOLS | {"paper", "tests", "exercises"},
+    "exercises": BELOW_TOOLS | {"paper", "tests", "exercises"},
+}
+C_EXT = (".c", ".h", ".cu", ".cuh", ".def")
+INCLUDE_DIRS = ("core", "src", "kernels")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer(rel):
+    for pat, name in LAYER_OF:
+        if fnmatch.fnmatch(rel, pat):
+            return name
+    return None
+
+
+def tracked():
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return sorted(p for p in out.stdout.split("\n") if p and os.path.isfile(os.path.join(ROOT, p)))
+
+
+def resolve_include(rel, name, files):
+    """The repository file that `#include "name"` in rel reads, or None (a
+    system header, or one that a build generates)."""
+    for d in (os.path.dirname(rel),) + INCLUDE_DIRS:
+        cand = os.path.normpath(os.path.join(d, name))
+        if cand in files:
+            return cand
+    base = [f for f in files if os.path.basename(f) == os.path.basename(name)]
+    return base[0] if len(base) == 1 else None
+
+
+def py_modules(files):
+    mods = {}
+    for f in files:
+        if f.endswith(".py"):
+            mods.setdefault(os.path.basename(f)[:-3], []).append(f)
+    return mods
+
+
+def resolve_import(rel, text, module, mods):
+    """The repository files `import module` in rel may read: one beside it,
+    else those in a folder that the file names in a string (its sys.path
+    edit), else every file of that name."""
+    cands = mods.get(module.split(".")[0], [])
+    here = [c for c in cands if os.path.dirname(c) == os.path.dirname(rel)]
+    if here:
+        return here
+    named = [c for c in cands if '"%s"' % os.path.basename(os.path.dirname(c)) in text]
+    return named or cands
+
+
+def imports(text):
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names
+
+
+def violations(sources, files):
+    """sources: {path: text}. Lines 'a -> b (layer x may not use layer y)'."""
+    bad = []
+    mods = py_modules(files)
+    for rel, text in sorted(sources.items()):
+        mine = layer(rel)
+        if mine is None:
+            continue
+        targets = []
+        if rel.endswith(C_EXT):
+            targets = [resolve_include(rel, n, files) for n in INCLUDE.findall(text)]
+        elif rel.endswith(".py"):
+            for m in imports(text):
+                targets += resolve_import(rel, text, m, mods)
+        for t in targets:
+            theirs = layer(t) if t else None
+            if theirs and theirs not in ALLOWED[mine]:
+                bad.append(f"{rel} -> {t} ({mine} may not use {theirs})")
+    return bad
+
+
+def self_check(files):
+    """The rule on made-up files: each must be caught, and a good one not."""
+    fake = {
+        "core/bad.h": '#include "common.h"\n',
+        "src/common.c": '#include "fa_api_impl.cuh"\n',
+        "kernels/bad.cu": '#include "stage1_naive.h"\n',
+        "src/stage3_tiled.c": '#include "gpu_host.h"\n',
+        "python/bad.py": "import claims\n",
+    }
+    extra = ["core/bad.h", "kernels/fa_api_impl.cuh", "paper/claims.py", "python/bad.py",
+             "kernels/bad.cu"]
+    pool = sorted(set(files) | set(extra) | {"src/common.h", "src/stage1_naive.h", "src/gpu_host.h"})
+    pool = [p for p in pool if not (p.endswith("claims.py") and not p.startswith("paper/"))]
+    caught = violations(fake, pool)
+    good = violations({"kernels/ok.cu": '#include "fa_gpu.h"\n', "src/stage4_main.c":
+                       '#include "stage3_tiled.h"\n#include "fa_gpu.h"\n'}, pool)
+    every = all(any(c.startswith(f + " ->") for c in caught) for f in fake)
+    return every and not good, caught, good
+
+
+def main():
+    files = tracked()
+    if files is None:
+        print("SKIP layers: not a git checkout (the file list comes from git)")
+        return 0
+    ok, caught, good = self_check(set(files))
+    if ok:
+        print(f"PASS layers self-check: {len(set(c.split(' ->')[0] for c in caught))} made-up wrong-way "
+              "includes and imports caught, "
+              "the right-way ones passed")
+    else:
+        print(f"FAIL layers self-check: caught {caught}, flagged good {good}")
+    sources = {}
+    for rel in files:
+        if rel.endswith(C_EXT + (".py",)) and layer(rel):
+            with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
+                sources[rel] = f.read()
+    bad = violations(sources, set(files))
+    n_c = sum(1 for r in sources if r.endswith(C_EXT))
+    if bad:
+        print(f"FAIL layers: {len(bad)} include(s)/import(s) point up the layers (docs/ARCHITECTURE.md):")
+        for b in bad:
+            print("    " + b)
+    else:
+        print(f"PASS layers: core <- harness <- CPU stages <- GPU host programs, core <- kernels, "
+              f"core <- python <- scripts <- paper ({n_c} C/CUDA and {len(sources) - n_c} Python files read)")
+    core_c = [r for r in sources if r.startswith("core/") and r.endswith(C_EXT)]
+    escaped = [f"{r}: {n}" for r in core_c for n in INCLUDE.findall(sources[r])
+               if not os.path.isfile(os.path.join(ROOT, "core", n))]
+    if escaped:
+        print("FAIL core includes only core: " + "; ".join(escaped))
+    else:
+        print(f"PASS core includes only core: the {len(core_c)} files of core/ include no other repository file")
+    return 0 if ok and not bad and not escaped else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
