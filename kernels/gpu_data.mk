@@ -6,7 +6,7 @@
 # command that produced the file as it stands in data/gpu/README.md.
 #
 #   make gpu-data          all of them (about 20 minutes on one H200)
-#   make bench-gpu io-gpu opcodes-gpu ring-gpu train-gpu v3-steps-gpu ...
+#   make bench-gpu io-gpu opcodes-gpu ring-gpu train-gpu v3-steps-gpu decode-gpu ...
 # Without nvcc or a GPU each prints one line saying what is missing and
 # exits 0, building nothing (kernels/gpu.mk's GPU_MISSING).
 
@@ -15,7 +15,7 @@ GPU_DATA ?= data/gpu
 NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 GPU_DATA_TARGETS := gpu-env stage4-default-gpu gpu-test-log bench-gpu io-gpu opcodes-gpu ncu-bwd-gpu \
-                    final-tests-gpu v3-steps-gpu ring-gpu train-gpu overhead-gpu train-compare-gpu
+                    final-tests-gpu v3-steps-gpu ring-gpu train-gpu decode-gpu overhead-gpu train-compare-gpu
 .PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu
 
 ifeq ($(GPU_MISSING),)
@@ -91,6 +91,8 @@ overhead-gpu: $(BUILD)/libfa_gpu.so      ## the op's cost per call at small shap
 
 train-gpu: $(BUILD)/libfa_gpu.so        ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv, final_train.log
 	python3 scripts/train_compare.py --csv $(GPU_DATA)/train_loss.csv > $(GPU_DATA)/final_train.log 2>&1
+decode-gpu: $(BUILD)/libfa_gpu.so        ## decode bandwidth vs a device copy and SDPA (stage 8): data/gpu/decode.csv
+	python3 scripts/bench_decode.py --csv $(GPU_DATA)/decode.csv
 else
 gpu-data $(filter-out ring-gpu,$(GPU_DATA_TARGETS)) bitwise-gpu:
 	@echo "$@: skipped: $(GPU_MISSING)"
