@@ -1,7 +1,7 @@
 /*
  * attn_params.h -- one description of an attention problem, shared by every
  * stage (CPU and GPU), the exercise checkers and the Python tools (one ctypes
- * mirror in scripts/fa.py). Modelled on FlashAttention's Flash_fwd_params:
+ * mirror in python/fa.py). Modelled on FlashAttention's Flash_fwd_params:
  * sizes and the mask travel together, so adding a mask or grouped heads does
  * not add positional arguments to every function.
  *

@@ -1,7 +1,7 @@
 /*
  * fa_gpu.h -- the C interface of the project's CUDA kernels (libfa_gpu.so and
  * the host programs stage4, stage5, stage7). Plain C: the host programs and
- * the Python tools (scripts/fa.py mirrors this file through ctypes) never
+ * the Python tools (python/fa.py mirrors this file through ctypes) never
  * include a CUDA header.
  *
  * A call names a pass (forward or backward), a version and a dtype, and

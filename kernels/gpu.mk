@@ -4,7 +4,7 @@
 # src/stage4_main.c, src/stage5_main.c, plain C, linked with the kernels of
 # kernels/*.cu and cuBLAS) and build/libfa_gpu.so
 # (the same entry points, core/fa_gpu.h, for the Python tools through
-# ctypes: scripts/fa.py). Code is
+# ctypes: python/fa.py). Code is
 # emitted for sm_90 always (the H200/H100 the project targets) and for the
 # compute capability nvidia-smi reports, when there is a GPU here.
 # Where nvcc is missing, nothing CUDA is built and the GPU test suite prints

@@ -44,7 +44,7 @@
  * Build: -gencode=arch=compute_90a,code=sm_90a (wgmma and setmaxnreg exist
  * only in the "a" target); kernels/gpu.mk gives these flags to this file
  * alone. On any other GPU its launcher refuses with one line. Version 3 is
- * one row of the table of versions (kernels/versions.def, fa_row_fwd_v3
+ * one row of the table of versions (core/versions.def, fa_row_fwd_v3
  * below); the step runs is chosen by FA_V3_STEP in the environment.
  *
  * This file holds the kernel and its launcher; the instructions it is built
@@ -1044,7 +1044,7 @@ static int v3_block_cols(int d)
 }
 
 //> v3-row
-/* Version 3's row of the table (kernels/versions.def): fp16 and bf16, d = 64
+/* Version 3's row of the table (core/versions.def): fp16 and bf16, d = 64
  * and 128 (d_min 64, d_max 128, multiples of 64), masks and grouped heads,
  * compute capability 9.0; the IO model is the tiled forward's with Br = 128
  * (64 in step 1, 192 at d = 64 from step 8) and Bc = 128 (176 at d = 128

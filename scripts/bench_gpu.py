@@ -2,7 +2,7 @@
 """bench_gpu.py -- our kernels beside PyTorch's attention on the GPU: forward and backward.
 
 What it does: loads build/libfa_gpu.so (core/fa_gpu.h) through ctypes
-(scripts/fa.py), and times every version in the library's table of versions
+(python/fa.py), and times every version in the library's table of versions
 (forward and backward) beside torch.nn.functional.scaled_dot_product_attention
 with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends and
 the plain materialized torch expression softmax(Q K^T scale) V, all on the
