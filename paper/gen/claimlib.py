@@ -283,3 +283,16 @@ def rows_or_absent(t, src, claim_text, quote):
     if rows is None:
         absent(t, claim_text, quote, src)
     return rows
+
+
+def claim_on(src, claim_text, quote):
+    """A claim on the rows of one CSV: fn(t, rows, src, claim_text) runs when
+    src has rows; without them the table gets the row saying it is absent."""
+    def wrap(fn):
+        def run(t):
+            rows = rows_or_absent(t, src, claim_text, quote)
+            if rows is not None:
+                fn(t, rows, src, claim_text)
+        run.__name__ = fn.__name__
+        return claim(run)
+    return wrap

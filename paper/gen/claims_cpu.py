@@ -176,13 +176,8 @@ def by_int(rows, key):
     return sorted(((int(r[key]), r) for r in rows), key=lambda kv: kv[0])
 
 
-@claim
-def naive_io(t):
-    src = "data/cpu/io_sweep.csv"
-    claim_text = "Naive attention moves $\\Theta(N^2)$ elements"
-    rows = rows_or_absent(t, src, claim_text, "q_naive_io")
-    if rows is None:
-        return
+@claim_on("data/cpu/io_sweep.csv", "Naive attention moves $\\Theta(N^2)$ elements", "q_naive_io")
+def naive_io(t, rows, src, claim_text):
     nf = by_int(select(rows, algorithm="naive", **{"pass": "forward"}), "N")
     nf = list(dict(nf).items())
     tfw = list(dict(by_int(select(rows, algorithm="tiled", M="16384", **{"pass": "forward"}), "N")).items())
@@ -240,13 +235,9 @@ def m_sweep(rows, algorithm, pas, N="2048"):
                              if r["M"]], "M")).items())
 
 
-@claim
-def tiled_io(t):
-    src = "data/cpu/io_sweep.csv"
-    claim_text = "Tiling saves about an order of magnitude of traffic when $M/d^2 \\sim 10$"
-    rows = rows_or_absent(t, src, claim_text, "q_order")
-    if rows is None:
-        return
+@claim_on("data/cpu/io_sweep.csv", "Tiling saves about an order of magnitude of traffic when $M/d^2 \\sim 10$",
+          "q_order")
+def tiled_io(t, rows, src, claim_text):
     fw, bw = m_sweep(rows, "tiled", "forward"), m_sweep(rows, "tiled", "backward")
     thin_f, thin_b = m_sweep(rows, "tiled-io", "forward"), m_sweep(rows, "tiled-io", "backward")
     naive_f = num(one(rows, algorithm="naive", N="2048", **{"pass": "forward"}), "counted_elements")
