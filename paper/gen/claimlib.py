@@ -285,11 +285,14 @@ def rows_or_absent(t, src, claim_text, quote):
     return rows
 
 
-def claim_on(src, claim_text, quote):
+def claim_on(src, claim_text, quote, keys=()):
     """A claim on the rows of one CSV: fn(t, rows, src, claim_text) runs when
-    src has rows; without them the table gets the row saying it is absent."""
+    src has rows; without them the table gets the row saying it is absent.
+    The values named in keys read "not measured" until fn sets them."""
     def wrap(fn):
         def run(t):
+            for k in keys:
+                t.value(k, "not measured")
             rows = rows_or_absent(t, src, claim_text, quote)
             if rows is not None:
                 fn(t, rows, src, claim_text)
