@@ -482,6 +482,9 @@ template <int D> struct v2_cfg {
     static constexpr bool QREG = D <= 64;
 };
 
+/* Deliberate copy: version 2 opens as version 1 does (the tile's rows, the
+ * head's tensors, the run of key blocks); chapter 4 reads each version's
+ * kernel whole, one listing each. */
 //> v2-kernel
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2)

@@ -170,13 +170,9 @@ def path(*p):
 
 
 def read_csv(rel):
-    """Rows of a CSV with '#' provenance lines on top, as dicts; None if absent."""
-    full = rel if os.path.isabs(rel) else path(rel)
-    if not os.path.exists(full):
-        return None
-    with open(full, newline="") as f:
-        lines = [ln for ln in f if not ln.startswith("#") and ln.strip()]
-    return list(csv.DictReader(lines))
+    """Rows of a CSV with '#' provenance lines on top, as dicts; None if absent
+    (rel under the repository root, or an absolute path): paper_gpu's reader."""
+    return paper_gpu.read(rel)
 
 
 def num(row, key):
