@@ -765,6 +765,8 @@ static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
                            p->H_kv * 2 * es * sk * d);
 }
 
+/* The rows of the table of versions: one shape by design (core/versions.def),
+ * the same fields in every kernel file. */
 const fa_row fa_row_fwd_v0 = {.info = {.pass = FA_FORWARD, .version = 0, .name = "v0",
     .what = "materialized (cuBLAS + softmax)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 0, .min_cc = 0, .slug = "materialized"},
     .run = v0_forward, .check = nullptr, .workspace = v0_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_model};

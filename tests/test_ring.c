@@ -362,6 +362,9 @@ static void ring_cpu(const ring_layout *lay, const attn_params *p, const double 
             ring_piece_put(L, la, B, H, N, 1, sizeof(double), qp);
         }
     }
+    /* Deliberate copy: the backward walks the same schedule as the forward
+     * above, one loop per pass as stage 7 runs them, so that each pass can be
+     * read against stage7_schedule.c on its own. */
     for (int r = 0; r < lay->G; r++) {
         /* backward, from the merged O and L */
         for (int a = 0; a < np; a++) {
