@@ -393,10 +393,10 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
  * registers this would take are what lets the softmax run while P V is in
  * flight). A row with no visible key so far has m = -inf; it is
  * exponentiated against 0 instead (P = 0, alpha = 0), so -inf - -inf never
-/* Deliberate copy: the shape of version 2's softmax update
+ * happens.
+ * Deliberate copy: the shape of version 2's softmax update
  * (stage4_forward.cu), kept apart because chapter 4c builds version 3 in
  * steps from its own pieces. */
- * happens. */
 template <bool MASKED, int NG = 16>
 __device__ __forceinline__ void v3_softmax(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
                                            float (&alpha)[2], float scale_log2, const int (&lo)[2],
