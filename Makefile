@@ -27,14 +27,16 @@ LINK_test_cpu   := test_cpu $(LINK_stage3)
 LINK_test_masks := test_masks $(LINK_stage3)
 LINK_test_ring  := test_ring merge ring $(LINK_stage3)
 LINK_test_io    := test_io $(LINK_stage1)
+LINK_stage8     := stage8_decode merge $(LINK_stage2)
+LINK_test_decode := test_decode stage8_decode merge $(LINK_stage2)
 LINK_stage3_accuracy := stage3_accuracy $(LINK_stage3)
 objs = $(1)/$(firstword $(2)).o $(patsubst %,$(1)/%.lib.o,$(wordlist 2,99,$(2))) \
        $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
 # The library objects a program of another folder links (exercises, GPU hosts).
 lib_objs = $(patsubst %,$(1)/%.lib.o,$(2)) $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
 
-CPU_STAGES := stage1 stage2 stage3 stage6
-CPU_TESTS  := test_cpu test_masks test_ring test_io stage3_accuracy
+CPU_STAGES := stage1 stage2 stage3 stage6 stage8
+CPU_TESTS  := test_cpu test_masks test_ring test_io stage3_accuracy test_decode
 
 # link_program OUTPUT, OBJECT-FOLDER, LIST, CFLAGS: the one link rule of C programs.
 define link_program
@@ -50,7 +52,7 @@ GPU_TARGETS :=
 
 .PHONY: all cpu gpu help clean test test-tools bench sweep sweep-masks setup sanitize
 all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
-cpu: stage1 stage2 stage3 stage6          ## build the CPU stages
+cpu: stage1 stage2 stage3 stage6 stage8   ## build the CPU stages
 
 help:                                     ## list the targets
 	@grep -hE '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "%-19s %s\n", $$1, $$2 }'
@@ -73,6 +75,7 @@ stage1:                                   ## naive attention (fp64 reference)
 stage2:                                   ## online softmax
 stage3:                                   ## tiled FlashAttention, CPU
 stage6:                                   ## masks: causal, window, Sq != Sk, grouped heads; long sequences
+stage8:                                   ## decoding: split-KV merged by the online softmax's rule, a paged cache, per-sequence lengths
 
 # The one mask definition as a shared library, for the NumPy reference (ctypes).
 $(BUILD)/libfa_mask.so: src/mask_lib.c core/mask.h core/attn_params.h core/fa_gpu.h | $(BUILD)
@@ -80,7 +83,8 @@ $(BUILD)/libfa_mask.so: src/mask_lib.c core/mask.h core/attn_params.h core/fa_gp
 
 # ---- tests of the CPU stages -------------------------------------------------
 # build/test_cpu, test_masks, test_ring (the merge rule and the ring plan of
-# stage 7, run through stage 3 in fp64) and test_io: link lists above.
+# stage 7, run through stage 3 in fp64), test_io and test_decode (stage 8's
+# property tests: paged cache, splits, the merge): link lists above.
 
 # The dQ accuracy model (build/stage3_accuracy): stage 3's backward with O,
 # dS, P rounded to 16 bits; its link list is above.
@@ -112,25 +116,26 @@ $(ASAN)/%.o: tests/%.c | $(ASAN)
 	$(SAN_CC) -c $< -o $@
 $(ASAN)/%.lib.o: src/%.c | $(ASAN)
 	$(SAN_CC) -DSTAGE_NO_MAIN -c $< -o $@
-SAN_PROGRAMS := $(CPU_STAGES) test_cpu test_masks test_ring
+SAN_PROGRAMS := $(CPU_STAGES) test_cpu test_masks test_ring test_decode
 $(foreach p,$(SAN_PROGRAMS),$(eval $(call link_program,$(ASAN)/$(p),$(ASAN),$(LINK_$(p)),$$(SAN_FLAGS))))
 SANITIZED := $(addprefix $(ASAN)/,$(SAN_PROGRAMS))
 
 sanitize: $(SANITIZED)                    ## the stages and tests under ASan + UBSan
 	@sh tests/run.sh "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" "$(ASAN)/test_ring --quick" \
-	    "sh tests/stages.sh $(ASAN)"
+	    "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
-TEST_DEPS   += $(BUILD)/stage3_accuracy $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_io $(MUTANT_BINS) \
+TEST_DEPS   += $(BUILD)/stage3_accuracy $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode $(BUILD)/test_io $(MUTANT_BINS) \
                $(BUILD)/libfa_mask.so $(SANITIZED)
-TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test_masks $(BUILD)/test_ring "sh tests/io_mutants.sh" \
+TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test_masks $(BUILD)/test_ring \
+               $(BUILD)/test_decode "sh tests/emulate_decode.sh" "sh tests/io_mutants.sh" \
                "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/layers.py" \
                "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
-               "$(ASAN)/test_ring --quick" "sh tests/stages.sh $(ASAN)"
+               "$(ASAN)/test_ring --quick" "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
 # Wall times are medians of 5 runs (one timing on a shared machine can be off
 # by a factor); counts are the same on every run.
-sweep: stage2 stage3 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so $(BUILD)/stage3_accuracy sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, dQ accuracy
+sweep: stage2 stage3 stage8 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so $(BUILD)/stage3_accuracy sweep-masks  ## regenerate data/cpu/*.csv: IO sweeps over N and M, block sweeps, closed forms, trace, errors, masks, dQ accuracy, decoding
 	./stage3 --sweep io --csv data/cpu/io_sweep.csv
 	./stage3 --sweep blocks --repeats 5 --csv data/cpu/block_sweep.csv
 	./stage3 --sweep blocks --causal --repeats 5 --csv data/cpu/causal_sweep.csv
@@ -140,6 +145,7 @@ sweep: stage2 stage3 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so $(BUILD)/stage3_ac
 	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv \
 	    --gradcheck-csv data/cpu/chapter_gradcheck.csv
 	$(BUILD)/stage3_accuracy --csv data/cpu/dq_accuracy.csv
+	./stage8 --sweep io --csv data/cpu/decode_io.csv
 sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
 	$(BUILD)/test_masks --csv data/cpu/masks_property.csv
 	./stage6 --sweep window --br 64 --bc 64 --csv data/cpu/window_sweep.csv
@@ -152,6 +158,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 
 -include kernels/gpu.mk
 -include kernels/stage7.mk
+-include kernels/stage8.mk
 -include kernels/gpu_data.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
@@ -172,7 +179,7 @@ test-tools:
 	@sh scripts/setup.sh --if-missing
 
 clean:                                    ## remove build outputs
-	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7
+	rm -rf $(BUILD) stage1 stage2 stage3 stage4 stage5 stage6 stage7 stage8 stage8_gpu
 
 # -MP gives every header its own empty rule, so that a header which moves or
 # goes away makes its dependants rebuild instead of stopping make. The

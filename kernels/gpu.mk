@@ -40,7 +40,7 @@ TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 # stage 7's helper (kernels/stage7.mk links that one), one object each; a
 # version is its file plus its row of core/versions.def, nothing here.
 GPU_HDRS := $(wildcard core/*.h core/*.def kernels/*.cuh kernels/*.h)
-GPU_OBJS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(filter-out kernels/stage7_ring.cu,$(wildcard kernels/*.cu)))
+GPU_OBJS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(filter-out kernels/stage7_ring.cu kernels/stage8_decode.cu,$(wildcard kernels/*.cu)))
 $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
@@ -113,10 +113,10 @@ GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check
 
 gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
 else
 gpu-test:
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
 endif
 
 # The measurement targets need nvcc, a GPU (one that nvidia-smi lists) and,

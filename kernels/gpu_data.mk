@@ -6,7 +6,7 @@
 # command that produced the file as it stands in data/gpu/README.md.
 #
 #   make gpu-data          all of them (about 20 minutes on one H200)
-#   make bench-gpu io-gpu opcodes-gpu ring-gpu train-gpu v3-steps-gpu ...
+#   make bench-gpu io-gpu opcodes-gpu ring-gpu train-gpu v3-steps-gpu decode-gpu ...
 # Without nvcc or a GPU each prints one line saying what is missing and
 # exits 0, building nothing (kernels/gpu.mk's GPU_MISSING).
 
@@ -16,7 +16,7 @@ GPU_LOGS ?= $(BUILD)/gpu_logs
 NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 GPU_DATA_TARGETS := gpu-env stage4-default-gpu gpu-test-log bench-gpu io-gpu opcodes-gpu ncu-bwd-gpu \
-                    final-tests-gpu v3-steps-gpu ring-gpu train-gpu
+                    final-tests-gpu v3-steps-gpu ring-gpu train-gpu decode-gpu
 .PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
 
 ifeq ($(GPU_MISSING),)
@@ -86,6 +86,8 @@ v3-steps-gpu:                            ## data/gpu/v3_steps.csv, v3_tests.log,
 	cp $(V3_OUT)/v3_steps.csv $(V3_OUT)/v3_tests.log $(V3_OUT)/v3_sanitize.log $(V3_OUT)/v3_ncu.txt $(GPU_DATA)/
 train-gpu: $(BUILD)/libfa_gpu.so        ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv, final_train.log
 	python3 scripts/train_compare.py --csv $(GPU_DATA)/train_loss.csv > $(GPU_DATA)/final_train.log 2>&1
+decode-gpu: $(BUILD)/libfa_gpu.so        ## decode bandwidth vs a device copy and SDPA (stage 8): data/gpu/decode.csv
+	python3 scripts/bench_decode.py --csv $(GPU_DATA)/decode.csv
 
 # Checks of one stage on the GPU machine (scripts/device/stage5.sh, torchop.sh):
 # logs under GPU_LOGS, not data/gpu, since no chapter cites them.

@@ -30,6 +30,7 @@ paper-data: stage2 stage3 stage6
 	@mkdir -p $(PAPER_DIR)
 	@python3 paper/gen/paper_gpu.py --out $(PAPER_DIR)
 	@python3 scripts/train_compare.py --summary $(PAPER_DIR)/train_loss.md
+	@python3 paper/gen/paper_decode.py --out $(PAPER_DIR)
 	@if [ ! -s data/cpu/exactness.csv ]; then \
 	    if [ -x $(BUILD)/test_cpu ]; then \
 	        echo "paper: no data/cpu/exactness.csv; running $(BUILD)/test_cpu --csv $(PAPER_DIR)/exactness.csv"; \

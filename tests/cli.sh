@@ -185,6 +185,31 @@ if [ -n "$stage4" ]; then
 fi
 ./stage3 --random --n 64 --d 16 --sram 4096 --rule io 2>&1 | grep -q "why these tiles (--rule io)" \
     && echo "PASS stage3 --rule io says why its tiles are thin" || echo "FAIL stage3 --rule io says why its tiles are thin"
+# stage 8: its own flags follow the same rules, and a decoding problem that
+# cannot be is refused before any work
+expect_error "stage8 unknown flag" "unknown flag '--bogus'" ./stage8 --bogus
+expect_error "stage8 own flag given twice" "--splits is given twice" ./stage8 --splits 2 --splits 3
+expect_error "stage8 own flag missing value" "--page-size: missing value" ./stage8 --page-size
+expect_error "stage8 page size not a power of two" "--page-size 24: must be a power of two" ./stage8 --page-size 24
+expect_error "stage8 page size out of range" "--page-size 8192" ./stage8 --page-size 8192
+expect_error "stage8 page size 0" "--page-size 0" ./stage8 --page-size 0
+expect_error "stage8 split count 0" "--splits 0: must be in" ./stage8 --splits 0
+expect_error "stage8 split count too large" "--splits 129: must be in" ./stage8 --splits 129
+expect_error "stage8 split count not a number" "--splits 'x'" ./stage8 --splits x
+expect_error "stage8 length past the capacity" "cache_seqlens\[1\] = 2000" ./stage8 --batch 2 --lens 5,2000
+expect_error "stage8 negative length" "cache_seqlens\[0\] = -1" ./stage8 --batch 2 --lens -1,5
+expect_error "stage8 lengths miscounted" "--lens: more than the 2 entries expected" ./stage8 --batch 2 --lens 1,2,3
+expect_error "stage8 lengths too few" "--lens: 1 entries, expected 2" ./stage8 --batch 2 --lens 1
+expect_error "stage8 block table entry past the pool" "block_table\[0\]\[1\] = 9" ./stage8 --batch 1 --seqlen-k 32 --page-size 16 --block-table 0,9 --num-pages 4
+expect_error "stage8 negative block table entry" "block_table\[0\]\[0\] = -2" ./stage8 --batch 1 --seqlen-k 32 --page-size 16 --block-table -2,1 --num-pages 4
+expect_error "stage8 block table miscounted" "--block-table: 1 entries, expected 2" ./stage8 --batch 1 --seqlen-k 32 --page-size 16 --block-table 0
+expect_error "stage8 too many query rows" "--n 17: query rows per sequence" ./stage8 --n 17
+expect_error "stage8 heads not a multiple" "--kv-heads 3" ./stage8 --heads 8 --kv-heads 3
+expect_error "stage8 causal and window" "--causal and --window" ./stage8 --causal --window 3,0
+expect_error "stage8 sweep without csv" "--sweep needs --csv" ./stage8 --sweep io
+./stage8 --batch 1 --seqlen-k 32 --page-size 16 --block-table 2,-1 --lens 16 --num-pages 4 >/dev/null 2>&1 \
+    && echo "PASS stage8 reads no block-table entry past a sequence's keys (-1 there is fine)" \
+    || echo "FAIL stage8 reads no block-table entry past a sequence's keys (-1 there is fine)"
 
 # Output files: every path (--out --lse --dq --dk --dv --csv) is checked before
 # any work, one line naming the flag and exit 2; a failed run (a bad later

@@ -6,8 +6,8 @@ The layers (docs/ARCHITECTURE.md), lowest first:
               table of versions; includes nothing outside itself
     harness   src/ but the stages: flags, inputs, .npy files, the ring plan,
               the fp64 NumPy reference
-    cpu       src/stage1..3, stage6: the CPU stages
-    gpuhost   src/gpu_host.*, src/stage4..5, stage7: the GPU host programs
+    cpu       src/stage1..3, stage6, stage8: the CPU stages
+    gpuhost   src/gpu_host.*, src/stage4..5, stage7, stage8_gpu: the GPU host programs
               (they call the kernels only through core/fa_gpu.h)
     kernels   kernels/: CUDA kernels and their launchers (core only)
     python    python/: the PyTorch op and its binding of the C ABI
@@ -35,7 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (pattern, layer): the first pattern that matches a path names its layer.
 LAYER_OF = [
     ("core/*", "core"),
-    ("src/stage[1236]*", "cpu"),
+    ("src/stage8_gpu*", "gpuhost"),
+    ("src/stage[12368]*", "cpu"),
     ("src/stage[4579]*", "gpuhost"),
     ("src/gpu_*", "gpuhost"),
     ("src/*", "harness"),

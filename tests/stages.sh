@@ -32,6 +32,11 @@ run "stage6 random, Sq != Sk, grouped heads, window" $bin/stage6 --random --batc
 run "stage6 causal with more queries than keys" $bin/stage6 --random --n 70 --seqlen-k 30 --causal --br 16 --bc 8 --seed $seed
 run "stage6 --check rows, 20000 queries, window" $bin/stage6 --random --n 20000 --d 8 --window 63,0 --br 64 --bc 64 --check rows --seed $seed
 
+run "stage8 default (lengths 0, 1, random, full; rule's splits)" $bin/stage8 --seed $seed
+run "stage8 causal, 4 query rows, pages of 64, 3 splits" $bin/stage8 --n 4 --causal --page-size 64 --splits 3 --seed $seed
+run "stage8 window across pages, 8 rows, 2 sequences" $bin/stage8 --batch 2 --lens 700,33 --seqlen-k 1024 --window 100,0 --n 8 --page-size 32 --seed $seed
+run "stage8 multi-query (H_kv = 1), pages of 1 key, shared pool" $bin/stage8 --heads 6 --kv-heads 1 --page-size 1 --seqlen-k 90 --num-pages 50 --n 3 --causal --splits 5 --seed $seed
+run "stage8 16 query rows, more rows than keys" $bin/stage8 --batch 3 --lens 0,5,9 --seqlen-k 16 --n 16 --causal --splits 2 --seed $seed
 trace=$($bin/stage2 --trace 2>&1)
 if echo "$trace" | grep -q "alpha = exp(3 - 6) = 0.049787   l = 1.074841" &&
    echo "$trace" | grep -q "L = m + log l = 6.0721724"; then

@@ -1,0 +1,27 @@
+# figures/decode_bw.gp -- stage 8 on the H200: decode bandwidth (cache bytes
+# over time) as a fraction of the device-to-device copy bandwidth measured in
+# the same run, by keys per sequence; one line per batch size. Solid: the
+# decode kernel with the rule's split count; dashed: SDPA's fastest backend on
+# the same rows. Left H_kv = 8 (groups of 4), right H_kv = 32. Input:
+# build/paper/decode_bw.csv (paper/gen/paper_decode.py, from data/gpu/decode.csv).
+if (!exists("dat")) dat = "build/paper/decode_bw.csv"
+W = 6.5
+Hgt = 2.8
+load "figures/style.gp"
+set multiplot layout 1, 2
+set logscale x 2
+set format x "2^{%L}"
+set xlabel "keys per sequence (seqlen\\_k)"
+set ylabel "fraction of copy bandwidth"
+set yrange [0:1.1]
+set key bottom right font ",6" spacing 0.8
+sel(h, b) = ($1 == h && $2 == b)
+do for [h in "8 32"] {
+    hh = int(h)
+    set title sprintf("H = 32, H_{kv} = %d (solid: ours, dashed: SDPA best)", hh) font ",8"
+    plot for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):4 with linespoints \
+             pt 7 ps 0.5 lt i dt 1 title sprintf("ours B = %s", word("1 4 16 64", i)), \
+         for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):5 with linespoints \
+             pt 6 ps 0.5 lt i dt 2 notitle
+}
+unset multiplot

@@ -1,0 +1,79 @@
+/*
+ * stage8_cli.h -- the command-line flags of stage 8 that the shared parser
+ * (common.h) does not know, for ./stage8 and ./stage8_gpu: taken out of argv
+ * before parse_options sees the rest, with its conventions (--flag value or
+ * --flag=value, at most once; a bad value is one line and exit 2). Not a
+ * library header: static functions, included by each program once.
+ */
+#ifndef FA_STAGE8_CLI_H
+#define FA_STAGE8_CLI_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+/* Stage 8's own flags, taken out of argv before the shared parser sees the
+ * rest (same conventions: --flag value or --flag=value, at most once). */
+typedef struct {
+    const char *page_size, *splits, *sms, *lens, *num_pages, *block_table, *ctas;
+} stage8_flags;
+
+static inline void take_flags(int *argc, char **argv, stage8_flags *f)
+{
+    static const char *const names[] = {"--page-size", "--splits", "--sms", "--lens", "--num-pages",
+                                        "--block-table", "--ctas-per-sm"};
+    const char **slot[] = {&f->page_size, &f->splits, &f->sms, &f->lens, &f->num_pages, &f->block_table, &f->ctas};
+    memset(f, 0, sizeof *f);
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        int hit = -1;
+        size_t nl = 0;
+        for (int k = 0; k < 7; k++) {
+            nl = strlen(names[k]);
+            if (!strncmp(argv[i], names[k], nl) && (argv[i][nl] == '\0' || argv[i][nl] == '=')) {
+                hit = k;
+                break;
+            }
+        }
+        if (hit < 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (*slot[hit]) fatal(EXIT_BAD_INPUT, "%s is given twice", names[hit]);
+        if (argv[i][nl] == '=') *slot[hit] = argv[i] + nl + 1;
+        else if (i + 1 < *argc && strncmp(argv[i + 1], "--", 2)) *slot[hit] = argv[++i];
+        else fatal(EXIT_BAD_INPUT, "%s: missing value", names[hit]);
+    }
+    *argc = out;
+    argv[out] = NULL;
+}
+
+static inline long parse_long(const char *flag, const char *s, long lo, long hi)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi)
+        fatal(EXIT_BAD_INPUT, "%s '%s': expected an integer in [%ld, %ld]", flag, s, lo, hi);
+    return v;
+}
+
+/* A comma-separated list of exactly n integers in [lo, hi]. */
+static inline void parse_list(const char *flag, const char *s, int *out, size_t n, long lo, long hi)
+{
+    size_t k = 0;
+    const char *at = s;
+    while (*at) {
+        char *end;
+        long v = strtol(at, &end, 10);
+        if (end == at || (*end && *end != ','))
+            fatal(EXIT_BAD_INPUT, "%s: '%s' is not a comma-separated list of integers", flag, s);
+        if (v < lo || v > hi) fatal(EXIT_BAD_INPUT, "%s: entry %zu is %ld, outside [%ld, %ld]", flag, k, v, lo, hi);
+        if (k == n) fatal(EXIT_BAD_INPUT, "%s: more than the %zu entries expected", flag, n);
+        out[k++] = (int)v;
+        at = *end ? end + 1 : end;
+    }
+    if (k != n) fatal(EXIT_BAD_INPUT, "%s: %zu entries, expected %zu", flag, k, n);
+}
+
+#endif /* FA_STAGE8_CLI_H */

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""tests/gpu/test_decode_op.py -- the decode entry (python/decode_op.py) against PyTorch.
+
+One line per test in the protocol of tests/run.sh (PASS / FAIL: why / SKIP: why).
+Part of `make test` and `make gpu-test`; SKIP lines, never PASS, where torch, a
+CUDA GPU or build/libfa_gpu.so (with the decode kernels) is missing.
+
+On fresh random inputs (the seed is printed; FA_SEED=N replays), for each case
+of CASES in float16 and bfloat16: flash_attn_with_kvcache's out and
+softmax_lse against reference_kvcache in float64 (SDPA's math backend per
+sequence on the dense K, V gathered from the pages, core/mask.h's mask), with
+pages in shuffled order and sequences of length 0 and 1 in the batch.
+Error = max |x - ref| / max |ref|:
+    out    <= 2 x the error of PyTorch's own SDPA in the same dtype on the same
+           inputs, or eps/2 where that is larger (a correctly rounded result:
+           eps = 2^-10 fp16, 2^-7 bf16) -- the twice-PyTorch rule
+    lse    <= 1e-5 x max(1, max |lse_ref|) (fp32)
+    rows that see no key: out = 0 and lse = -inf exactly; no NaN anywhere
+           (outputs poisoned before the call)
+Also: num_splits = 1 against the rule's and against 7 splits (bitwise where
+every key lies in split 0: sequences of at most 64 keys); the unpaged layout
+(B, seqlen_cache, H_kv, d) against the same cache paged; bad calls raise a
+ValueError of one line starting "flash_attn_with_kvcache:".
+"""
+import math
+import os
+import sys
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GROUPS = ["decode_op-errors", "decode_op-cases", "decode_op-splits", "decode_op-unpaged"]
+
+
+def skip_all(why):
+    for g in GROUPS:
+        print(f"SKIP {g}: {why}")
+    sys.exit(0)
+
+
+try:
+    import torch
+except ImportError:
+    skip_all("torch is not installed")
+if not torch.cuda.is_available():
+    skip_all("no CUDA GPU")
+if not os.path.exists(os.path.join(ROOT, "build", "libfa_gpu.so")):
+    skip_all("build/libfa_gpu.so is not built")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import decode_op  # noqa: E402
+import flash_op  # noqa: E402
+
+flash_op.poison_outputs = True
+DEV = "cuda"
+SEED = int(os.environ.get("FA_SEED", int.from_bytes(os.urandom(4), "little")))
+print(f"test_decode_op: seed {SEED} (FA_SEED={SEED} replays)")
+EPS = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
+
+# name, B, H, H_kv, seqlen_q, d, page, capacity, causal, window
+CASES = [
+    ("gqa4-page16", 4, 32, 8, 1, 128, 16, 3000, False, (-1, -1)),
+    ("mha-page64-causal-4rows", 3, 8, 8, 4, 64, 64, 1500, True, (-1, -1)),
+    ("gqa8-page256-window", 4, 16, 2, 8, 128, 256, 2000, False, (50, 0)),
+    ("mqa-16rows-page32", 2, 8, 1, 16, 64, 32, 700, True, (-1, -1)),
+]
+
+
+def make(B, H, H_kv, Sq, d, page, cap, dtype, g, short=False):
+    pps = (cap + page - 1) // page
+    num_pages = B * pps + 3
+    q = torch.randn(B, Sq, H, d, generator=g, device=DEV).to(dtype)
+    kc = torch.randn(num_pages, page, H_kv, d, generator=g, device=DEV).to(dtype)
+    vc = torch.randn(num_pages, page, H_kv, d, generator=g, device=DEV).to(dtype)
+    perm = torch.randperm(num_pages, generator=g, device=DEV)[:B * pps]
+    table = perm.view(B, pps).to(torch.int32)
+    hi = min(cap, 64) if short else cap
+    lens = torch.randint(0, hi + 1, (B,), generator=g, device=DEV)
+    if B >= 3:
+        lens[0], lens[1] = 0, 1
+    if not short:
+        lens[-1] = cap
+    return q, kc, vc, lens.to(torch.int32), table
+
+
+def rel(x, ref):
+    x, ref = x.double(), ref.double()
+    both_inf = torch.isinf(ref) & (x == ref)
+    diff = torch.where(both_inf, torch.zeros_like(ref), (x - ref).abs())
+    scale = ref[torch.isfinite(ref)].abs().max().item() if torch.isfinite(ref).any() else 1.0
+    return diff.max().item() / max(scale, 1e-300)
+
+
+def check_case(name, dtype, args, causal, window, g):
+    q, kc, vc, lens, table = args
+    out, lse = decode_op.flash_attn_with_kvcache(q, kc, vc, lens, table, causal=causal, window_size=window,
+                                                 return_softmax_lse=True)
+    ref, rlse = decode_op.reference_kvcache(q, kc, vc, lens, table, causal=causal, window_size=window)
+    torch_out, _ = decode_op.reference_kvcache(q, kc, vc, lens, table, causal=causal, window_size=window,
+                                               dtype=dtype)
+    e_ours, e_torch = rel(out, ref), rel(torch_out, ref)
+    allowed = max(2 * e_torch, EPS[dtype] / 2)
+    fin = torch.isfinite(rlse)
+    L_scale = max(1.0, rlse[fin].abs().max().item()) if fin.any() else 1.0
+    e_L = ((lse.double() - rlse).abs()[fin].max().item() / L_scale) if fin.any() else 0.0
+    empty_ok = bool((lse[~fin] == -math.inf).all()) and bool((out.transpose(1, 2)[~fin] == 0).all())
+    nan = int(torch.isnan(out).sum()) + int(torch.isnan(lse).sum())
+    ok = e_ours <= allowed and e_L <= 1e-5 and empty_ok and nan == 0
+    print(f"{'PASS' if ok else 'FAIL'} decode_op-cases {name} {str(dtype)[6:]}: out err {e_ours:.3g} <= "
+          f"{allowed:.3g} (2 x torch {e_torch:.3g}, floor eps/2), lse err {e_L:.3g} <= 1e-5, "
+          f"empty rows exact {empty_ok}, {nan} NaN" + ("" if ok else f" [seed {SEED}]"))
+
+
+def main():
+    g = torch.Generator(device=DEV)
+    g.manual_seed(SEED)
+    # errors
+    errs = []
+    q, kc, vc, lens, table = make(2, 8, 2, 1, 64, 16, 100, torch.bfloat16, g)
+
+    def expect(why, **kw):
+        a = dict(q=q, k_cache=kc, v_cache=vc, cache_seqlens=lens, block_table=table)
+        a.update(kw)
+        try:
+            decode_op.flash_attn_with_kvcache(**a)
+            errs.append(f"{why}: no error")
+        except ValueError as e:
+            s = str(e)
+            if not s.startswith("flash_attn_with_kvcache:") or "\n" in s:
+                errs.append(f"{why}: {s!r}")
+    expect("fp32", q=q.float(), k_cache=kc.float(), v_cache=vc.float())
+    expect("d 32", q=q[..., :32].contiguous(), k_cache=kc[..., :32].contiguous(), v_cache=vc[..., :32].contiguous())
+    bad = table.clone(); bad[0, 0] = kc.shape[0]
+    expect("table entry past the pool", block_table=bad)
+    expect("length past capacity", cache_seqlens=torch.tensor([5, table.shape[1] * 16 + 1], dtype=torch.int32, device=DEV))
+    expect("splits 129", num_splits=129)
+    expect("page 8", k_cache=kc.view(-1, 8, *kc.shape[2:]), v_cache=vc.view(-1, 8, *vc.shape[2:]),
+           block_table=torch.zeros(2, 26, dtype=torch.int32, device=DEV))
+    expect("17 rows", q=torch.zeros(2, 17, 8, 64, dtype=torch.bfloat16, device=DEV))
+    print(("PASS decode_op-errors (7 bad calls, one-line ValueErrors)" if not errs
+           else "FAIL decode_op-errors: " + "; ".join(errs)))
+    for dtype in (torch.float16, torch.bfloat16):
+        for name, B, H, H_kv, Sq, d, page, cap, causal, window in CASES:
+            try:
+                check_case(name, dtype, make(B, H, H_kv, Sq, d, page, cap, dtype, g), causal, window, g)
+            except Exception as e:  # noqa: BLE001  (one FAIL line per case, never a traceback alone)
+                print(f"FAIL decode_op-cases {name} {dtype}: {type(e).__name__}: {e} [seed {SEED}]")
+                traceback.print_exc()
+        # splits: 1 vs the rule and 7; bitwise on short sequences
+        q, kc, vc, lens, table = make(5, 16, 4, 2, 128, 32, 64, dtype, g, short=True)
+        o1 = decode_op.flash_attn_with_kvcache(q, kc, vc, lens, table, causal=True, num_splits=1)
+        o7 = decode_op.flash_attn_with_kvcache(q, kc, vc, lens, table, causal=True, num_splits=7)
+        q, kc, vc, lens2, table2 = make(3, 16, 4, 2, 128, 32, 5000, dtype, g)
+        a = decode_op.flash_attn_with_kvcache(q, kc, vc, lens2, table2, num_splits=1)
+        b = decode_op.flash_attn_with_kvcache(q, kc, vc, lens2, table2, num_splits=0)
+        ref, _ = decode_op.reference_kvcache(q, kc, vc, lens2, table2)
+        e1, e0 = rel(a, ref), rel(b, ref)
+        ok = torch.equal(o1, o7) and e0 <= max(EPS[dtype], 2 * e1)
+        print(f"{'PASS' if ok else 'FAIL'} decode_op-splits {str(dtype)[6:]}: 7 splits bitwise = 1 on keys in "
+              f"split 0: {torch.equal(o1, o7)}; rule's splits err {e0:.3g}, one split {e1:.3g}"
+              + ("" if ok else f" [seed {SEED}]"))
+        # unpaged layout = the same cache paged
+        B, S = 3, 512
+        kd = torch.randn(B, S, 2, 64, generator=g, device=DEV).to(dtype)
+        vd = torch.randn(B, S, 2, 64, generator=g, device=DEV).to(dtype)
+        q = torch.randn(B, 1, 8, 64, generator=g, device=DEV).to(dtype)
+        lens3 = torch.tensor([0, 77, 512], dtype=torch.int32, device=DEV)
+        u = decode_op.flash_attn_with_kvcache(q, kd, vd, lens3, num_splits=3)
+        t = torch.arange(B * 2, dtype=torch.int32, device=DEV).view(B, 2)
+        pg = decode_op.flash_attn_with_kvcache(q, kd.reshape(B * 2, 256, 2, 64), vd.reshape(B * 2, 256, 2, 64),
+                                               lens3, t, num_splits=3)
+        print(f"{'PASS' if torch.equal(u, pg) else 'FAIL'} decode_op-unpaged {str(dtype)[6:]}: "
+              f"(B, seqlen_cache, H_kv, d) equals the same cache as pages of 256, bitwise")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as e:  # noqa: BLE001
+        print(f"FAIL decode_op-cases: {type(e).__name__}: {e} [seed {SEED}]")
+        traceback.print_exc()
+        sys.exit(0)
