@@ -12,8 +12,8 @@ LDLIBS  += -lm
 BUILD   := build
 
 # The harness every program links: flags, inputs, provenance, .npy files.
-HARNESS_SRCS := common npy
-HARNESS := $(BUILD)/common.o $(BUILD)/npy.o
+HARNESS_SRCS := common outputs npy
+HARNESS := $(patsubst %,$(BUILD)/%.o,$(HARNESS_SRCS))
 
 # One link list per program: its source with the main, then the sources of
 # src/ it links without their main (each CPU stage links the earlier stages

@@ -75,25 +75,24 @@ done
 # Bad arguments to a checker: a seed that is not a number and a folder that
 # does not exist are one line on stderr and exit 2, before any case runs (never seed 0, never the
 # compiled-in C marked "right" for a folder that is not there).
-for n in 4 5; do
-    bin=build/exercises/solutions/ex$n/check
-    "$bin" exercises/solutions/ex$n --seed abc 2>"$out" >/dev/null
+# refused NAME WHAT WORD CMD...: CMD exits 2 with one line on stderr containing WORD
+refused() {
+    name=$1 what=$2 word=$3; shift 3
+    "$@" 2>"$out" >/dev/null
     rc=$?
-    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "seed" "$out"; then
-        echo "PASS ex$n-seed-not-a-number (--seed abc: one line, exit 2)"
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q -- "$word" "$out"; then
+        echo "PASS $name ($what: one line naming $word, exit 2)"
     else
-        echo "FAIL ex$n-seed-not-a-number: --seed abc gave status $rc: $(head -c 200 "$out")"
+        echo "FAIL $name: $what gave status $rc: $(head -c 200 "$out")"
     fi
+}
+for n in 4 5; do
+    refused "ex$n-seed-not-a-number" "--seed abc" seed \
+        build/exercises/solutions/ex$n/check exercises/solutions/ex$n --seed abc
 done
 for n in 1 2 3 4 5; do
-    bin=build/exercises/solutions/ex$n/check
-    "$bin" /nonexistent 2>"$out" >/dev/null
-    rc=$?
-    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "/nonexistent" "$out"; then
-        echo "PASS ex$n-no-such-folder (check /nonexistent: one line naming it, exit 2)"
-    else
-        echo "FAIL ex$n-no-such-folder: check /nonexistent gave status $rc: $(head -c 200 "$out")"
-    fi
+    refused "ex$n-no-such-folder" "check /nonexistent" /nonexistent \
+        build/exercises/solutions/ex$n/check /nonexistent
 done
 
 # A bad EX: one line on stderr, non-zero status, nothing built.

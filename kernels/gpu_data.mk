@@ -11,12 +11,13 @@
 # exits 0, building nothing (kernels/gpu.mk's GPU_MISSING).
 
 GPU_DATA ?= data/gpu
+GPU_LOGS ?= $(BUILD)/gpu_logs
 # NCU (kernels/gpu.mk): Nsight Compute's ncu, empty where there is none.
 NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 GPU_DATA_TARGETS := gpu-env stage4-default-gpu gpu-test-log bench-gpu io-gpu opcodes-gpu ncu-bwd-gpu \
                     final-tests-gpu v3-steps-gpu ring-gpu train-gpu decode-gpu overhead-gpu train-compare-gpu
-.PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu
+.PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
 
 ifeq ($(GPU_MISSING),)
 gpu-data: $(GPU_DATA_TARGETS)            ## every measured file of data/gpu/ (on the GPU machine)
@@ -93,7 +94,28 @@ train-gpu: $(BUILD)/libfa_gpu.so        ## a small transformer trained with our 
 	python3 scripts/train_compare.py --csv $(GPU_DATA)/train_loss.csv > $(GPU_DATA)/final_train.log 2>&1
 decode-gpu: $(BUILD)/libfa_gpu.so        ## decode bandwidth vs a device copy and SDPA (stage 8): data/gpu/decode.csv
 	python3 scripts/bench_decode.py --csv $(GPU_DATA)/decode.csv
+
+# Checks of one stage on the GPU machine (scripts/device/stage5.sh, torchop.sh):
+# logs under GPU_LOGS, not data/gpu, since no chapter cites them.
+# Stage 5: the default table timed, the test sweep, and compute-sanitizer on
+# the small sweep, one (tool, version, dtype) per run, all at once (they time
+# nothing); a run's exit status is the last line of its log.
+STAGE5_SAN_RUNS := memcheck:: initcheck:: racecheck:1:fp32 racecheck:2:bf16 synccheck:1:fp16 synccheck:2:fp16 \
+                   racecheck:3:fp16 synccheck:3:bf16
+stage5-gpu: stage5                       ## stage 5 on the GPU: ./stage5 timed, --sweep tests, compute-sanitizer (logs in GPU_LOGS)
+	@mkdir -p $(GPU_LOGS)
+	-./stage5 --csv $(GPU_LOGS)/stage5_default.csv > $(GPU_LOGS)/stage5_default.log 2>&1
+	-./stage5 --sweep tests > $(GPU_LOGS)/stage5_tests.log 2>&1
+	for run in $(STAGE5_SAN_RUNS); do \
+	    tool=$${run%%:*}; rest=$${run#*:}; k=$${rest%%:*}; dt=$${rest#*:}; \
+	    ( $(SANITIZER) --tool $$tool --error-exitcode 9 ./stage5 --sweep small $${k:+--kernel $$k} $${dt:+--dtype $$dt} \
+	        > $(GPU_LOGS)/san_$$tool$${k:+_v$$k}.log 2>&1; echo "exit $$?" >> $(GPU_LOGS)/san_$$tool$${k:+_v$$k}.log ) & \
+	done; wait
+# The PyTorch op's checks against SDPA (the training run is train-gpu).
+torchop-gpu: $(BUILD)/libfa_gpu.so       ## the op's checks against SDPA: GPU_LOGS/torchop_tests.log
+	@mkdir -p $(GPU_LOGS)
+	sh tests/run.sh "$(TORCHOP_TESTS)" > $(GPU_LOGS)/torchop_tests.log 2>&1
 else
-gpu-data $(filter-out ring-gpu,$(GPU_DATA_TARGETS)) bitwise-gpu:
+gpu-data $(filter-out ring-gpu,$(GPU_DATA_TARGETS)) bitwise-gpu stage5-gpu torchop-gpu:
 	@echo "$@: skipped: $(GPU_MISSING)"
 endif

@@ -482,6 +482,9 @@ template <int D> struct v2_cfg {
     static constexpr bool QREG = D <= 64;
 };
 
+/* Deliberate copy: version 2 opens as version 1 does (the tile's rows, the
+ * head's tensors, the run of key blocks); chapter 4 reads each version's
+ * kernel whole, one listing each. */
 //> v2-kernel
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2)
@@ -762,6 +765,8 @@ static double v0_model(int dtype, const attn_params *p, int Br, int Bc)
                            p->H_kv * 2 * es * sk * d);
 }
 
+/* The rows of the table of versions: one shape by design (core/versions.def),
+ * the same fields in every kernel file. */
 const fa_row fa_row_fwd_v0 = {.info = {.pass = FA_FORWARD, .version = 0, .name = "v0",
     .what = "materialized (cuBLAS + softmax)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 0, .min_cc = 0, .slug = "materialized", .strided = 0},
     .run = v0_forward, .check = nullptr, .workspace = v0_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_model};

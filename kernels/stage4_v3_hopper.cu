@@ -44,7 +44,7 @@
  * Build: -gencode=arch=compute_90a,code=sm_90a (wgmma and setmaxnreg exist
  * only in the "a" target); kernels/gpu.mk gives these flags to this file
  * alone. On any other GPU its launcher refuses with one line. Version 3 is
- * one row of the table of versions (kernels/versions.def, fa_row_fwd_v3
+ * one row of the table of versions (core/versions.def, fa_row_fwd_v3
  * below); the step runs is chosen by FA_V3_STEP in the environment.
  *
  * This file holds the kernel and its launcher; the instructions it is built
@@ -400,7 +400,10 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
  * registers this would take are what lets the softmax run while P V is in
  * flight). A row with no visible key so far has m = -inf; it is
  * exponentiated against 0 instead (P = 0, alpha = 0), so -inf - -inf never
- * happens. */
+ * happens.
+ * Deliberate copy: the shape of version 2's softmax update
+ * (stage4_forward.cu), kept apart because chapter 4c builds version 3 in
+ * steps from its own pieces. */
 template <bool MASKED, int NG = 16>
 __device__ __forceinline__ void v3_softmax(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
                                            float (&alpha)[2], float scale_log2, const int (&lo)[2],
@@ -1067,7 +1070,7 @@ static int v3_block_cols(int d)
 }
 
 //> v3-row
-/* Version 3's row of the table (kernels/versions.def): fp16 and bf16, d = 64
+/* Version 3's row of the table (core/versions.def): fp16 and bf16, d = 64
  * and 128 (d_min 64, d_max 128, multiples of 64), masks and grouped heads,
  * compute capability 9.0; the IO model is the tiled forward's with Br = 128
  * (64 in step 1, 192 at d = 64 from step 8) and Bc = 128 (176 at d = 128

@@ -797,6 +797,9 @@ template <typename T> __device__ __forceinline__ float2 unpack2(unsigned u)
         return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u));
 }
 
+/* Deliberate copy: version 3 (stage5_bwd_v3.cu) writes this kernel's
+ * two-stage pipeline out again beside its own steps, so that chapter 4b can
+ * set the two listings side by side. */
 //> bwd-v2-kernel
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)

@@ -216,6 +216,9 @@ __device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
 }
 //< bwd-v3-dq
 
+/* Deliberate copy: the two-stage pipeline of version 2's kernel
+ * (stage5_backward.cu), written out again so that chapter 4b reads each
+ * version's listing whole. */
 //> bwd-v3-kernel
 /* One block of 8 warps per (key block of 128, key/value head). Per query
  * block i (Br = 64) of each query head of the group, warp w runs version 2's

@@ -17,7 +17,7 @@
 
 STAGE7_TESTS := sh tests/gpu/stage7.sh
 TEST_SUITES += "$(STAGE7_TESTS)"
-.PHONY: ring-gpu
+.PHONY: ring-gpu stage7-gpu
 
 ifneq ($(strip $(NVCC)),)
 NCCL_FOUND := $(shell sh scripts/find_nccl.sh $(NVCC))
@@ -50,8 +50,11 @@ stage7: $(call objs,$(BUILD),$(LINK_stage7)) $(BUILD)/stage7_ring_kernels.o $(GP
 ifeq ($(GPU_MISSING),)
 ring-gpu: stage7                          ## two GPUs against one: data/gpu/ring.csv, final_ring_scale.log
 	./stage7 --sweep scale --gpus 2 --csv $(GPU_DATA)/ring.csv --budget 70 > $(GPU_DATA)/final_ring_scale.log 2>&1
+stage7-gpu: stage7 $(BUILD)/test_ring     ## stage 7's tests: build/test_ring and tests/gpu/stage7.sh (NCCL, virtual shards)
+	@mkdir -p $(GPU_LOGS)
+	sh tests/run.sh "$(BUILD)/test_ring --quick" "$(STAGE7_TESTS)" > $(GPU_LOGS)/stage7_tests.log 2>&1
 else
-ring-gpu:                                 # without a GPU: one line, exit 0 (kernels/gpu.mk)
+ring-gpu stage7-gpu:                                 # without a GPU: one line, exit 0 (kernels/gpu.mk)
 	@echo "$@: skipped: $(GPU_MISSING)"
 endif
 else
@@ -60,6 +63,6 @@ STAGE7_MISSING := NCCL not found (no nccl.h beside libnccl.so in the CUDA toolki
 else
 STAGE7_MISSING := nvcc not found; stage 7 needs the CUDA toolkit and NCCL
 endif
-stage7 ring-gpu:
+stage7 ring-gpu stage7-gpu:
 	@echo "$@: not built: $(STAGE7_MISSING)"
 endif

@@ -155,25 +155,19 @@ local function cut_region(path, name)
   local defined_at = path:match("%.py$") and python_defined or
                      function(ls, i) local f = function_defined(ls, i); return f, f and "function" end
   local mark = hash and "#>" or "//>"
-  local open_at, close_at = nil, nil
+  local at = {}   -- at[">"]: the line that opens the region, at["<"]: the one that closes it
+  local verb = {[">"] = "opened", ["<"] = "closed"}
   for i, line in ipairs(lines) do
     local kind, n = marker(line, hash)
     if n == name then
-      if kind == ">" then
-        if open_at then
-          fail(string.format("%s#%s: region '%s' is opened twice in %s (lines %d and %d)",
-                             path, name, name, path, open_at, i))
-        end
-        open_at = i
-      else
-        if close_at then
-          fail(string.format("%s#%s: region '%s' is closed twice in %s (lines %d and %d)",
-                             path, name, name, path, close_at, i))
-        end
-        close_at = i
+      if at[kind] then
+        fail(string.format("%s#%s: region '%s' is %s twice in %s (lines %d and %d)",
+                           path, name, name, verb[kind], path, at[kind], i))
       end
+      at[kind] = i
     end
   end
+  local open_at, close_at = at[">"], at["<"]
   if not open_at then
     fail(string.format("%s#%s: no region '%s' in %s (no line '%s %s')",
                        path, name, name, path, mark, name))

@@ -330,6 +330,10 @@ double effective_scale(const options *opt, int d);
  * parse_options does for the output flags; a write to a path never staged
  * stages it first. Exits with status 2 if the path cannot be written. */
 void stage_output(const char *flag, const char *path);
+/* Stage every output the options name (--out --lse --dq --dk --dv --csv),
+ * refusing one that is another output or an input; parse_options calls it
+ * last. Exits with status 2 on the first path that cannot be written. */
+void stage_option_outputs(const options *opt);
 /* Rename the outputs written by this run onto their paths when status is 0
  * (returns 0, or 2 if a rename fails), else remove them (returns status).
  * Use as `return outputs_finish(status);` at the end of main. */

@@ -110,6 +110,8 @@ void FN(naive_backward)(const attn_params *p, const T *Q, const T *K, const T *V
     }
     STORE(dV, kv, Sk, d, d, io, T_dV);
 
+    /* The same product loop as S = Q K^T above, written out deliberately:
+     * stage 1 spells each line of the algorithm as its own step. */
     /* dP = dO V^T   (from O = P V) */
     LOAD(kv, V, Sk, d, d, io, T_V);
     for (int i = 0; i < Sq; i++) {

@@ -123,18 +123,6 @@ typedef struct {
     double a;
 } config;
 
-static double max_abs(const double *x, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = nanmax(m, fabs(x[i]));
-    return m;
-}
-static double max_diff(const double *x, const double *y, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = nanmax(m, fabs(x[i] - y[i]));
-    return m;
-}
 
 /* Every variant on one draw of the inputs of cfg. */
 static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
@@ -168,7 +156,7 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
     flash_forward(&p, Q, K, V, B, B, O, L, &sram, NULL, NULL);
     flash_backward_rounding = (flash_rounding){NULL, NULL};
     flash_backward(&p, Q, K, V, O, L, dO, B, B, rdQ, rdK, rdV, D, &sram, NULL, NULL);
-    const double sQ = max_abs(rdQ, nd), sK = max_abs(rdK, nd), sV = max_abs(rdV, nd);
+    const double sQ = max_abs_finite(rdQ, nd), sK = max_abs_finite(rdK, nd), sV = max_abs_finite(rdV, nd);
 
     /* The exact P and dP, for the model. */
     double *P = xmalloc(nn, sizeof(double), "P"), *dP = xmalloc(nn, sizeof(double), "dP");
@@ -223,10 +211,10 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
             dV[x] = round_dt(dV[x], dt);
         }
         outcome *o = &out[v];
-        o->err_dQ = max_diff(dQ, rdQ, nd) / sQ;
-        o->err_dK = max_diff(dK, rdK, nd) / sK;
-        o->err_dV = max_diff(dV, rdV, nd) / sV;
-        o->max_K = max_abs(Ku, nd);
+        o->err_dQ = rel_err(dQ, rdQ, nd, sQ);
+        o->err_dK = rel_err(dK, rdK, nd, sK);
+        o->err_dV = rel_err(dV, rdV, nd, sV);
+        o->max_K = max_abs_finite(Ku, nd);
         o->centered_cols = w->center ? kept : 0;
 
         /* the model: D as the variant forms it, dS before its rounding */

@@ -72,16 +72,24 @@ run_filter() {   # run_filter REF -> output in $tmp/out.md, stderr in $tmp/err
     printf '```include\n%s\n```\n' "$1" > "$tmp/in.md"
     pandoc --lua-filter=paper/include-code.lua -t markdown "$tmp/in.md" -o "$tmp/out.md" 2> "$tmp/err"
 }
-# The C region and the Python region below are checked by the same chain of
-# tests, written out for each deliberately (each failure names its case).
+# good_region REF CODE MARKERS FN WHAT: the filter cuts region REF, CODE is in
+# what it gives, no line matches MARKERS and the caption names function FN();
+# else ok=0 and why names WHAT and the first check that failed.
+good_region() {
+    if ! run_filter "$1"; then
+        why="$5 failed: $(head -c 300 "$tmp/err")"
+    elif ! grep -q "$2" "$tmp/out.md" || grep -q "$3" "$tmp/out.md"; then
+        why="$5: its code is missing or its markers were kept"
+    elif ! grep -q "function $4()" "$tmp/out.md"; then
+        why="$5: the caption does not name the function $4()"
+    else
+        return 0
+    fi
+    ok=0
+    return 1
+}
 ok=1 why=""
-if ! run_filter "$tmp/demo.c#demo"; then
-    ok=0 why="a good region failed: $(head -c 300 "$tmp/err")"
-elif ! grep -q 'return x + 1;' "$tmp/out.md" || grep -q '//[<>]' "$tmp/out.md"; then
-    ok=0 why="the region's code is missing or its markers were kept"
-elif ! grep -q 'function f()' "$tmp/out.md"; then
-    ok=0 why="the caption does not name the function f()"
-fi
+good_region "$tmp/demo.c#demo" 'return x + 1;' '//[<>]' f "a good C region (//> name)"
 if [ "$ok" = 1 ]; then
     if run_filter "$tmp/demo.c#no-such-region"; then
         ok=0 why="a missing region did not fail the build"
@@ -103,15 +111,7 @@ def g(y):
     return y + 1
 #< pyregion
 PYDEMO
-if [ "$ok" = 1 ]; then
-    if ! run_filter "$tmp/demo.py#pyregion"; then
-        ok=0 why="a Python region (#> name) failed: $(head -c 300 "$tmp/err")"
-    elif ! grep -q 'return y + 1' "$tmp/out.md" || grep -q '#[<>] pyregion' "$tmp/out.md"; then
-        ok=0 why="the Python region's code is missing or its markers were kept"
-    elif ! grep -q 'function g()' "$tmp/out.md"; then
-        ok=0 why="the Python caption does not name the function g()"
-    fi
-fi
+[ "$ok" = 1 ] && good_region "$tmp/demo.py#pyregion" 'return y + 1' '#[<>] pyregion' g "a Python region (#> name)"
 [ "$ok" = 1 ] && pass "paper: include filter (cuts regions, //> in C, #> in Python; missing or doubled regions fail, naming file and region)" \
               || fail "paper: include filter" "$why"
 

@@ -140,12 +140,9 @@ def main(argv):
         inst = prose(argv[2], code=True)
         missing = [f"exercise {n}'s {tok}" for n, toks in sorted(ans.items()) for tok, line in
                    sorted(toks.items()) if "=" in line and tok in line.split("#")[0] and not find(inst, tok)]
-        if missing:
-            print("FAIL paper: the instructor's edition holds the answers: missing "
-                  + ", ".join(missing[:6]))
-        else:
-            print("PASS paper: the instructor's edition holds every reference answer "
-                  "(the search finds what is there)")
+        print("FAIL paper: the instructor's edition holds the answers: missing " + ", ".join(missing[:6])
+              if missing else
+              "PASS paper: the instructor's edition holds every reference answer (the search finds what is there)")
     return 0
 
 

@@ -37,24 +37,6 @@
 #include "stage3_tiled.h"
 #include "test_report.h"
 
-static double max_abs(const double *x, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = nanmax(m, fabs(x[i]));
-    return m;
-}
-/* max |a - b| over n entries; NaN or an infinity on one side only is +inf,
- * the same infinity on both sides (L = -inf of an empty row) is 0. */
-static double max_diff(const double *a, const double *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (a[i] == b[i]) continue;
-        double e = fabs(a[i] - b[i]);
-        m = e == e ? fmax(m, e) : INFINITY;
-    }
-    return m;
-}
 
 /* ---- the merge rule ------------------------------------------------------ */
 
@@ -123,9 +105,9 @@ static void test_merge_algebra(rng_t *rng, int trials)
         merge_rows(A, LA, Y, LY, R, D, Y, LY);
         /* Each side rounds the weights and the sums a few times; the O rows
          * are convex combinations of rows with entries up to max|A, B, C|. */
-        double scale = fmax(max_abs(A, R * D), fmax(max_abs(B, R * D), max_abs(C, R * D)));
-        assoc_O = fmax(assoc_O, max_diff(X, Y, R * D) / (DBL_EPSILON * scale));
-        assoc_L = fmax(assoc_L, max_diff(LX, LY, R) / (DBL_EPSILON * fmax(1, max_abs(LX, R))));
+        double scale = fmax(max_abs_finite(A, R * D), fmax(max_abs_finite(B, R * D), max_abs_finite(C, R * D)));
+        assoc_O = fmax(assoc_O, rel_err(X, Y, R * D, DBL_EPSILON * scale));
+        assoc_L = fmax(assoc_L, rel_err(LX, LY, R, DBL_EPSILON * fmax(1, max_abs_finite(LX, R))));
     }
     result(comm_bad == 0, "merge commutes bit for bit", "%d trials of %d rows", trials, R);
     result(assoc_O <= 8 && assoc_L <= 4, "merge associates within rounding",
@@ -152,8 +134,8 @@ static void test_merge_split_row(rng_t *rng, int trials)
         merge_into(oa, &La, ob, &Lb, 1, d);
         /* Each two-pass result sums N rounded terms p_j V_j with sum p_j = 1:
          * an error up to about N eps max|V| each, in the worst case. */
-        worst_o = fmax(worst_o, max_diff(oa, ow, (size_t)d) /
-                                    ((N + 4) * DBL_EPSILON * max_abs(V, (size_t)N * d)));
+        worst_o = fmax(worst_o, rel_err(oa, ow, (size_t)d,
+                                        (N + 4) * DBL_EPSILON * max_abs_finite(V, (size_t)N * d)));
         worst_L = fmax(worst_L, fabs(La - Lw) / (DBL_EPSILON * fmax(1, fabs(Lw))));
         free(x);
     }
@@ -380,6 +362,9 @@ static void ring_cpu(const ring_layout *lay, const attn_params *p, const double 
             ring_piece_put(L, la, B, H, N, 1, sizeof(double), qp);
         }
     }
+    /* Deliberate copy: the backward walks the same schedule as the forward
+     * above, one loop per pass as stage 7 runs them, so that each pass can be
+     * read against stage7_schedule.c on its own. */
     for (int r = 0; r < lay->G; r++) {
         /* backward, from the merged O and L */
         for (int a = 0; a < np; a++) {
@@ -421,7 +406,7 @@ static void ring_cpu(const ring_layout *lay, const attn_params *p, const double 
  * (N = 1: a softmax over one key has no gradient) in absolute terms. */
 static double grad_scale(const double *ref, size_t n)
 {
-    double m = max_abs(ref, n);
+    double m = max_abs_finite(ref, n);
     return m > 0 ? m : 1.0;
 }
 
@@ -462,11 +447,11 @@ static void test_ring_cpu(rng_t *rng, int trials)
                       memcmp(dQ, rdQ, n * sizeof(double)) || memcmp(dK, rdK, n * sizeof(double)) ||
                       memcmp(dV, rdV, n * sizeof(double));
         /* O is a convex combination of V's rows: its rounding scales with max|V|. */
-        wO = nanmax(wO, max_diff(O, rO, n) / max_abs(V, n));
-        wL = nanmax(wL, max_diff(L, rL, rows) / fmax(1, max_abs(rL, rows)));
-        wdQ = nanmax(wdQ, max_diff(dQ, rdQ, n) / grad_scale(rdQ, n));
-        wdK = nanmax(wdK, max_diff(dK, rdK, n) / grad_scale(rdK, n));
-        wdV = nanmax(wdV, max_diff(dV, rdV, n) / grad_scale(rdV, n));
+        wO = nanmax(wO, rel_err(O, rO, n, max_abs_finite(V, n)));
+        wL = nanmax(wL, rel_err(L, rL, rows, fmax(1, max_abs_finite(rL, rows))));
+        wdQ = nanmax(wdQ, rel_err(dQ, rdQ, n, grad_scale(rdQ, n)));
+        wdK = nanmax(wdK, rel_err(dK, rdK, n, grad_scale(rdK, n)));
+        wdV = nanmax(wdV, rel_err(dV, rdV, n, grad_scale(rdV, n)));
         cases++;
         sram_free(&sram);
         free(in);

@@ -170,13 +170,9 @@ def path(*p):
 
 
 def read_csv(rel):
-    """Rows of a CSV with '#' provenance lines on top, as dicts; None if absent."""
-    full = rel if os.path.isabs(rel) else path(rel)
-    if not os.path.exists(full):
-        return None
-    with open(full, newline="") as f:
-        lines = [ln for ln in f if not ln.startswith("#") and ln.strip()]
-    return list(csv.DictReader(lines))
+    """Rows of a CSV with '#' provenance lines on top, as dicts; None if absent
+    (rel under the repository root, or an absolute path): paper_gpu's reader."""
+    return paper_gpu.read(rel)
 
 
 def num(row, key):
@@ -283,3 +279,19 @@ def rows_or_absent(t, src, claim_text, quote):
     if rows is None:
         absent(t, claim_text, quote, src)
     return rows
+
+
+def claim_on(src, claim_text, quote, keys=()):
+    """A claim on the rows of one CSV: fn(t, rows, src, claim_text) runs when
+    src has rows; without them the table gets the row saying it is absent.
+    The values named in keys read "not measured" until fn sets them."""
+    def wrap(fn):
+        def run(t):
+            for k in keys:
+                t.value(k, "not measured")
+            rows = rows_or_absent(t, src, claim_text, quote)
+            if rows is not None:
+                fn(t, rows, src, claim_text)
+        run.__name__ = fn.__name__
+        return claim(run)
+    return wrap

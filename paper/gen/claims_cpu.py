@@ -176,13 +176,8 @@ def by_int(rows, key):
     return sorted(((int(r[key]), r) for r in rows), key=lambda kv: kv[0])
 
 
-@claim
-def naive_io(t):
-    src = "data/cpu/io_sweep.csv"
-    claim_text = "Naive attention moves $\\Theta(N^2)$ elements"
-    rows = rows_or_absent(t, src, claim_text, "q_naive_io")
-    if rows is None:
-        return
+@claim_on("data/cpu/io_sweep.csv", "Naive attention moves $\\Theta(N^2)$ elements", "q_naive_io")
+def naive_io(t, rows, src, claim_text):
     nf = by_int(select(rows, algorithm="naive", **{"pass": "forward"}), "N")
     nf = list(dict(nf).items())
     tfw = list(dict(by_int(select(rows, algorithm="tiled", M="16384", **{"pass": "forward"}), "N")).items())
@@ -240,13 +235,9 @@ def m_sweep(rows, algorithm, pas, N="2048"):
                              if r["M"]], "M")).items())
 
 
-@claim
-def tiled_io(t):
-    src = "data/cpu/io_sweep.csv"
-    claim_text = "Tiling saves about an order of magnitude of traffic when $M/d^2 \\sim 10$"
-    rows = rows_or_absent(t, src, claim_text, "q_order")
-    if rows is None:
-        return
+@claim_on("data/cpu/io_sweep.csv", "Tiling saves about an order of magnitude of traffic when $M/d^2 \\sim 10$",
+          "q_order")
+def tiled_io(t, rows, src, claim_text):
     fw, bw = m_sweep(rows, "tiled", "forward"), m_sweep(rows, "tiled", "backward")
     thin_f, thin_b = m_sweep(rows, "tiled-io", "forward"), m_sweep(rows, "tiled-io", "backward")
     naive_f = num(one(rows, algorithm="naive", N="2048", **{"pass": "forward"}), "counted_elements")
@@ -493,20 +484,15 @@ EX4_W = 256      # exercise 4's closing question: N = 4096, W = 256, Br = Bc = 6
                  # (exercises/ex4/statement.md), one row of the window sweep
 
 
-@claim
-def window_sweep(t):
+@claim_on("data/cpu/window_sweep.csv",
+          "A sliding window skips the key blocks outside it",
+          "q_ex4_skip", keys=("win_N", "win_d", "win_B", "win_points", "win_formula_ok", "win_tiles_all",
+                 "win_tiles_causal", "win_tiles_256", "win_saving_256", "win_tiles_min", "win_io_fwd_256",
+                 "win_io_bwd_256", "win_time_fwd_256", "win_time_bwd_256", "win_W_min", "win_W_max",
+                 "win_W_ex4"))
+def window_sweep(t, rows, src, claim_text):
     """The sliding-window sweep (make sweep-masks: N = 4096, d = 64, 64 x 64
     tiles), and exercise 4's row of it."""
-    src = "data/cpu/window_sweep.csv"
-    claim_text = "A sliding window skips the key blocks outside it"
-    for k in ("win_N", "win_d", "win_B", "win_points", "win_formula_ok", "win_tiles_all",
-              "win_tiles_causal", "win_tiles_256", "win_saving_256", "win_tiles_min", "win_io_fwd_256",
-              "win_io_bwd_256", "win_time_fwd_256", "win_time_bwd_256", "win_W_min", "win_W_max",
-              "win_W_ex4"):
-        t.value(k, "not measured")
-    rows = rows_or_absent(t, src, claim_text, "q_ex4_skip")
-    if rows is None:
-        return
     full, causal = one(rows, mask="full"), one(rows, mask="causal")
     w256 = one(rows, mask="window", W=str(EX4_W))
     wins = select(rows, mask="window")
@@ -542,18 +528,13 @@ def window_sweep(t):
           f"{'all' if ok else 'NOT all'} {len(rows)} rows", src, "", answer_of=4)
 
 
-@claim
-def memory_vs_n(t):
+@claim_on("data/cpu/memory_vs_n.csv",
+          "Memory linear in N (peak resident memory of a whole forward and backward run, fp64)",
+          "q_memory", keys=("mem_d", "mem_naive_N", "mem_naive_mib", "mem_tiled_same_mib", "mem_tiled_N",
+                 "mem_tiled_mib", "mem_tiled_wall", "mem_slope_naive", "mem_slope_tiled", "mem_window",
+                 "mem_window_keys"))
+def memory_vs_n(t, rows, src, claim_text):
     """Peak resident memory of whole runs against N, naive and tiled."""
-    src = "data/cpu/memory_vs_n.csv"
-    claim_text = "Memory linear in N (peak resident memory of a whole forward and backward run, fp64)"
-    for k in ("mem_d", "mem_naive_N", "mem_naive_mib", "mem_tiled_same_mib", "mem_tiled_N",
-              "mem_tiled_mib", "mem_tiled_wall", "mem_slope_naive", "mem_slope_tiled", "mem_window",
-              "mem_window_keys"):
-        t.value(k, "not measured")
-    rows = rows_or_absent(t, src, claim_text, "q_memory")
-    if rows is None:
-        return
     nv = sorted((int(r["N"]), int(r["peak_rss_kib"])) for r in select(rows, algorithm="naive")
                 if int(r["peak_rss_kib"]) > 0)
     tv = sorted((int(r["N"]), int(r["peak_rss_kib"])) for r in select(rows, algorithm="tiled")
@@ -585,18 +566,13 @@ def memory_vs_n(t):
           f"{tv[-1][1] / 1024:.0f} MiB at $N$ = {tv[-1][0]}, slope {s_tiled:.2f}", src, "")
 
 
-@claim
-def lse_error(t):
+@claim_on("data/cpu/lse_error.csv",
+          "The backward's $P = \\exp(S - L)$ is exact",
+          "q_exact", keys=("lse_ratio", "lse_naive_max", "lse_L_max", "lse_tiled_max", "lse_L_75", "lse_tiled_75",
+                 "lse_eps_L_75", "lse_ratio_75", "lse_L_floor", "lse_ratio_L", "lse_ratio_all",
+                 "lse_ratio_all_L", "bwd_tol_base", "bwd_tol_L_factor", "lse_fp32_at_max", "lse_N", "lse_d"))
+def lse_error(t, rows, src, claim_text):
     """The backward's error against |L| (P rebuilt from a rounded L)."""
-    src = "data/cpu/lse_error.csv"
-    claim_text = "The backward's $P = \\exp(S - L)$ is exact"
-    for k in ("lse_ratio", "lse_naive_max", "lse_L_max", "lse_tiled_max", "lse_L_75", "lse_tiled_75",
-              "lse_eps_L_75", "lse_ratio_75", "lse_L_floor", "lse_ratio_L", "lse_ratio_all",
-              "lse_ratio_all_L", "bwd_tol_base", "bwd_tol_L_factor", "lse_fp32_at_max", "lse_N", "lse_d"):
-        t.value(k, "not measured")
-    rows = rows_or_absent(t, src, claim_text, "q_exact")
-    if rows is None:
-        return
     L_FLOOR = 100      # below it the error is a few ulps of O(1) values, not yet |L|'s
     tiled = [r for r in select(rows, algorithm="tiled") if num(r, "max_abs_L") >= L_FLOOR]
     naive = select(rows, algorithm="naive")

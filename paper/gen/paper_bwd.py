@@ -218,20 +218,15 @@ def values():
         if r3 and r2 and rf:
             gb = lambda r, k: float(r[k]) / 1e9  # noqa: E731
             v["bwd_io_N"], v["bwd_io_d"] = r3["N"], r3["d"]
-            v["bwd_io_v3_l2"], v["bwd_io_v3_model"] = f"{gb(r3, 'l2_bytes'):.1f}", f"{gb(r3, 'model_bytes'):.1f}"
-            v["bwd_io_v3_ratio"] = f"{float(r3['l2_bytes']) / float(r3['model_bytes']):.2f}"
-            v["bwd_io_v2_l2"], v["bwd_io_v2_model"] = f"{gb(r2, 'l2_bytes'):.1f}", f"{gb(r2, 'model_bytes'):.1f}"
-            v["bwd_io_v2_ratio"] = f"{float(r2['l2_bytes']) / float(r2['model_bytes']):.2f}"
-            v["bwd_io_flash_l2"] = f"{gb(rf, 'l2_bytes'):.1f}"
-            v["bwd_io_cudnn_l2"] = f"{gb(rc, 'l2_bytes'):.1f}" if rc else "n/a"
-            # chapter 4's metric: the bytes the SMs request from L2 by loads
-            # and stores (lts__t_sectors_srcunit_tex_op_read + _op_write)
-            v["bwd_io_v3_l2sm"] = f"{gb(r3, 'l2_from_sm_bytes'):.1f}"
-            v["bwd_io_v3_sm_ratio"] = f"{float(r3['l2_from_sm_bytes']) / float(r3['model_bytes']):.2f}"
-            v["bwd_io_v2_l2sm"] = f"{gb(r2, 'l2_from_sm_bytes'):.1f}"
-            v["bwd_io_v2_sm_ratio"] = f"{float(r2['l2_from_sm_bytes']) / float(r2['model_bytes']):.2f}"
-            v["bwd_io_flash_l2sm"] = f"{gb(rf, 'l2_from_sm_bytes'):.1f}"
-            v["bwd_io_cudnn_l2sm"] = f"{gb(rc, 'l2_from_sm_bytes'):.1f}" if rc else "n/a"
+            v["bwd_io_v3_model"], v["bwd_io_v2_model"] = f"{gb(r3, 'model_bytes'):.1f}", f"{gb(r2, 'model_bytes'):.1f}"
+            # l2: all L2 traffic; l2sm: chapter 4's metric, the bytes the SMs
+            # request from L2 by loads and stores
+            # (lts__t_sectors_srcunit_tex_op_read + _op_write)
+            for tag, col, ratio in (("l2", "l2_bytes", "ratio"), ("l2sm", "l2_from_sm_bytes", "sm_ratio")):
+                for who, r in (("v3", r3), ("v2", r2), ("flash", rf), ("cudnn", rc)):
+                    v[f"bwd_io_{who}_{tag}"] = f"{gb(r, col):.1f}" if r else "n/a"
+                for who, r in (("v3", r3), ("v2", r2)):
+                    v[f"bwd_io_{who}_{ratio}"] = f"{float(r[col]) / float(r['model_bytes']):.2f}"
             v["bwd_io_v3_dram"] = f"{gb(r3, 'dram_bytes'):.2f}"
             v["bwd_io_flash_dram"] = f"{gb(rf, 'dram_bytes'):.2f}"
             v["bwd_io_compulsory"] = f"{gb(r3, 'compulsory_bytes'):.2f}"

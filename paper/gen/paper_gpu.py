@@ -245,6 +245,16 @@ def print_values(values):
     return 0
 
 
+
+def write_dat(path, columns, source, rows):
+    """A gnuplot table: a header naming the columns and the CSV they come
+    from, then one row per tuple, the name quoted, floats to 6 digits."""
+    cell = lambda x: f"{x:.6g}" if isinstance(x, float) else str(x)  # noqa: E731
+    with open(path, "w") as f:
+        f.write(f"# {columns}   (from {source})\n")
+        for name, *rest in rows:
+            f.write(" ".join([f'"{name}"'] + [cell(x) for x in rest]) + "\n")
+
 def main(argv):
     out = os.path.join(ROOT, "build", "paper")
     if "--out" in argv:
@@ -258,26 +268,18 @@ def main(argv):
         if os.path.exists(p):
             os.remove(p)
     if fig2:
-        with open(os.path.join(out, "gpu_fig2.dat"), "w") as f:
-            f.write("# name dram_GB l2_GB model_GB ms l2_from_sm_GB   (from %s)\n" % IO)
-            for name, dram, l2, model, ms, l2_sm in fig2:
-                f.write(f'"{name}" {dram:.6g} {l2:.6g} {model:.6g} {ms:.6g} {l2_sm:.6g}\n')
+        write_dat(os.path.join(out, "gpu_fig2.dat"), "name dram_GB l2_GB model_GB ms l2_from_sm_GB", IO, fig2)
     else:
         print(f"paper_gpu.py: skipped the Figure 2 data: {why2}")
     if sweep and len({x[1] for x in sweep}) > 1:
-        with open(os.path.join(out, "gpu_io_sweep.dat"), "w") as f:
-            f.write("# name N dram_GB l2_GB model_GB compulsory_GB l2_from_sm_GB   (from %s)\n" % IO)
-            for name, N, dram, l2, model, comp, l2_sm in sweep:
-                f.write(f'"{name}" {N} {dram:.6g} {l2:.6g} {model:.6g} {comp:.6g} {l2_sm:.6g}\n')
+        write_dat(os.path.join(out, "gpu_io_sweep.dat"),
+                  "name N dram_GB l2_GB model_GB compulsory_GB l2_from_sm_GB", IO, sweep)
     md = os.path.join(out, "gpu_speed.md")
     if os.path.exists(md):
         os.remove(md)
     if speed:
         write_speed_table(speed, md)
-        with open(os.path.join(out, "gpu_speed.dat"), "w") as f:
-            f.write("# name N d causal dtype tflops   (from %s)\n" % BENCH)
-            for name, N, d, causal, dtype, tf in speed:
-                f.write(f'"{name}" {N} {d} {causal} {dtype} {tf:.6g}\n')
+        write_dat(os.path.join(out, "gpu_speed.dat"), "name N d causal dtype tflops", BENCH, speed)
     else:
         print(f"paper_gpu.py: skipped the speed data: {whys}")
 

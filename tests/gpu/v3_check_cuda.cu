@@ -115,6 +115,8 @@ __global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __gr
 #pragma unroll
         for (int e = 0; e < 4; e++)
             S_out[(16 * warp + g + 8 * (e >> 1)) * BC + 8 * n + 2 * t + (e & 1)] = s[4 * n + e];
+    /* The fragment-to-matrix stores of S here and of O below are one shape
+     * by design: each piece test writes its own output in full. */
     /* P into the A-fragment layout: register 4kk + i holds row g + 8 (i & 1),
      * columns 16 kk + 8 (i >> 1) + 2t and + 1 */
 #pragma unroll
