@@ -85,10 +85,10 @@ v3-steps-gpu:                            ## data/gpu/v3_steps.csv, v3_tests.log,
 	OUT=$(V3_OUT) bash scripts/v3_steps.sh
 	cp $(V3_OUT)/v3_steps.csv $(V3_OUT)/v3_tests.log $(V3_OUT)/v3_sanitize.log $(V3_OUT)/v3_ncu.txt $(GPU_DATA)/
 train-compare-gpu: $(BUILD)/libfa_gpu.so ## eager and compiled, ours and SDPA, 3 seeds: data/gpu/train_compare.csv
-	python3 scripts/train_compare.py --compare --steps 200 --seeds 3 --csv data/gpu/train_compare.csv
+	python3 scripts/train_compare.py --compare --steps 200 --seeds 3 --csv $(GPU_DATA)/train_compare.csv
 
 overhead-gpu: $(BUILD)/libfa_gpu.so      ## the op's cost per call at small shapes beside SDPA's: data/gpu/op_overhead.csv
-	python3 scripts/bench_op_overhead.py --csv data/gpu/op_overhead.csv
+	python3 scripts/bench_op_overhead.py --csv $(GPU_DATA)/op_overhead.csv
 
 train-gpu: $(BUILD)/libfa_gpu.so        ## a small transformer trained with our op and with SDPA: data/gpu/train_loss.csv, final_train.log
 	python3 scripts/train_compare.py --csv $(GPU_DATA)/train_loss.csv > $(GPU_DATA)/final_train.log 2>&1
