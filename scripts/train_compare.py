@@ -281,6 +281,23 @@ def lr_at(step, cfg):
     return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * t)))
 
 
+def train_step(torch, F, fn, model, opt, batches, step, cfg, attn):
+    """One optimizer step on batches[step] through fn (the model itself, or its
+    torch.compile'd form), bf16 autocast, clipped gradients; the loss, detached."""
+    for g in opt.param_groups:
+        g["lr"] = lr_at(step, cfg)
+    xy = batches[step].long()
+    x, y = xy[:, :-1], xy[:, 1:]
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        logits = fn(x, attn)
+    loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
 def train(torch, F, GPT, init, batches, attn, cfg):
     """One run from `init`; returns the loss of every step (floats) and seconds."""
     model = GPT().to(DEVICE)
@@ -290,18 +307,7 @@ def train(torch, F, GPT, init, batches, attn, cfg):
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for step in range(cfg.steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, cfg)
-        xy = batches[step].long()
-        x, y = xy[:, :-1], xy[:, 1:]
-        with torch.autocast(DEVICE, dtype=torch.bfloat16):
-            logits = model(x, attn)
-        loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses[step] = loss.detach()
+        losses[step] = train_step(torch, F, model, model, opt, batches, step, cfg, attn)
     torch.cuda.synchronize()
     return losses.tolist(), time.perf_counter() - t0
 
@@ -567,18 +573,7 @@ def train_steps(torch, F, model, fn, batches, attn, cfg):
         if step == min(TIMED_FROM, cfg.steps - 1):
             torch.cuda.synchronize()
             t1 = time.perf_counter()
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, cfg)
-        xy = batches[step].long()
-        x, y = xy[:, :-1], xy[:, 1:]
-        with torch.autocast(DEVICE, dtype=torch.bfloat16):
-            logits = fn(x, attn)
-        loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses[step] = loss.detach()
+        losses[step] = train_step(torch, F, fn, model, opt, batches, step, cfg, attn)
     torch.cuda.synchronize()
     t2 = time.perf_counter()
     timed = cfg.steps - min(TIMED_FROM, cfg.steps - 1)
