@@ -98,6 +98,21 @@ $(BUILD)/stage4_v3_hopper.o: $(V3_DEPS) | $(BUILD)
 $(BUILD)/stage4_v3_hopper.pic.o: $(V3_DEPS) | $(BUILD)
 	$(NVCC) $(V3_NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_pic.txt || { cat $(BUILD)/v3_ptxas_pic.txt; exit 1; }
 	$(call V3_PTXAS_CHECK,_pic)
+# Backward version 3 (kernels/stage5_bwd_hopper.cu) is Hopper's too: the
+# same sm_90a flags and serialization check, and, as backward version 4, a
+# spill fails the build (its dK, dV accumulators take 128 registers at
+# d = 128). Reports in build/bwd_hopper_ptxas*.txt.
+BWD_HOPPER_DEPS := kernels/stage5_bwd_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stage4_v3_hopper.h $(GPU_HDRS)
+define BWD_HOPPER_PTXAS_CHECK
+	@! grep -i "serialized\|error" $(BUILD)/bwd_hopper_ptxas$(1).txt || { echo "bwd v3: ptxas serialized wgmma (see above)"; exit 1; }
+	@! grep -E '[1-9][0-9]* bytes (spill|stack)' $(BUILD)/bwd_hopper_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
+endef
+$(BUILD)/stage5_bwd_hopper.o: $(BWD_HOPPER_DEPS) | $(BUILD)
+	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/bwd_hopper_ptxas.txt || { cat $(BUILD)/bwd_hopper_ptxas.txt; exit 1; }
+	$(call BWD_HOPPER_PTXAS_CHECK,)
+$(BUILD)/stage5_bwd_hopper.pic.o: $(BWD_HOPPER_DEPS) | $(BUILD)
+	$(NVCC) $(V3_NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/bwd_hopper_ptxas_pic.txt || { cat $(BUILD)/bwd_hopper_ptxas_pic.txt; exit 1; }
+	$(call BWD_HOPPER_PTXAS_CHECK,_pic)
 # build/v3_check: the piece tests, every step against fp64, step timings. Its
 # CUDA half (tests/gpu/v3_check_cuda.cu: the piece test kernels, the launch
 # watchdog) is built as the kernel is, for sm_90a, with the same ptxas check.
