@@ -802,7 +802,7 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
 /* ------------------------------------------------------------------------- */
 /* Host side: tensor maps, checks, launch                                     */
 /* ------------------------------------------------------------------------- */
-static PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
+PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
 {
     static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
     if (!fn) {

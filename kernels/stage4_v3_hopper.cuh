@@ -18,6 +18,7 @@
 #include "stage4_v3_hopper.h"
 
 #include <cuda.h>           /* CUtensorMap and its enums (types only: libcuda is not linked) */
+#include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
 
 #include <stdint.h>
 #include <type_traits>
@@ -321,6 +322,9 @@ __device__ __forceinline__ void gemm_pv_lean(float (&o)[D / 2], const uint32_t (
  * 128-byte swizzle; rows past seqlen arrive as zeros. FA_OK, or FA_ERR_CUDA
  * with one line when the driver refuses it. */
 int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen, int heads, int rows);
+/* The driver's cuTensorMapEncodeTiled (through the runtime's entry-point
+ * query, so that libcuda is not linked), NULL where the driver lacks it. */
+PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void);
 /* The same for a 4-D (d, seqlen, heads, batch) operand with the element
  * strides st (fa_stride: row, head, batch) of a call; boxes 64 columns x
  * `rows` x 1 x 1. */

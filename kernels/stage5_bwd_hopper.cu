@@ -63,6 +63,8 @@
 #include "stage5_backward.cuh"
 #include "stage4_v3_hopper.cuh"   /* mbarrier, TMA, wgmma wrappers, the products of a tile */
 
+#include <stdlib.h>
+
 #include <type_traits>
 
 template <int D> struct hb_cfg {
@@ -71,13 +73,19 @@ template <int D> struct hb_cfg {
     static constexpr int KV_BYTES = BC * D * 2, QT_BYTES = BR * D * 2, DS_BYTES = BC * BR * 2;
     static constexpr int OFF_V = KV_BYTES, OFF_Q = 2 * KV_BYTES, OFF_DO = OFF_Q + 2 * QT_BYTES;
     static constexpr int OFF_DS = OFF_DO + 2 * QT_BYTES, OFF_L = OFF_DS + 2 * DS_BYTES;
-    static constexpr int OFF_D = OFF_L + 2 * BR * 4, OFF_BAR = OFF_D + 2 * BR * 4;
+    /* step 2: each consumer warpgroup's 64 x 64 fp32 share of dQ_i, as two
+     * boxes of 64 rows x 32 columns (128 bytes) for the tensor reduction */
+    static constexpr int OFF_DQ = OFF_L + 2 * BR * 4 * 2, DQ_BYTES = 2 * 64 * 64 * 4;
+    static constexpr int OFF_D = OFF_L + 2 * BR * 4, OFF_BAR = OFF_DQ + DQ_BYTES;
     static constexpr int SMEM = OFF_BAR + 8 * 5 + 1024;   /* + alignment slack */
-    static constexpr int PRODUCER_REGS = 32, CONSUMER_REGS = 240;
+    /* setmaxnreg moves registers within the block's allocation at launch:
+     * 384 threads x 168 (65536 / 384, in multiples of 8); the consumers
+     * take what the producer warpgroup gives up */
+    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240, LAUNCH_REGS = 168;
     /* the lanes of the producer warp that arrive on "full": 32, lane 0
      * twice (its two copies' expect_tx) */
     static constexpr int FULL_ARRIVALS = 33;
-    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "register file");
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= NT * LAUNCH_REGS, "registers at launch");
     static_assert(SMEM <= 227 * 1024, "shared memory per block");
 };
 
@@ -93,6 +101,7 @@ template <int D> struct hb_smem {
     __device__ uint32_t ds(int b) const { return base + C::OFF_DS + b * C::DS_BYTES; }
     __device__ float *L(int st) const { return gen + (C::OFF_L + st * C::BR * 4) / 4; }
     __device__ float *Dr(int st) const { return gen + (C::OFF_D + st * C::BR * 4) / 4; }
+    __device__ uint32_t dq(int cw) const { return base + C::OFF_DQ + cw * (C::DQ_BYTES / 2); }
     __device__ uint32_t kv_full() const { return base + C::OFF_BAR; }
     __device__ uint32_t full(int st) const { return base + C::OFF_BAR + 8 * (1 + st); }
     __device__ uint32_t empty(int st) const { return base + C::OFF_BAR + 8 * (3 + st); }
@@ -115,6 +124,24 @@ struct hb_walk {
         return ib_begin + (r < nq ? r : r - nq);
     }
 };
+
+/* Step 2's dQ path: the tensor copy engine adds a box of shared memory
+ * (fp32, in the 128-byte swizzle of its tensor map) into global memory
+ * (cp.reduce.async.bulk.tensor .add: an atomic addition per element, done
+ * by the copy engine; rows past the tensor's extent are left alone). The
+ * issuing thread waits for its earlier reductions to have read their
+ * source before the box is written again, and for all of them to be done
+ * before the block ends. */
+__device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap *map, uint32_t src, int c0, int c1, int c2, int c3)
+{
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];" ::"l"(reinterpret_cast<uint64_t>(map)),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 //> bwd-hopper-producer
 /* The producer warp: K_j, V_j once, then per step the stage's Q_i, dO_i (the
@@ -181,10 +208,14 @@ __device__ __forceinline__ void hb_turn_pass(int *sem, bool first)
 }
 
 //> bwd-hopper-consumer
-/* Consumer warpgroup cw (0, 1): keys 64 cw .. 64 cw + 63 of the block. */
-template <typename T, int D>
-__device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, hb_walk w, int steps, int b,
-                            int hk, int jb, int j0)
+/* Consumer warpgroup cw (0, 1): keys 64 cw .. 64 cw + 63 of the block.
+ * STEP 1: dQ_i by 16-byte reductions from registers (and the deterministic
+ * mode); STEP 2: through shared memory by the copy engine's tensor
+ * reduction (tmdQ), so the warpgroup goes on to the next query block at
+ * once. */
+template <typename T, int D, int STEP>
+__device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const CUtensorMap *tmdQ, hb_walk w,
+                            int steps, int b, int hk, int jb, int j0)
 {
     using C = hb_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, NS = BR / 8;   /* n-tiles of 8 queries in S^T */
@@ -276,6 +307,8 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
                     asm volatile("st.shared.u32 [%0], %1;" ::"r"(at), "r"(sf[2 * n + hh]) : "memory");
                 }
             fence_proxy_async();
+            if constexpr (STEP == 2)   /* the previous reduction has read this warpgroup's dQ boxes */
+                if (tid == 0) bulk_wait_read0();
             named_bar_sync(1, 256);   /* both warpgroups' dS^T are in */
 
             /* dQ_i (64 queries x 64 columns of this warpgroup) = dS K_j over the 128 keys */
@@ -292,6 +325,31 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
             reg_fence(dv);
             mbar_arrive(sm.empty(st));   /* Q_i, dO_i, L_i, D_i of this stage are read */
 
+            if constexpr (STEP == 2) {
+                /* softmax_scale dQ into the two boxes: row r = 16 warp + g (+ 8),
+                 * column 8 n + 2 t of the 64 is box n / 4, 16-byte chunk
+                 * 2 (n % 4) + t / 2 (at its swizzled place), 8 bytes in when t is odd */
+                const uint32_t box = sm.dq(cw);
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const int r = 16 * warp + g + 8 * hh, c = 2 * (n % 4) + (t >> 1);
+                        const uint32_t at = box + (n / 4) * 8192 + r * 128 + ((c ^ (r & 7)) << 4) + (t & 1) * 8;
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(at),
+                                     "f"(a.softmax_scale * dq[4 * n + 2 * hh]), "f"(a.softmax_scale * dq[4 * n + 2 * hh + 1])
+                                     : "memory");
+                    }
+                fence_proxy_async();
+                named_bar_sync(3 + cw, 128);
+                if (tid == 0) {
+#pragma unroll
+                    for (int bx = 0; bx < 2; bx++)
+                        tma_reduce_add_4d(tmdQ, box + bx * 8192, c_off + 32 * bx, i0 + q_off, hq, b);
+                    bulk_commit();
+                }
+                continue;
+            }
             /* the additions (rows past Sq add nothing) */
             const int r0 = i0 + q_off + 16 * warp + g;
             float *row = dq_row_of(x.dq_acc + (size_t)bh * Sq * D, D, r0, lane);
@@ -315,6 +373,8 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
                 add_dq(std::false_type(), std::true_type());
             }
         }
+        if constexpr (STEP == 2)
+            if (tid == 0) bulk_wait0();
     }
 
     /* dK_j = softmax_scale dk, dV_j = dv: rows jw + 16 warp + g (+ 8),
@@ -336,11 +396,11 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
 //< bwd-hopper-consumer
 
 //> bwd-hopper-kernel
-template <typename T, int D>
+template <typename T, int D, int STEP>
 __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
     hb_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
               const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmdO,
-              const bwd_args<T> x)
+              const __grid_constant__ CUtensorMap tmdQ, const bwd_args<T> x)
 {
     using C = hb_cfg<D>;
     extern __shared__ __align__(16) uint8_t hb_smem_raw[];
@@ -370,10 +430,50 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
         setmaxnreg_inc<C::CONSUMER_REGS>();
         /* the warpgroup index as a warp-uniform value (stage4_v3_hopper.cu, v3-kernel) */
         const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
-        hb_consumer<T, D>(wg - 1, sm, x, w, steps, b, hk, jb, j0);
+        hb_consumer<T, D, STEP>(wg - 1, sm, x, &tmdQ, w, steps, b, hk, jb, j0);
     }
 }
 //< bwd-hopper-kernel
+
+//> bwd-hopper-step
+/* The steps version 3 of the backward was built in, selectable with
+ * FA_BWD3_STEP in the environment (default HB_DEFAULT_STEP), so that each
+ * can be measured beside the others (data/gpu/bwd_hopper_steps.md):
+ *   1  the schedule of the header, dQ_i added by 16-byte reductions from
+ *      the registers
+ *   2  dQ_i through shared memory, added by the copy engine's tensor
+ *      reduction (the deterministic mode keeps step 1's ordered additions) */
+#define HB_STEPS 2
+#define HB_DEFAULT_STEP 2
+static int hb_step(void)
+{
+    const char *e = getenv("FA_BWD3_STEP");
+    if (!e || !*e) return HB_DEFAULT_STEP;
+    char *end;
+    const long k = strtol(e, &end, 10);
+    return *end == '\0' && k >= 1 && k <= HB_STEPS ? (int)k : 0;
+}
+//< bwd-hopper-step
+
+/* The tensor map of the fp32 dQ accumulator (B, H, Sq, d), contiguous, in
+ * boxes of 32 columns (128 bytes) x 64 rows, 128-byte swizzle: what step 2's
+ * reductions add from. */
+static int hb_dq_map(CUtensorMap *map, float *acc, int d, int Sq, int H, int B)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();
+    if (!encode)
+        return fa_set_error(FA_ERR_CUDA, "%s:%d: the driver has no cuTensorMapEncodeTiled", __FILE__, __LINE__);
+    cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)Sq, (cuuint64_t)H, (cuuint64_t)B};
+    cuuint64_t strides[3] = {(cuuint64_t)d * 4, (cuuint64_t)Sq * d * 4, (cuuint64_t)H * Sq * d * 4};
+    cuuint32_t box[4] = {32, 64, 1, 1}, elem[4] = {1, 1, 1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, acc, dims, strides, box, elem,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return fa_set_error(FA_ERR_CUDA, "%s:%d: cuTensorMapEncodeTiled (dQ accumulator, d %d, seqlen %d): CUresult %d",
+                            __FILE__, __LINE__, d, Sq, (int)r);
+    return FA_OK;
+}
 
 template <typename T, int D>
 static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
@@ -381,22 +481,26 @@ static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
     using C = hb_cfg<D>;
     const int dtype = std::is_same<T, __nv_bfloat16>::value ? FA_BF16 : FA_FP16;
     const fa_kargs &a = x.a;
-    CUtensorMap tq, tk, tv, tdo;
+    CUtensorMap tq, tk, tv, tdo, tdq;
     int rc;
     if ((rc = v3_tensor_map_strided(&tq, x.q, dtype, D, a.seqlen_q, a.H, B, &x.sq, C::BR)) ||
         (rc = v3_tensor_map_strided(&tdo, x.dO, dtype, D, a.seqlen_q, a.H, B, &x.sdo, C::BR)) ||
         (rc = v3_tensor_map_strided(&tk, x.k, dtype, D, a.seqlen_k, a.H_kv, B, &x.sk, C::BC)) ||
-        (rc = v3_tensor_map_strided(&tv, x.v, dtype, D, a.seqlen_k, a.H_kv, B, &x.sv, C::BC)))
+        (rc = v3_tensor_map_strided(&tv, x.v, dtype, D, a.seqlen_k, a.H_kv, B, &x.sv, C::BC)) ||
+        (rc = hb_dq_map(&tdq, x.dq_acc, D, a.seqlen_q, a.H, B)))
         return rc;
-    static bool attr_set = false;   /* per instantiation */
-    if (!attr_set) {
-        CUDA_TRY(cudaFuncSetAttribute(hb_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
-        attr_set = true;
-    }
     const dim3 grid((a.seqlen_k + C::BC - 1) / C::BC, (unsigned)(B * a.H_kv));
-    hb_kernel<T, D><<<grid, C::NT, C::SMEM, st>>>(tq, tk, tv, tdo, x);
-    LAUNCH_CHECK();
-    return FA_OK;
+    auto go = [&](auto kernel, bool &attr_set) -> int {   /* attr_set: per instantiation */
+        if (!attr_set) {
+            CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+            attr_set = true;
+        }
+        kernel<<<grid, C::NT, C::SMEM, st>>>(tq, tk, tv, tdo, tdq, x);
+        LAUNCH_CHECK();
+        return FA_OK;
+    };
+    static bool set1 = false, set2 = false;
+    return hb_step() == 2 && !x.deterministic ? go(hb_kernel<T, D, 2>, set2) : go(hb_kernel<T, D, 1>, set1);
 }
 
 template <typename T> static int hb_launch(const bwd_args<T> &x, int B, cudaStream_t st)
@@ -409,6 +513,9 @@ template <typename T> static int hb_launch(const bwd_args<T> &x, int B, cudaStre
 static int hb_check(int dtype, const attn_params *p)
 {
     (void)dtype;
+    if (!hb_step())
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD3_STEP=%s: backward version 3 has steps 1 to %d",
+                            getenv("FA_BWD3_STEP"), HB_STEPS);
     if ((long long)p->B * p->H_kv > 65535)
         return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3: --batch x --kv-heads above 65535");
     if ((long long)p->B * p->H * p->seqlen_q * p->d > (1ll << 40))
