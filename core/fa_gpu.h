@@ -79,6 +79,9 @@ typedef struct {
     int min_cc;              /* least compute capability (major*10+minor), e.g. 90 */
     const char *slug;        /* "mma": with the name, the benchmarks' label (ours_v2_mma) */
     int strided;             /* 1: reads fa_ptrs' strides (rows 16-byte aligned); 0: contiguous only */
+    int prefer;              /* 1: the op takes it before higher-numbered versions of its pass (a
+                                number names a technique, not a rank: backward 3, Hopper's, runs
+                                faster than backward 4 where it runs) */
 } fa_version_info;
 
 int fa_num_versions(int pass);
