@@ -438,8 +438,15 @@ int launch(const decode_kargs &a, const fa_decode_ptrs *x, cudaStream_t st)
         cfg.stream = st;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        CUDA_TRY(cudaLaunchKernelEx(&cfg, decode_combine_kernel<T, D>, rows, a.num_splits, (const float *)Op,
-                                    (const float *)Lp, static_cast<T *>(x->o), x->softmax_lse));
+        if (cudaLaunchKernelEx(&cfg, decode_combine_kernel<T, D>, rows, a.num_splits, (const float *)Op,
+                               (const float *)Lp, static_cast<T *>(x->o), x->softmax_lse) != cudaSuccess) {
+            /* a device or driver without it: an ordinary launch (pdl_wait
+             * then returns at once, the stream orders the two kernels) */
+            (void)cudaGetLastError();
+            decode_combine_kernel<T, D><<<(unsigned)rows, D, 0, st>>>(rows, a.num_splits, Op, Lp,
+                                                                     static_cast<T *>(x->o), x->softmax_lse);
+        }
+        LAUNCH_CHECK();
     }
     return FA_OK;
 }
