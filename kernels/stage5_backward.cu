@@ -1051,7 +1051,19 @@ int tiled_backward_vl(int dtype, const attn_params *p0, const fa_varlen *vl, con
     if (a.deterministic) CUDA_TRY(cudaMemsetAsync(w.sem, 0, sems * sizeof(int), st));
     int rc = launch(a, p0->B, st);
     if constexpr (!std::is_same<T, float>::value) {
-        if (rc == FA_OK && s[5].row == p->d && s[5].head == (int64_t)p->seqlen_q * p->d &&
+        if (vl && rc == FA_OK) {
+            /* the varlen kernels accumulate in the packed layout (total_q, H,
+             * d): one conversion when dQ is packed too, else row by row, the
+             * rows seen as (total_q, H, 1, d) */
+            if (s[5].head == p->d && s[5].row == (int64_t)p->H * p->d) {
+                rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
+            } else {
+                attn_params pr = *p;
+                pr.B = vl->total_q;
+                pr.seqlen_q = 1;
+                rc = bwd_convert_rows<T>(w.dq_acc, (T *)x->dq, &pr, fa_stride{s[5].row, s[5].head, p->d}, st);
+            }
+        } else if (rc == FA_OK && s[5].row == p->d && s[5].head == (int64_t)p->seqlen_q * p->d &&
             s[5].batch == (int64_t)p->H * p->seqlen_q * p->d)
             rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
         else if (rc == FA_OK)   /* dQ strided: row by row */

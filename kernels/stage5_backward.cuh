@@ -60,9 +60,10 @@ template <typename T> struct bwd_args {
     fa_stride sq, sk, sv, sdo, sdk, sdv;
     /* Packed sequences (core/varlen.h; cu_q NULL without): sequence b's rows
      * start at row cu_q[b] (cu_k[b]) of Q, dO (K, V, dK, dV), whose batch
-     * strides are then 0. L, D and dq_acc rows of query head h, batch b
-     * start at b l_batch + h l_head (+ the sequence's first row): (B, H, Sq)
-     * dense, (H, total_q) packed. The deterministic mode's counters of query
+     * strides are then 0. L and D rows of query head h, batch b start at
+     * b l_batch + h l_head (+ the sequence's first row): (B, H, Sq) dense,
+     * (H, total_q) packed; dq_acc is (B, H, Sq, d) dense, (total_q, H, d)
+     * packed (the packed dQ's own layout). The deterministic mode's counters of query
      * block ib at b sem_batch + h sem_head + ib (+ the sequence's first slot
      * of varlen_start). */
     const int32_t *cu_q, *cu_k;

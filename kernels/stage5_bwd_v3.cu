@@ -202,9 +202,10 @@ __device__ __forceinline__ void dq_add_tile(float *row, bool row_ok, int col, co
 #endif
     if (!CHECK || row_ok) dq_add4(row + col, v, ORDERED);
 }
-/* This lane's dq_add_tile row in the accumulator acc of one head (rows of d
- * floats), for the tiles of rows r0, r0 + 8: row r0 (even t) or r0 + 8 (odd
- * t), first column 2 (t & 2). */
+/* This lane's dq_add_tile row in the accumulator acc of one head (rows d
+ * floats apart: the head's rows, or with variable lengths the packed
+ * layout's H d), for the tiles of rows r0, r0 + 8: row r0 (even t) or r0 + 8
+ * (odd t), first column 2 (t & 2). */
 __device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
 {
     const int t = lane & 3;
@@ -409,8 +410,10 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
             return VL ? x.sem + hq * x.sem_head + varlen_start(x.cu_q, x.total_q, b, BR) + ib
                       : x.sem + (size_t)bh * Tr + ib;
         };
-        float *row = dq_row_of(VL ? x.dq_acc + lrow(hq) * D : x.dq_acc + (size_t)bh * Sq * D, D,
-                               i0 + 16 * rg + g, lane);
+        /* VL: the accumulator is laid out as the packed dQ, (total_q, H, d),
+         * so that the post-pass is one conversion of the whole buffer */
+        float *row = VL ? dq_row_of(x.dq_acc + (q0_of() * a.H + hq) * D, a.H * D, i0 + 16 * rg + g, lane)
+                        : dq_row_of(x.dq_acc + (size_t)bh * Sq * D, D, i0 + 16 * rg + g, lane);
         const bool row_ok = i0 + 16 * rg + g + ((lane & 1) ? 8 : 0) < Sq;
         auto add_dq = [&](auto ordered_c, auto check_c) {   /* the 8 tiles, one mode */
 #pragma unroll
