@@ -249,6 +249,15 @@ varlen_fwd.register_autograd(_backward, setup_context=_setup_context)
 #< varlen-op
 
 
+def _fake(*ts):
+    """True when the tensors are fake (traced by make_fx or export): no values."""
+    try:
+        from torch._guards import detect_fake_mode
+        return detect_fake_mode(ts) is not None
+    except ImportError:   # pragma: no cover
+        return False
+
+
 def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     """One line naming the first argument the kernels cannot take; in eager
     mode the contents of cu_seqlens too (fa_varlen_check, one host copy)."""
@@ -289,8 +298,9 @@ def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
             _fail(f"{name}={m!r}: expected an int >= 0")
     if max(q.shape[0], k.shape[0]) >= 2**31 - 2 * cu_seqlens_q.shape[0]:
         _fail("a total does not fit the kernels' 32-bit sizes")
-    if torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
-        return
+    if (torch.compiler.is_compiling() or _fake(cu_seqlens_q, cu_seqlens_k)
+            or torch.cuda.is_current_stream_capturing()):
+        return   # no values to read: traced, or captured into a graph
     both = torch.cat([cu_seqlens_q, cu_seqlens_k]).cpu()
     B = cu_seqlens_q.shape[0] - 1
     lib = flash_op.library()

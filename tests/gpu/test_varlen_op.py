@@ -276,7 +276,9 @@ def case_tests(gen):
             worst_nd = 0.0
             for b, pr in enumerate(B.probs):
                 rq, rk = B.rows(b)
-                if B.lq[b] == 0:
+                if B.lq[b] == 0:   # keys no query sees: dK = dV = 0
+                    if not ((det["dK"][rk] == 0).all() and (det["dV"][rk] == 0).all()):
+                        bad_g.append(f"seq {b} (no query): dK, dV not 0")
                     continue
                 if not torch.isfinite(det["O"][rq]).all() or not torch.isfinite(det["dQ"][rq]).all():
                     bad_f.append(f"seq {b}: non-finite O or dQ (a row not written?)")
