@@ -191,7 +191,7 @@ def main(argv):
                         os_ = sd()
                         impls[nm] = (lambda os_=os_, ds=ds, qs=qs, ks=ks, vs=vs:
                                      torch.autograd.grad(os_, (qs, ks, vs), ds, retain_graph=True), lens, B, S)
-                t_dense = None
+                t_dense = tf_dense = float("nan")
                 for impl, (fn, lens, bb, S) in impls.items():
                     try:
                         ms = timed(fn)
