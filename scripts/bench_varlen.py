@@ -68,7 +68,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", help="write the rows here (with provenance columns)")
     ap.add_argument("--quick", action="store_true", help="d 128, causal, forward only, no CSV")
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--total", type=int, default=16384)
     ap.add_argument("--batch", type=int, default=16)
     a = ap.parse_args(argv[1:])

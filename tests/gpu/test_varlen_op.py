@@ -58,16 +58,15 @@ GROUPS = ["varlen-errors", "varlen-fwd", "varlen-grad", "varlen-poison", "varlen
 
 import fa  # noqa: E402  (needs no torch)
 
-# name: (H, H_kv, d, lens_q, lens_k (None: lens_q), causal, window_size)
+# name: (H, H_kv, d, lens_q, lens_k (None: lens_q), causal, window_size, dtypes)
 CASES = {
-    "full-d64":            (4, 4, 64, [37, 0, 1, 200, 129, 64], None, False, (-1, -1)),
-    "causal-d128":         (4, 4, 128, [300, 1, 0, 177, 64, 65], None, True, (-1, -1)),
-    "causal-sq!=sk":       (2, 2, 64, [50, 1, 120, 0, 7, 33], [80, 5, 100, 9, 0, 33], True, (-1, -1)),
-    "window-d128":         (2, 2, 128, [250, 3, 0, 129, 1], [250, 3, 2, 140, 1], False, (32, 16)),
-    "gqa8-causal-window":  (8, 1, 64, [200, 0, 1, 90, 257], [260, 4, 1, 90, 200], True, (63, -1)),
-    "many-tiles-causal":   (4, 2, 128, [1000, 2000, 513, 0, 1, 1500], None, True, (-1, -1)),
+    "full-d64":            (4, 4, 64, [37, 0, 1, 200, 129, 64], None, False, (-1, -1), ["bf16", "fp16"]),
+    "causal-d128":         (4, 4, 128, [300, 1, 0, 177, 64, 65], None, True, (-1, -1), ["bf16", "fp16"]),
+    "causal-sq!=sk":       (2, 2, 64, [50, 1, 120, 0, 7, 33], [80, 5, 100, 9, 0, 33], True, (-1, -1), ["bf16"]),
+    "window-d128":         (2, 2, 128, [250, 3, 0, 129, 1], [250, 3, 2, 140, 1], False, (32, 16), ["bf16"]),
+    "gqa8-causal-window":  (8, 1, 64, [200, 0, 1, 90, 257], [260, 4, 1, 90, 200], True, (63, -1), ["bf16", "fp16"]),
+    "many-tiles-causal":   (4, 2, 128, [1000, 2000, 513, 0, 1, 1500], None, True, (-1, -1), ["bf16"]),
 }
-DTYPE_NAMES = ["bf16", "fp16"]
 
 
 def abi_tests():
@@ -194,7 +193,7 @@ class Batch:
 
     def __init__(self, case, dtype, gen):
         import test_flash_op as tfo
-        H, H_kv, d, lq, lk, causal, window = CASES[case]
+        H, H_kv, d, lq, lk, causal, window, _ = CASES[case]
         lk = lq if lk is None else lk
         self.case, self.dtype, self.H, self.H_kv, self.d = case, dtype, H, H_kv, d
         self.lq, self.lk, self.causal, self.window = lq, lk, causal, window
@@ -268,7 +267,7 @@ def bitwise(a, b):
 
 def case_tests(gen):
     for case in CASES:
-        for dt in DTYPE_NAMES:
+        for dt in CASES[case][7]:
             B = Batch(case, DTYPES[dt], gen)
             det = B.varlen(True)
             nondet = B.varlen(False)
