@@ -125,6 +125,7 @@ def skip_all(why, groups=GROUPS):
 abi_tests()
 try:
     import torch
+    import torch._dynamo
 except ImportError:
     skip_all("torch is not installed (the GPU machine has it)")
     sys.exit(0)
@@ -390,7 +391,6 @@ def compile_tests(gen):
         o.backward(B.do)
         torch.cuda.synchronize()
         return [o.detach(), q.grad, k.grad, v.grad]
-    import torch._dynamo
     eager = run(f)
     torch._dynamo.reset()
     fc = torch.compile(f, fullgraph=True)
