@@ -59,7 +59,7 @@ $(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)
 endef
 $(foreach p,stage4 stage5,$(eval $(call link_gpu_program,$(p))))
 stage4:                                   ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
-stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v4 mma.sync on 8 warps
+stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper, v4 mma.sync on 8 warps
 GPU_TARGETS += stage5
 TEST_DEPS += stage5
 
