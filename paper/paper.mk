@@ -33,6 +33,7 @@ paper-data: stage2 stage3 stage6
 	@python3 scripts/train_compare.py --compare-summary $(PAPER_DIR)/train_compare.md
 	@python3 scripts/bench_op_overhead.py --summary $(PAPER_DIR)/op_overhead.md
 	@python3 paper/gen/paper_decode.py --out $(PAPER_DIR)
+	@python3 paper/gen/paper_bwd3.py --out $(PAPER_DIR)
 	@if [ ! -s data/cpu/exactness.csv ]; then \
 	    if [ -x $(BUILD)/test_cpu ]; then \
 	        echo "paper: no data/cpu/exactness.csv; running $(BUILD)/test_cpu --csv $(PAPER_DIR)/exactness.csv"; \

@@ -382,6 +382,30 @@ def bwd_measured(t):
 
 
 @claim
+def bwd_hopper(t):
+    """Backward version 3 on Hopper (chapter 04c2, paper/gen/paper_bwd3.py):
+    the issue's targets for it, each as measured, held or missed by how much."""
+    import paper_bwd3
+    v = paper_bwd3.values()
+    for k, x in v.items():
+        t.value(k, x)
+    src = "data/gpu/bench_bwd.csv or data/gpu/bwd_hopper_bench.csv"
+    if v["hb_status"] != "present":
+        t.row("Backward version 3 (Hopper) against cuDNN and SDPA flash", "not in the chapter",
+              "not measured in this build: no version 3 rows in " + src, src)
+        return
+    t.row(f"Backward version 3 (Hopper; {v['hb_gpu']}, bf16, d 64 and 128, N {v['hb_Ns']}, causal and not): "
+          "at least 1.0 x cuDNN's backward in geometric mean, no shape below 0.95 x, "
+          "at least 1.6 x SDPA flash; fp16 within 5 % of bf16's ratio",
+          "not in the chapter (the project's own target for its Hopper backward)",
+          f"{v['hb_bf16_cudnn_gm']} x cuDNN: {v['hb_target']}; per shape {v['hb_bf16_cudnn_range']}, "
+          f"{v['hb_target_shape']}; {v['hb_bf16_flash_gm']} x flash: {v['hb_target_flash']}; "
+          f"fp16's ratio to cuDNN {v['hb_fp16_vs_bf16']} bf16's: {v['hb_fp16_target']}; "
+          f"forward + backward {v['hb_fb_cudnn_gm']} x cuDNN",
+          f"{v['hb_source']} (commit {v['hb_commit']}, {v['hb_date']})")
+
+
+@claim
 def ring(t):
     """Stage 7 (chapter 04d): exercise 2 by the merge rule, and data/gpu/ring.csv
     when present (paper/gen/paper_ring.py)."""

@@ -40,8 +40,15 @@ INTEGER = ("IMAD", "LEA", "LOP3", "ISETP", "SHF", "IADD3", "SEL", "VIADD", "IABS
            "ULOP3", "USEL", "UIMAD", "S2UR", "R2UR", "P2R", "R2P", "PLOP3")
 BRANCH = ("BRA", "BSSY", "BSYNC")
 N_LO = 2048          # the issue's "N >= 2048"
-V2, V3 = "ours_v2_mma", "ours_v3_mma8"      # backward rows (pass bwd)
-V3_FB = "ours_v3_hopper"                     # forward v3 + backward v3 (pass fwdbwd)
+# backward rows (pass bwd). Version 4 (kernels/stage5_bwd_v3.cu) was named
+# ours_v3_mma8 before backward version 3 (Hopper) took the number 3; files of
+# either age are read (V3 below is version 4, the keys bwd_v3_* keep their
+# names). Unknown impl names are ignored.
+V2 = "ours_v2_mma"
+V4_NAMES = ("ours_v4_mma8", "ours_v3_mma8")
+V3 = V4_NAMES[0]
+HOPPER_BWD = "ours_v3_hopper"                # backward version 3 (pass bwd), in newer files
+V3_FB = "ours_v3_hopper"                     # forward v3 + the op's best backward (pass fwdbwd)
 FLASH, CUDNN = "sdpa_flash", "sdpa_cudnn"
 
 
@@ -156,7 +163,7 @@ def values():
             "bwd_v3_flash", "bwd_v3_flash_gm", "bwd_v3_cudnn", "bwd_v3_cudnn_gm",
             "bwd_v2_flash", "bwd_v2_flash_gm", "bwd_v2_cudnn", "bwd_v3_over_v2",
             "bwd_v3_tf", "bwd_v2_tf", "bwd_flash_tf", "bwd_cudnn_tf",
-            "bwd_fb_flash", "bwd_fb_flash_gm", "bwd_fb_cudnn", "bwd_fb_cudnn_gm",
+            "bwd_fb_flash", "bwd_fb_flash_gm", "bwd_fb_cudnn", "bwd_fb_cudnn_gm", "bwd_fb_pair",
             "bwd_det_v2", "bwd_det_v3", "bwd_fp16_v3_flash", "bwd_fp16_v3_cudnn",
             "bwd_v3_flash_512",
             "bwd_io_N", "bwd_io_d", "bwd_io_v3_l2", "bwd_io_v3_model", "bwd_io_v3_ratio",
@@ -169,10 +176,19 @@ def values():
     v.update(opcode_values())
     rs = rows(BENCH)
     if rs:
+        global V3
+        names = {r["impl"] for r in rs if r["pass"] == "bwd"}
+        V3 = next((n for n in V4_NAMES if n in names), V4_NAMES[0])
+        # the fwdbwd row "ours_v3_hopper" pairs forward version 3 with the
+        # backward of the same number: version 3 when the file has its bwd
+        # rows, else (files before the renumbering) what is now version 4
+        hopper = any(r["impl"] == HOPPER_BWD and r["pass"] == "bwd" and r["tflops"] for r in rs)
+        v["bwd_fb_pair"] = ("forward and backward version 3" if hopper else
+                            "forward version 3 with backward version 4")
         t = table(rs, "bwd", "bf16")
         r3f, r3c = ratios(t, V3, FLASH), ratios(t, V3, CUDNN)
         r2f, r2c = ratios(t, V2, FLASH), ratios(t, V2, CUDNN)
-        if r3f and r2f:
+        if r3f:   # version 2's keys stay "n/a" in a file without its rows
             v["bwd_status"] = "present"
             first = next(r for r in rs if r["pass"] == "bwd")
             v["bwd_commit"], v["bwd_date"] = first["commit"], first["date"][:10]
@@ -185,12 +201,13 @@ def values():
             v["bwd_N_lo"] = f"{N_LO}"
             v["bwd_v3_flash"], v["bwd_v3_flash_gm"] = span(r3f), f"{gmean(r3f):.2f}"
             v["bwd_v3_cudnn"], v["bwd_v3_cudnn_gm"] = span(r3c), f"{gmean(r3c):.2f}"
-            v["bwd_v2_flash"], v["bwd_v2_flash_gm"] = span(r2f), f"{gmean(r2f):.2f}"
-            v["bwd_v2_cudnn"] = span(r2c)
-            v["bwd_v3_over_v2"] = span(ratios(t, V3, V2))
+            if r2f:
+                v["bwd_v2_flash"], v["bwd_v2_flash_gm"] = span(r2f), f"{gmean(r2f):.2f}"
+                v["bwd_v2_cudnn"] = span(r2c)
+                v["bwd_v3_over_v2"] = span(ratios(t, V3, V2))
             for key, impl in (("bwd_v3_tf", V3), ("bwd_v2_tf", V2), ("bwd_flash_tf", FLASH), ("bwd_cudnn_tf", CUDNN)):
                 xs = [tf for (i, d, c, N), (tf, _) in t.items() if i == impl and N >= N_LO]
-                v[key] = span(xs, 0)
+                v[key] = span(xs, 0) if xs else "n/a"
             small = ratios(t, V3, FLASH, 512, 512)
             v["bwd_v3_flash_512"] = span(small) if small else "n/a"
             # the deterministic mode: its time over the default's, same version and shape
@@ -213,7 +230,7 @@ def values():
     if io:
         d128 = {r["impl"]: r for r in io if r["d"] == "128"}
         # backward rows were once named by the forward (ours_v3_hopper); accept both
-        r3 = d128.get(V3) or d128.get(V3_FB)
+        r3 = next((d128[n] for n in V4_NAMES if n in d128), None) or d128.get(V3_FB)
         r2, rf, rc = d128.get(V2), d128.get(FLASH), d128.get(CUDNN)
         if r3 and r2 and rf:
             gb = lambda r, k: float(r[k]) / 1e9  # noqa: E731

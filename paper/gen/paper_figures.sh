@@ -48,5 +48,6 @@ draw v3_steps  data/gpu/v3_steps.csv     csv
 draw train_loss data/gpu/train_loss.csv csv
 draw ring      data/gpu/ring.csv        csv
 draw gpu_bwd_speed data/gpu/bench_bwd.csv csv
+draw bwd_hopper_steps build/paper/bwd_hopper_steps.dat dat
 draw decode_bw build/paper/decode_bw.csv dat
 mv "$manifest" "$out/MANIFEST"

@@ -1,0 +1,42 @@
+# figures/bwd_hopper_steps.gp -- backward version 3 (Hopper) step by step
+# beside version 4 and PyTorch's backends: each path's backward TFLOP/s over
+# cuDNN's backward at the same shape in the same run (so cuDNN is the line at
+# 1), by sequence length, bf16; one panel per (mask, head dimension), causal
+# and non-causal never in one panel. Input: build/paper/bwd_hopper_steps.dat
+# (paper/gen/paper_bwd3.py, from data/gpu/bench_bwd.csv or
+# data/gpu/bwd_hopper_bench.csv, and steps the main file lacks from
+# data/gpu/bwd_hopper_bench_call2.csv), columns
+#   curve d causal N over_cudnn tflops
+# curve names have '_' for spaces.
+if (!exists("dat")) dat = "build/paper/bwd_hopper_steps.dat"
+W = 6.5
+Hgt = 5.2
+load "figures/style.gp"
+set datafile separator whitespace
+set datafile missing NaN
+set termoption noenhanced
+curves = system("awk '!/^#/ {gsub(/\"/, \"\", $1); if (!seen[$1]++) printf \"%s \", $1}' " . dat)
+spaced(s) = strstrt(s, "_") ? s[1:strstrt(s, "_") - 1] . " " . spaced(s[strstrt(s, "_") + 1:]) : s
+set logscale x 2
+set xrange [1448:23170]
+set xtics ("2048" 2048, "4096" 4096, "8192" 8192, "16384" 16384)
+set yrange [0:1.15]
+set ytics 0.2
+set ylabel "backward TFLOP/s / cuDNN's"
+set bmargin 0
+set key at screen 0.5, screen 0.01 center bottom maxrows 2 width 1 font ",9" spacing 1.1 box opaque
+set multiplot layout 2, 2 margins screen 0.09, 0.98, 0.17, 0.95 spacing screen 0.08, 0.09
+first = 1
+do for [c = 0:1] {
+    do for [dd in "64 128"] {
+        set title sprintf("d = %s, bf16, %s, B N = 16384, H d = 2048", dd, c ? "causal" : "no mask")
+        set xlabel (c ? "sequence length N (tokens)" : "")
+        if (!first) { unset key }
+        first = 0
+        plot 1 with lines lw 1.2 dt 2 lc rgb "#b2182b" title "SDPA cuDNN (1.0)", \
+             for [k = 1:words(curves)] dat using \
+                 ((strcol(1) eq word(curves, k) && $2 == dd + 0 && $3 == c) ? $4 : NaN):5 \
+                 with linespoints pt k ps 0.6 lc k title spaced(word(curves, k))
+    }
+}
+unset multiplot

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""paper/gen/paper_bwd3.py -- backward version 3 (Hopper) as its section quotes it.
+
+    python3 paper/gen/paper_bwd3.py              prints the values, one "key<TAB>value" a line
+    python3 paper/gen/paper_bwd3.py --out DIR    also writes DIR/bwd_hopper_steps.dat,
+                                                 the figure's points (figures/bwd_hopper_steps.gp)
+
+claims.py takes values() into build/paper/values.tsv. The data, each file
+one device call of scripts/bench_gpu.py (same tensors for every path of a
+row's shape, peers timed in the same call):
+
+  data/gpu/bench_bwd.csv          the final run's backward table, when it holds
+                                  rows of backward version 3 (impl
+                                  ours_v3_hopper, pass bwd); else
+  data/gpu/bwd_hopper_bench.csv   the run at the issue's shapes: bf16 and fp16,
+                                  d 64 and 128, N 2048 to 16384, causal and not
+  data/gpu/bwd_hopper_bench_call2.csv
+                                  the earlier call that timed step 1 beside
+                                  step 2: used only for steps the main file
+                                  lacks
+
+Rows are named by what ran: ours_v3_hopper is version 3's default step
+(HB_DEFAULT_STEP in kernels/stage5_bwd_hopper.cu), ours_v3_hopper_stepK step
+K, ours_v3_hopper_det the deterministic mode, ours_v4_mma8 version 4
+(ours_v3_mma8 in files written before the renumbering), sdpa_flash and
+sdpa_cudnn PyTorch's backends. Other names are ignored. Every ratio is of two
+rows of one file at one shape (dtype, d, causal, N); causal and non-causal
+shapes are never pooled into one point, and a geometric mean over both is
+given only where the target itself is defined over both.
+Without the files every key is "n/a" (hb_status "absent"). Standard library only.
+"""
+import csv
+import math
+import os
+import re
+import sys
+
+import paper_gpu  # print_values, write_dat
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FINAL = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
+HOPPER = os.environ.get("PAPER_BWD3_CSV", "data/gpu/bwd_hopper_bench.csv")
+EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/bwd_hopper_bench_call2.csv")
+KERNEL = "kernels/stage5_bwd_hopper.cu"
+V4_NAMES = ("ours_v4_mma8", "ours_v3_mma8")
+FLASH, CUDNN, V3, V3_DET = "sdpa_flash", "sdpa_cudnn", "ours_v3_hopper", "ours_v3_hopper_det"
+N_LO, N_HI = 2048, 16384          # the issue's target range
+TARGET_CUDNN, TARGET_SHAPE_MIN, TARGET_FLASH, TARGET_FP16 = 1.0, 0.95, 1.6, 0.05
+
+
+def full(rel):
+    return rel if os.path.isabs(rel) else os.path.join(ROOT, rel)
+
+
+def rows(rel):
+    if not os.path.exists(full(rel)):
+        return []
+    with open(full(rel), newline="") as f:
+        return [r for r in csv.DictReader(ln for ln in f if not ln.startswith("#") and ln.strip())]
+
+
+def default_step():
+    try:
+        with open(full(KERNEL)) as f:
+            mo = re.search(r"#define HB_DEFAULT_STEP (\d+)", f.read())
+    except OSError:
+        return None
+    return int(mo.group(1)) if mo else None
+
+
+def role(impl, dstep):
+    """What a row measured: ('v3', step), ('det', None), ('v4', None),
+    ('flash', None), ('cudnn', None), or None for a name this section does
+    not show."""
+    if impl == V3:
+        return ("v3", dstep)
+    mo = re.fullmatch(r"ours_v3_hopper_step(\d+)", impl)
+    if mo:
+        return ("v3", int(mo.group(1)))
+    return {V3_DET: ("det", None), FLASH: ("flash", None), CUDNN: ("cudnn", None),
+            **{n: ("v4", None) for n in V4_NAMES}}.get(impl)
+
+
+def table(rs, dstep, ps="bwd"):
+    """{(role, step, dtype, d, causal, N): TFLOP/s} of one file's timed rows
+    of pass ps; the default step's own row wins over a stepK row of the same step."""
+    out = {}
+    for r in rs:
+        if r.get("pass") != ps or not r.get("tflops"):
+            continue
+        who = role(r.get("impl", ""), dstep)
+        if who is None:
+            continue
+        try:
+            key = (who[0], who[1], r["dtype"], int(r["d"]), int(r["causal"]), int(r["N"]))
+            tf = float(r["tflops"])
+        except (KeyError, ValueError):
+            continue
+        if key not in out or r["impl"] == V3:
+            out[key] = tf
+    return out
+
+
+def has_v3(rs):
+    return any(r.get("impl") == V3 and r.get("pass") == "bwd" and r.get("tflops") for r in rs)
+
+
+def source():
+    """(path, rows) of the main file: the final run's when it has version 3."""
+    fin = rows(FINAL)
+    if has_v3(fin):
+        return FINAL, fin
+    hop = rows(HOPPER)
+    return (HOPPER, hop) if has_v3(hop) else (None, [])
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def span(xs, digits=2):
+    lo, hi = min(xs), max(xs)
+    a, b = f"{lo:.{digits}f}", f"{hi:.{digits}f}"
+    return a if a == b else f"{a}-{b}"
+
+
+def shape_name(d, c, N):
+    return f"d {d} N {N}{' causal' if c else ''}"
+
+
+def ratios(t, a, b, dtype, causal=None, step=None, n_lo=N_LO, n_hi=N_HI):
+    """{(d, causal, N): a / b} over the shapes where both ran (a, b: (role, step))."""
+    out = {}
+    for (who, st, dt, d, c, N), tf in t.items():
+        if (who, st) != a or dt != dtype or not (n_lo <= N <= n_hi) or (causal is not None and c != causal):
+            continue
+        other = t.get((b[0], b[1], dt, d, c, N))
+        if other:
+            out[(d, c, N)] = tf / other
+    return out
+
+
+def steps_of(t):
+    return sorted({st for (who, st, *_ ) in t if who == "v3"})
+
+
+def figure_rows(t, dstep, extra, extra_steps):
+    """The figure's points: (curve, d, causal, N, TFLOP/s over cuDNN's of the same
+    run and shape, TFLOP/s), bf16 only. Curve names have no spaces (the
+    script turns '_' into ' ')."""
+    out = []
+    curves = [(("v4", None), "version_4", t)]
+    for st in steps_of(t):
+        curves.append((("v3", st), f"v3_step_{st}" + ("_(default)" if st == dstep else ""), t))
+    for st in extra_steps:
+        curves.append((("v3", st), f"v3_step_{st}_(earlier_run)", extra))
+    curves += [(("det", None), "v3_deterministic", t), (("flash", None), "SDPA_flash", t)]
+    for key, name, tab in curves:
+        for (d, c, N), x in sorted(ratios(tab, key, ("cudnn", None), "bf16", n_lo=0, n_hi=1 << 30).items()):
+            out.append((name, d, c, N, x, tab[(key[0], key[1], "bf16", d, c, N)]))
+    return out
+
+
+def values(out_dir=None):
+    keys = ["hb_status", "hb_source", "hb_commit", "hb_date", "hb_gpu", "hb_driver", "hb_cuda", "hb_torch",
+            "hb_cudnn_ver", "hb_tokens", "hb_hidden", "hb_Ns", "hb_nshapes", "hb_default_step",
+            "hb_target", "hb_target_flash", "hb_target_shape", "hb_fp16_target",
+            "hb_early_commit", "hb_early_Ns", "hb_step1_over_v4", "hb_step2_over_step1_64",
+            "hb_step2_over_step1_128", "hb_det_nc", "hb_det_c", "hb_det_example", "hb_fp16_vs_bf16",
+            "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min"]
+    for dt in ("bf16", "fp16"):
+        keys += [f"hb_{dt}_{k}" for k in ("cudnn_gm", "cudnn_min", "cudnn_min_at", "cudnn_range", "flash_gm",
+                                           "flash_range", "v4_gm", "v4_range", "below95", "above16",
+                                           "cudnn_gm_nc", "cudnn_gm_c", "flash_gm_nc", "flash_gm_c", "n")]
+    v = {k: "n/a" for k in keys}
+    v["hb_status"] = "absent"
+    v["hb_goal_cudnn"], v["hb_goal_shape"] = f"{TARGET_CUDNN:.1f}", f"{TARGET_SHAPE_MIN:.2f}"
+    v["hb_goal_flash"], v["hb_goal_fp16"] = f"{TARGET_FLASH:.1f}", f"{100 * TARGET_FP16:.0f} %"
+    dstep = default_step()
+    v["hb_default_step"] = str(dstep) if dstep else "n/a"
+    src, rs = source()
+    if out_dir:
+        dat = os.path.join(out_dir, "bwd_hopper_steps.dat")
+        if os.path.exists(dat):
+            os.remove(dat)
+    if not src:
+        return v
+    t = table(rs, dstep)
+    v["hb_status"], v["hb_source"] = "present", src
+    first = next(r for r in rs if r.get("impl") == V3 and r.get("pass") == "bwd")
+    for k, col in (("hb_commit", "commit"), ("hb_gpu", "gpu"), ("hb_driver", "driver"), ("hb_cuda", "cuda"),
+                   ("hb_torch", "torch"), ("hb_cudnn_ver", "cudnn")):
+        v[k] = first.get(col) or "n/a"
+    v["hb_date"] = (first.get("date") or "n/a")[:10]
+    bt = [r for r in rs if r.get("pass") == "bwd" and role(r.get("impl", ""), dstep)]
+    v["hb_tokens"] = "/".join(str(x) for x in sorted({int(r["B"]) * int(r["N"]) for r in bt}))
+    v["hb_hidden"] = "/".join(str(x) for x in sorted({int(r["H"]) * int(r["d"]) for r in bt}))
+    ns = sorted({int(r["N"]) for r in bt if N_LO <= int(r["N"]) <= N_HI})
+    v["hb_Ns"] = ", ".join(str(n) for n in ns[:-1]) + (" and " if len(ns) > 1 else "") + str(ns[-1]) if ns else "n/a"
+    me, cu, fl, v4 = ("v3", dstep), ("cudnn", None), ("flash", None), ("v4", None)
+    for dt in ("bf16", "fp16"):
+        rc, rf, r4 = ratios(t, me, cu, dt), ratios(t, me, fl, dt), ratios(t, me, v4, dt)
+        if not rc:
+            continue
+        p = f"hb_{dt}_"
+        v[p + "n"] = str(len(rc))
+        v[p + "cudnn_gm"], v[p + "cudnn_range"] = f"{gmean(rc.values()):.3f}", span(rc.values())
+        lo = min(rc, key=rc.get)
+        v[p + "cudnn_min"], v[p + "cudnn_min_at"] = f"{rc[lo]:.3f}", shape_name(*lo)
+        v[p + "below95"] = str(sum(x < TARGET_SHAPE_MIN for x in rc.values()))
+        for c, tag in ((0, "nc"), (1, "c")):
+            xs = [x for (d, cc, N), x in rc.items() if cc == c]
+            ys = [x for (d, cc, N), x in rf.items() if cc == c]
+            v[p + f"cudnn_gm_{tag}"] = f"{gmean(xs):.3f}" if xs else "n/a"
+            v[p + f"flash_gm_{tag}"] = f"{gmean(ys):.3f}" if ys else "n/a"
+        if rf:
+            v[p + "flash_gm"], v[p + "flash_range"] = f"{gmean(rf.values()):.3f}", span(rf.values())
+            v[p + "above16"] = str(sum(x >= TARGET_FLASH for x in rf.values()))
+        if r4:
+            v[p + "v4_gm"], v[p + "v4_range"] = f"{gmean(r4.values()):.2f}", span(r4.values())
+    v["hb_nshapes"] = v["hb_bf16_n"]
+    # the targets, as the issue states them: bf16, geometric mean over the shapes
+    if v["hb_bf16_cudnn_gm"] != "n/a":
+        g = float(v["hb_bf16_cudnn_gm"])
+        v["hb_target"] = (f"holds ({g:.3f})" if g >= TARGET_CUDNN else
+                          f"missed by {100 * (1 - g / TARGET_CUDNN):.1f} % ({g:.3f})")
+        m = float(v["hb_bf16_cudnn_min"])
+        v["hb_target_shape"] = (f"holds (lowest {m:.3f})" if m >= TARGET_SHAPE_MIN else
+                                f"missed: {v['hb_bf16_below95']} of {v['hb_bf16_n']} shapes below "
+                                f"{TARGET_SHAPE_MIN}, lowest {m:.3f} ({v['hb_bf16_cudnn_min_at']})")
+    if v["hb_bf16_flash_gm"] != "n/a":
+        g = float(v["hb_bf16_flash_gm"])
+        v["hb_target_flash"] = (f"holds ({g:.3f})" if g >= TARGET_FLASH else
+                                f"missed by {100 * (1 - g / TARGET_FLASH):.1f} % ({g:.3f})")
+    if "n/a" not in (v["hb_bf16_cudnn_gm"], v["hb_fp16_cudnn_gm"]):
+        rel = float(v["hb_fp16_cudnn_gm"]) / float(v["hb_bf16_cudnn_gm"]) - 1
+        v["hb_fp16_vs_bf16"] = f"{100 * abs(rel):.1f} % {'below' if rel < 0 else 'above'}"
+        v["hb_fp16_target"] = "holds" if abs(rel) <= TARGET_FP16 else "missed"
+    # the deterministic mode: its time over the default mode's (TFLOP/s ratio), same shape
+    for c, key in ((0, "hb_det_nc"), (1, "hb_det_c")):
+        xs = ratios(t, me, ("det", None), "bf16", causal=c)
+        v[key] = span(xs.values(), 1) if xs else "n/a"
+    ex = ratios(t, me, ("det", None), "bf16", causal=1, n_lo=8192, n_hi=8192)
+    if (128, 1, 8192) in ex:
+        v["hb_det_example"] = (f"{shape_name(128, 1, 8192)}: {t[('det', None, 'bf16', 128, 1, 8192)]:.0f} TFLOP/s against "
+                               f"{t[('v3', dstep, 'bf16', 128, 1, 8192)]:.0f}")
+    # forward + backward: forward version 3 with backward version 3 (the row's name when both are 3)
+    fb = table(rs, dstep, "fwdbwd")
+    fc, ff = ratios(fb, me, cu, "bf16"), ratios(fb, me, fl, "bf16")
+    if fc:
+        v["hb_fb_cudnn_gm"], v["hb_fb_cudnn_min"] = f"{gmean(fc.values()):.3f}", f"{min(fc.values()):.3f}"
+    if ff:
+        v["hb_fb_flash_gm"] = f"{gmean(ff.values()):.3f}"
+    # the steps: those of the main file, and from the earlier run those it lacks
+    extra_rs = rows(EARLIER)
+    extra = table(extra_rs, None) if extra_rs else {}
+    # in the earlier file the unsuffixed row is the step that was default then:
+    # known only from its stepK rows' complement, so take only explicit stepK rows
+    extra = {k: x for k, x in extra.items() if not (k[0] == "v3" and k[1] is None)}
+    extra_steps = [st for st in steps_of(extra) if st not in steps_of(t)]
+    if extra_steps and extra_rs:
+        e = next(r for r in extra_rs if r.get("pass") == "bwd")
+        v["hb_early_commit"] = e.get("commit") or "n/a"
+        v["hb_early_Ns"] = " and ".join(str(n) for n in sorted({k[5] for k in extra if k[0] == "v3"}))
+        s1 = ("v3", min(extra_steps))
+        r1 = ratios(extra, s1, v4, "bf16", n_lo=0, n_hi=1 << 30)
+        if r1:
+            v["hb_step1_over_v4"] = span(r1.values())
+        # the step after it, in the same earlier run: its unsuffixed row (the default then)
+        base = table(extra_rs, min(extra_steps) + 1)
+        for d in (64, 128):
+            xs = [base[("v3", min(extra_steps) + 1, "bf16", dd, c, N)] / x
+                  for (who, st, dt, dd, c, N), x in extra.items()
+                  if (who, st) == s1 and dt == "bf16" and dd == d and ("v3", min(extra_steps) + 1, "bf16", dd, c, N) in base]
+            if xs:
+                v[f"hb_step2_over_step1_{d}"] = span(xs)
+    if out_dir:
+        pts = figure_rows(t, dstep, extra, extra_steps)
+        if pts:
+            paper_gpu.write_dat(dat, "curve d causal N over_cudnn tflops", src, pts)
+    return v
+
+
+def main(argv):
+    out = None
+    if "--out" in argv:
+        out = argv[argv.index("--out") + 1]
+        os.makedirs(out, exist_ok=True)
+    v = values(out)
+    if out:
+        if v["hb_status"] != "present":
+            print("paper_bwd3.py: no backward version 3 rows in data/gpu/bench_bwd.csv or "
+                  "data/gpu/bwd_hopper_bench.csv; figure bwd_hopper_steps skipped")
+        return 0
+    return paper_gpu.print_values(v)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
