@@ -45,6 +45,7 @@ KERNEL = "kernels/stage5_bwd_hopper.cu"
 V4_NAMES = ("ours_v4_mma8", "ours_v3_mma8")
 FLASH, CUDNN, V3, V3_DET = "sdpa_flash", "sdpa_cudnn", "ours_v3_hopper", "ours_v3_hopper_det"
 N_LO, N_HI = 2048, 16384          # the issue's target range
+EARLIER_DEFAULT = 2               # HB_DEFAULT_STEP at the earlier call's commit (a77a339)
 TARGET_CUDNN, TARGET_SHAPE_MIN, TARGET_FLASH, TARGET_FP16 = 1.0, 0.95, 1.6, 0.05
 
 
@@ -166,7 +167,7 @@ def values(out_dir=None):
             "hb_cudnn_ver", "hb_tokens", "hb_hidden", "hb_Ns", "hb_nshapes", "hb_default_step",
             "hb_target", "hb_target_flash", "hb_target_shape", "hb_fp16_target",
             "hb_early_commit", "hb_early_Ns", "hb_step1_over_v4", "hb_step2_over_step1_64",
-            "hb_step2_over_step1_128", "hb_det_nc", "hb_det_c", "hb_det_example", "hb_fp16_vs_bf16",
+            "hb_step2_over_step1_128", "hb_steps_where", "hb_fig_steps_note", "hb_det_nc", "hb_det_c", "hb_det_example", "hb_fp16_vs_bf16",
             "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min"]
     for dt in ("bf16", "fp16"):
         keys += [f"hb_{dt}_{k}" for k in ("cudnn_gm", "cudnn_min", "cudnn_min_at", "cudnn_range", "flash_gm",
@@ -253,29 +254,39 @@ def values(out_dir=None):
         v["hb_fb_flash_gm"] = f"{gmean(ff.values()):.3f}"
     # the steps: those of the main file, and from the earlier run those it lacks
     extra_rs = rows(EARLIER)
-    extra = table(extra_rs, None) if extra_rs else {}
-    # in the earlier file the unsuffixed row is the step that was default then:
-    # known only from its stepK rows' complement, so take only explicit stepK rows
-    extra = {k: x for k, x in extra.items() if not (k[0] == "v3" and k[1] is None)}
+    # the earlier call's unsuffixed row is the step that was the default at
+    # its commit (EARLIER_DEFAULT); its stepK rows are step K
+    extra = table(extra_rs, EARLIER_DEFAULT) if extra_rs else {}
     extra_steps = [st for st in steps_of(extra) if st not in steps_of(t)]
-    if extra_steps and extra_rs:
+    extra_fig = {k: x for k, x in extra.items() if k[0] != "v3" or k[1] in extra_steps}
+    # step 1 against version 4, and each step against the one before it, from
+    # the one run that timed them side by side: the main file when it has
+    # step 1, else the earlier call
+    if 1 in steps_of(t):
+        st_tab, v["hb_steps_where"] = t, "in the same run"
+    elif 1 in extra_steps:
+        st_tab = extra
         e = next(r for r in extra_rs if r.get("pass") == "bwd")
         v["hb_early_commit"] = e.get("commit") or "n/a"
-        v["hb_early_Ns"] = " and ".join(str(n) for n in sorted({k[5] for k in extra if k[0] == "v3"}))
-        s1 = ("v3", min(extra_steps))
-        r1 = ratios(extra, s1, v4, "bf16", n_lo=0, n_hi=1 << 30)
+        v["hb_early_Ns"] = " and ".join(str(n) for n in sorted({k[5] for k in extra_fig if k[0] == "v3"}))
+        v["hb_steps_where"] = f"in an earlier call, commit {v['hb_early_commit']}, N = {v['hb_early_Ns']}"
+    else:
+        st_tab = None
+    if st_tab:
+        r1 = ratios(st_tab, ("v3", 1), v4, "bf16", n_lo=0, n_hi=1 << 30)
         if r1:
             v["hb_step1_over_v4"] = span(r1.values())
-        # the step after it, in the same earlier run: its unsuffixed row (the default then)
-        base = table(extra_rs, min(extra_steps) + 1)
         for d in (64, 128):
-            xs = [base[("v3", min(extra_steps) + 1, "bf16", dd, c, N)] / x
-                  for (who, st, dt, dd, c, N), x in extra.items()
-                  if (who, st) == s1 and dt == "bf16" and dd == d and ("v3", min(extra_steps) + 1, "bf16", dd, c, N) in base]
+            xs = [x for (dd, c, N), x in ratios(st_tab, ("v3", 2), ("v3", 1), "bf16", n_lo=0, n_hi=1 << 30).items()
+                  if dd == d]
             if xs:
                 v[f"hb_step2_over_step1_{d}"] = span(xs)
+        v["hb_fig_steps_note"] = ("step 1 (dQ added from registers) is in the same run" if st_tab is t else
+                                  f"step 1 (dQ added from registers) was timed in an earlier call (commit "
+                                  f"{v['hb_early_commit']}, N = {v['hb_early_Ns']} only) and is drawn against "
+                                  "that call's cuDNN")
     if out_dir:
-        pts = figure_rows(t, dstep, extra, extra_steps)
+        pts = figure_rows(t, dstep, extra_fig, extra_steps)
         if pts:
             paper_gpu.write_dat(dat, "curve d causal N over_cudnn tflops", src, pts)
     return v
