@@ -402,16 +402,17 @@ static int bwd_center_k(const attn_params *p, const T *K, fa_stride sk, const bw
     constexpr int V = vec16<T>::n;
     const bool vec = aligned16(K) && p->d % V == 0 && sk.batch % V == 0 && sk.head % V == 0 && sk.row % V == 0;
     const dim3 grid((unsigned)bhk, (unsigned)chunks, (unsigned)tiles);
-    if (vec) bwd_center_stats_kernel<T, V><<<grid, 256, 0, st>>>(K, w.part, p->H_kv, p->seqlen_k, p->d, sk, chunks, plane);
-    else bwd_center_stats_kernel<T, 1><<<grid, 256, 0, st>>>(K, w.part, p->H_kv, p->seqlen_k, p->d, sk, chunks, plane);
+    const int Hk = p->H_kv, Sk = p->seqlen_k, d = p->d;
+    if (vec) bwd_center_stats_kernel<T, V><<<grid, 256, 0, st>>>(K, w.part, Hk, Sk, d, sk, chunks, plane);
+    else bwd_center_stats_kernel<T, 1><<<grid, 256, 0, st>>>(K, w.part, Hk, Sk, d, sk, chunks, plane);
     LAUNCH_CHECK();
-    bwd_center_mean_kernel<T><<<dim3((unsigned)((p->d + 127) / 128), (unsigned)bhk), 128, 0, st>>>(
-        w.part, w.c, p->seqlen_k, p->d, chunks, plane);
+    bwd_center_mean_kernel<T><<<dim3((unsigned)((d + 127) / 128), (unsigned)bhk), 128, 0, st>>>(
+        w.part, w.c, Sk, d, chunks, plane);
     LAUNCH_CHECK();
     const long long n_vec = (long long)attn_kv_numel(p) / (vec ? V : 1);
     const unsigned blocks = (unsigned)((n_vec + 255) / 256 < (1 << 20) ? (n_vec + 255) / 256 : (1 << 20));
-    if (vec) bwd_center_shift_kernel<T, V><<<blocks, 256, 0, st>>>(K, w.c, (T *)w.Kc, p->H_kv, p->seqlen_k, p->d, sk, n_vec);
-    else bwd_center_shift_kernel<T, 1><<<blocks, 256, 0, st>>>(K, w.c, (T *)w.Kc, p->H_kv, p->seqlen_k, p->d, sk, n_vec);
+    if (vec) bwd_center_shift_kernel<T, V><<<blocks, 256, 0, st>>>(K, w.c, (T *)w.Kc, Hk, Sk, d, sk, n_vec);
+    else bwd_center_shift_kernel<T, 1><<<blocks, 256, 0, st>>>(K, w.c, (T *)w.Kc, Hk, Sk, d, sk, n_vec);
     LAUNCH_CHECK();
     return FA_OK;
 }
