@@ -42,7 +42,6 @@ import argparse
 import ctypes
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -70,16 +69,12 @@ def main(argv):
     if a.page_size not in (16, 32, 64, 128, 256) or a.repeats < 1:
         print("bench_decode.py: error: --page-size is 16, 32, 64, 128 or 256; --repeats >= 1", file=sys.stderr)
         return 2
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:
-        print("bench_decode.py: error: torch is not installed", file=sys.stderr)
+    import gpu_timing
+    torch = gpu_timing.torch_on_gpu("bench_decode.py: error")
+    if torch is None:
         return 2
-    if not torch.cuda.is_available():
-        print("bench_decode.py: error: no CUDA GPU", file=sys.stderr)
-        return 2
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     import decode_op
     import provenance as prov
     t_start = time.time()
@@ -92,21 +87,9 @@ def main(argv):
           "torch": torch.__version__, "commit": prov.commit(), "date": prov.utc_now(),
           "command": " ".join(["python3"] + argv)}
     rows = []
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)   # written before each run: evicts the L2
 
-    def timed(fn):
-        fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(a.repeats):
-            flush.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e))
-        return statistics.median(ts)
+    def timed(fn):   # the median of a.repeats runs after one warm-up, the L2 flushed before each
+        return gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
 
     def row(impl, B, H_kv, L, splits, ms, cache_bytes, diff, note, copy_gbps):
         gbps = cache_bytes / (ms * 1e-3) / 1e9

@@ -136,16 +136,12 @@ def main(argv):
     if args.calls < 1 or args.repeats < 1 or args.stride_repeats < 1:
         print("bench_op_overhead: --calls and --repeats must be >= 1", file=sys.stderr)
         return 2
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:
-        print("bench_op_overhead: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
+    import gpu_timing   # scripts/, this script's own folder
+    torch = gpu_timing.torch_on_gpu("bench_op_overhead")
+    if torch is None:
         return 2
-    if not torch.cuda.is_available():
-        print("bench_op_overhead: no CUDA GPU here", file=sys.stderr)
-        return 2
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import flash_op
 
