@@ -70,13 +70,9 @@ def write_summary(csv_path, md_path):
     call of each impl by shape and ours / sdpa_flash; then the strided
     layouts against contiguous; then the goal's line and the provenance.
     Needs no torch and no GPU; removes md_path when there is no CSV."""
-    if not os.path.exists(csv_path):
-        if os.path.exists(md_path):
-            os.remove(md_path)
-        print(f"bench_op_overhead: no {csv_path}; no table")
+    rows = prov.summary_rows("bench_op_overhead", csv_path, md_path)
+    if rows is None:
         return 0
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
     out = []
     for pass_ in ("fwd", "fwdbwd"):
         cells = {}

@@ -144,10 +144,7 @@ def read_csv(path):
 
 def write_summary(csv_path, md_path):
     """The paper's table (Markdown) from the CSV; removes md_path when there is no CSV."""
-    if not os.path.exists(csv_path):
-        if os.path.exists(md_path):
-            os.remove(md_path)
-        print(f"train_compare: no {csv_path}; no training table")
+    if prov.summary_rows("train_compare", csv_path, md_path, "training table") is None:
         return 0
     losses, p = read_csv(csv_path)
     s = summarize(losses)
@@ -534,13 +531,9 @@ def write_compare_summary(csv_path, md_path):
     """The --compare table (Markdown) from its CSV, for the paper: per run and
     mode the mean ms/step and the mean and largest drift over the seeds.
     Needs no torch; removes md_path when there is no CSV."""
-    if not os.path.exists(csv_path):
-        if os.path.exists(md_path):
-            os.remove(md_path)
-        print(f"train_compare: no {csv_path}; no table")
+    raw = prov.summary_rows("train_compare", csv_path, md_path)
+    if raw is None:
         return 0
-    with open(csv_path, newline="") as f:
-        raw = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
     rows = [{"run": r["run"], "mode": r["mode"], "seed": int(r["seed"]), "steps": int(r["steps"]),
              "ms_per_step": float(r["ms_per_step"]), "drift_from_" + FP32: float(r["drift_from_" + FP32])}
             for r in raw]

@@ -288,12 +288,7 @@ static const char USAGE[] =
     "  --block-table i,...  B x pages_per_seq page numbers, row-major (default: shuffled)\n"
     "--sweep io --csv FILE writes counted and closed-form traffic over a grid (make sweep).";
 
-static int report(const char *what, double err, double tol)
-{
-    bool ok = err <= tol;
-    printf("  %-56s %10.3e   <= %.0e   %s\n", what, err, tol, ok ? "ok" : "FAIL");
-    return ok ? 0 : 1;
-}
+static int report(const char *what, double err, double tol) { return report_check(what, 56, err, tol); }
 
 /* Counted terms of the IO model from the two passes' counters. */
 /* Bytes the GPU kernels move for these terms: the cache, Q and O in a

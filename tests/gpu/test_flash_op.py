@@ -82,6 +82,8 @@ import time
 import traceback
 import warnings
 
+import skips   # tests/gpu/, beside this file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEV = "cuda"
 GROUPS = ["flash_op-errors", "flash_op-grad", "flash_op-deterministic", "flash_op-noncontiguous",
@@ -93,17 +95,12 @@ PLUMBING = GROUPS[3:7]
 
 
 def skip_all(why, groups=GROUPS):
-    for g in groups:
-        print(f"SKIP {g}: {why}")
-    sys.exit(0)
+    skips.skip_all(groups, why)
 
 
-try:
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:
-    skip_all("torch is not installed (the GPU machine has it)")
+torch = skips.need_torch(GROUPS)
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import flash_op  # noqa: E402
