@@ -1166,6 +1166,8 @@ double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* The three rows of the table of versions                                   */
 /* ========================================================================= */
+/* One shape by design, as the forward's rows in stage4_forward.cu: each row
+ * stands beside its kernel and names every field. */
 const fa_row fa_row_bwd_v0 = {.info = {.pass = FA_BACKWARD, .version = 0, .name = "v0",
     .what = "materialized (cuBLAS; S, dP, dS in fp32)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "materialized", .strided = 0},
     .run = v0_backward, .check = v0_bwd_check, .workspace = v0_bwd_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_bwd_model};

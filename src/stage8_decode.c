@@ -79,7 +79,9 @@ void decode_split_pass(const decode_params *p, const double *Q, const double *K_
     size_t part_stride = (size_t)p->B * p->H * Sq * d, part_rows = (size_t)p->B * p->H * Sq;
     sram_reset(sram);
     /* The group's rows: r = (h - g G) Sq + i, all G heads at once, so that a
-     * K/V tile loaded once serves every query head that reads it. */
+     * K/V tile loaded once serves every query head that reads it. The arena
+     * is a tiled forward's (stage 3's passes, exercise 4's solution): the
+     * same run of allocations by design, each pass's tiles in its listing. */
     double *Qi = sram_alloc(sram, (size_t)M * d, "Q of the group");
     double *Oi = sram_alloc(sram, (size_t)M * d, "O of the group (unnormalized)");
     double *m = sram_alloc(sram, (size_t)M, "m");
