@@ -33,7 +33,9 @@
  *           | Q_i, dO_i, L_i, D_i loaded once for twice the keys, all by
  *           | cp.async; dQ added 16 bytes at a time (stage5_bwd_v3.cu)
  *
- * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace). In
+ * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace),
+ * which with K centered (FA_BWD_CENTER_K, bwd-center) also forms c, K_c and
+ * L' (bwd_prepass; a version of another file calls bwd_prepass_at). In
  * versions 1 to 3 the blocks of different key blocks run at once and all
  * add into the same dQ rows, so dQ is accumulated in fp32 (atomicAdd; a
  * post-pass rounds it to the dtype): the order of those additions, and so the
@@ -463,6 +465,32 @@ static int bwd_prepass(const attn_params *p, const fa_ptrs *x, int flags, float 
     LAUNCH_CHECK();
     return FA_OK;
 }
+
+/* The same pre-pass for a version of another file (stage5_backward.cuh):
+ * its workspace piece at cen, bwd_center_bytes long. */
+size_t bwd_center_bytes(int dtype, const attn_params *p)
+{
+    ws_carver c = {nullptr, 0};
+    bwd_center_ws w;
+    bwd_center_carve(&c, dtype, p, &w);
+    return c.used;
+}
+template <typename T>
+int bwd_prepass_at(const attn_params *p, const fa_ptrs *x, int flags, float *D, void *cen, const T **K,
+                   const float **L, fa_stride *sk, cudaStream_t st)
+{
+    ws_carver c = {(char *)cen, 0};
+    bwd_center_ws w;
+    const int dtype = std::is_same<T, float>::value ? FA_FP32 : std::is_same<T, __half>::value ? FA_FP16 : FA_BF16;
+    bwd_center_carve(&c, dtype, p, &w);
+    return bwd_prepass<T>(p, x, flags, D, w, K, L, sk, st);
+}
+#define BWD_PREPASS_AT(T)                                                                                    \
+    template int bwd_prepass_at<T>(const attn_params *, const fa_ptrs *, int, float *, void *, const T **,   \
+                                   const float **, fa_stride *, cudaStream_t);
+BWD_PREPASS_AT(float)
+BWD_PREPASS_AT(__half)
+BWD_PREPASS_AT(__nv_bfloat16)
 
 /* ========================================================================= */
 /* Version 0: the materialized baseline                                      */
