@@ -18,7 +18,8 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
 # the PyTorch op against SDPA (SKIP lines without torch, a GPU or the library)
 TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
-TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)"
+# the auto centering rule of the backward (host code of the library, no GPU)
+TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "python3 tests/center_rule.py"
 
 .PHONY: gpu-test v3-check
 
