@@ -29,6 +29,7 @@ LINK_test_ring  := test_ring merge ring $(LINK_stage3)
 LINK_test_io    := test_io $(LINK_stage1)
 LINK_stage8     := stage8_decode merge $(LINK_stage2)
 LINK_test_decode := test_decode stage8_decode merge $(LINK_stage2)
+LINK_test_varlen := test_varlen
 LINK_stage3_accuracy := stage3_accuracy $(LINK_stage3)
 objs = $(1)/$(firstword $(2)).o $(patsubst %,$(1)/%.lib.o,$(wordlist 2,99,$(2))) \
        $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
@@ -36,7 +37,7 @@ objs = $(1)/$(firstword $(2)).o $(patsubst %,$(1)/%.lib.o,$(wordlist 2,99,$(2)))
 lib_objs = $(patsubst %,$(1)/%.lib.o,$(2)) $(patsubst %,$(1)/%.o,$(HARNESS_SRCS))
 
 CPU_STAGES := stage1 stage2 stage3 stage6 stage8
-CPU_TESTS  := test_cpu test_masks test_ring test_io stage3_accuracy test_decode
+CPU_TESTS  := test_cpu test_masks test_ring test_io stage3_accuracy test_decode test_varlen
 
 # link_program OUTPUT, OBJECT-FOLDER, LIST, CFLAGS: the one link rule of C programs.
 define link_program
@@ -116,7 +117,7 @@ $(ASAN)/%.o: tests/%.c | $(ASAN)
 	$(SAN_CC) -c $< -o $@
 $(ASAN)/%.lib.o: src/%.c | $(ASAN)
 	$(SAN_CC) -DSTAGE_NO_MAIN -c $< -o $@
-SAN_PROGRAMS := $(CPU_STAGES) test_cpu test_masks test_ring test_decode
+SAN_PROGRAMS := $(CPU_STAGES) test_cpu test_masks test_ring test_decode test_varlen
 $(foreach p,$(SAN_PROGRAMS),$(eval $(call link_program,$(ASAN)/$(p),$(ASAN),$(LINK_$(p)),$$(SAN_FLAGS))))
 SANITIZED := $(addprefix $(ASAN)/,$(SAN_PROGRAMS))
 
@@ -125,9 +126,11 @@ sanitize: $(SANITIZED)                    ## the stages and tests under ASan + U
 	    "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
 TEST_DEPS   += $(BUILD)/stage3_accuracy $(BUILD)/test_cpu $(BUILD)/test_masks $(BUILD)/test_ring $(BUILD)/test_decode $(BUILD)/test_io $(MUTANT_BINS) \
+               $(BUILD)/test_varlen $(ASAN)/test_varlen \
                $(BUILD)/libfa_mask.so $(SANITIZED)
 TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test_masks $(BUILD)/test_ring \
-               $(BUILD)/test_decode "sh tests/emulate_decode.sh" "sh tests/emulate_center.sh" "sh tests/io_mutants.sh" \
+               $(BUILD)/test_decode $(BUILD)/test_varlen "$(ASAN)/test_varlen --quick" "sh tests/emulate_decode.sh" \
+               "sh tests/emulate_center.sh" "sh tests/io_mutants.sh" \
                "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/layers.py" \
                "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
                "$(ASAN)/test_ring --quick" "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"

@@ -128,14 +128,24 @@ FA_HD int decode_split_range(int n, int num_splits, int s, int *k0, int *k1)
  * whole group of query heads inside). When they already fill four fifths of
  * a wave, splitting only adds the partials' traffic: 1. Otherwise s splits
  * give B H_kv s units, run in ceil(B H_kv s / wave) waves; the fraction of
- * the last wave's slots that have work, B H_kv s / (waves wave), is what
+ * the waves' slots that have work, B H_kv s / (waves wave), is what
  * splitting buys (a CTA of a memory-bound kernel that waits for its loads
  * is hidden only by the other CTAs on its SM, so every slot counts, not only
- * every SM). Each split keeps at least two blocks of keys (so that its
- * partial, d + 1 numbers per row, stays small beside the keys it reads) and
- * there are at most DECODE_MAX_SPLITS. Of the counts that fill the waves
- * within 85% as well as the best one, the smallest is taken: fewer splits,
- * fewer partials to write and merge. Returns at least 1. */
+ * every SM). Only counts that decode_split_range cuts into s non-empty
+ * ranges are candidates: with blocks of keys cut ceil(blocks / s) to a
+ * split, some s leave their last splits empty (128 blocks in 42 splits of 4
+ * blocks fill only 32), CTAs that load nothing and a fill that is not there.
+ * Each split keeps at least two blocks of keys (so that its partial, d + 1
+ * numbers per row, stays small beside the keys it reads, and its CTA has
+ * loads to keep in flight) and there are at most DECODE_MAX_SPLITS. The
+ * fullest waves win: the smallest candidate that fills 96% of its waves'
+ * slots is taken (fewer partials to write and merge, no more waves than
+ * needed), or, where none does, the smallest with the best fill. A looser
+ * choice costs more than its empty slots: each CTA of the kernel is bound
+ * by the bytes it keeps in flight, so a slot without work is bandwidth
+ * lost (on the H200 with 2 CTAs per SM, B 4, H_kv 8, 32k keys: 7 splits,
+ * 224 of 264 slots, ran at 0.74 of the copy; 8 splits, 256 slots, at 0.87;
+ * data/gpu/decode_steps.md). Returns at least 1. */
 FA_HD int decode_num_splits(int B, int H_kv, int seqlen_k, int sm_count, int ctas_per_sm)
 {
     int64_t units = (int64_t)B * H_kv, wave = (int64_t)sm_count * (ctas_per_sm > 1 ? ctas_per_sm : 1);
@@ -145,12 +155,14 @@ FA_HD int decode_num_splits(int B, int H_kv, int seqlen_k, int sm_count, int cta
     if (max_s <= 1) return 1;
     double fill[DECODE_MAX_SPLITS + 1], best = 0;
     for (int s = 1; s <= max_s; s++) {
+        int per = (blocks + s - 1) / s;   /* blocks per split, as decode_split_range cuts them */
         int64_t work = units * s, waves = (work + wave - 1) / wave;
-        fill[s] = (double)work / (double)(waves * wave);
+        fill[s] = (blocks + per - 1) / per == s ? (double)work / (double)(waves * wave) : 0.0;
         if (fill[s] > best) best = fill[s];
     }
+    double want = best < 0.96 ? best : 0.96;
     for (int s = 1; s <= max_s; s++)
-        if (fill[s] >= 0.85 * best) return s;
+        if (fill[s] > 0 && fill[s] >= want) return s;
     return 1;
 }
 //< split-rule

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "attn_params.h"
+#include "varlen.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,6 +66,14 @@ typedef struct {
     fa_stride sq, sk, sv, so, sdo, sdq, sdk, sdv;   /* strides of q, k, v, o, do_, dq, dk, dv */
 } fa_ptrs;
 
+/* A field that rows written before it existed leave out: 0 (C++ designated
+ * initializers warn about an omitted field unless it has a default). */
+#ifdef __cplusplus
+#define FA_DEFAULT_0 = 0
+#else
+#define FA_DEFAULT_0
+#endif
+
 /* One row of the table of versions. */
 typedef struct {
     int pass;                /* FA_FORWARD or FA_BACKWARD */
@@ -79,6 +88,7 @@ typedef struct {
     int min_cc;              /* least compute capability (major*10+minor), e.g. 90 */
     const char *slug;        /* "mma": with the name, the benchmarks' label (ours_v2_mma) */
     int strided;             /* 1: reads fa_ptrs' strides (rows 16-byte aligned); 0: contiguous only */
+    int varlen FA_DEFAULT_0; /* 1: runs packed sequences of different lengths (fa_forward_varlen) */
 } fa_version_info;
 
 int fa_num_versions(int pass);
@@ -147,7 +157,9 @@ double fa_flops(int pass, const attn_params *p);
  * accurate when K has a large part common to all keys (every logit far from
  * zero). FA_BWD_CENTER_AUTO: center where fa_bwd_center_cost() <
  * FA_BWD_CENTER_MAX_COST, keep K as given elsewhere; fa_backward decides per
- * call, the same for every version. Neither bit: K as given. Never either
+ * call, the same for every version, and keeps K as given for packed
+ * sequences (fa_backward_varlen refuses FA_BWD_CENTER_K: c would be per
+ * sequence). Neither bit: K as given. Never either
  * with K, V a block of a longer row's keys (stage 7's shards): a row's share
  * of dS over a block need not sum to zero. */
 #define FA_BWD_CENTER_K 2
@@ -194,6 +206,41 @@ int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, 
  * are not served from it when flush_l2 is 0). */
 int fa_time(int pass, int version, int dtype, const attn_params *p, const fa_ptrs *sets,
             int n_sets, int deterministic, int repeats, int flush_l2, double *median_ms);
+
+/* Variable lengths (FlashAttention's flash_attn_varlen_func; core/varlen.h):
+ * B sequences packed along the rows. Q, O, dO, dQ are (total_q, H, d), K, V,
+ * dK, dV (total_k, H_kv, d); sequence b's rows are cu_seqlens_q[b] ..
+ * cu_seqlens_q[b+1] - 1 and cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1 (int32
+ * device arrays of B + 1 entries, 0 first, non-decreasing, the totals last:
+ * varlen_check says so on the host; a kernel given other arrays stays inside
+ * the tensors but computes nothing meaningful). L = softmax_lse is (H,
+ * total_q) fp32, FlashAttention's varlen layout. The attn_params p gives B
+ * (the sequences), H, H_kv, d, softmax_scale, the window, and as seqlen_q,
+ * seqlen_k the longest sequence (max_seqlen_q, max_seqlen_k; each >= 1):
+ * every sequence is masked as its own problem of (len_q, len_k) rows, so
+ * causal is aligned to each sequence's last query and key (mask.h). Strides:
+ * fa_ptrs' `head` and `row` (batch must be 0); all zero is the packed layout
+ * (row = heads d, head = d). Versions whose row says `varlen` run it. */
+typedef struct {
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;   /* device, B + 1 entries each */
+    int total_q, total_k;                         /* rows of the packed Q and K: the last entries */
+} fa_varlen;
+
+/* fa_check_supported for a varlen call: the version's row must say
+ * `varlen`; the sizes above (the arrays' contents are not read). Needs no
+ * GPU for the shape part. FA_OK or FA_ERR_UNSUPPORTED with one line. */
+int fa_check_varlen(int pass, int version, int dtype, const attn_params *p, const fa_varlen *vl);
+size_t fa_workspace_bytes_varlen(int pass, int version, int dtype, const attn_params *p, const fa_varlen *vl);
+/* The strides of a varlen call, as fa_strides_of (batch 0). Host only. */
+void fa_varlen_strides_of(const attn_params *p, const fa_ptrs *x, fa_stride out[8]);
+/* Host check of the two arrays (host copies): core/varlen.h's varlen_check. */
+int fa_varlen_check(const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int B, int total_q, int total_k,
+                    int max_seqlen_q, int max_seqlen_k);
+int fa_forward_varlen(int version, int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x,
+                      void *stream);
+/* flags as fa_backward's; FA_BWD_CENTER_K is refused (K's mean would be per sequence). */
+int fa_backward_varlen(int version, int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x,
+                       int flags, void *stream);
 
 /* Bytes of one element of the dtype (4, 2, 2), and its name. */
 size_t fa_dtype_bytes(int dtype);

@@ -332,6 +332,115 @@ extern "C" int fa_backward(int version, int dtype, const attn_params *p, const f
     return run_pass(FA_BACKWARD, version, dtype, p, x, deterministic, stream);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Variable lengths (fa_varlen, core/varlen.h)                               */
+/* ------------------------------------------------------------------------- */
+extern "C" int fa_varlen_check(const int32_t *cu_q, const int32_t *cu_k, int B, int total_q, int total_k,
+                               int max_seqlen_q, int max_seqlen_k)
+{
+    char why[256];
+    if (!cu_q || !cu_k) return fa_set_error(FA_ERR_UNSUPPORTED, "cu_seqlens: a NULL array");
+    if (varlen_check(cu_q, cu_k, B, total_q, total_k, max_seqlen_q, max_seqlen_k, why, sizeof why))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
+    return FA_OK;
+}
+
+extern "C" void fa_varlen_strides_of(const attn_params *p, const fa_ptrs *x, fa_stride out[8])
+{
+    const fa_stride *given[8] = {&x->sq, &x->sk, &x->sv, &x->so, &x->sdo, &x->sdq, &x->sdk, &x->sdv};
+    const int64_t d = p->d;
+    const fa_stride cq = {0, d, p->H * d}, ck = {0, d, p->H_kv * d};   /* packed (total, heads, d) */
+    static const int is_kv[8] = {0, 1, 1, 0, 0, 0, 1, 1};
+    for (int i = 0; i < 8; i++) {
+        const fa_stride *g = given[i];
+        out[i] = (g->batch == 0 && g->head == 0 && g->row == 0) ? (is_kv[i] ? ck : cq) : *g;
+    }
+}
+
+/* The version's row, the problem (p's seqlen_q, seqlen_k the longest
+ * sequences), the packed totals and the strides; no GPU needed. */
+static int varlen_problem(int pass, int version, int dtype, const attn_params *p, const fa_varlen *vl,
+                          const fa_ptrs *x, int flags)
+{
+    int rc = fa_check_problem(pass, version, dtype, p);
+    if (rc) return rc;
+    const fa_row *r = find_row(pass, version);
+    if (!r->info.varlen || !r->run_varlen)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel %d: %s %s takes no variable lengths (cu_seqlens)",
+                            version, pass_name(pass), r->info.name);
+    if (!vl || !vl->cu_seqlens_q || !vl->cu_seqlens_k)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "varlen: cu_seqlens_q and cu_seqlens_k must be given");
+    if (vl->total_q < p->seqlen_q || vl->total_k < p->seqlen_k)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "varlen: total_q %d, total_k %d: fewer rows than "
+                            "max_seqlen_q %d, max_seqlen_k %d", vl->total_q, vl->total_k, p->seqlen_q,
+                            p->seqlen_k);
+    if ((long long)vl->total_q * p->H * p->d >= (1ll << 40) || (long long)vl->total_q + 2ll * p->B >= INT32_MAX)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "varlen: total_q %d: too many rows", vl->total_q);
+    if (x) {
+        fa_stride s[8];
+        fa_varlen_strides_of(p, x, s);
+        const int64_t per16 = 16 / (int64_t)fa_dtype_bytes(dtype);
+        static const char *names[8] = {"q", "k", "v", "o", "do", "dq", "dk", "dv"};
+        for (int i = 0; i < 8; i++)
+            if (s[i].batch != 0 || s[i].head < 0 || s[i].row < p->d || s[i].head % per16 || s[i].row % per16)
+                return fa_set_error(FA_ERR_UNSUPPORTED, "varlen %s strides (batch %lld, head %lld, row %lld): "
+                                    "need batch 0, rows of >= d elements, strides in multiples of 16 bytes",
+                                    names[i], (long long)s[i].batch, (long long)s[i].head, (long long)s[i].row);
+    }
+    if (r->check_varlen) return r->check_varlen(dtype, p, flags);
+    return FA_OK;
+}
+
+extern "C" int fa_check_varlen(int pass, int version, int dtype, const attn_params *p, const fa_varlen *vl)
+{
+    int rc = varlen_problem(pass, version, dtype, p, vl, nullptr, 0);
+    if (rc) return rc;
+    return fa_check_supported(pass, version, dtype, p);
+}
+
+extern "C" size_t fa_workspace_bytes_varlen(int pass, int version, int dtype, const attn_params *p,
+                                            const fa_varlen *vl)
+{
+    const fa_row *r = find_row(pass, version);
+    return r && r->workspace_varlen && vl ? r->workspace_varlen(dtype, p, vl) : 0;
+}
+
+static int run_varlen_pass(int pass, int version, int dtype, const attn_params *p, const fa_varlen *vl,
+                           const fa_ptrs *x, int flags, void *stream)
+{
+    if ((flags & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO)) || (pass == FA_FORWARD && flags))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1), FA_BWD_CENTER_K "
+                            "(2) and FA_BWD_CENTER_AUTO (4) exist, for the backward", pass_name(pass),
+                            (unsigned)flags);
+    flags &= ~FA_BWD_CENTER_AUTO;   /* the auto mode keeps K as given here: c would be per sequence */
+    int rc = varlen_problem(pass, version, dtype, p, vl, x, flags);
+    if (rc) return rc;
+    const fa_row *r = find_row(pass, version);
+    if ((flags & FA_BWD_DETERMINISTIC) && !r->info.deterministic)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--deterministic: %s %s has no deterministic mode",
+                            pass_name(pass), r->info.name);
+    size_t need = fa_workspace_bytes_varlen(pass, version, dtype, p, vl);
+    if (need && (!x->workspace || x->workspace_bytes < need))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s %s needs %zu bytes of workspace, got %zu",
+                            pass_name(pass), r->info.name, need, x->workspace ? x->workspace_bytes : 0);
+    fa_ptrs y = *x;   /* the strides resolved: the launchers read them as they are */
+    fa_stride s[8];
+    fa_varlen_strides_of(p, x, s);
+    y.sq = s[0]; y.sk = s[1]; y.sv = s[2]; y.so = s[3]; y.sdo = s[4]; y.sdq = s[5]; y.sdk = s[6]; y.sdv = s[7];
+    return r->run_varlen(dtype, p, vl, &y, flags, (cudaStream_t)stream);
+}
+
+extern "C" int fa_forward_varlen(int version, int dtype, const attn_params *p, const fa_varlen *vl,
+                                 const fa_ptrs *x, void *stream)
+{
+    return run_varlen_pass(FA_FORWARD, version, dtype, p, vl, x, 0, stream);
+}
+extern "C" int fa_backward_varlen(int version, int dtype, const attn_params *p, const fa_varlen *vl,
+                                  const fa_ptrs *x, int flags, void *stream)
+{
+    return run_varlen_pass(FA_BACKWARD, version, dtype, p, vl, x, flags, stream);
+}
+
 /* Overwrite the L2 with a buffer twice its size, so that the next run reads
  * its inputs from DRAM as a first touch would. */
 static int flush_l2(cudaStream_t st)

@@ -18,8 +18,10 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
 # the PyTorch op against SDPA (SKIP lines without torch, a GPU or the library)
 TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
+# packed sequences (flash_attn_varlen_func) against the dense op and fp64
+VARLEN_TESTS := python3 tests/gpu/test_varlen_op.py
 # the auto centering rule of the backward (host code of the library, no GPU)
-TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "python3 tests/center_rule.py"
+TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)" "python3 tests/center_rule.py"
 
 .PHONY: gpu-test v3-check
 
@@ -114,10 +116,10 @@ GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check
 
 gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)" $(GPU_TEST_EXTRA)
 else
 gpu-test:
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" $(GPU_TEST_EXTRA)
+	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)" $(GPU_TEST_EXTRA)
 endif
 
 # The measurement targets need nvcc, a GPU (one that nvidia-smi lists) and,

@@ -276,6 +276,10 @@ __device__ __forceinline__ void cp_async_rows(T *dst, const T *__restrict__ src,
 /* ------------------------------------------------------------------------- */
 typedef int (*fa_launch_fn)(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                             cudaStream_t stream);
+/* The same for packed sequences (fa_varlen, core/fa_gpu.h); x's strides
+ * already those of fa_varlen_strides_of. */
+typedef int (*fa_launch_varlen_fn)(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x,
+                                   int flags, cudaStream_t stream);
 
 /* A version: what fa_version() reports, and the functions fa_api.cu calls.
  * Each row stands beside its kernel, so the rows repeat this shape by design.
@@ -289,6 +293,10 @@ struct fa_row {
     int (*block_rows)(int d);                                 /* NULL: not tiled */
     int (*block_cols)(int d);
     double (*model_bytes)(int dtype, const attn_params *p, int Br, int Bc);
+    /* packed sequences of different lengths (info.varlen = 1), or NULL */
+    fa_launch_varlen_fn run_varlen = nullptr;
+    int (*check_varlen)(int dtype, const attn_params *p, int flags) = nullptr;
+    size_t (*workspace_varlen)(int dtype, const attn_params *p, const fa_varlen *vl) = nullptr;   /* none */
 };
 
 /* Every row, declared (so that each file's definition is visible to fa_api.cu). */

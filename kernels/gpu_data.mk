@@ -17,7 +17,7 @@ NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 GPU_DATA_TARGETS := gpu-env stage4-default-gpu gpu-test-log bench-gpu io-gpu opcodes-gpu ncu-bwd-gpu \
                     final-tests-gpu v3-steps-gpu ring-gpu train-gpu decode-gpu overhead-gpu train-compare-gpu \
-                    accuracy-gpu
+                    varlen-gpu accuracy-gpu
 .PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
 
 ifeq ($(GPU_MISSING),)
@@ -95,6 +95,8 @@ train-gpu: $(BUILD)/libfa_gpu.so        ## a small transformer trained with our 
 	python3 scripts/train_compare.py --csv $(GPU_DATA)/train_loss.csv > $(GPU_DATA)/final_train.log 2>&1
 decode-gpu: $(BUILD)/libfa_gpu.so        ## decode bandwidth vs a device copy and SDPA (stage 8): data/gpu/decode.csv
 	python3 scripts/bench_decode.py --csv $(GPU_DATA)/decode.csv
+varlen-gpu: $(BUILD)/libfa_gpu.so        ## packed sequences vs the dense kernels at the same tokens, SDPA padded: data/gpu/varlen.csv
+	python3 scripts/bench_varlen.py --csv $(GPU_DATA)/varlen.csv
 
 # dQ on logits near -120 for every backward version (K centered and as
 # given) beside SDPA's backends, and the centering's cost at the bench

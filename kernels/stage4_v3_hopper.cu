@@ -118,6 +118,10 @@ struct v3_args {
     int group_q, group_r;     /* step 6: head groups of group_q + 1 heads (the first group_r) and group_q */
     unsigned *tile_counter;   /* step 6: next tile to hand out; zero at launch */
     long long o_batch, o_head, o_row;   /* O's strides in elements (fa_stride) */
+    /* packed sequences (VL kernels, core/varlen.h): the tiles run over H heads x
+     * varlen_slots(total_q, B, BR) query blocks, L is (H, total_q) */
+    const int32_t *cu_q, *cu_k;
+    int B, total_q, total_k;
 };
 
 //> v3-schedule
@@ -221,15 +225,15 @@ template <int D, int STEP> struct v3_smem {
 
 /* The key/value head query head bh reads (grouped-query attention), as the
  * tensor maps' coordinates {head, batch}. */
-__device__ __forceinline__ int2 v3_kv_head(const v3_args &a, int bh)
+template <bool VL = false> __device__ __forceinline__ int2 v3_kv_head(const v3_args &a, int bh)
 {
     int b = bh / a.H, h = bh % a.H;
-    return make_int2(h / (a.H / a.H_kv), b);
+    return make_int2(h / (a.H / a.H_kv), VL ? 0 : b);   /* varlen: one batch of packed rows */
 }
 /* Query head bh as the tensor map's coordinates {head, batch}. */
-__device__ __forceinline__ int2 v3_q_head(const v3_args &a, int bh)
+template <bool VL = false> __device__ __forceinline__ int2 v3_q_head(const v3_args &a, int bh)
 {
-    return make_int2(bh % a.H, bh / a.H);
+    return make_int2(bh % a.H, VL ? 0 : bh / a.H);
 }
 
 /* Release a stage: one arrival per warp, after that warp's wait_group has
@@ -294,6 +298,39 @@ __device__ __forceinline__ uint32_t ld_shared_u32_if(uint32_t addr, bool cond)
  * data/gpu/v3_race.md. */
 
 
+/* Where a tile lies: query head bh = b H + h, query block qb of its
+ * sequence, the sequence's first rows in the packed Q (O) and K (V) and its
+ * mask. Without variable lengths q0 = k0 = 0 and the mask is the call's. */
+struct v3_where {
+    int bh, qb, q0, k0;
+    attn_mask mask;
+};
+
+/* Tile number t of a varlen call: (head, slot) as v3_tile_coords numbers
+ * them (BH = H heads, n_qblocks = slots), the slot's sequence and block by
+ * core/varlen.h's map; false for an unused slot. */
+template <int BR>
+__device__ __forceinline__ bool v3_varlen_tile(const v3_args &a, int t, v3_where &w)
+{
+    int h, u, b, qb;
+    v3_tile_coords(a, t, h, u);
+    /* opaque, as in v3_tile_coords: read where used, not held in the
+     * producer's 32 registers across its loop */
+    const int32_t *cu_q = a.cu_q, *cu_k = a.cu_k;
+    int B = a.B, total_q = a.total_q, total_k = a.total_k, H = a.H;
+    int wl = a.mask.window_size_left, wr = a.mask.window_size_right;
+    asm volatile("" : "+l"(cu_q), "+l"(cu_k));
+    v3_opaque(B, total_q, total_k, H, wl, wr);
+    if (!varlen_block(cu_q, B, total_q, BR, u, &b, &qb)) return false;
+    const varlen_seq sq = varlen_seq_of(cu_q, cu_k, total_q, total_k, b);
+    w.bh = b * H + h;
+    w.qb = qb;
+    w.q0 = sq.q0;
+    w.k0 = sq.k0;
+    w.mask = varlen_mask(sq, wl, wr);
+    return true;
+}
+
 //> v3-dynamic
 /* The k-th tile of this block. Steps 1-5 compute it (v3_tile), the producer
  * and the consumers alike. From step 6 the producer asks a counter in device
@@ -305,11 +342,15 @@ __device__ __forceinline__ uint32_t ld_shared_u32_if(uint32_t addr, bool cond)
  * the threads that wait on it; in each consumer warp the lane that reads it
  * is the lane that releases it. The number past the last tile is passed on
  * too: it ends the consumers' loop. */
-template <int D, int STEP, bool PRODUCER>
+template <int D, int STEP, bool PRODUCER, bool VL>
 __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v3_args &a, int k,
-                                             int &bh, int &qb)
+                                             v3_where &w)
 {
     using C = v3_cfg<D, STEP>;
+    static_assert(!VL || C::DYNAMIC, "variable lengths take the counter's tiles (step 6 on)");
+    w.q0 = w.k0 = 0;
+    w.mask = a.mask;
+    int &bh = w.bh, &qb = w.qb;
     if constexpr (!C::DYNAMIC) {
         return v3_tile<C::PERSIST>(a, blockIdx.x, gridDim.x, k, bh, qb);
     } else {
@@ -318,6 +359,9 @@ __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v
         if constexpr (PRODUCER) {
             mbar_wait(sm.tile_empty(i), ((k >> 1) & 1) ^ 1);
             t = (int)atomicAdd(a.tile_counter, 1u);
+            /* varlen: unused slots are passed over here, never handed on */
+            if constexpr (VL)
+                while (t < a.n_tiles && !v3_varlen_tile<C::BR>(a, t, w)) t = (int)atomicAdd(a.tile_counter, 1u);
             st_shared_u32(sm.tile_slot(i), (uint32_t)t);
             mbar_arrive(sm.tile_full(i));
         } else {
@@ -333,7 +377,11 @@ __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v
             v3_release(sm.tile_empty(i));
         }
         if (t >= a.n_tiles) return false;
-        v3_tile_coords(a, t, bh, qb);
+        if constexpr (VL) {
+            if constexpr (!PRODUCER) v3_varlen_tile<C::BR>(a, t, w);   /* the producer has it */
+        } else {
+            v3_tile_coords(a, t, bh, qb);
+        }
         return true;
     }
 }
@@ -348,28 +396,32 @@ __device__ __forceinline__ bool v3_next_tile(const v3_smem<D, STEP> &sm, const v
  * barrier counts as complete. */
 template <int D, int STEP>
 __device__ __forceinline__ void produce(const v3_smem<D, STEP> &sm, const CUtensorMap *map, bool is_v,
-                                        int n, int jb, int2 kvh, bool issue = true)
+                                        int n, int jb, int2 kvh, bool issue = true, int k0 = 0)
 {
     using C = v3_cfg<D, STEP>;
     const int st = n % C::STAGES, ph = (n / C::STAGES) & 1;
     mbar_wait(is_v ? sm.empty_v(st) : sm.empty_k(st), ph ^ 1);
     tma_tile<C::CB, C::BC>(map, is_v ? sm.v(st) : sm.k(st), is_v ? sm.full_v(st) : sm.full_k(st),
-                           jb * C::BC, kvh, issue);
+                           k0 + jb * C::BC, kvh, issue);
 }
 
 /* The producer warpgroup's one working thread: for every tile of this CTA,
  * Q once (after the consumers released the previous Q), then K and V of
  * every key block the mask leaves, in the order the consumers use them. */
-template <int D, int STEP>
+template <int D, int STEP, bool VL>
 __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
                             const CUtensorMap *tmK, const CUtensorMap *tmV, const v3_args &a)
 {
     using C = v3_cfg<D, STEP>;
-    int n = 0, nq = 0, bh, qb;
-    for (int k = 0; v3_next_tile<D, STEP, true>(sm, a, k, bh, qb); k++) {
+    int n = 0, nq = 0;
+    v3_where w;
+    const int &bh = w.bh;
+    for (int k = 0; v3_next_tile<D, STEP, true, VL>(sm, a, k, w); k++) {
         int jb0, jb1;
-        int i0 = qb * C::BR;
-        if constexpr (C::PRODUCER_REGS <= 32) {
+        int i0 = w.qb * C::BR;
+        if constexpr (VL) {
+            if (!mask_key_blocks(w.mask, i0, min(i0 + C::BR, w.mask.seqlen_q), C::BC, &jb0, &jb1)) continue;
+        } else if constexpr (C::PRODUCER_REGS <= 32) {
             attn_mask mk = a.mask;
             v3_opaque(mk.seqlen_q, mk.seqlen_k, mk.window_size_left, mk.window_size_right);
             if (!mask_key_blocks(mk, i0, min(i0 + C::BR, mk.seqlen_q), C::BC, &jb0, &jb1)) continue;
@@ -377,12 +429,12 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
             if (!mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1)) continue;
         }
         if (nq > 0) mbar_wait(sm.empty_q(), (nq - 1) & 1);
-        tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, v3_q_head(a, bh));
+        tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), w.q0 + i0, v3_q_head<VL>(a, bh));
         nq++;
-        const int2 kvh = v3_kv_head(a, bh);
+        const int2 kvh = v3_kv_head<VL>(a, bh);
         for (int jb = jb0; jb < jb1; jb++, n++) {
-            produce<D, STEP>(sm, tmK, false, n, jb, kvh);
-            produce<D, STEP>(sm, tmV, true, n, jb, kvh);
+            produce<D, STEP>(sm, tmK, false, n, jb, kvh, true, w.k0);
+            produce<D, STEP>(sm, tmV, true, n, jb, kvh, true, w.k0);
         }
     }
 }
@@ -554,7 +606,7 @@ __device__ __forceinline__ bool v3_softmax_lean_tile(float (&s)[4 * NG], float (
 //> v3-consumer
 /* One consumer warpgroup (cw = 0 .. NWG-1): rows 64 cw .. 64 cw + 63 of each
  * tile. n counts K/V loads across tiles (the ring position), nq Q loads. */
-template <typename T, int D, int STEP>
+template <typename T, int D, int STEP, bool VL>
 __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
                             const CUtensorMap *tmK, const CUtensorMap *tmV, const v3_args &a)
 {
@@ -566,7 +618,9 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
      * producer's waits, thread 0 alone issues (tma_tile's predicate). */
     constexpr bool self_load = !C::WS;
     const bool issuer = tid == 0;
-    int n = 0, nq = 0, bh, qb;
+    int n = 0, nq = 0;
+    v3_where w;
+    const int &bh = w.bh, &qb = w.qb;
 
     /* Ping-pong: warpgroup cw waits on barrier 1 + cw for its turn on the
      * tensor cores and hands the turn over on the next one's (cw + 1, round
@@ -583,27 +637,32 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
     constexpr int NG = C::BC / 8;   /* groups of 8 key columns per row */
     float o[D / 2], s[4 * NG];
     uint32_t p[2 * NG];
-    for (int k = 0; v3_next_tile<D, STEP, false>(sm, a, k, bh, qb); k++) {
+    for (int k = 0; v3_next_tile<D, STEP, false, VL>(sm, a, k, w); k++) {
+        /* the tile's sequence: the call itself without variable lengths */
+        const attn_mask mk = VL ? w.mask : a.mask;
+        const int seqlen_q = VL ? w.mask.seqlen_q : a.seqlen_q, seqlen_k = VL ? w.mask.seqlen_k : a.seqlen_k;
         const int i0 = qb * C::BR;
         const int r0 = i0 + 64 * cw + 16 * warp + g;   /* this thread's rows r0 and r0 + 8 */
-        T *Oh = (T *)a.O + (size_t)(bh / a.H) * a.o_batch + (size_t)(bh % a.H) * a.o_head;
-        float *Lh = a.L + (size_t)bh * a.seqlen_q;
+        T *Oh = (T *)a.O + (size_t)(bh / a.H) * a.o_batch + (size_t)(bh % a.H) * a.o_head +
+                (size_t)w.q0 * a.o_row;
+        float *Lh = a.L + (VL ? (size_t)(bh % a.H) * a.total_q + w.q0 : (size_t)bh * a.seqlen_q);
         int jb0, jb1;
-        const int nblk = mask_key_blocks(a.mask, i0, min(i0 + C::BR, a.seqlen_q), C::BC, &jb0, &jb1);
+        const int nblk = mask_key_blocks(mk, i0, min(i0 + C::BR, seqlen_q), C::BC, &jb0, &jb1);
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
         int lo[2], hi[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            lo[h] = mask_key_first(a.mask, r0 + 8 * h);
-            hi[h] = min(mask_key_last(a.mask, r0 + 8 * h), a.seqlen_k - 1);
+            lo[h] = mask_key_first(mk, r0 + 8 * h);
+            hi[h] = min(mask_key_last(mk, r0 + 8 * h), seqlen_k - 1);
         }
         /* the warpgroup's rows, for the "is this tile fully visible" test */
-        const int w0 = i0 + 64 * cw, w1 = min(w0 + 64, a.seqlen_q);
+        const int w0 = i0 + 64 * cw, w1 = min(w0 + 64, seqlen_q);
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
 
         if (nblk > 0) {
             const int2 kvh = v3_kv_head(a, bh);
+            static_assert(!(self_load && VL), "step 1 has no varlen form");
             if constexpr (self_load) {   /* step 1: Q and the first STAGES blocks */
                 tma_tile<C::CB, C::BR>(tmQ, sm.q(), sm.full_q(), i0, v3_q_head(a, bh), issuer);
                 for (int b = 0; b < S && b < nblk; b++) {
@@ -618,14 +677,14 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
              * are one range [ju0, ju1) (a row's keys are an interval whose
              * ends grow with the row): two comparisons per block instead of
              * mask_tile_unmasked's arithmetic; the same answer */
-            const int kf = mask_key_first(a.mask, w1 - 1);
-            const int kl = min(mask_key_last(a.mask, w0), a.seqlen_k - 1);
+            const int kf = mask_key_first(mk, w1 - 1);
+            const int kl = min(mask_key_last(mk, w0), seqlen_k - 1);
             const int ju0 = (kf + C::BC - 1) / C::BC, ju1 = kl + 1 > 0 ? (kl + 1) / C::BC : 0;
             auto need_mask = [&](int j0) {
                 if constexpr (C::LEAN)
-                    return w0 < a.seqlen_q && (j0 < ju0 * C::BC || j0 >= ju1 * C::BC);
-                return w0 < a.seqlen_q &&
-                       (j0 + C::BC > a.seqlen_k || !mask_tile_unmasked(a.mask, w0, w1, j0, j0 + C::BC));
+                    return w0 < seqlen_q && (j0 < ju0 * C::BC || j0 >= ju1 * C::BC);
+                return w0 < seqlen_q &&
+                       (j0 + C::BC > seqlen_k || !mask_tile_unmasked(mk, w0, w1, j0, j0 + C::BC));
             };
             /* step 7: descriptors' low words of this warpgroup's Q and of K, V
              * in ring stage 0; stage st is KV_BYTES >> 4 further on */
@@ -740,7 +799,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
             lt += __shfl_xor_sync(0xffffffffu, lt, 1);
             lt += __shfl_xor_sync(0xffffffffu, lt, 2);
             const int row = r0 + 8 * h;
-            if (row >= a.seqlen_q) continue;
+            if (row >= seqlen_q) continue;   /* (varlen: the next sequence's row) */
             const float inv = lt > 0.f ? 1.f / lt : 0.f;
             T *orow = Oh + (size_t)row * a.o_row + 2 * t;
 #pragma unroll
@@ -757,7 +816,7 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
 //< v3-consumer
 
 //> v3-kernel
-template <typename T, int D, int STEP>
+template <typename T, int D, int STEP, bool VL>
 __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
     v3_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
               const __grid_constant__ CUtensorMap tmV, const v3_args a)
@@ -786,15 +845,15 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
     if constexpr (C::WS) {
         if (threadIdx.x < 128) {   /* warpgroup 0: the producer */
             setmaxnreg_dec<C::PRODUCER_REGS>();
-            if (threadIdx.x == 0) v3_producer<D, STEP>(sm, &tmQ, &tmK, &tmV, a);
+            if (threadIdx.x == 0) v3_producer<D, STEP, VL>(sm, &tmQ, &tmK, &tmV, a);
         } else {                   /* warpgroups 1, 2: the consumers */
             setmaxnreg_inc<C::CONSUMER_REGS>();
             /* step 7: the warpgroup index as a warp-uniform value (see v3_next_tile) */
             const int wg = C::LEAN ? __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) : threadIdx.x / 128;
-            v3_consumer<T, D, STEP>(wg - 1, sm, &tmQ, &tmK, &tmV, a);
+            v3_consumer<T, D, STEP, VL>(wg - 1, sm, &tmQ, &tmK, &tmV, a);
         }
     } else {
-        v3_consumer<T, D, STEP>(0, sm, &tmQ, &tmK, &tmV, a);
+        v3_consumer<T, D, STEP, VL>(0, sm, &tmQ, &tmK, &tmV, a);
     }
 }
 //< v3-kernel
@@ -942,19 +1001,33 @@ static int v3_counter_for_launch(unsigned **ctr, cudaStream_t stream)
 }
 //< v3-counter
 
-template <typename T, int D, int STEP>
+/* vl: packed sequences (VL), else NULL. */
+template <typename T, int D, int STEP, bool VL = false>
 static int v3_launch(const attn_params *p, const void *q, const void *k, const void *v, void *o,
-                     float *lse, const fa_stride *s, cudaStream_t stream)
+                     float *lse, const fa_stride *s, cudaStream_t stream, const fa_varlen *vl = nullptr)
 {
     using C = v3_cfg<D, STEP>;
     int dtype = std::is_same<T, __nv_bfloat16>::value ? FA_BF16 : FA_FP16;
     CUtensorMap tq, tk, tv;
-    const int BH = p->B * p->H, BHkv = p->B * p->H_kv;
+    /* varlen: the tiles run over H heads x slots (core/varlen.h), the maps
+     * over one batch of total rows (a dimension of 1, whose stride the copy
+     * engine never steps over but checks: one row's) */
+    const int BH = VL ? p->H : p->B * p->H;
+    const int rows_q = VL ? vl->total_q : p->seqlen_q, rows_k = VL ? vl->total_k : p->seqlen_k;
+    const int batches = VL ? 1 : p->B;
+    fa_stride sq = s[0], sk = s[1], sv = s[2];
+    if (VL) {
+        sq.batch = sq.row;
+        sk.batch = sk.row;
+        sv.batch = sv.row;
+        if ((long long)p->H * varlen_slots(vl->total_q, p->B, C::BR) > INT32_MAX / 2)
+            return fa_set_error(FA_ERR_UNSUPPORTED, "version 3: problem too large (tile count)");
+    }
     int rc;
     /* s: fa_strides_of's q, k, v, o */
-    if ((rc = v3_tensor_map_strided(&tq, q, dtype, D, p->seqlen_q, p->H, p->B, &s[0], C::BR)) ||
-        (rc = v3_tensor_map_strided(&tk, k, dtype, D, p->seqlen_k, p->H_kv, p->B, &s[1], C::BC)) ||
-        (rc = v3_tensor_map_strided(&tv, v, dtype, D, p->seqlen_k, p->H_kv, p->B, &s[2], C::BC)))
+    if ((rc = v3_tensor_map_strided(&tq, q, dtype, D, rows_q, p->H, batches, &sq, C::BR)) ||
+        (rc = v3_tensor_map_strided(&tk, k, dtype, D, rows_k, p->H_kv, batches, &sk, C::BC)) ||
+        (rc = v3_tensor_map_strided(&tv, v, dtype, D, rows_k, p->H_kv, batches, &sv, C::BC)))
         return rc;
     v3_args a;
     a.O = o;
@@ -968,8 +1041,13 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
     a.BH = BH;
     a.seqlen_q = p->seqlen_q;
     a.seqlen_k = p->seqlen_k;
-    a.n_qblocks = (p->seqlen_q + C::BR - 1) / C::BR;
+    a.n_qblocks = VL ? varlen_slots(vl->total_q, p->B, C::BR) : (p->seqlen_q + C::BR - 1) / C::BR;
     a.n_tiles = a.n_qblocks * BH;
+    a.cu_q = VL ? vl->cu_seqlens_q : nullptr;
+    a.cu_k = VL ? vl->cu_seqlens_k : nullptr;
+    a.B = p->B;
+    a.total_q = VL ? vl->total_q : 0;
+    a.total_k = VL ? vl->total_k : 0;
     a.scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
     int cc = 0, sms = 132, dev = 0, l2 = 50 << 20;
     if (v3_device(&cc, &sms) != 0) sms = 132;
@@ -978,7 +1056,7 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
         (void)cudaGetLastError();
         l2 = 50 << 20;
     }
-    const double kv_head_bytes = 2.0 * p->seqlen_k * D * 2;
+    const double kv_head_bytes = 2.0 * rows_k * D * 2;   /* varlen: a head's keys of every sequence */
     a.heads_per_group = (int)std::max(1.0, std::min((double)BH, 0.5 * l2 / kv_head_bytes));
     const int n_groups = (BH + a.heads_per_group - 1) / a.heads_per_group;
     a.group_q = BH / n_groups;
@@ -991,11 +1069,11 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
     int grid = C::PERSIST ? std::min(a.n_tiles, sms) : a.n_tiles;
     static bool attr_set = false;   /* per instantiation */
     if (!attr_set) {
-        CUDA_TRY(cudaFuncSetAttribute(v3_kernel<T, D, STEP>,
+        CUDA_TRY(cudaFuncSetAttribute(v3_kernel<T, D, STEP, VL>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
         attr_set = true;
     }
-    v3_kernel<T, D, STEP><<<grid, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, a);
+    v3_kernel<T, D, STEP, VL><<<grid, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, a);
     CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
@@ -1057,6 +1135,45 @@ static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int determi
                       : v3_launch_step_fp16<128>(step, p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st);
 }
 
+/* Packed sequences (fa_forward_varlen): step FA_V3_VARLEN_STEP only, whose
+ * dynamic tile counter passes over the unused slots of core/varlen.h's block
+ * map. Each sequence computes what the dense kernel computes on it alone:
+ * its rows past the end (the next sequence's, read by the copy engine with
+ * the tile) are masked to -inf as keys and never written as queries, so a
+ * key past the end adds P V = 0 x V = 0 (V finite). The only difference from
+ * a dense call: a warp whose other rows hold another sequence's queries with
+ * scores beyond 2^16 takes step 4's two-operation exponent (v3_softmax_lean),
+ * as accurate, not bit for bit the same. */
+#define FA_V3_VARLEN_STEP 8
+static int v3_check_varlen(int dtype, const attn_params *p, int flags)
+{
+    (void)dtype;
+    (void)p;
+    (void)flags;
+    if (v3_step() != FA_V3_VARLEN_STEP)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_V3_STEP=%d: version 3 runs variable lengths in step %d only",
+                            v3_step(), FA_V3_VARLEN_STEP);
+    return FA_OK;
+}
+static int v3_run_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
+                         cudaStream_t st)
+{
+    (void)flags;
+    int cc = 0, sms = 0;
+    if (v3_device(&cc, &sms) != 0 || cc != 90)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 is built for sm_90a (H100/H200) only");
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
+                            "engine's rule) and a 4-byte aligned O");
+    const fa_stride s[4] = {x->sq, x->sk, x->sv, x->so};   /* resolved by fa_api.cu */
+    constexpr int S8 = FA_V3_VARLEN_STEP;
+    if (dtype == FA_BF16)
+        return p->d == 64 ? v3_launch<__nv_bfloat16, 64, S8, true>(p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st, vl)
+                          : v3_launch<__nv_bfloat16, 128, S8, true>(p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st, vl);
+    return p->d == 64 ? v3_launch<__half, 64, S8, true>(p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st, vl)
+                      : v3_launch<__half, 128, S8, true>(p, x->q, x->k, x->v, x->o, x->softmax_lse, s, st, vl);
+}
+
 /* The tile shape of the step that runs (v3_cfg): the IO model counts K and
  * V once per query block of Br rows. */
 static int v3_block_rows(int d)
@@ -1076,6 +1193,7 @@ static int v3_block_cols(int d)
  * (64 in step 1, 192 at d = 64 from step 8) and Bc = 128 (176 at d = 128
  * from step 8). */
 const fa_row fa_row_fwd_v3 = {.info = {.pass = FA_FORWARD, .version = 3, .name = "v3",
-    .what = "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 0, .min_cc = 90, .slug = "hopper", .strided = 1},
-    .run = v3_run, .check = v3_check, .workspace = nullptr, .block_rows = v3_block_rows, .block_cols = v3_block_cols, .model_bytes = fa_model_tiled_forward};
+    .what = "Hopper: TMA copies, wgmma, producer/consumer warpgroups, overlapped softmax", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 0, .min_cc = 90, .slug = "hopper", .strided = 1, .varlen = 1},
+    .run = v3_run, .check = v3_check, .workspace = nullptr, .block_rows = v3_block_rows, .block_cols = v3_block_cols, .model_bytes = fa_model_tiled_forward,
+    .run_varlen = v3_run_varlen, .check_varlen = v3_check_varlen, .workspace_varlen = nullptr};
 //< v3-row

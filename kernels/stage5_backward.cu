@@ -1100,13 +1100,15 @@ struct tiled_ws {
     int *sem;
     bwd_center_ws cen;  /* centering (bwd-center) */
 };
-static size_t tiled_ws_carve(int dtype, const attn_params *p, void *base, tiled_ws *w)
+/* sems: the counters' count, 0 for the dense problem's B H Tr (a varlen
+ * call's p is the packed problem as one batch, packed_problem below) */
+static size_t tiled_ws_carve(int dtype, const attn_params *p, void *base, tiled_ws *w, size_t sems = 0)
 {
     ws_carver c = {(char *)base, 0};
     const size_t Tr = (size_t)(p->seqlen_q + BWD_TILED_BR - 1) / BWD_TILED_BR;
     w->D = c.take<float>(attn_rows(p));
     w->dq_acc = dtype == FA_FP32 ? nullptr : c.take<float>(attn_q_numel(p));
-    w->sem = c.take<int>((size_t)p->B * p->H * Tr);
+    w->sem = c.take<int>(sems ? sems : (size_t)p->B * p->H * Tr);
     bwd_center_carve(&c, dtype, p, &w->cen);
     return c.used;
 }
@@ -1116,33 +1118,91 @@ size_t tiled_bwd_workspace(int dtype, const attn_params *p)
     return tiled_ws_carve(dtype, p, nullptr, &w);
 }
 
+/* Packed sequences: the rows of every sequence as one batch (B = 1,
+ * seqlen = total), the shape D, the dQ accumulator and the post-pass see;
+ * and the deterministic mode's counters, one per slot of core/varlen.h's
+ * block map per query head. */
+static attn_params packed_problem(const attn_params *p, const fa_varlen *vl)
+{
+    attn_params q = *p;
+    q.B = 1;
+    q.seqlen_q = vl->total_q;
+    q.seqlen_k = vl->total_k;
+    return q;
+}
+static size_t varlen_sems(const attn_params *p, const fa_varlen *vl)
+{
+    return (size_t)p->H * varlen_slots(vl->total_q, p->B, BWD_TILED_BR);
+}
+size_t tiled_bwd_workspace_varlen(int dtype, const attn_params *p, const fa_varlen *vl)
+{
+    tiled_ws w;
+    const attn_params q = packed_problem(p, vl);
+    return tiled_ws_carve(dtype, &q, nullptr, &w, varlen_sems(p, vl));
+}
+
 //> bwd-tiled-launch
 template <typename T>
 int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
                    bwd_launch_fn<T> launch)
 {
+    return tiled_backward_vl<T>(dtype, p, nullptr, x, deterministic, st, launch);
+}
+
+/* (vl: packed sequences; the rows D, the accumulator and the post-pass
+ * touch are those of the packed problem, pk; the kernel gets p and the
+ * arrays) */
+template <typename T>
+int tiled_backward_vl(int dtype, const attn_params *p0, const fa_varlen *vl, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st, bwd_launch_fn<T> launch)
+{
+    if (vl && bwd_centers(deterministic, p0))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_CENTER_K (accurate_dq) takes no variable lengths: "
+                            "K's mean would be per sequence");
+    const attn_params pk = vl ? packed_problem(p0, vl) : *p0;
+    const attn_params *p = &pk;
     tiled_ws w;
-    tiled_ws_carve(dtype, p, x->workspace, &w);
+    tiled_ws_carve(dtype, p, x->workspace, &w, vl ? varlen_sems(p0, vl) : 0);
     bwd_args<T> a;
     a.q = (const T *)x->q; a.k = (const T *)x->k; a.v = (const T *)x->v; a.dO = (const T *)x->do_;
     a.L = x->softmax_lse; a.D = w.D;
     a.dq_acc = dtype == FA_FP32 ? (float *)x->dq : w.dq_acc;
     a.dk = (T *)x->dk; a.dv = (T *)x->dv;
     a.sem = w.sem; a.deterministic = (deterministic & FA_BWD_DETERMINISTIC) != 0;
-    a.a = fa_kargs_make(p);
+    a.a = fa_kargs_make(p0);   /* varlen: the longest sequences (the grid), the window */
     const size_t nq = attn_q_numel(p);
     fa_stride s[8];
-    fa_strides_of(p, x, s);
+    fa_strides_of(p, x, s);   /* (varlen: x's, resolved by fa_api.cu) */
     a.sq = s[0]; a.sv = s[2]; a.sdo = s[4]; a.sdk = s[6]; a.sdv = s[7];
+    a.cu_q = vl ? vl->cu_seqlens_q : nullptr;
+    a.cu_k = vl ? vl->cu_seqlens_k : nullptr;
+    a.total_q = vl ? vl->total_q : 0;
+    a.total_k = vl ? vl->total_k : 0;
+    const long long Tr = (p0->seqlen_q + BWD_TILED_BR - 1) / BWD_TILED_BR;
+    a.l_batch = vl ? 0 : (long long)p->H * p->seqlen_q;
+    a.l_head = vl ? vl->total_q : p->seqlen_q;
+    a.sem_batch = vl ? 0 : p->H * Tr;
+    a.sem_head = vl ? (long long)varlen_slots(vl->total_q, p0->B, BWD_TILED_BR) : Tr;
+    const size_t sems = vl ? varlen_sems(p0, vl) : (size_t)p->B * p->H * Tr;
     /* D; with K centered also a.k = K_c (contiguous), a.L = L' */
     if (int rc = bwd_prepass<T>(p, x, deterministic, w.D, w.cen, &a.k, &a.L, &a.sk, st)) return rc;
     CUDA_TRY(cudaMemsetAsync(a.dq_acc, 0, nq * sizeof(float), st));
-    if (a.deterministic)
-        CUDA_TRY(cudaMemsetAsync(w.sem, 0, (size_t)p->B * p->H *
-                                 ((p->seqlen_q + BWD_TILED_BR - 1) / BWD_TILED_BR) * sizeof(int), st));
-    int rc = launch(a, p->B, st);
+    if (a.deterministic) CUDA_TRY(cudaMemsetAsync(w.sem, 0, sems * sizeof(int), st));
+    int rc = launch(a, p0->B, st);
     if constexpr (!std::is_same<T, float>::value) {
-        if (rc == FA_OK && s[5].row == p->d && s[5].head == (int64_t)p->seqlen_q * p->d &&
+        if (vl && rc == FA_OK) {
+            /* the varlen kernels accumulate in the packed layout (total_q, H,
+             * d): one conversion when dQ is packed too, else row by row, the
+             * rows seen as (total_q, H, 1, d) */
+            if (s[5].head == p->d && s[5].row == (int64_t)p->H * p->d) {
+                rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
+            } else {
+                attn_params pr = *p;
+                pr.B = vl->total_q;
+                pr.seqlen_q = 1;
+                rc = bwd_convert_rows<T>(w.dq_acc, (T *)x->dq, &pr, fa_stride{s[5].row, s[5].head, p->d}, st);
+            }
+        } else if (rc == FA_OK && s[5].row == p->d && s[5].head == (int64_t)p->seqlen_q * p->d &&
             s[5].batch == (int64_t)p->H * p->seqlen_q * p->d)
             rc = bwd_convert<float, T>(w.dq_acc, (T *)x->dq, nq, st);
         else if (rc == FA_OK)   /* dQ strided: row by row */
@@ -1157,6 +1217,10 @@ template int tiled_backward<__half>(int, const attn_params *, const fa_ptrs *, i
                                     bwd_launch_fn<__half>);
 template int tiled_backward<__nv_bfloat16>(int, const attn_params *, const fa_ptrs *, int, cudaStream_t,
                                            bwd_launch_fn<__nv_bfloat16>);
+template int tiled_backward_vl<__half>(int, const attn_params *, const fa_varlen *, const fa_ptrs *, int,
+                                       cudaStream_t, bwd_launch_fn<__half>);
+template int tiled_backward_vl<__nv_bfloat16>(int, const attn_params *, const fa_varlen *, const fa_ptrs *, int,
+                                              cudaStream_t, bwd_launch_fn<__nv_bfloat16>);
 
 static int v1_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)

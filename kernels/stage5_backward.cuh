@@ -27,6 +27,8 @@
 #include <math.h>
 
 #define FA_LOG2E 1.4426950408889634f
+/* Query rows per tile of every tiled backward kernel (see tiled_backward). */
+#define BWD_TILED_BR 64
 
 //> bwd-lse-guard
 /* L of a row that sees no key is -inf; exp(S - L) would be exp(+inf). As
@@ -56,7 +58,46 @@ template <typename T> struct bwd_args {
     /* element strides of q, k, v, dO, dK, dV (fa_strides_of: the contiguous
      * layout's unless the call gave others); L, D and dq_acc are contiguous */
     fa_stride sq, sk, sv, sdo, sdk, sdv;
+    /* Packed sequences (core/varlen.h; cu_q NULL without): sequence b's rows
+     * start at row cu_q[b] (cu_k[b]) of Q, dO (K, V, dK, dV), whose batch
+     * strides are then 0. L and D rows of query head h, batch b start at
+     * b l_batch + h l_head (+ the sequence's first row): (B, H, Sq) dense,
+     * (H, total_q) packed; dq_acc is (B, H, Sq, d) dense, (total_q, H, d)
+     * packed (the packed dQ's own layout). The deterministic mode's counters of query
+     * block ib at b sem_batch + h sem_head + ib (+ the sequence's first slot
+     * of varlen_start). */
+    const int32_t *cu_q, *cu_k;
+    int total_q, total_k;
+    long long l_batch, l_head, sem_batch, sem_head;
 };
+
+//> bwd-varlen-view
+/* What a kernel block of key/value batch b works on: with VL (packed
+ * sequences) sequence b alone, as its own problem (lengths, mask), and
+ * where its rows start; without, the call itself (x.a, offsets 0). A block
+ * of a grid sized by the longest sequence whose keys start past its
+ * sequence's end has nothing to do. */
+struct bwd_view {
+    fa_kargs a;
+    int q0, k0, slot;   /* first query row, key row, deterministic-mode slot */
+};
+template <bool VL, typename T> __device__ __forceinline__ bwd_view bwd_view_of(const bwd_args<T> &x, int b)
+{
+    bwd_view v;
+    v.a = x.a;
+    v.q0 = v.k0 = v.slot = 0;
+    if constexpr (VL) {
+        const varlen_seq s = varlen_seq_of(x.cu_q, x.cu_k, x.total_q, x.total_k, b);
+        v.a.seqlen_q = s.len_q;
+        v.a.seqlen_k = s.len_k;
+        v.a.mask = varlen_mask(s, x.a.mask.window_size_left, x.a.mask.window_size_right);
+        v.q0 = s.q0;
+        v.k0 = s.k0;
+        v.slot = varlen_start(x.cu_q, x.total_q, b, BWD_TILED_BR);
+    }
+    return v;
+}
+//< bwd-varlen-view
 
 //> bwd-dq-order
 /* The deterministic mode: the key blocks that see query block (bh, i) add
@@ -192,7 +233,8 @@ __device__ __forceinline__ void bwd_load_kv_frags(unsigned (&kf)[KD][4], unsigne
  * dK, dV of key/value head bkv; keys at or past Sk are not written. */
 template <typename T, int D>
 __device__ __forceinline__ void bwd_store_dkdv(const bwd_args<T> &x, const float (&dk)[D / 8][4],
-                                               const float (&dv)[D / 8][4], int bkv, int jw, int Sk, int lane)
+                                               const float (&dv)[D / 8][4], int bkv, int jw, int Sk, int lane,
+                                               int k0 = 0)   /* varlen: the sequence's first key row */
 {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -200,8 +242,8 @@ __device__ __forceinline__ void bwd_store_dkdv(const bwd_args<T> &x, const float
         const int j = jw + g + 8 * h;
         if (j >= Sk) continue;
         const int b = bkv / x.a.H_kv, hk = bkv % x.a.H_kv;
-        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + j * x.sdk.row;
-        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + j * x.sdv.row;
+        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + (k0 + j) * x.sdk.row;
+        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + (k0 + j) * x.sdv.row;
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {
             *reinterpret_cast<unsigned *>(dkr + 8 * n + 2 * t) =
@@ -318,8 +360,7 @@ template <typename T> using bwd_launch_fn = int (*)(const bwd_args<T> &x, int B,
  * dQ accumulator (and in deterministic mode the counters) zeroed, the
  * kernel, the accumulator rounded into dQ (fp16/bf16). Instantiated for
  * float, __half and __nv_bfloat16 in stage5_backward.cu. The counters are
- * per 64 query rows: every tiled kernel takes Br = 64 (BWD_TILED_BR). */
-#define BWD_TILED_BR 64
+ * per 64 query rows: every tiled kernel takes Br = 64 (BWD_TILED_BR, above). */
 template <typename T>
 int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
                    bwd_launch_fn<T> launch);
@@ -335,6 +376,13 @@ size_t bwd_center_bytes(int dtype, const attn_params *p);
 template <typename T>
 int bwd_prepass_at(const attn_params *p, const fa_ptrs *x, int flags, float *D, void *cen, const T **K,
                    const float **L, fa_stride *sk, cudaStream_t st);
+/* The same for packed sequences (vl; NULL: tiled_backward itself): D and
+ * the post-pass over the packed rows, the launcher given x.cu_q etc. (it
+ * starts its varlen kernel when x.cu_q is set). x's strides resolved
+ * (fa_varlen_strides_of). FA_BWD_CENTER_K is refused with vl. */
+template <typename T>
+int tiled_backward_vl(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st, bwd_launch_fn<T> launch);
 /* The entry of the tensor-core versions (2, 3): fp16 or bf16, and 16-byte
  * aligned Q, K, V, dO (their tiles are copied with 16-byte cp.async); name
  * ("v2") for the error line. */
@@ -346,6 +394,15 @@ static inline int tiled_backward_mma(const char *name, int dtype, const attn_par
         return fa_set_error(FA_ERR_UNSUPPORTED, "backward %s needs 16-byte aligned Q, K, V, dO", name);
     if (dtype == FA_FP16) return tiled_backward<__half>(dtype, p, x, deterministic, st, f16);
     return tiled_backward<__nv_bfloat16>(dtype, p, x, deterministic, st, bf16);
+}
+static inline int tiled_backward_mma_vl(const char *name, int dtype, const attn_params *p, const fa_varlen *vl,
+                                        const fa_ptrs *x, int deterministic, cudaStream_t st,
+                                        bwd_launch_fn<__half> f16, bwd_launch_fn<__nv_bfloat16> bf16)
+{
+    if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || !aligned16(x->do_))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward %s needs 16-byte aligned Q, K, V, dO", name);
+    if (dtype == FA_FP16) return tiled_backward_vl<__half>(dtype, p, vl, x, deterministic, st, f16);
+    return tiled_backward_vl<__nv_bfloat16>(dtype, p, vl, x, deterministic, st, bf16);
 }
 /* f(std::integral_constant<int, D>()) for the head dimension d, a multiple
  * of 16 from 16 to 128: the tensor-core kernels' template sizes. */
@@ -365,6 +422,7 @@ template <typename F> static int bwd_dispatch_d16(int d, F f)
 /* The tiled versions' workspace (D, dQ accumulator, counters) in bytes, and
  * their IO model with Br x Bc tiles (stage5_backward.cu's header). */
 size_t tiled_bwd_workspace(int dtype, const attn_params *p);
+size_t tiled_bwd_workspace_varlen(int dtype, const attn_params *p, const fa_varlen *vl);
 double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc);
 
 #endif /* FA_STAGE5_BACKWARD_CUH */

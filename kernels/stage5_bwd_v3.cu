@@ -202,9 +202,10 @@ __device__ __forceinline__ void dq_add_tile(float *row, bool row_ok, int col, co
 #endif
     if (!CHECK || row_ok) dq_add4(row + col, v, ORDERED);
 }
-/* This lane's dq_add_tile row in the accumulator acc of one head (rows of d
- * floats), for the tiles of rows r0, r0 + 8: row r0 (even t) or r0 + 8 (odd
- * t), first column 2 (t & 2). */
+/* This lane's dq_add_tile row in the accumulator acc of one head (rows d
+ * floats apart: the head's rows, or with variable lengths the packed
+ * layout's H d), for the tiles of rows r0, r0 + 8: row r0 (even t) or r0 + 8
+ * (odd t), first column 2 (t & 2). */
 __device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
 {
     const int t = lane & 3;
@@ -226,7 +227,7 @@ __device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
  * memory); then, after one barrier, dQ_i += dS K_j with warp w taking query
  * rows 16 (w % 4) .. + 15 and the 16-column groups of d in its half
  * (w / 4), added 16 bytes at a time. */
-template <typename T, int D>
+template <typename T, int D, bool VL>
 __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
 {
     using C = v3b_cfg<D>;
@@ -242,14 +243,29 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     float *Ls = reinterpret_cast<float *>(dSs + BC * LDS);   /* 2 stages of Br (L as stored) */
     float *Ds = Ls + 2 * BR;                                 /* 2 stages of Br */
 
-    const fa_kargs &a = x.a;
+    const int bkv = blockIdx.y, b = bkv / x.a.H_kv, hk = bkv % x.a.H_kv;
+    /* VL: sequence b as its own problem (bwd_view_of); else the call's */
+    const bwd_view vw = bwd_view_of<VL>(x, b);
+    const fa_kargs &a = VL ? vw.a : x.a;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
     const int Sq = a.seqlen_q, Sk = a.seqlen_k;
     const int jb = blockIdx.x, j0 = jb * BC, j1 = min(j0 + BC, Sk);
+    if (VL && j0 >= Sk) return;   /* the grid is the longest sequence's */
     const int jw = j0 + 16 * warp;   /* this warp's first key */
-    const int bkv = blockIdx.y, b = bkv / a.H_kv, hk = bkv % a.H_kv;
     const int Tr = (Sq + BR - 1) / BR;
-    const T *Kh = x.k + b * x.sk.batch + hk * x.sk.head, *Vh = x.v + b * x.sv.batch + hk * x.sv.head;
+    const T *Kh = x.k + b * x.sk.batch + hk * x.sk.head + (long long)vw.k0 * x.sk.row;
+    const T *Vh = x.v + b * x.sv.batch + hk * x.sv.head + (long long)vw.k0 * x.sv.row;
+    /* VL: the sequence's first query row, read again at each use (L1)
+     * rather than held across the loop, which at d = 128 has no register
+     * to spare; rows of L, D and dq_acc of query head h (core/varlen.h's
+     * layout (H, total_q) with VL) */
+    auto q0_of = [&]() {
+        if constexpr (!VL) return 0ll;
+        int c;   /* a volatile load: never hoisted out of the loop into a register */
+        asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(c) : "l"(x.cu_q + b));
+        return (long long)varlen_clamp(c, 0, x.total_q);
+    };
+    auto lrow = [&](int h) { return VL ? h * x.l_head + q0_of() : (long long)(b * a.H + h) * Sq; };
 
     /* The steps: every query block that sees this key block (mask.h), for
      * each query head of the group. In the default mode key block jb starts
@@ -263,7 +279,8 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     int ib_begin, ib_end;
     const int nq = mask_query_blocks(a.mask, j0, j1, BR, &ib_begin, &ib_end);
     const int steps = nq * a.h_per_kv;
-    const int rot = x.deterministic || nq == 0 ? 0 : jb % nq;
+    /* (VL at d = 128 has no register for it: the walk in order) */
+    const int rot = x.deterministic || nq == 0 || (VL && D > 64) ? 0 : jb % nq;
     /* Step s is query head (s / nq) of the group and the (s mod nq)-th block
      * of the rotated walk; a cursor steps through them with one compare
      * each, where s / nq and s % nq would cost two integer divisions (some
@@ -281,14 +298,16 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
         return ib_begin + (k < nq ? k : k - nq);
     };
     auto load_step = [&](step_at p, int stage) {   /* Q_i, dO_i, L_i, D_i, all by cp.async */
-        const int bh = head_of(p), i0 = block_of(p) * BR, h = hk * a.h_per_kv + p.h;
-        cp_async_tile<T, D, BR, LD, NT>(Qs + stage * BR * LD, x.q + b * x.sq.batch + h * x.sq.head, i0, Sq,
+        const int i0 = block_of(p) * BR, h = hk * a.h_per_kv + p.h;
+        cp_async_tile<T, D, BR, LD, NT>(Qs + stage * BR * LD,
+                                        x.q + b * x.sq.batch + h * x.sq.head + q0_of() * x.sq.row, i0, Sq,
                                         x.sq.row);
-        cp_async_tile<T, D, BR, LD, NT>(dOs + stage * BR * LD, x.dO + b * x.sdo.batch + h * x.sdo.head, i0,
+        cp_async_tile<T, D, BR, LD, NT>(dOs + stage * BR * LD,
+                                        x.dO + b * x.sdo.batch + h * x.sdo.head + q0_of() * x.sdo.row, i0,
                                         Sq, x.sdo.row);
         if (threadIdx.x < 2 * BR) {   /* rows past Sq get 0 (their P is masked to 0) */
             const int r = threadIdx.x & (BR - 1), i = i0 + r;
-            const float *src = (threadIdx.x < BR ? x.L : x.D) + (size_t)bh * Sq;
+            const float *src = (threadIdx.x < BR ? x.L : x.D) + lrow(h);
             float *dst = (threadIdx.x < BR ? Ls : Ds) + stage * BR + r;
             cp_async4(dst, i < Sq ? src + i : src, i < Sq ? 4 : 0);
         }
@@ -384,8 +403,17 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
          * step, the mode's branch once per step (warp-uniform), not per
          * tile. */
         const bool ordered = x.deterministic;
-        int *sem = x.sem + (size_t)bh * Tr + ib;
-        float *row = dq_row_of(x.dq_acc + (size_t)bh * Sq * D, D, i0 + 16 * rg + g, lane);
+        const int hq = bh - b * a.H;   /* the query head within the batch (VL) */
+        /* (VL: the slot read again where used, not held in a register
+         * across the loop, which at d = 128 has none to spare) */
+        auto sem_of = [&]() {
+            return VL ? x.sem + hq * x.sem_head + varlen_start(x.cu_q, x.total_q, b, BR) + ib
+                      : x.sem + (size_t)bh * Tr + ib;
+        };
+        /* VL: the accumulator is laid out as the packed dQ, (total_q, H, d),
+         * so that the post-pass is one conversion of the whole buffer */
+        float *row = VL ? dq_row_of(x.dq_acc + (q0_of() * a.H + hq) * D, a.H * D, i0 + 16 * rg + g, lane)
+                        : dq_row_of(x.dq_acc + (size_t)bh * Sq * D, D, i0 + 16 * rg + g, lane);
         const bool row_ok = i0 + 16 * rg + g + ((lane & 1) ? 8 : 0) < Sq;
         auto add_dq = [&](auto ordered_c, auto check_c) {   /* the 8 tiles, one mode */
 #pragma unroll
@@ -397,6 +425,7 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
                             row, row_ok, 16 * (ch * KH + c) + 8 * h, qd[c][h], a.softmax_scale, lane);
         };
         if (ordered) {
+            int *sem = sem_of();
             dq_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb));
             add_dq(std::true_type(), std::true_type());
             dq_turn_pass(sem);
@@ -409,11 +438,12 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     }
 
     /* dK_j, dV_j: zero for keys nobody sees */
-    bwd_store_dkdv<T, D>(x, dk, dv, bkv, jw, Sk, lane);
+    /* (VL: the sequence's first key read again, as the slot above) */
+    bwd_store_dkdv<T, D>(x, dk, dv, bkv, jw, Sk, lane, VL ? bwd_view_of<VL>(x, b).k0 : 0);
 }
 //< bwd-v3-kernel
 
-template <typename T, int D>
+template <typename T, int D, bool VL>
 static int v3_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 {
     using C = v3b_cfg<D>;
@@ -427,12 +457,12 @@ static int v3_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
     CUDA_TRY(cudaGetDevice(&dev));
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
     if (!bit || !(attr_done.load(std::memory_order_relaxed) & bit)) {
-        CUDA_TRY(cudaFuncSetAttribute(v3_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CUDA_TRY(cudaFuncSetAttribute(v3_backward_kernel<T, D, VL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)smem));
         attr_done.fetch_or(bit);
     }
     const dim3 grid((x.a.seqlen_k + C::BC - 1) / C::BC, (unsigned)(B * x.a.H_kv));
-    v3_backward_kernel<T, D><<<grid, C::NT, smem, st>>>(x);
+    v3_backward_kernel<T, D, VL><<<grid, C::NT, smem, st>>>(x);
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -440,7 +470,9 @@ static int v3_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 template <typename T>
 static int v3_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return v3_bwd_launch_d<T, decltype(dd)::value>(x, B, st); });
+    if (x.cu_q)   /* packed sequences: d = 64 or 128 (v3_bwd_check_varlen) */
+        return x.a.d == 64 ? v3_bwd_launch_d<T, 64, true>(x, B, st) : v3_bwd_launch_d<T, 128, true>(x, B, st);
+    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return v3_bwd_launch_d<T, decltype(dd)::value, false>(x, B, st); });
 }
 
 static int v3_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
@@ -450,10 +482,31 @@ static int v3_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
                               v3_bwd_launch<__nv_bfloat16>);
 }
 
+/* Packed sequences (fa_backward_varlen): a grid of the longest sequence's
+ * key blocks x B H_kv, each block working on its sequence alone
+ * (bwd_view_of); d = 64 and 128, the head dimensions of the varlen forward. */
+static int v3_bwd_check_varlen(int dtype, const attn_params *p, int flags)
+{
+    (void)dtype;
+    if (p->d != 64 && p->d != 128)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--d %d: backward v4 runs variable lengths at d = 64 and 128", p->d);
+    if (flags & FA_BWD_CENTER_K)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_CENTER_K (accurate_dq) takes no variable lengths: "
+                            "K's mean would be per sequence");
+    return FA_OK;
+}
+static int v3_backward_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
+                              cudaStream_t st)
+{
+    return tiled_backward_mma_vl("v4", dtype, p, vl, x, flags, st, v3_bwd_launch<__half>,
+                                 v3_bwd_launch<__nv_bfloat16>);
+}
+
 static int v3_bwd_block_rows(int d) { (void)d; return v3b_cfg<64>::BR; }
 static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
 
 /* Version 4's row of the table (core/versions.def). */
 const fa_row fa_row_bwd_v4 = {.info = {.pass = FA_BACKWARD, .version = 4, .name = "v4",
-    .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma8", .strided = 1},
-    .run = v3_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v3_bwd_block_rows, .block_cols = v3_bwd_block_cols, .model_bytes = tiled_bwd_model};
+    .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma8", .strided = 1, .varlen = 1},
+    .run = v3_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v3_bwd_block_rows, .block_cols = v3_bwd_block_cols, .model_bytes = tiled_bwd_model,
+    .run_varlen = v3_backward_varlen, .check_varlen = v3_bwd_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};

@@ -3,40 +3,53 @@
  * (decode_plan.h), split-KV, grouped heads, the partials merged by merge.h's
  * rule. The interface is core/fa_decode.h.
  *
- * Two kernels:
- *   decode_split_kernel  one CTA (one warp group, 128 threads) per (split s,
- *                        key/value head g, sequence b), and per chunk of
- *                        MR = 64 of the group's rows when G seqlen_q > 64.
- *                        Its rows are the G query heads of the group times
- *                        the seqlen_q query rows (the M dimension), so each
- *                        K/V tile it loads serves the whole group: the cache
- *                        is read once per group, not once per query head.
- *                        Tiles of BT = 32 keys come in as 16-byte vectors,
- *                        each key row looked up in the block table; the next
- *                        tile's loads are issued into registers before the
- *                        current tile is computed, so that they are in
- *                        flight during the arithmetic. Scores, the online
- *                        softmax (stage 2's update, one warp per row) and
- *                        O += P V in fp32; the end writes O (the dtype) and
- *                        L directly when num_splits = 1, else the partial
- *                        (O_s, L_s) in fp32.
- *   decode_combine_kernel one CTA of d threads per query row: the
- *                        num_splits partials merged in split order into an
- *                        empty accumulator with merge_plan_of/merge_elem
- *                        (merge.h, in double, as stage 7's ring merge), then
- *                        rounded once to the dtype.
- * With num_splits = 1 the combine does not run; with more splits, a
- * sequence whose keys all fall in split 0 gets split 0's fp32 result back
- * unchanged (the other partials are empty: MERGE_TAKE_B then MERGE_KEEP_A),
- * rounded the same way: bit for bit what one split writes.
+ * The kernel is bound by one thing, the bytes of the cache; everything in it
+ * is arranged so that those bytes stream in at the memory's rate:
+ *
+ *   - read once: one CTA per (row chunk, split s, key/value head g,
+ *     sequence b) holds all the rows of the group, its G = H / H_kv query
+ *     heads times the seqlen_q new rows (up to RT = 16 rows: a decoding step
+ *     of up to 16 heads per group, or 4 heads with 4 drafted rows), so each
+ *     K and V row is loaded once for all of them. A larger group takes
+ *     ceil(G seqlen_q / 16) CTAs; they are adjacent in the grid and run
+ *     together, so the repeats are served by the L2.
+ *   - wide and coalesced: every load is 16 bytes; a warp's loads of a key
+ *     row cover it in 64-byte (K) or 128-byte (V) runs, every sector whole.
+ *   - enough in flight: by Little's law an SM must have about 4.3 TB/s x
+ *     ~0.8 us / 132 SMs = ~26 KB of loads outstanding. Each of the four
+ *     warps of a CTA takes its own 16 of every 64 keys and keeps the next
+ *     keys' loads in flight while it computes on the current ones (K's
+ *     next loads go out as soon as the scores are done with K's registers,
+ *     V's as soon as P V is done with V's): about 8 KB per warp, two or
+ *     three CTAs (8 to 12 warps) per SM.
+ *   - arithmetic off the critical path: the products run on the tensor
+ *     cores, mma.sync m16n8k16 with the group's rows as M (padded to 16),
+ *     straight from the registers the loads filled (no shared memory on the
+ *     way in; see the fragment layout below). The online softmax is stage
+ *     2's, in the base-2 form (exp2 of scores pre-scaled by log2 e).
+ *   - splits fill the GPU: decode_num_splits (decode_plan.h) cuts the keys
+ *     so that B H_kv num_splits CTAs fill the SMs' slots, each split at
+ *     least two 64-key blocks long.
+ *
+ * Each warp ends with its own partial state (m, l, o) for the 16 rows over
+ * its keys; the four are merged through shared memory (stage 2's form of the
+ * merge rule: rescale by exp2(m_w - max m), add), giving the CTA's result
+ * over the split. With num_splits = 1 the CTA writes O (the dtype) and L
+ * directly, else the partial (O_s, L_s) in fp32, and decode_combine_kernel
+ * merges the partials of each row. The combine is launched with
+ * programmatic dependent launch: it is scheduled while the split kernel
+ * runs and waits (griddepcontrol.wait) for the split kernel's writes, so no
+ * launch gap separates the two.
+ *
+ * With num_splits > 1, a sequence whose keys all fall in split 0 gets split
+ * 0's fp32 result back unchanged (weight exactly 1, the other partials
+ * empty), rounded once as one split rounds it: bit for bit what one split
+ * writes.
  *
  * Bytes (HBM): the visible cache rows once per (group, row chunk), Q once
  * per split with a key, the partials written and read (fp32, d + 1 per row
  * and split), O and L once: stage8_decode.h's model on the CPU with these
- * element sizes. The arithmetic is a few FLOPs per byte: the kernel is meant
- * to be bound by the cache's bytes, and the split count (decode_num_splits,
- * told how many of these CTAs an SM holds at once) is what gives a small
- * batch enough CTAs to keep every SM loading.
+ * element sizes.
  */
 #include "gpu_common.cuh"
 #include "merge.h"
@@ -44,52 +57,109 @@
 
 namespace {
 
-constexpr int THREADS = 128;   /* one warp group */
-constexpr int MR = 64;         /* the group's rows per CTA */
-constexpr int BT = 32;         /* keys per tile */
-static_assert(DECODE_BLOCK_N % BT == 0, "a split holds whole tiles");
+constexpr int WARPS = 4, THREADS = 32 * WARPS;
+constexpr int RT = 16;   /* the group's rows per CTA: the M of one m16n8k16 tile */
+constexpr int KB = 16;   /* keys per warp step: two n8 tiles of S, the k16 of P V */
+static_assert(DECODE_BLOCK_N == WARPS * KB, "one 64-key block is one step of the four warps");
 
 struct decode_kargs {
     decode_params p;           /* sizes, window, softmax_scale */
     int G, chunks, num_splits, page_shift;
-    float softmax_scale;
+    float scale_log2;          /* softmax_scale log2(e): the scores in base 2 */
 };
 
-/* Eight 2-byte elements of a 16-byte vector, widened to fp32. */
-template <typename T> __device__ __forceinline__ void unpack8(uint4 raw, float *out)
+/* D += A B on the tensor cores for one warp (PTX mma.sync.m16n8k16, fp32
+ * accumulators): A 16 x 16 in a[4], B 16 x 8 in b0, b1, D 16 x 8 in c[4],
+ * two 16-bit elements per 32-bit register. Lane = 4 gr + tq holds
+ *   a[0]: A[gr][2tq, 2tq+1]   a[1]: A[gr+8][2tq, 2tq+1]
+ *   a[2]: A[gr][2tq+8, +9]    a[3]: A[gr+8][2tq+8, +9]
+ *   b0:   B[2tq, 2tq+1][gr]   b1:   B[2tq+8, +9][gr]
+ *   c:    D[gr][2tq], D[gr][2tq+1], D[gr+8][2tq], D[gr+8][2tq+1]. */
+template <typename T> __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1);
+template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0,
+                                                                    uint32_t b1)
 {
-    const T *e = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-    for (int u = 0; u < 8; u++) out[u] = to_f(e[u]);
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two fp32 values rounded to the dtype (to nearest even), lo in the low half. */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* Programmatic dependent launch (sm_90): the split kernel lets the combine
+ * be scheduled once all its CTAs are running; the combine waits for the
+ * split kernel's completion (and its writes) before it reads a partial. */
+__device__ __forceinline__ void pdl_launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 //> decode-split-kernel
+/* Word w (0..3) of a 16-byte vector: elements 2w (low half) and 2w + 1. */
+__device__ __forceinline__ uint32_t word_of(const uint4 &v, int w)
+{
+    return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+}
+
+/* The fragments come straight from 16-byte loads, by two free choices:
+ *  - S = Q K^T sums over d in any order, so the k16 columns of step kk =
+ *    2m + h are taken as the d's that make each lane's fragment one 16-byte
+ *    load: lane (gr, tq) loads chunk 4m + tq (elements 8(4m + tq) .. + 7) of
+ *    its Q rows gr, gr + 8 and of its keys gr, gr + 8 of the 16; words x, y
+ *    are step 2m's registers, z, w step 2m + 1's.
+ *  - O = P V: S's accumulator tiles are already P's A fragment (keys 2tq,
+ *    2tq + 1 and 2tq + 8, + 9 of the 16: the classic register reuse); V's B
+ *    fragment wants two keys' values of one column in a register, so a lane
+ *    loads chunk gr + 8h of those four keys and pairs them with one byte
+ *    permute (prmt) per register. Column n of O's tile j = 8h + e is then
+ *    d = 8(n + 8h) + e.
+ * Each lane issues 16-byte loads only: K as 8 rows x 64 contiguous bytes per
+ * warp instruction, V as 4 rows x 128 bytes. */
 template <typename T, int D>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 2)
     decode_split_kernel(decode_kargs a, const T *__restrict__ Q, const T *__restrict__ Kc,
                         const T *__restrict__ Vc, const int *__restrict__ table,
                         const int *__restrict__ lens, T *__restrict__ O, float *__restrict__ L,
                         float *__restrict__ O_part, float *__restrict__ L_part)
 {
-    /* A row of D + 8 elements: 16 bytes of padding put the rows of one
-     * 16-byte access phase (8 threads, 8 different keys) on different
-     * banks. */
-    constexpr int DP = D + 8, VR = D / 8;
-    constexpr int LOADS = BT * VR / THREADS;    /* 16-byte vectors of K (and V) per thread per tile */
-    constexpr int STEP = THREADS / D;           /* rows between one thread's output elements */
-    constexpr int ACC = MR / STEP;              /* output elements per thread */
-    static_assert(BT * VR % THREADS == 0 && THREADS % D == 0, "tile shape");
-    __shared__ __align__(16) T Qs[MR * DP];
-    __shared__ __align__(16) T Ks[BT * DP];
-    __shared__ __align__(16) T Vs[BT * DP];
-    __shared__ float Ps[MR][BT + 1];             /* scores, then probabilities */
-    __shared__ float rs[MR];                     /* per row: alpha, then 1 / l */
-    __shared__ float ms[MR], ls[MR];             /* per row: running max m and denominator l */
+    constexpr int KM = D / 32;    /* 16-byte chunks of a K (and Q) row per lane */
+    constexpr int VH = D / 64;    /* 16-byte chunks of a V row per lane */
+    constexpr int NT = D / 8;     /* n8 tiles of O's columns */
+    constexpr int OP = D + 4;     /* shared row of the warps' merge, padded against bank conflicts */
+    static_assert(D % 64 == 0 && THREADS % D == 0, "d = 64 or 128");
+    __shared__ float Os[WARPS][RT][OP];          /* each warp's o, unnormalized */
+    __shared__ float Ms[WARPS][RT], Ls[WARPS][RT];   /* each warp's m (base 2) and l */
 
     const decode_params &p = a.p;
-    const int s = blockIdx.x, g = blockIdx.y / a.chunks, chunk = blockIdx.y % a.chunks, b = blockIdx.z;
-    const int tid = threadIdx.x, Sq = p.seqlen_q, H = p.H;
-    const int r0 = chunk * MR, M = min(MR, a.G * Sq - r0);
+    const int chunk = blockIdx.x % a.chunks, s = blockIdx.x / a.chunks, g = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+    const int Sq = p.seqlen_q, H = p.H;
+    const int r0 = chunk * RT, M = min(RT, a.G * Sq - r0);
     const int len = lens[b];
     int lo, hi, k0, k1;
     decode_key_range(&p, len, &lo, &hi);
@@ -98,162 +168,246 @@ __global__ void __launch_bounds__(THREADS)
     k1 += lo;
     const attn_mask mask = decode_mask(&p, len);
     const int *pages = table + (size_t)b * p.pages_per_seq;
-    const int pmask = p.page_size - 1;
+    const size_t kstride = (size_t)p.H_kv * D;   /* elements from one key row to the next */
+    pdl_launch_dependents();
 
-    /* The chunk's query rows; row r is head g G + (r0 + r) / Sq, query (r0 + r) % Sq. */
-    if (k1 > k0)
-        for (int v = tid; v < M * VR; v += THREADS) {
-            int r = v / VR, c = v % VR, R = r0 + r;
-            size_t row = ((size_t)b * H + g * a.G + R / Sq) * Sq + R % Sq;
-            *reinterpret_cast<uint4 *>(&Qs[r * DP + c * 8]) =
-                __ldg(reinterpret_cast<const uint4 *>(Q + row * D + c * 8));
+    /* Row r of the chunk is query head g G + (r0 + r) / Sq, query row (r0 + r) % Sq. */
+    auto row_of = [&](int r) {
+        int R = r0 + r;
+        return ((size_t)b * H + (size_t)g * a.G + R / Sq) * Sq + R % Sq;
+    };
+    const bool vA = gr < M, vB = gr + 8 < M;     /* the lane's rows gr, gr + 8 exist */
+    const int iA = (r0 + gr) % Sq, iB = (r0 + gr + 8) % Sq;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+
+    /* The 16-key steps of the split, 16-aligned (so that one never crosses a
+     * page: pages hold 16 or more keys, a power of two); warp w takes steps
+     * w, w + 4, ...; keys outside [k0, k1) are not loaded (zero) and masked. */
+    const int a0 = k0 & ~(KB - 1), nsteps = k1 > k0 ? (k1 - a0 + KB - 1) / KB : 0;
+    uint4 qa[KM], qb[KM];
+#pragma unroll
+    for (int m = 0; m < KM; m++) qa[m] = qb[m] = zero;
+    if (nsteps > 0)
+#pragma unroll
+        for (int m = 0; m < KM; m++) {
+            if (vA) qa[m] = __ldg(reinterpret_cast<const uint4 *>(Q + row_of(gr) * D + (4 * m + tq) * 8));
+            if (vB) qb[m] = __ldg(reinterpret_cast<const uint4 *>(Q + row_of(gr + 8) * D + (4 * m + tq) * 8));
         }
 
-    if (tid < MR) {                              /* no key seen yet */
-        ms[tid] = -INFINITY;
-        ls[tid] = 0.f;
-    }
-    float acc[ACC];
+    auto base_of = [&](int j0) {   /* the element offset of key j0's row for head g */
+        return (((size_t)pages[j0 >> a.page_shift] << a.page_shift) + (j0 & (p.page_size - 1))) * kstride +
+               (size_t)g * D;
+    };
+    uint4 kr[2][KM], vr[4][VH];
+    auto load_k = [&](int j0, size_t base) {   /* keys j0 + 8n + gr, chunks 4m + tq */
 #pragma unroll
-    for (int u = 0; u < ACC; u++) acc[u] = 0.f;
-    const int col = tid % D, rsub = tid / D;     /* output column; rows rsub + u STEP */
-
-    /* K and V rows of keys [j0, j0 + BT) as 16-byte vectors into registers;
-     * keys past the split's end are zero (a probability 0 times a finite 0). */
-    uint4 kr[LOADS], vr[LOADS];
-    auto fetch = [&](int j0) {
+        for (int n = 0; n < 2; n++) {
+            int c = 8 * n + gr, j = j0 + c;
+            bool in = j >= k0 && j < k1;
 #pragma unroll
-        for (int u = 0; u < LOADS; u++) {
-            int v = tid + u * THREADS, c = v / VR, q = v % VR, j = j0 + c;
-            if (j < k1) {
-                size_t at = ((((size_t)pages[j >> a.page_shift] << a.page_shift) + (j & pmask)) * p.H_kv + g) * D +
-                            q * 8;
-                kr[u] = __ldg(reinterpret_cast<const uint4 *>(Kc + at));
-                vr[u] = __ldg(reinterpret_cast<const uint4 *>(Vc + at));
-            } else {
-                kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
-            }
+            for (int m = 0; m < KM; m++)
+                kr[n][m] = in ? __ldg(reinterpret_cast<const uint4 *>(Kc + base + c * kstride + (4 * m + tq) * 8))
+                              : zero;
+        }
+    };
+    auto load_v = [&](int j0, size_t base) {   /* keys j0 + 2tq, + 1, + 8, + 9, chunks gr + 8h */
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int c = (u >> 1) * 8 + 2 * tq + (u & 1), j = j0 + c;
+            bool in = j >= k0 && j < k1;
+#pragma unroll
+            for (int h = 0; h < VH; h++)
+                vr[u][h] = in ? __ldg(reinterpret_cast<const uint4 *>(Vc + base + c * kstride + (gr + 8 * h) * 8))
+                              : zero;
         }
     };
 
-    const int ntiles = (k1 - k0 + BT - 1) / BT;
-    if (ntiles > 0) fetch(k0);
-    for (int t = 0; t < ntiles; t++) {
-        const int j0 = k0 + t * BT;
-        __syncthreads();   /* the previous tile is consumed (and Qs is written) */
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.f, lB = 0.f;   /* rows gr, gr + 8; l is this lane's share */
+    float o[NT][4];
 #pragma unroll
-        for (int u = 0; u < LOADS; u++) {
-            int v = tid + u * THREADS, c = v / VR, q = v % VR;
-            *reinterpret_cast<uint4 *>(&Ks[c * DP + q * 8]) = kr[u];
-            *reinterpret_cast<uint4 *>(&Vs[c * DP + q * 8]) = vr[u];
-        }
-        __syncthreads();
-        if (t + 1 < ntiles) fetch(j0 + BT);   /* in flight while this tile is computed */
+    for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
-        /* S = softmax_scale Q K^T on the visible pairs, -inf elsewhere */
-        for (int e = tid; e < M * BT; e += THREADS) {
-            int r = e / BT, c = e % BT, j = j0 + c;
-            float x = -INFINITY;
-            if (j < k1 && mask_visible(mask, (r0 + r) % Sq, j)) {
-                float dot = 0.f;
-#pragma unroll
-                for (int q = 0; q < VR; q++) {
-                    float qf[8], kf[8];
-                    unpack8<T>(*reinterpret_cast<const uint4 *>(&Qs[r * DP + q * 8]), qf);
-                    unpack8<T>(*reinterpret_cast<const uint4 *>(&Ks[c * DP + q * 8]), kf);
-#pragma unroll
-                    for (int w = 0; w < 8; w++) dot = fmaf(qf[w], kf[w], dot);
-                }
-                x = dot * a.softmax_scale;
-            }
-            Ps[r][c] = x;
-        }
-        __syncthreads();
+    int n = warp;
+    if (n < nsteps) {
+        size_t base = base_of(a0 + n * KB);
+        load_k(a0 + n * KB, base);
+        load_v(a0 + n * KB, base);
+    }
+#pragma unroll 1
+    for (; n < nsteps; n += WARPS) {
+        const int j0 = a0 + n * KB;
+        const bool more = n + WARPS < nsteps;
+        const size_t next = more ? base_of(j0 + WARPS * KB) : 0;
 
-        /* stage 2's update, one warp per row and one lane per key (BT = 32):
-         * the row's max and sum by shuffles; a row that has seen no key yet
-         * keeps alpha = 1 and adds nothing */
-        for (int r = tid / 32; r < M; r += THREADS / 32) {   /* the same r in every lane */
-            const int lane = tid % 32;
-            float x = Ps[r][lane], m_old = ms[r], mx = x;
+        /* S = Q K^T, two n8 tiles of keys */
+        float sc[2][4];
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            mx = fmaxf(mx, m_old);
-            float pc = mx == -INFINITY ? 0.f : expf(x - mx), sum = pc;
-            Ps[r][lane] = pc;
+        for (int t = 0; t < 2; t++) {
+            sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.f;
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            __syncwarp();   /* every lane has read ms[r] before lane 0 writes it */
-            if (lane == 0) {
-                float al = mx == -INFINITY ? 1.f : expf(m_old - mx);
-                ls[r] = ls[r] * al + sum;
-                ms[r] = mx;
-                rs[r] = al;
+            for (int m = 0; m < KM; m++) {
+                const uint32_t a_lo[4] = {qa[m].x, qb[m].x, qa[m].y, qb[m].y};
+                const uint32_t a_hi[4] = {qa[m].z, qb[m].z, qa[m].w, qb[m].w};
+                mma16816<T>(sc[t], a_lo, kr[t][m].x, kr[t][m].y);
+                mma16816<T>(sc[t], a_hi, kr[t][m].z, kr[t][m].w);
             }
         }
-        __syncthreads();
+        if (more) load_k(j0 + WARPS * KB, next);   /* K's registers are free: the next keys go out now */
+
+        /* stage 2's update in base 2: the visible scores, each row's new max
+         * over its four lanes, alpha, the probabilities; a row that has seen
+         * no key keeps alpha = 1 and adds nothing */
+        float mxA = mA, mxB = mB;
+#pragma unroll
+        for (int t = 0; t < 2; t++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int j = j0 + 8 * t + 2 * tq + e;
+                bool in = j >= k0 && j < k1;
+                sc[t][e] = in && vA && mask_visible(mask, iA, j) ? sc[t][e] * a.scale_log2 : -INFINITY;
+                sc[t][2 + e] = in && vB && mask_visible(mask, iB, j) ? sc[t][2 + e] * a.scale_log2 : -INFINITY;
+                mxA = fmaxf(mxA, sc[t][e]);
+                mxB = fmaxf(mxB, sc[t][2 + e]);
+            }
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+        const float alA = mxA == -INFINITY ? 1.f : exp2f(mA - mxA);
+        const float alB = mxB == -INFINITY ? 1.f : exp2f(mB - mxB);
+        mA = mxA;
+        mB = mxB;
+        float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+        for (int t = 0; t < 2; t++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                sc[t][e] = mxA == -INFINITY ? 0.f : exp2f(sc[t][e] - mxA);
+                sc[t][2 + e] = mxB == -INFINITY ? 0.f : exp2f(sc[t][2 + e] - mxB);
+                sumA += sc[t][e];
+                sumB += sc[t][2 + e];
+            }
+        lA = lA * alA + sumA;
+        lB = lB * alB + sumB;
+        const uint32_t pa[4] = {pack2<T>(sc[0][0], sc[0][1]), pack2<T>(sc[0][2], sc[0][3]),
+                                pack2<T>(sc[1][0], sc[1][1]), pack2<T>(sc[1][2], sc[1][3])};
 
         /* O = alpha O + P V */
 #pragma unroll
-        for (int u = 0; u < ACC; u++) {
-            if (rsub + u * STEP >= M) break;
-            acc[u] *= rs[rsub + u * STEP];
+        for (int j = 0; j < NT; j++) {
+            o[j][0] *= alA;
+            o[j][1] *= alA;
+            o[j][2] *= alB;
+            o[j][3] *= alB;
         }
-        for (int c = 0; c < BT; c++) {
-            float v = to_f(Vs[c * DP + col]);
 #pragma unroll
-            for (int u = 0; u < ACC; u++) {
-                if (rsub + u * STEP >= M) break;
-                acc[u] = fmaf(Ps[rsub + u * STEP][c], v, acc[u]);
+        for (int h = 0; h < VH; h++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const unsigned sel = e & 1 ? 0x7632u : 0x5410u;   /* the high or the low halves */
+                uint32_t b0 = __byte_perm(word_of(vr[0][h], e / 2), word_of(vr[1][h], e / 2), sel);
+                uint32_t b1 = __byte_perm(word_of(vr[2][h], e / 2), word_of(vr[3][h], e / 2), sel);
+                mma16816<T>(o[8 * h + e], pa, b0, b1);
             }
-        }
+        if (more) load_v(j0 + WARPS * KB, next);   /* and V's */
     }
 
-    /* O = o / l, L = m + log l; a row that saw no key: O = 0, L = -inf */
-    __syncthreads();
-    const size_t rows_all = (size_t)p.B * H * Sq;
-    if (tid < M) {
-        int R = r0 + tid;
-        size_t row = ((size_t)b * H + g * a.G + R / Sq) * Sq + R % Sq;
-        float l = ls[tid];
-        bool empty = l == 0.f;
-        float Lr = empty ? -INFINITY : ms[tid] + logf(l);
-        rs[tid] = empty ? 0.f : 1.f / l;
-        if (a.num_splits == 1) L[row] = Lr;
-        else L_part[(size_t)s * rows_all + row] = Lr;
+    /* The four warps' partials merged (stage 2's form: rescale to the
+     * largest m, add), then O = o / l and L = m + log l (natural log); a row
+     * that saw no key: O = 0, L = -inf. */
+    lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+    lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+    lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int c = 8 * (2 * tq + 8 * (j / 8)) + j % 8;
+        Os[warp][gr][c] = o[j][0];
+        Os[warp][gr][c + 8] = o[j][1];
+        Os[warp][gr + 8][c] = o[j][2];
+        Os[warp][gr + 8][c + 8] = o[j][3];
+    }
+    if (tq == 0) {
+        Ms[warp][gr] = mA;
+        Ms[warp][gr + 8] = mB;
+        Ls[warp][gr] = lA;
+        Ls[warp][gr + 8] = lB;
     }
     __syncthreads();
+    const size_t rows_all = (size_t)p.B * H * Sq;
+    const int col = threadIdx.x % D;
+    for (int r = threadIdx.x / D; r < M; r += THREADS / D) {
+        float mx = -INFINITY, l = 0.f, acc = 0.f;
 #pragma unroll
-    for (int u = 0; u < ACC; u++) {
-        int r = rsub + u * STEP;
-        if (r >= M) break;
-        int R = r0 + r;
-        size_t row = ((size_t)b * H + g * a.G + R / Sq) * Sq + R % Sq;
-        float o = acc[u] * rs[r];
-        if (a.num_splits == 1) O[row * D + col] = from_f<T>(o);
-        else O_part[((size_t)s * rows_all + row) * D + col] = o;
+        for (int w = 0; w < WARPS; w++) mx = fmaxf(mx, Ms[w][r]);
+#pragma unroll
+        for (int w = 0; w < WARPS; w++)
+            if (Ms[w][r] != -INFINITY) {
+                float f = exp2f(Ms[w][r] - mx);
+                l = fmaf(f, Ls[w][r], l);
+                acc = fmaf(f, Os[w][r][col], acc);
+            }
+        const bool empty = l == 0.f;
+        const float out = empty ? 0.f : acc / l;
+        const float Lr = empty ? -INFINITY : (mx + log2f(l)) * 0.69314718055994531f;
+        const size_t row = row_of(r);
+        if (a.num_splits == 1) {
+            O[row * D + col] = from_f<T>(out);
+            if (col == 0) L[row] = Lr;
+        } else {
+            O_part[((size_t)s * rows_all + row) * D + col] = out;
+            if (col == 0) L_part[(size_t)s * rows_all + row] = Lr;
+        }
     }
 }
 //< decode-split-kernel
 
 //> decode-combine-kernel
-/* One CTA of D threads per query row; thread k holds element k. */
+/* One CTA of D threads per query row; thread k holds element k. The merge
+ * rule over all num_splits partials at once: with Lmax the largest L_s,
+ *     L = Lmax + log sum_s exp(L_s - Lmax),   O = sum_s exp(L_s - L) O_s,
+ * the weights computed once per split (one thread each). An
+ * empty partial (L_s = -inf) weighs exactly 0 and is skipped; a row with a
+ * single non-empty partial gets it back bit for bit (weight exactly 1). */
 template <typename T, int D>
 __global__ void __launch_bounds__(D) decode_combine_kernel(size_t rows, int num_splits,
                                                            const float *__restrict__ O_part,
                                                            const float *__restrict__ L_part,
                                                            T *__restrict__ O, float *__restrict__ L)
 {
-    size_t row = blockIdx.x;
-    int k = threadIdx.x;
-    double o = 0.0, Lacc = -INFINITY;   /* the empty result */
+    __shared__ double w[DECODE_MAX_SPLITS];
+    const size_t row = blockIdx.x;
+    const int k = threadIdx.x;
+    pdl_wait();   /* every partial of the split kernel is written */
+    for (int s = k; s < num_splits; s += D) w[s] = (double)L_part[(size_t)s * rows + row];
+    __syncthreads();
+    double Lmax = -INFINITY;
+    for (int s = 0; s < num_splits; s++) Lmax = fmax(Lmax, w[s]);
+    __syncthreads();   /* every thread has read w */
+    if (Lmax == -INFINITY) {   /* the row sees no key */
+        O[row * D + k] = from_f<T>(0.f);
+        if (k == 0) L[row] = -INFINITY;
+        return;
+    }
+    /* the weights' exponentials in fp32 (1e-7 relative: far below the
+     * dtype's rounding; expf(0) = 1 and expf(-inf) = 0 exactly), the sums in
+     * double */
+    for (int s = k; s < num_splits; s += D) w[s] = (double)expf((float)(w[s] - Lmax));
+    __syncthreads();
+    double sum = 0.0;
+    for (int s = 0; s < num_splits; s++) sum += w[s];
+    const double inv = 1.0 / sum;
+    double o = 0.0;
+    bool first = true;
+#pragma unroll 8
     for (int s = 0; s < num_splits; s++) {
-        merge_plan m = merge_plan_of(Lacc, (double)L_part[(size_t)s * rows + row]);
-        o = merge_elem(m, o, (double)O_part[((size_t)s * rows + row) * D + k]);
-        Lacc = m.L;
+        if (w[s] == 0.0) continue;
+        double x = w[s] * inv * (double)O_part[((size_t)s * rows + row) * D + k];
+        o = first ? x : o + x;
+        first = false;
     }
     O[row * D + k] = from_f<T>((float)o);
-    if (k == 0) L[row] = (float)Lacc;
+    if (k == 0) L[row] = (float)(Lmax + log(sum));
 }
 //< decode-combine-kernel
 
@@ -261,7 +415,7 @@ template <typename T, int D>
 int launch(const decode_kargs &a, const fa_decode_ptrs *x, cudaStream_t st)
 {
     const decode_params &p = a.p;
-    dim3 grid((unsigned)a.num_splits, (unsigned)(p.H_kv * a.chunks), (unsigned)p.B);
+    dim3 grid((unsigned)(a.chunks * a.num_splits), (unsigned)p.H_kv, (unsigned)p.B);
     float *Op = static_cast<float *>(x->workspace);
     size_t rows = (size_t)p.B * p.H * p.seqlen_q;
     float *Lp = a.num_splits > 1 ? Op + (size_t)a.num_splits * rows * D : nullptr;
@@ -271,19 +425,37 @@ int launch(const decode_kargs &a, const fa_decode_ptrs *x, cudaStream_t st)
         Lp);
     LAUNCH_CHECK();
     if (a.num_splits > 1) {
-        decode_combine_kernel<T, D><<<(unsigned)rows, D, 0, st>>>(rows, a.num_splits, Op, Lp,
-                                                                 static_cast<T *>(x->o), x->softmax_lse);
+        /* launched as a programmatic dependent of the split kernel: its
+         * scheduling overlaps the split kernel's tail (pdl_wait orders the
+         * reads) */
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3((unsigned)rows);
+        cfg.blockDim = dim3(D);
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = st;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, decode_combine_kernel<T, D>, rows, a.num_splits, (const float *)Op,
+                               (const float *)Lp, static_cast<T *>(x->o), x->softmax_lse) != cudaSuccess) {
+            /* a device or driver without it: an ordinary launch (pdl_wait
+             * then returns at once, the stream orders the two kernels) */
+            (void)cudaGetLastError();
+            decode_combine_kernel<T, D><<<(unsigned)rows, D, 0, st>>>(rows, a.num_splits, Op, Lp,
+                                                                     static_cast<T *>(x->o), x->softmax_lse);
+        }
         LAUNCH_CHECK();
     }
     return FA_OK;
 }
 
-int chunks_of(const decode_params *p) { return ((p->H / p->H_kv) * p->seqlen_q + MR - 1) / MR; }
+int chunks_of(const decode_params *p) { return ((p->H / p->H_kv) * p->seqlen_q + RT - 1) / RT; }
 
 } // namespace
 
-extern "C" int fa_decode_rows_per_cta(void) { return MR; }
-
+extern "C" int fa_decode_rows_per_cta(void) { return RT; }
 extern "C" int fa_decode_ctas_per_sm(int dtype, int d)
 {
     int n = 0;
@@ -327,7 +499,7 @@ extern "C" int fa_decode_check(int dtype, const decode_params *p, int num_splits
         return fa_set_error(FA_ERR_UNSUPPORTED, "--page-size %d: the decode kernels take pages of 16 to 256 keys",
                             p->page_size);
     if (decode_splits_check(num_splits, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
-    if (p->B > 65535 || (long)p->H_kv * chunks_of(p) > 65535)
+    if (p->B > 65535 || p->H_kv > 65535)
         return fa_set_error(FA_ERR_UNSUPPORTED, "--batch %d, --kv-heads %d: more CTAs than a grid dimension holds",
                             p->B, p->H_kv);
     if ((size_t)p->B * p->H * p->seqlen_q > 0x7fffffffu)
@@ -354,7 +526,7 @@ extern "C" int fa_decode(int dtype, const decode_params *p, int num_splits, cons
     a.chunks = chunks_of(p);
     a.num_splits = num_splits;
     a.page_shift = __builtin_ctz((unsigned)p->page_size);
-    a.softmax_scale = (float)p->softmax_scale;
+    a.scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
     cudaStream_t st = (cudaStream_t)stream;
     if (dtype == FA_FP16) return p->d == 64 ? launch<__half, 64>(a, x, st) : launch<__half, 128>(a, x, st);
     return p->d == 64 ? launch<__nv_bfloat16, 64>(a, x, st) : launch<__nv_bfloat16, 128>(a, x, st);

@@ -19,13 +19,14 @@ _LAZY = {
     "flash_attn_func": ("flash_attn_interface", "flash_attn_func"),
     "flash_attn_qkvpacked_func": ("flash_attn_interface", "flash_attn_qkvpacked_func"),
     "flash_attn_kvpacked_func": ("flash_attn_interface", "flash_attn_kvpacked_func"),
+    "flash_attn_varlen_func": ("flash_attn_interface", "flash_attn_varlen_func"),
 }
-__all__ = ["fa", "flash_op", "flash_attn_interface"] + list(_LAZY)
+__all__ = ["fa", "flash_op", "flash_attn_interface", "varlen_op"] + list(_LAZY)
 
 
 def __getattr__(name):
     import importlib
-    if name in ("flash_op", "flash_attn_interface"):
+    if name in ("flash_op", "flash_attn_interface", "varlen_op"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in _LAZY:
         mod, attr = _LAZY[name]

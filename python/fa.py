@@ -56,13 +56,19 @@ class Ptrs(ctypes.Structure):
                 ("workspace_bytes", ctypes.c_size_t)] + [(n, Stride) for n in STRIDE_FIELDS]
 
 
+class Varlen(ctypes.Structure):
+    """fa_varlen: packed sequences (device int32 arrays of B + 1 entries, the row totals)."""
+    _fields_ = [("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+                ("total_q", ctypes.c_int), ("total_k", ctypes.c_int)]
+
+
 class VersionInfo(ctypes.Structure):
     """fa_version_info: one row of the table of versions."""
     _fields_ = [("pass_", ctypes.c_int), ("version", ctypes.c_int), ("name", ctypes.c_char_p),
                 ("what", ctypes.c_char_p), ("dtypes", ctypes.c_uint), ("d_min", ctypes.c_int),
                 ("d_max", ctypes.c_int), ("d_multiple", ctypes.c_int), ("masks", ctypes.c_int),
                 ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p),
-                ("strided", ctypes.c_int)]
+                ("strided", ctypes.c_int), ("varlen", ctypes.c_int)]
 
     def label(self):
         """ours_v2_mma: how the benchmarks' CSVs name the version."""
@@ -90,7 +96,7 @@ def load(path=None):
     """The library (library_path() unless given) with every entry point's argument types set."""
     lib = ctypes.CDLL(path or library_path())
     i, vp, d, sz = ctypes.c_int, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
-    P, X = ctypes.POINTER(Params), ctypes.POINTER(Ptrs)
+    P, X, VL = ctypes.POINTER(Params), ctypes.POINTER(Ptrs), ctypes.POINTER(Varlen)
     sig = {
         "fa_num_versions": ([i], i),
         "fa_version": ([i, i], ctypes.POINTER(VersionInfo)),
@@ -111,6 +117,11 @@ def load(path=None):
         "fa_backward": ([i, i, P, X, i, vp], i),
         "fa_time": ([i, i, i, P, X, i, i, i, i, ctypes.POINTER(d)], i),
         "fa_dtype_bytes": ([i], sz),
+        "fa_check_varlen": ([i, i, i, P, VL], i),
+        "fa_workspace_bytes_varlen": ([i, i, i, P, VL], sz),
+        "fa_varlen_check": ([vp, vp, i, i, i, i, i], i),
+        "fa_forward_varlen": ([i, i, P, VL, X, vp], i),
+        "fa_backward_varlen": ([i, i, P, VL, X, i, vp], i),
         "fa_device_cc": ([], i),
         "fa_marker": ([i], i),
         "fa_error_string": ([], ctypes.c_char_p),

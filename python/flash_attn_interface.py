@@ -18,11 +18,16 @@ Returns out; with return_lse or return_attn_probs also softmax_lse (B, H,
 seqlen_q) fp32, as FlashAttention returns it; return_attn_probs adds a third
 value None where FlashAttention gives its dropout mask (there is no dropout
 here, and no probabilities are kept).
+
+flash_attn_varlen_func takes sequences of different lengths packed along
+the rows (q (total_q, H, d), cu_seqlens_q int32 (B + 1,)); its op is
+varlen_op.py's, its softmax_lse (H, total_q).
 """
 try:
-    from . import flash_op
+    from . import flash_op, varlen_op
 except ImportError:
     import flash_op
+    import varlen_op
 
 
 def _refuse(msg):
@@ -92,3 +97,37 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
         _refuse(f"kv has shape {tuple(getattr(kv, 'shape', ()))}: expected (B, seqlen_k, 2, heads, d)")
     return _run(q, kv[:, :, 0], kv[:, :, 1], dropout_p, softmax_scale, causal, window_size,
                 softcap, alibi_slopes, deterministic, return_attn_probs, return_lse)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                           alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None,
+                           return_lse=False):
+    """FlashAttention's flash_attn_varlen_func: q (total_q, H, d), k, v
+    (total_k, H_kv, d) CUDA tensors of one dtype, sequence b's rows at
+    cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 (int32 CUDA tensors of B + 1
+    entries; cu_seqlens_k for k, v), max_seqlen_q, max_seqlen_k the longest
+    -> out (total_q, H, d); each sequence masked as its own problem (causal
+    aligned bottom-right per sequence, window_size, grouped heads). With
+    return_lse or return_attn_probs also softmax_lse (H, total_q) fp32.
+    Errors: ValueError of one line (varlen_op.py says what is checked)."""
+    if dropout_p != 0.0:
+        raise ValueError(f"flash_attn_varlen_func: dropout_p={dropout_p!r}: dropout is not implemented, only 0.0 runs")
+    if softcap not in (0, 0.0, None):
+        raise ValueError(f"flash_attn_varlen_func: softcap={softcap!r}: soft-capping is not implemented, only 0.0 runs")
+    if alibi_slopes is not None:
+        raise ValueError("flash_attn_varlen_func: alibi_slopes: ALiBi is not implemented, only None runs")
+    if block_table is not None:
+        raise ValueError("flash_attn_varlen_func: block_table: a paged cache is decode_op.py's "
+                         "flash_attn_with_kvcache, only None runs here")
+    try:
+        left, right = flash_op.window_of(causal, window_size)
+    except ValueError as e:
+        raise ValueError(str(e).replace("flash_attention: ", "flash_attn_varlen_func: ")) from None
+    out, lse = varlen_op.varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                          softmax_scale, left, right, None, deterministic)
+    if return_attn_probs:
+        return out, lse, None
+    if return_lse:
+        return out, lse
+    return out

@@ -32,7 +32,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__
 #define __align__(n) __attribute__((aligned(n)))
@@ -64,9 +64,39 @@ static float to_f(_Float16 v) { return (float)v; }
 template <class T> T from_f(float x);
 template <> bf16 from_f<bf16>(float x) { uint32_t u; memcpy(&u, &x, 4); if ((u & 0x7fffffff) > 0x7f800000) return {0x7fc0}; u += 0x7fff + ((u >> 16) & 1); return {(uint16_t)(u >> 16)}; }
 template <> _Float16 from_f<_Float16>(float x) { return (_Float16)x; }
-constexpr int THREADS = 128, MR = 64, BT = 32;
-struct decode_kargs { decode_params p; int G, chunks, num_splits, page_shift; float softmax_scale; };
-template <typename T> inline void unpack8(uint4 raw, float *out) { const T *e = reinterpret_cast<const T *>(&raw); for (int u = 0; u < 8; u++) out[u] = to_f(e[u]); }
+constexpr int WARPS = 4, THREADS = 32 * WARPS, RT = 16, KB = 16;
+struct decode_kargs { decode_params p; int G, chunks, num_splits, page_shift; float scale_log2; };
+/* the hardware pieces the kernels call outside their regions */
+static uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t sel) {
+    uint8_t in[8]; memcpy(in, &x, 4); memcpy(in + 4, &y, 4); uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)in[(sel >> (4 * i)) & 7] << (8 * i);
+    return r;
+}
+template <class T> static uint32_t pack2(float lo, float hi) {
+    T a = from_f<T>(lo), b = from_f<T>(hi); uint16_t ua, ub; memcpy(&ua, &a, 2); memcpy(&ub, &b, 2);
+    return ua | (uint32_t)ub << 16;
+}
+template <class T> static float half_f(uint32_t v, int upper) { uint16_t h = upper ? v >> 16 : v & 0xffff; T t; memcpy(&t, &h, 2); return to_f(t); }
+/* mma.sync.m16n8k16 for one warp: every lane posts its fragments, each then
+ * computes its four outputs from the whole A and B (PTX's layout) */
+static uint32_t g_mA[32][32][4], g_mB[32][32][2];
+template <class T> static void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+    memcpy(g_mA[w][lane], a, 16); g_mB[w][lane][0] = b0; g_mB[w][lane][1] = b1;
+    __syncwarp();
+    for (int i = 0; i < 4; i++) {
+        int r = gr + (i >= 2 ? 8 : 0), n = 2 * tq + (i & 1); float acc = c[i];
+        for (int k = 0; k < 16; k++) {
+            float av = half_f<T>(g_mA[w][(r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)], k & 1);
+            float bv = half_f<T>(g_mB[w][n * 4 + (k % 8) / 2][k >= 8], k & 1);
+            acc += av * bv;
+        }
+        c[i] = acc;
+    }
+    __syncwarp();
+}
+static void pdl_launch_dependents() {}
+static void pdl_wait() {}
 #include "decode_split_kernel.inc"
 #include "decode_combine_kernel.inc"
 
@@ -101,9 +131,9 @@ int run(const char *name, int B, int H, int Hkv, int Sq, int P, int cap, int wl,
     for (int b = 0; b < B; b++) { int lo, hi; decode_key_range(&p, lens[b], &lo, &hi); for (int j = lo; j < hi; j++) need[table[b * p.pages_per_seq + j / P] * P + j % P] = 1; }
     for (size_t r = 0; r < need.size(); r++) if (!need[r]) for (int x = 0; x < Hkv * D; x++) { k[r * Hkv * D + x] = from_f<T>(NAN); v[r * Hkv * D + x] = from_f<T>(NAN); }
     std::vector<T> o(nq, from_f<T>(NAN)); std::vector<float> L(rows, NAN), ws((size_t)S * rows * (D + 1), NAN);
-    decode_kargs a{p, H / Hkv, ((H / Hkv) * Sq + MR - 1) / MR, S, __builtin_ctz(P), (float)p.softmax_scale};
+    decode_kargs a{p, H / Hkv, ((H / Hkv) * Sq + RT - 1) / RT, S, __builtin_ctz(P), (float)(p.softmax_scale * 1.4426950408889634)};
     float *Op = ws.data(), *Lp = S > 1 ? Op + (size_t)S * rows * D : nullptr;
-    launch({S, Hkv * a.chunks, B}, THREADS, [&] { decode_split_kernel<T, D>(a, q.data(), k.data(), v.data(), table.data(), lens.data(), o.data(), L.data(), S > 1 ? Op : nullptr, Lp); });
+    launch({a.chunks * S, Hkv, B}, THREADS, [&] { decode_split_kernel<T, D>(a, q.data(), k.data(), v.data(), table.data(), lens.data(), o.data(), L.data(), S > 1 ? Op : nullptr, Lp); });
     if (S > 1) launch({(int)rows, 1, 1}, D, [&] { decode_combine_kernel<T, D>(rows, S, Op, Lp, o.data(), L.data()); });
     // reference
     double err = 0, errL = 0, mV = 0; int bad = 0;
@@ -141,7 +171,9 @@ int main(int argc, char **argv) {
     int f = 0;
     f += run<bf16, 64>("gqa4 causal", 4, 8, 2, 2, 16, 150, -1, 0, 3, base + 1);
     f += run<_Float16, 128>("mha window", 3, 4, 4, 3, 32, 200, 20, 0, 1, base + 2);
-    f += run<bf16, 128>("mqa 16 rows two chunks", 2, 8, 1, 16, 16, 120, -1, 0, 4, base + 3);
+    f += run<bf16, 128>("mqa 16 rows eight chunks", 2, 8, 1, 16, 16, 120, -1, 0, 4, base + 3);
+    f += run<bf16, 128>("gqa4 one row, 7 splits, pages of 256", 2, 8, 2, 1, 256, 900, -1, -1, 7, base + 6);
+    f += run<_Float16, 128>("gqa16 one chunk, window 100, pages of 32", 2, 16, 1, 1, 32, 500, 100, 0, 3, base + 7);
     f += run<_Float16, 64>("full, 5 splits", 3, 4, 2, 1, 64, 300, -1, -1, 5, base + 4);
     std::vector<bf16> o1, o6; std::vector<float> l1, l6;
     f += run<bf16, 64>("lengths <= 64, one split", 3, 4, 2, 1, 16, 40, -1, -1, 1, base + 5, &o1, &l1);

@@ -102,11 +102,13 @@ def gpu_pieces(path, out_dir):
     for k in sorted(ours):
         o, s = ours[k], sdpa.get(k)
         ratio = f"{float(s['median_ms']) / float(o['median_ms']):.2f}x" if s else "-"
-        lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {o['num_splits']} | {o['frac_of_copy']} | "
-                     f"{s['frac_of_copy'] if s else '-'} | {s['impl'] if s else '-'} | {ratio} |")
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {o['num_splits']} | {float(o['frac_of_copy']):.2f} | "
+                     f"{float(s['frac_of_copy']):.2f} | {s['impl']} | {ratio} |" if s else
+                     f"| {k[0]} | {k[1]} | {k[2]} | {o['num_splits']} | {float(o['frac_of_copy']):.2f} | - | - | - |")
     r0 = rows[0]
     lines.append("")
-    lines.append(f": Decode bandwidth (cache bytes over time) as a fraction of the copy bandwidth of the same run; "
+    lines.append(f": Decode bandwidth (cache bytes over time) as a fraction of the copy bandwidth of the same run "
+                 f"(rounded to two decimals; the targets below are counted on the unrounded values); "
                  f"{r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, commit "
                  f"{r0['commit']}, {r0['date']}. Data: `data/gpu/decode.csv`.")
     t1 = [k for k in ours if k[2] >= 8192 and k[0] * k[1] >= 8]
@@ -125,7 +127,7 @@ def gpu_pieces(path, out_dir):
                   "|---:|---:|---:|---:|---:|---:|:--|"]
         for r in sorted(alt, key=lambda r: (int(r["B"]), int(r["seqlen_k"]), int(r["num_splits"]))):
             lines.append(f"| {r['B']} | {r['H_kv']} | {r['seqlen_k']} | {r['num_splits']} | {r['median_ms']} | "
-                         f"{r['frac_of_copy']} | {r['note']} |")
+                         f"{float(r['frac_of_copy']):.2f} | {r['note']} |")
         lines += ["", ": The split-count rule against its alternatives: the same step with every split count "
                   "from 1 up, same run as the table above."]
     return "\n".join(lines) + "\n"

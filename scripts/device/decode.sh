@@ -4,6 +4,10 @@
 #
 #     FA_COMMIT=<commit> OUT=<dir> sh scripts/device/decode.sh
 #
+# FA_PREBUILT=1 skips step 2 when ./stage8_gpu and build/libfa_gpu.so were
+# built elsewhere and carried (the kernels take minutes to compile);
+# DECODE_BENCH_BUDGET=<s> passes --budget-s to the benchmark (default 180).
+#
 # What it does, in order (each step's exit status is printed; one failing
 # step does not stop the others):
 #   1. the machine: GPU, driver, nvcc, torch;
@@ -50,10 +54,18 @@ run() {
     python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt" >> "$log"
-run build make -j16 stage8_gpu build/libfa_gpu.so
+if [ "${FA_PREBUILT:-0}" = 1 ] && [ -x ./stage8_gpu ] && [ -f build/libfa_gpu.so ]; then
+    say "== build: skipped (FA_PREBUILT=1: the carried ./stage8_gpu and build/libfa_gpu.so)"
+else
+    run build make -j16 stage8_gpu build/libfa_gpu.so
+fi
 cp build/decode_ptxas.txt "$OUT/decode_ptxas.txt" 2>/dev/null
 run gpu-suite sh tests/run.sh "sh tests/gpu/stage8.sh"
 run decode-op sh tests/run.sh "python3 tests/gpu/test_decode_op.py"
-run bench timeout 240 make -s decode-gpu GPU_DATA="$OUT"
+if [ "${FA_PREBUILT:-0}" = 1 ]; then
+    run bench timeout 240 python3 scripts/bench_decode.py --csv "$OUT/decode.csv" --budget-s "${DECODE_BENCH_BUDGET:-180}"
+else
+    run bench timeout 240 make -s decode-gpu GPU_DATA="$OUT"
+fi
 grep -E '^(copy|ours|sdpa)' "$log" | cut -c1-160
 say "scripts/device/decode.sh: done in $(( $(date +%s) - t_start )) s"
