@@ -525,23 +525,44 @@ class FlashAttentionFunction(torch.autograd.Function):
 _CHECKED = set()   # signatures (shapes, dtypes, devices) that passed _check_tensors
 
 
-def _check_tensors(q, k, v):
-    """One line naming the first thing about q, k, v that the kernels cannot take."""
+def check_qkv(q, k, v, layout, fail=_fail):
+    """What every entry asks of q, k, v, one line (fail) naming the first
+    thing the kernels cannot take: torch tensors with one dimension per
+    name of layout (e.g. "B, heads, seqlen, d"), on one CUDA device, of one
+    dtype the kernels take, k and v of one shape."""
+    dims = len(layout.split(","))
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
-            _fail(f"{name} is a {type(t).__name__}, not a torch.Tensor")
-        if t.dim() != 4:
-            _fail(f"{name} has shape {tuple(t.shape)}: expected 4 dimensions (B, heads, seqlen, d)")
+            fail(f"{name} is a {type(t).__name__}, not a torch.Tensor")
+        if t.dim() != dims:
+            fail(f"{name} has shape {tuple(t.shape)}: expected {dims} dimensions ({layout})")
         if not t.is_cuda:
-            _fail(f"{name} is on {t.device}: the kernels take CUDA tensors")
+            fail(f"{name} is on {t.device}: the kernels take CUDA tensors")
     if not (q.device == k.device == v.device):
-        _fail(f"q, k, v are on {q.device}, {k.device}, {v.device}: expected one device")
+        fail(f"q, k, v are on {q.device}, {k.device}, {v.device}: expected one device")
     if not (q.dtype == k.dtype == v.dtype):
-        _fail(f"q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}: expected one dtype")
+        fail(f"q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}: expected one dtype")
     if q.dtype not in DTYPE_CODES:
-        _fail(f"dtype {q.dtype}: the kernels take float32, float16 or bfloat16")
+        fail(f"dtype {q.dtype}: the kernels take float32, float16 or bfloat16")
     if k.shape != v.shape:
-        _fail(f"k {tuple(k.shape)} and v {tuple(v.shape)}: expected the same shape")
+        fail(f"k {tuple(k.shape)} and v {tuple(v.shape)}: expected the same shape")
+
+
+def autocast_and_scale(q, k, v, softmax_scale, fail=_fail):
+    """q, k, v in the autocast dtype where autocast is on (as SDPA's are), and
+    softmax_scale, 1/sqrt(d) by default (d: q's last dimension), checked."""
+    if torch.is_autocast_enabled("cuda"):
+        at = torch.get_autocast_dtype("cuda")
+        q, k, v = q.to(at), k.to(at), v.to(at)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
+    if not (scale > 0 and math.isfinite(scale)):
+        fail(f"softmax_scale={softmax_scale!r}: must be finite and > 0")
+    return q, k, v, scale
+
+
+def _check_tensors(q, k, v):
+    """One line naming the first thing about q, k, v that the kernels cannot take."""
+    check_qkv(q, k, v, "B, heads, seqlen, d")
     if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         _fail(f"q {tuple(q.shape)} and k {tuple(k.shape)}: batch and head dimension must agree")
     if q.shape[3] < 1:
@@ -588,12 +609,7 @@ def attention(q, k, v, softmax_scale, left, right, out_bshd, version, determinis
             if len(_CHECKED) >= _CACHE_LIMIT:
                 _CHECKED.clear()
             _CHECKED.add(sig)
-    if torch.is_autocast_enabled("cuda"):
-        at = torch.get_autocast_dtype("cuda")
-        q, k, v = q.to(at), k.to(at), v.to(at)
-    scale = 1.0 / math.sqrt(q.shape[3]) if softmax_scale is None else float(softmax_scale)
-    if not (scale > 0 and math.isfinite(scale)):
-        _fail(f"softmax_scale={softmax_scale!r}: must be finite and > 0")
+    q, k, v, scale = autocast_and_scale(q, k, v, softmax_scale)
     fv, bv = _versions_of(version)
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     det, center = bool(deterministic), center_flag(accurate_dq)

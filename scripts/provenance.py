@@ -10,6 +10,8 @@ import os
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the provenance columns that open every row of a measured CSV, in this order
+COLUMNS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command"]
 
 
 def commit():
