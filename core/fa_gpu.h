@@ -89,6 +89,9 @@ typedef struct {
     const char *slug;        /* "mma": with the name, the benchmarks' label (ours_v2_mma) */
     int strided;             /* 1: reads fa_ptrs' strides (rows 16-byte aligned); 0: contiguous only */
     int varlen FA_DEFAULT_0; /* 1: runs packed sequences of different lengths (fa_forward_varlen) */
+    int prefer FA_DEFAULT_0; /* 1: the op takes it before higher-numbered versions of its pass (a
+                                number names a technique, not a rank: backward 3, Hopper's, runs
+                                faster than backward 4 where it runs) */
 } fa_version_info;
 
 int fa_num_versions(int pass);

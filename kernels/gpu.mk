@@ -60,9 +60,22 @@ $(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)
 endef
 $(foreach p,stage4 stage5,$(eval $(call link_gpu_program,$(p))))
 stage4:                                   ## CUDA forward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper
-stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v4 mma.sync on 8 warps
+stage5:                                   ## CUDA backward: v0 materialized, v1 tiled, v2 tensor cores, v3 Hopper, v4 mma.sync on 8 warps
 GPU_TARGETS += stage5
 TEST_DEPS += stage5
+
+# The kernels whose ptxas report is kept and checked: the object and its
+# -fPIC twin of kernels/$(1).cu, built with flags $(2), the report in
+# build/$(3).txt (build/$(3)_pic.txt), checked by the macro named $(4)
+# (called with the report's suffix), prerequisites $(5).
+define ptxas_objects
+$(BUILD)/$(1).o: $(5) | $(BUILD)
+	$$(NVCC) $(2) -Xptxas -v -c $$< -o $$@ 2> $(BUILD)/$(3).txt || { cat $(BUILD)/$(3).txt; exit 1; }
+	$$(call $(4),)
+$(BUILD)/$(1).pic.o: $(5) | $(BUILD)
+	$$(NVCC) $(2) -Xcompiler -fPIC -Xptxas -v -c $$< -o $$@ 2> $(BUILD)/$(3)_pic.txt || { cat $(BUILD)/$(3)_pic.txt; exit 1; }
+	$$(call $(4),_pic)
+endef
 
 # Backward version 4 (kernels/stage5_bwd_v3.cu) keeps dK_j, dV_j in
 # registers, 255 of them at d = 128: its ptxas report (registers, spills per
@@ -73,12 +86,7 @@ define BWD_V3_PTXAS_CHECK
 	@grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' $(BUILD)/bwd_v3_ptxas$(1).txt >&2 || true
 	@! grep -E '[1-9][0-9]* bytes spill' $(BUILD)/bwd_v3_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
 endef
-$(BUILD)/stage5_bwd_v3.o: kernels/stage5_bwd_v3.cu $(GPU_HDRS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/bwd_v3_ptxas.txt || { cat $(BUILD)/bwd_v3_ptxas.txt; exit 1; }
-	$(call BWD_V3_PTXAS_CHECK,)
-$(BUILD)/stage5_bwd_v3.pic.o: kernels/stage5_bwd_v3.cu $(GPU_HDRS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/bwd_v3_ptxas_pic.txt || { cat $(BUILD)/bwd_v3_ptxas_pic.txt; exit 1; }
-	$(call BWD_V3_PTXAS_CHECK,_pic)
+$(eval $(call ptxas_objects,stage5_bwd_v3,$(NVCCFLAGS),bwd_v3_ptxas,BWD_V3_PTXAS_CHECK,kernels/stage5_bwd_v3.cu $(GPU_HDRS)))
 
 $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 	$(NVCC) $(GENCODE) -shared $^ -o $@ $(GPU_LIBS)
@@ -95,12 +103,17 @@ V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stag
 define V3_PTXAS_CHECK
 	@! grep -i "serialized\|error" $(BUILD)/v3_ptxas$(1).txt || { echo "v3: ptxas serialized wgmma (see above)"; exit 1; }
 endef
-$(BUILD)/stage4_v3_hopper.o: $(V3_DEPS) | $(BUILD)
-	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas.txt || { cat $(BUILD)/v3_ptxas.txt; exit 1; }
-	$(call V3_PTXAS_CHECK,)
-$(BUILD)/stage4_v3_hopper.pic.o: $(V3_DEPS) | $(BUILD)
-	$(NVCC) $(V3_NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_pic.txt || { cat $(BUILD)/v3_ptxas_pic.txt; exit 1; }
-	$(call V3_PTXAS_CHECK,_pic)
+$(eval $(call ptxas_objects,stage4_v3_hopper,$(V3_NVCCFLAGS),v3_ptxas,V3_PTXAS_CHECK,$(V3_DEPS)))
+# Backward version 3 (kernels/stage5_bwd_hopper.cu) is Hopper's too: the
+# same sm_90a flags and serialization check, and, as backward version 4, a
+# spill fails the build (its dK, dV accumulators take 128 registers at
+# d = 128). Reports in build/bwd_hopper_ptxas*.txt.
+BWD_HOPPER_DEPS := kernels/stage5_bwd_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stage4_v3_hopper.h $(GPU_HDRS)
+define BWD_HOPPER_PTXAS_CHECK
+	@! grep -i "serialized\|error" $(BUILD)/bwd_hopper_ptxas$(1).txt || { echo "bwd v3: ptxas serialized wgmma (see above)"; exit 1; }
+	@! grep -E '[1-9][0-9]* bytes (spill|stack)' $(BUILD)/bwd_hopper_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
+endef
+$(eval $(call ptxas_objects,stage5_bwd_hopper,$(V3_NVCCFLAGS),bwd_hopper_ptxas,BWD_HOPPER_PTXAS_CHECK,$(BWD_HOPPER_DEPS)))
 # build/v3_check: the piece tests, every step against fp64, step timings. Its
 # CUDA half (tests/gpu/v3_check_cuda.cu: the piece test kernels, the launch
 # watchdog) is built as the kernel is, for sm_90a, with the same ptxas check.

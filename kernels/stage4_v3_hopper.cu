@@ -861,7 +861,7 @@ __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
 /* ------------------------------------------------------------------------- */
 /* Host side: tensor maps, checks, launch                                     */
 /* ------------------------------------------------------------------------- */
-static PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
+PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
 {
     static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
     if (!fn) {
@@ -885,7 +885,7 @@ static PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void)
  * (128 bytes, the widest the 128-byte swizzle takes) x `rows` x 1 head x 1
  * batch. Rows past seqlen are filled with zeros by the copy engine, so a
  * tile that runs past the end of a head never reads the next head. */
-static int v3_tensor_map_strided(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
+int v3_tensor_map_strided(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen,
                                  int heads, int batch, const fa_stride *st, int rows)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();

@@ -18,6 +18,7 @@
 #include "stage4_v3_hopper.h"
 
 #include <cuda.h>           /* CUtensorMap and its enums (types only: libcuda is not linked) */
+#include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
 
 #include <stdint.h>
 #include <type_traits>
@@ -93,6 +94,13 @@ __device__ __forceinline__ void tma_tile(const CUtensorMap *map, uint32_t dst, u
 }
 //< v3-tma
 
+/* Orders this thread's generic-proxy writes to shared memory before later
+ * reads by the async proxy (wgmma operands, bulk copies): written before
+ * the barrier that hands the tile to the warpgroups that read it. */
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 __device__ __forceinline__ void fence_barrier_init()
 {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -177,26 +185,33 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint3
 /* S (64 x N, fp32) (+)= A (64 x 16) B^T (B: N x 16), both read from
  * shared memory, K-major. scale_d = 0 overwrites d (the first k-step). N is
  * 128, or 176 for step 8's key tiles at d = 128. */
-#define V3_SS(TY, NN, RL, AL, IA, IB, IP)                                                      \
+#define V3_SS(TY, NN, RL, AL, IA, IB, IP, TR)                                                  \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IP ", 0;\n"                              \
                  "wgmma.mma_async.sync.aligned.m64n" NN "k16.f32." TY "." TY " {" RL "}, "      \
-                 "%" IA ", %" IB ", p, 1, 1, 0, 0;\n}\n"                                       \
+                 "%" IA ", %" IB ", p, 1, 1, " TR ";\n}\n"                                     \
                  : AL                                                                          \
                  : "l"(da), "l"(db), "r"(scale_d))
-template <typename T, int N>
+/* TRANS: both operands MN-major (imm-trans-a = imm-trans-b = 1): A read as
+ * the transpose of an [k][m] tile, B as the transpose of a [k][n] tile (the
+ * backward's dQ = dS K from dS^T and K as they lie); n64 only. */
+template <typename T, int N, bool TRANS = false>
 __device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int scale_d)
 {
-    static_assert(N == 128 || N == 176, "S = Q K^T is n128 or n176");
-    if constexpr (N == 128) {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value)
-            V3_SS("bf16", "128", V3_R64, V3_A64, "64", "65", "66");
-        else
-            V3_SS("f16", "128", V3_R64, V3_A64, "64", "65", "66");
+    static_assert(N == 64 || N == 128 || N == 176, "S = Q K^T is n64, n128 or n176");
+    static_assert(!TRANS || N == 64, "the transposed product is n64");
+    constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
+    if constexpr (N == 64 && TRANS) {
+        if constexpr (BF) V3_SS("bf16", "64", V3_R32, V3_A32, "32", "33", "34", "1, 1");
+        else V3_SS("f16", "64", V3_R32, V3_A32, "32", "33", "34", "1, 1");
+    } else if constexpr (N == 64) {
+        if constexpr (BF) V3_SS("bf16", "64", V3_R32, V3_A32, "32", "33", "34", "0, 0");
+        else V3_SS("f16", "64", V3_R32, V3_A32, "32", "33", "34", "0, 0");
+    } else if constexpr (N == 128) {
+        if constexpr (BF) V3_SS("bf16", "128", V3_R64, V3_A64, "64", "65", "66", "0, 0");
+        else V3_SS("f16", "128", V3_R64, V3_A64, "64", "65", "66", "0, 0");
     } else {
-        if constexpr (std::is_same<T, __nv_bfloat16>::value)
-            V3_SS("bf16", "176", V3_R88, V3_A88, "88", "89", "90");
-        else
-            V3_SS("f16", "176", V3_R88, V3_A88, "88", "89", "90");
+        if constexpr (BF) V3_SS("bf16", "176", V3_R88, V3_A88, "88", "89", "90", "0, 0");
+        else V3_SS("f16", "176", V3_R88, V3_A88, "88", "89", "90", "0, 0");
     }
 }
 /* O (64 x N, fp32) += A (64 x 16, registers) B (16 x N, shared memory,
@@ -307,5 +322,13 @@ __device__ __forceinline__ void gemm_pv_lean(float (&o)[D / 2], const uint32_t (
  * 128-byte swizzle; rows past seqlen arrive as zeros. FA_OK, or FA_ERR_CUDA
  * with one line when the driver refuses it. */
 int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen, int heads, int rows);
+/* The driver's cuTensorMapEncodeTiled (through the runtime's entry-point
+ * query, so that libcuda is not linked), NULL where the driver lacks it. */
+PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void);
+/* The same for a 4-D (d, seqlen, heads, batch) operand with the element
+ * strides st (fa_stride: row, head, batch) of a call; boxes 64 columns x
+ * `rows` x 1 x 1. */
+int v3_tensor_map_strided(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen, int heads, int batch,
+                          const fa_stride *st, int rows);
 
 #endif /* FA_STAGE4_V3_HOPPER_CUH */

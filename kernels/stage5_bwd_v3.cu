@@ -141,81 +141,9 @@ __device__ __forceinline__ void ldsm_x4_t_u32(unsigned &r0, unsigned &r1, unsign
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
 }
 
-//> bwd-v3-dq
-/* Four consecutive dQ entries: one 16-byte atomic (sm_90's red.v4.f32), or,
- * holding the deterministic mode's turn, a plain read-add-write through L2. */
-__device__ __forceinline__ void dq_add4(float *p, float4 v, bool ordered)
-{
-    if (ordered) {
-        const float4 o = __ldcg(reinterpret_cast<const float4 *>(p));
-        __stcg(reinterpret_cast<float4 *>(p), make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w));
-    } else {
-#if __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float4 *>(p), v);
-#else
-        atomicAdd(p, v.x);
-        atomicAdd(p + 1, v.y);
-        atomicAdd(p + 2, v.z);
-        atomicAdd(p + 3, v.w);
-#endif
-    }
-}
+/* dq_add_tile, dq_row_of (the 16-byte dQ additions): stage5_backward.cuh,
+ * which backward version 3 shares. */
 
-/* One m16n8 accumulator of dQ (rows r0 and r0 + 8 of the head's rows,
- * columns col + 2t, col + 2t + 1, t = lane % 4), times scale, into the fp32
- * accumulator, 16 bytes per lane: lanes t and t ^ 1 swap halves, so that an
- * even t holds row r0, columns col + 2t .. col + 2t + 3, and an odd t row
- * r0 + 8, columns col + 2t - 2 .. col + 2t + 1. row: this lane's 4 floats at
- * col = 0 (dq_row_of), so a tile's address is row + col, col a compile-time
- * constant; row_ok: that row is inside Sq (else it adds nothing). ORDERED is
- * a template argument so that the choice is made once per step, outside the
- * 8 calls. Every lane of the warp must call it (the swap is a shuffle). The
- * scaling comes first: the neighbour's scale * c is the same float as scale
- * times the neighbour's c. */
-template <bool ORDERED, bool CHECK>
-__device__ __forceinline__ void dq_add_tile(float *row, bool row_ok, int col, const float (&c)[4], float scale,
-                                            int lane)
-{
-    const bool odd = lane & 1;
-    const float c0 = scale * c[0], c1 = scale * c[1], c2 = scale * c[2], c3 = scale * c[3];
-    const float s0 = __shfl_xor_sync(0xffffffffu, odd ? c0 : c2, 1);
-    const float s1 = __shfl_xor_sync(0xffffffffu, odd ? c1 : c3, 1);
-    const float4 v = odd ? make_float4(s0, s1, c2, c3) : make_float4(c0, c1, s0, s1);
-#if __CUDA_ARCH__ >= 900
-    if constexpr (!ORDERED) {
-        /* dq_add4's 16-byte atomic as a red (no result wanted), predicated
-         * on row_ok when CHECK: written as "if (row_ok) atomicAdd", nvcc puts
-         * each of the 8 additions behind a branch and rebuilds the 64-bit
-         * address inside it; atomicAdd alone may become an ATOM that returns
-         * a value nobody reads. */
-        if constexpr (CHECK)
-            asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\t"
-                         "@p red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n\t}"
-                         ::"l"(row + col), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)row_ok)
-                         : "memory");
-        else
-            asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
-                         ::"l"(row + col), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-                         : "memory");
-        return;
-    }
-#endif
-    if (!CHECK || row_ok) dq_add4(row + col, v, ORDERED);
-}
-/* This lane's dq_add_tile row in the accumulator acc of one head (rows d
- * floats apart: the head's rows, or with variable lengths the packed
- * layout's H d), for the tiles of rows r0, r0 + 8: row r0 (even t) or r0 + 8
- * (odd t), first column 2 (t & 2). */
-__device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
-{
-    const int t = lane & 3;
-    float *row = acc + (size_t)(r0 + ((t & 1) ? 8 : 0)) * d + 2 * (t & 2);
-    /* Opaque to the compiler: otherwise it rebuilds the 64-bit address from
-     * the row index at each of the 8 additions instead of adding a constant */
-    asm("mov.b64 %0, %0;" : "+l"(row));
-    return row;
-}
-//< bwd-v3-dq
 
 /* Deliberate copy: the two-stage pipeline of version 2's kernel
  * (stage5_backward.cu), written out again so that chapter 4b reads each

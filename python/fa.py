@@ -68,7 +68,7 @@ class VersionInfo(ctypes.Structure):
                 ("what", ctypes.c_char_p), ("dtypes", ctypes.c_uint), ("d_min", ctypes.c_int),
                 ("d_max", ctypes.c_int), ("d_multiple", ctypes.c_int), ("masks", ctypes.c_int),
                 ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p),
-                ("strided", ctypes.c_int), ("varlen", ctypes.c_int)]
+                ("strided", ctypes.c_int), ("varlen", ctypes.c_int), ("prefer", ctypes.c_int)]
 
     def label(self):
         """ours_v2_mma: how the benchmarks' CSVs name the version."""

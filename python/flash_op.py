@@ -141,13 +141,15 @@ def _row(pass_, version):
 
 def choose_version(pass_, dtype_code, p, deterministic=False):
     """The highest-numbered version of the table (core/versions.def) that
-    runs this problem and dtype on this GPU: the table numbers versions from
-    the materialized baseline (0) up through faster kernels, so the highest
-    that accepts the problem is the fastest one it has. ValueError listing
-    each version's reason otherwise. Not cached (see _version)."""
+    runs this problem and dtype on this GPU, those whose row says `prefer`
+    first: the table numbers versions from the materialized baseline (0) up
+    through faster kernels, so the highest that accepts the problem is the
+    fastest one it has, but for a row marked faster than the numbers above
+    it (backward 3 on Hopper). ValueError listing each version's reason
+    otherwise. Not cached (see _version)."""
     lib = library()
     why = {}   # version name -> the library's reason
-    for row in sorted(fa.versions(lib, pass_), key=lambda r: -r.version):
+    for row in sorted(fa.versions(lib, pass_), key=lambda r: (-r.prefer, -r.version)):
         name = row.name.decode()
         if deterministic and not row.deterministic:
             why[name] = "no deterministic mode"

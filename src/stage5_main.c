@@ -5,8 +5,8 @@
  *
  * What it adds over stage 4: the backward pass on the GPU (version 0
  * materialized with cuBLAS, 1 tiled on the CUDA cores, 2 and 4 tiled on the
- * tensor cores: 4 on blocks of twice the keys; 3 is the number of Hopper's
- * technique, which has no backward yet), masks, seqlen_q != seqlen_k and grouped heads, and a deterministic
+ * tensor cores: 4 on blocks of twice the keys; 3 on Hopper's own hardware,
+ * TMA and wgmma), masks, seqlen_q != seqlen_k and grouped heads, and a deterministic
  * mode. Plain C over core/fa_gpu.h and the shared GPU host code
  * src/gpu_host.[ch].
  *
@@ -41,7 +41,7 @@
  * poisoned with NaN before every launch); time, TFLOP/s (fa_flops), model
  * bytes (fa_model_bytes). Then the checks:
  *   fp32        err <= 1e-5 for dQ, dK and dV
- *   fp16, bf16  versions 1, 2, 4: err <= 2 x version 0's err on the same
+ *   fp16, bf16  versions 1 to 4: err <= 2 x version 0's err on the same
  *               inputs + u, the dtype's unit roundoff, so that two correctly
  *               rounded results never fail (version 0 is the materialized computation in
  *               the dtype: P rounded to it, as PyTorch's materialized

@@ -45,7 +45,9 @@
 #     --kernel 3 on a causal GQA problem with seqlen_q > seqlen_k; backward:
 #     ./stage5 --sweep small --kernel 4 (fp16 and bf16: causal GQA with
 #     seqlen_q > seqlen_k, windows with keys nobody sees, d = 128, the
-#     deterministic mode).
+#     deterministic mode); the backward's version 3 (Hopper,
+#     kernels/stage5_bwd_hopper.cu) the same way, with a window whose keys
+#     nobody sees at d = 64.
 # Without a GPU (or without the programs, where nvcc is missing) the GPU
 # tests print SKIP, never PASS. Cost on an H200: a few minutes, most of it
 # the CPU reference and the sanitizers.
@@ -53,7 +55,7 @@ cd "$(dirname "$0")/../.." || exit 2
 
 GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck v3-tests v3-sanitizers
 stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck gpu-outputs
-stage5-v4-sanitizers"
+stage5-v4-sanitizers stage5-v3-sanitizers"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
@@ -100,7 +102,8 @@ expect_exit2 ./stage4 stage4-cli-no-gradients --dq /tmp/stage4_dq_never_written.
 expect_exit2 ./stage4 stage4-cli-sweep-with-shape --sweep tests --causal
 expect_exit2 ./stage4 stage4-cli-large-n --kernel 1 --random --n 9000 --d 64
 
-expect_exit2 ./stage5 stage5-cli-v3-no-backward --kernel 3 --dtype bf16
+expect_exit2 ./stage5 stage5-cli-v3-fp32 --kernel 3 --dtype fp32
+expect_exit2 ./stage5 stage5-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
 expect_exit2 ./stage5 stage5-cli-outputs-need-one-run --dq /tmp/stage5_dq_never_written.npy
 expect_exit2 ./stage5 stage5-cli-bad-sweep --sweep bogus
 expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
@@ -142,7 +145,7 @@ fi
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ ! -x "$SAN" ]; then
     for t in stage4-memcheck stage4-racecheck stage5-memcheck stage5-racecheck stage5-synccheck \
-             stage5-initcheck v3-sanitizers stage5-v4-sanitizers; do
+             stage5-initcheck v3-sanitizers stage5-v4-sanitizers stage5-v3-sanitizers; do
         echo "SKIP $t: compute-sanitizer not found"
     done
     exit 0
@@ -218,12 +221,21 @@ elif ! why=$(./stage4 --kernel 3 --dtype bf16 --random --n 1 --d 64 --repeats 1 
     echo "SKIP v3-sanitizers: $(echo "$why" | head -n1)"
     FWD=
 fi
+# backward version 3 (Hopper): the small sweep (its d = 64 and d = 128
+# cases: causal GQA with seqlen_q > seqlen_k in the deterministic mode, a
+# window) and a window with keys nobody sees at d = 64, Br = 128 query rows
+BWD3='./stage5 --sweep small --kernel 3 --seed $S && ./stage5 --kernel 3 --random --seed $S --heads 2 --kv-heads 1 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1'
+if ! why=$(./stage5 --kernel 3 --dtype bf16 --random --n 1 --d 64 --repeats 1 2>&1 >/dev/null); then
+    echo "SKIP stage5-v3-sanitizers: $(echo "$why" | head -n1)"
+    BWD3=
+fi
 for tool in memcheck racecheck synccheck initcheck; do
     r=1
     while [ "$r" -le "$RUNS" ]; do
         seed=$((SEED0 + r - 1))
         [ -n "$FWD" ] && queue "v3-$tool run $r/$RUNS" "$tool" "$seed" "$FWD"
         queue "stage5-v4-$tool run $r/$RUNS" "$tool" "$seed" "$BWD"
+        [ -n "$BWD3" ] && queue "stage5-v3-$tool run $r/$RUNS" "$tool" "$seed" "$BWD3"
         r=$((r + 1))
     done
 done
