@@ -179,21 +179,22 @@ double fa_flops(int pass, const attn_params *p);
  *                   three kernel launches)
  *   backward time   fa_flops(FA_BACKWARD, p) / FA_BWD_CENTER_RATE
  * FA_BWD_CENTER_RATE is the fastest backward measured here rounded up
- * (version 4 reaches 227 TFLOP/s at best in data/gpu/bench_bwd.csv, version
- * 2 185), so the prediction over-states the cost for every version that runs
- * slower; a faster version should raise it. With Sq = Sk = N and H = H_kv
- * the cost is about 50 / N without a mask and 100 / N causal (the launches
- * aside): under 3% from N = 1700 and N = 3400, so at the bench shapes
- * (B N = 16384, d = 64 and 128) on from N = 2048 without a mask and from
- * N = 4096 causal. Against the times measured there (bench_bwd.csv) the
- * bytes at 4 TB/s are 1.9% (d = 64) and 2.0% (d = 128) of version 4's
- * backward at N = 2048 without a mask, 1.8% and 1.9% at N = 4096 causal,
- * and above 3% below those lengths. Grouped heads read a smaller K and pass
+ * (version 3, Hopper's, reaches 484 TFLOP/s at best in
+ * data/gpu/bwd_hopper_bench.csv; version 4 228, version 2 185 in
+ * bench_bwd.csv), so the prediction over-states the cost for every version
+ * that runs slower; a faster version should raise it. With Sq = Sk = N and
+ * H = H_kv the cost is about 100 / N without a mask and 200 / N causal (the
+ * launches aside): under 3% from N = 3400 and N = 6700, so at the bench
+ * shapes (B N = 16384, d = 64 and 128) on from N = 4096 without a mask and
+ * from N = 8192 causal. Against version 3's times there the bytes at 4 TB/s
+ * are 1.9% (d = 64) and 2.1% (d = 128) of the bf16 backward at N = 4096
+ * without a mask, 1.8% and 2.0% at N = 8192 causal, and 3.1% to 3.9% at the
+ * lengths below those. Grouped heads read a smaller K and pass
  * sooner. Host only, needs no GPU. Source: the byte count of the kernels in
  * stage5_backward.cu (bwd-center, bwd-dot). */
 #define FA_BWD_CENTER_BW 4.0e12          /* bytes/s: the H200's HBM3e as copies attain it */
 #define FA_BWD_CENTER_LAUNCH_S 6.0e-6    /* three launches in one stream */
-#define FA_BWD_CENTER_RATE 250.0e12      /* FLOP/s: the fastest backward here, rounded up */
+#define FA_BWD_CENTER_RATE 500.0e12      /* FLOP/s: the fastest backward here, rounded up */
 #define FA_BWD_CENTER_MAX_COST 0.03
 double fa_bwd_center_cost(int dtype, const attn_params *p);
 /* 1 when FA_BWD_CENTER_AUTO centers this problem (cost < FA_BWD_CENTER_MAX_COST), else 0. */
