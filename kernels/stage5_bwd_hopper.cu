@@ -395,7 +395,6 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
 }
 //< bwd-hopper-consumer
 
-//> bwd-hopper-consumer3
 /* Step 3: the two consumer warpgroups in ping-pong, with no barrier that
  * both meet every step (step 2's named barrier 1).
  *   - dQ_{s-1} is issued in step s, after step s's dV, dK products: then
@@ -615,7 +614,6 @@ __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x,
         }
     }
 }
-//< bwd-hopper-consumer3
 
 //> bwd-hopper-kernel
 template <typename T, int D, int STEP>
