@@ -484,8 +484,8 @@ __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x,
 
         /* Step s up to its dV, dK products (issued, not waited for): step 2's
          * products and arithmetic; leaves the 16-bit P^T, dS^T fragments and
-         * where dQ_s goes, as one number (query block x H + query head, below
-         * 2^28 by hb_check's extent limit): fewer registers held across the
+         * where dQ_s goes, as one number (query block x H + query head, at
+         * most 2^27 + H by hb_check's extent limit): fewer registers held across the
          * next step's products */
         int where = 0;
         auto front = [&](int s, uint32_t (&pf)[BR / 4], uint32_t (&sf)[BR / 4]) {
