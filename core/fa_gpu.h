@@ -154,15 +154,51 @@ double fa_flops(int pass, const attn_params *p);
  * returns after the launches. deterministic (backward only) is a set of
  * FA_BWD_* bits; 1 is FA_BWD_DETERMINISTIC, so 0 and 1 keep their meaning. */
 #define FA_BWD_DETERMINISTIC 1   /* dQ, dK, dV bitwise the same on every call with the same inputs */
-/* FA_BWD_CENTER_K: run on K centered over the keys (K - c, c the mean of
- * K's rows per batch and key/value head, with L shifted to match;
- * stage5_backward.cu, bwd-center), which keeps dQ accurate when K has a
- * large part common to all keys (every logit far from zero). An option, not
- * the default: its pre-pass measured above 3% of the tensor-core backward's
- * time (data/gpu/dq_accuracy.csv, N = 4096, d = 128). Never with K, V a
- * block of a longer row's keys (stage 7's shards): a row's share of dS over
- * a block need not sum to zero. */
+/* FA_BWD_CENTER_K: run on K centered over the keys (K - c, c near the mean
+ * of K's rows per batch and key/value head, every K - c exact in the dtype,
+ * with L shifted to match; stage5_backward.cu, bwd-center), which keeps dQ
+ * accurate when K has a large part common to all keys (every logit far from
+ * zero). FA_BWD_CENTER_AUTO: center where fa_bwd_center_cost() <
+ * FA_BWD_CENTER_MAX_COST, keep K as given elsewhere; fa_backward decides per
+ * call, the same for every version, and keeps K as given for packed
+ * sequences (fa_backward_varlen refuses FA_BWD_CENTER_K: c would be per
+ * sequence). Neither bit: K as given. Never either
+ * with K, V a block of a longer row's keys (stage 7's shards): a row's share
+ * of dS over a block need not sum to zero. */
 #define FA_BWD_CENTER_K 2
+#define FA_BWD_CENTER_AUTO 4
+
+/* The centering's predicted cost as a fraction of the backward's time: the
+ * one rule FA_BWD_CENTER_AUTO, the PyTorch op's accurate_dq=None and the
+ * measurement (scripts/dq_accuracy.py, its predicted_ratio column) read.
+ *   pre-pass bytes  es (2 B H_kv Sk d + B H_kv Sk d + B H Sq d) + 8 B H Sq
+ *                   (K read twice and K_c written; Q read and L' written in
+ *                   D's pass, which runs anyway) + the partials (24 bytes a
+ *                   column per block of 256 keys)
+ *   pre-pass time   bytes / FA_BWD_CENTER_BW + FA_BWD_CENTER_LAUNCH_S (its
+ *                   three kernel launches)
+ *   backward time   fa_flops(FA_BACKWARD, p) / FA_BWD_CENTER_RATE
+ * FA_BWD_CENTER_RATE is the fastest backward measured here rounded up
+ * (version 3, Hopper's, reaches 484 TFLOP/s at best in
+ * data/gpu/bwd_hopper_bench.csv; version 4 228, version 2 185 in
+ * bench_bwd.csv), so the prediction over-states the cost for every version
+ * that runs slower; a faster version should raise it. With Sq = Sk = N and
+ * H = H_kv the cost is about 100 / N without a mask and 200 / N causal (the
+ * launches aside): under 3% from N = 3400 and N = 6700, so at the bench
+ * shapes (B N = 16384, d = 64 and 128) on from N = 4096 without a mask and
+ * from N = 8192 causal. Against version 3's times there the bytes at 4 TB/s
+ * are 1.9% (d = 64) and 2.1% (d = 128) of the bf16 backward at N = 4096
+ * without a mask, 1.8% and 2.0% at N = 8192 causal, and 3.1% to 3.9% at the
+ * lengths below those. Grouped heads read a smaller K and pass
+ * sooner. Host only, needs no GPU. Source: the byte count of the kernels in
+ * stage5_backward.cu (bwd-center, bwd-dot). */
+#define FA_BWD_CENTER_BW 4.0e12          /* bytes/s: the H200's HBM3e as copies attain it */
+#define FA_BWD_CENTER_LAUNCH_S 6.0e-6    /* three launches in one stream */
+#define FA_BWD_CENTER_RATE 500.0e12      /* FLOP/s: the fastest backward here, rounded up */
+#define FA_BWD_CENTER_MAX_COST 0.03
+double fa_bwd_center_cost(int dtype, const attn_params *p);
+/* 1 when FA_BWD_CENTER_AUTO centers this problem (cost < FA_BWD_CENTER_MAX_COST), else 0. */
+int fa_bwd_center_auto(int dtype, const attn_params *p);
 int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream);
 int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                 void *stream);

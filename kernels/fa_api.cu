@@ -305,9 +305,16 @@ static int run_pass(int pass, int version, int dtype, const attn_params *p, cons
     if (need && (!x->workspace || x->workspace_bytes < need))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s %s needs %zu bytes of workspace, got %zu",
                             pass_name(pass), r->info.name, need, x->workspace ? x->workspace_bytes : 0);
-    if (deterministic & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K))
-        return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1) and "
-                            "FA_BWD_CENTER_K (2) exist", pass_name(pass), (unsigned)deterministic);
+    if (deterministic & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1), "
+                            "FA_BWD_CENTER_K (2) and FA_BWD_CENTER_AUTO (4) exist", pass_name(pass),
+                            (unsigned)deterministic);
+    /* the auto mode decided here, once for every version (fa_gpu.h's rule) */
+    if (deterministic & FA_BWD_CENTER_AUTO) {
+        deterministic &= ~FA_BWD_CENTER_AUTO;
+        if (pass == FA_BACKWARD && fa_bwd_center_auto(dtype, p))
+            deterministic |= FA_BWD_CENTER_K;
+    }
     if ((deterministic & FA_BWD_DETERMINISTIC) && !r->info.deterministic)
         return fa_set_error(FA_ERR_UNSUPPORTED, "--deterministic: %s %s has no deterministic mode",
                             pass_name(pass), r->info.name);
@@ -401,9 +408,11 @@ extern "C" size_t fa_workspace_bytes_varlen(int pass, int version, int dtype, co
 static int run_varlen_pass(int pass, int version, int dtype, const attn_params *p, const fa_varlen *vl,
                            const fa_ptrs *x, int flags, void *stream)
 {
-    if ((flags & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K)) || (pass == FA_FORWARD && flags))
-        return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1) and "
-                            "FA_BWD_CENTER_K (2) exist, for the backward", pass_name(pass), (unsigned)flags);
+    if ((flags & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO)) || (pass == FA_FORWARD && flags))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1), FA_BWD_CENTER_K "
+                            "(2) and FA_BWD_CENTER_AUTO (4) exist, for the backward", pass_name(pass),
+                            (unsigned)flags);
+    flags &= ~FA_BWD_CENTER_AUTO;   /* the auto mode keeps K as given here: c would be per sequence */
     int rc = varlen_problem(pass, version, dtype, p, vl, x, flags);
     if (rc) return rc;
     const fa_row *r = find_row(pass, version);

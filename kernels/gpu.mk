@@ -20,7 +20,8 @@ GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
 TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
 # packed sequences (flash_attn_varlen_func) against the dense op and fp64
 VARLEN_TESTS := python3 tests/gpu/test_varlen_op.py
-TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)"
+# the auto centering rule of the backward (host code of the library, no GPU)
+TEST_SUITES += "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)" "python3 tests/center_rule.py"
 
 .PHONY: gpu-test v3-check
 

@@ -17,7 +17,7 @@ NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 GPU_DATA_TARGETS := gpu-env stage4-default-gpu gpu-test-log bench-gpu io-gpu opcodes-gpu ncu-bwd-gpu \
                     final-tests-gpu v3-steps-gpu ring-gpu train-gpu decode-gpu overhead-gpu train-compare-gpu \
-                    varlen-gpu
+                    varlen-gpu accuracy-gpu
 .PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
 
 ifeq ($(GPU_MISSING),)
@@ -97,6 +97,14 @@ decode-gpu: $(BUILD)/libfa_gpu.so        ## decode bandwidth vs a device copy an
 	python3 scripts/bench_decode.py --csv $(GPU_DATA)/decode.csv
 varlen-gpu: $(BUILD)/libfa_gpu.so        ## packed sequences vs the dense kernels at the same tokens, SDPA padded: data/gpu/varlen.csv
 	python3 scripts/bench_varlen.py --csv $(GPU_DATA)/varlen.csv
+
+# dQ on logits near -120 for every backward version (K centered and as
+# given) beside SDPA's backends, and the centering's cost at the bench
+# shapes beside its prediction; then stage 5's far-logit tests (their log
+# keeps its exit status: a failed test must not lose the table).
+accuracy-gpu: stage5 $(BUILD)/libfa_gpu.so  ## dQ accuracy and the centering's cost: data/gpu/dq_accuracy.csv, dq_accuracy_stage5.log
+	python3 scripts/dq_accuracy.py --csv $(GPU_DATA)/dq_accuracy.csv
+	{ ./stage5 --sweep accuracy; echo "exit $$?"; } > $(GPU_DATA)/dq_accuracy_stage5.log 2>&1
 
 # Checks of one stage on the GPU machine (scripts/device/stage5.sh, torchop.sh):
 # logs under GPU_LOGS, not data/gpu, since no chapter cites them.

@@ -33,7 +33,9 @@
  *           | Q_i, dO_i, L_i, D_i loaded once for twice the keys, all by
  *           | cp.async; dQ added 16 bytes at a time (stage5_bwd_v3.cu)
  *
- * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace). In
+ * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace),
+ * which with K centered (FA_BWD_CENTER_K, bwd-center) also forms c, K_c and
+ * L' (bwd_prepass; a version of another file calls bwd_prepass_at). In
  * versions 1 to 3 the blocks of different key blocks run at once and all
  * add into the same dQ rows, so dQ is accumulated in fp32 (atomicAdd; a
  * post-pass rounds it to the dtype): the order of those additions, and so the
@@ -115,36 +117,54 @@
 //> bwd-dot
 /* The pre-pass: D_i = dO_i . O_i for every query row, in fp32, one warp per
  * row. D_i equals sum_j P_ij dP_ij (the softmax Jacobian's row term) without
- * reading P: FlashAttention-2's choice, and stage 3's. */
-/* Where row `row` (of B H Sq, in (b, h, i) order) of dO and of O starts,
+ * reading P: FlashAttention-2's choice, and stage 3's. With K centered
+ * (bwd-center) the same warp also reads Q_i and writes
+ * L'_i = L_i - softmax_scale Q_i . c, so that Q costs one more read in a pass
+ * that runs anyway rather than a pass of its own. */
+/* Where row `row` (of B H Sq, in (b, h, i) order) of dO, O and Q starts,
  * from their strides: a (B, seqlen, H, d) view is read in place. */
 struct bwd_rows_at {
     long long H, Sq;
-    fa_stride sdo, so;
-    __device__ void at(long long row, long long *e_do, long long *e_o) const
+    fa_stride sdo, so, sq;
+    __device__ long long at(long long row, fa_stride s) const
     {
         const long long i = row % Sq, bh = row / Sq, h = bh % H, b = bh / H;
-        *e_do = b * sdo.batch + h * sdo.head + i * sdo.row;
-        *e_o = b * so.batch + h * so.head + i * so.row;
+        return b * s.batch + h * s.head + i * s.row;
     }
+};
+/* The shift of L, when K is centered: c (B, H_kv, d) fp32, L in, L' out. */
+template <typename T> struct bwd_lse_shift {
+    const T *Q;        /* NULL: no shift */
+    const float *c, *L;
+    float *Lc;
+    long long group;   /* H / H_kv */
+    double softmax_scale;
 };
 
 template <typename T>
 __global__ void __launch_bounds__(256) bwd_dot_kernel(const T *__restrict__ dO, const T *__restrict__ O,
                                                       float *__restrict__ D, long long rows, int d,
-                                                      bwd_rows_at rat)
+                                                      bwd_rows_at rat, bwd_lse_shift<T> sh)
 {
     long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    long long e_do, e_o;
-    rat.at(row, &e_do, &e_o);
-    const T *a = dO + e_do, *b = O + e_o;
+    const T *a = dO + rat.at(row, rat.sdo), *b = O + rat.at(row, rat.so);
     float s = 0.f;
     for (int c = lane; c < d; c += 32) s = fmaf(to_f(a[c]), to_f(b[c]), s);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (lane == 0) D[row] = s;
+    if (!sh.Q) return;
+    /* Q_i . c in fp64, rounded once: L' is small where L and the shift are
+     * both large, and an fp32 sum would leave L's rounding in it */
+    const T *q = sh.Q + rat.at(row, rat.sq);
+    const float *cv = sh.c + (row / rat.Sq / sh.group) * d;   /* (b, h / group) = (b H + h) / group */
+    double t = 0;
+    for (int c = lane; c < d; c += 32) t += (double)to_f(q[c]) * (double)cv[c];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
+    if (lane == 0) sh.Lc[row] = sh.L[row] == -INFINITY ? -INFINITY : (float)((double)sh.L[row] - sh.softmax_scale * t);
 }
 //< bwd-dot
 
@@ -157,21 +177,6 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const S *__restrict__ 
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = from_f<T>(to_f(src[i]));
-}
-
-/* D for every row of the problem, dO and O read through the call's strides. */
-template <typename T>
-static int bwd_dot(const T *dO, const T *O, float *D, const attn_params *p, const fa_ptrs *x,
-                   cudaStream_t st)
-{
-    fa_stride s[8];
-    fa_strides_of(p, x, s);
-    const bwd_rows_at rat = {p->H, p->seqlen_q, s[4], s[3]};   /* do_, o */
-    const long long rows = (long long)attn_rows(p);
-    const int d = p->d;
-    bwd_dot_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(dO, O, D, rows, d, rat);
-    LAUNCH_CHECK();
-    return FA_OK;
 }
 
 template <typename S, typename T>
@@ -227,21 +232,29 @@ struct ws_carver {
  * in dS (D formed from the O stored in 16 bits; dS rounded for the tensor-core
  * products) reaches dQ multiplied by K itself, and a large part of K common
  * to all keys multiplies it by that part's size (src/stage3_accuracy.c
- * measures this on the CPU). With c = the mean of K's rows, the backward
+ * measures this on the CPU). With c near the mean of K's rows, the backward
  * runs unchanged on K_c = K - c and L'_i = L_i - softmax_scale Q_i . c (the
  * scores drop a constant per row, which L' drops too), so P, dK and dV are
  * those of K, and dQ's errors are multiplied by K_c's size instead.
  *
- * c is per (batch, key/value head): column k's mean over the seqlen_k keys,
- * rounded to the dtype, kept only when every K_jk - c_k is exact in the
- * dtype, else 0 for that column. So K_c in the dtype is exactly K shifted,
- * and the shift changes nothing but the cancellation. One block per (batch
- * and key/value head, 32 columns): 8 warps walk the keys, lane = column.
- * Cost: K read three times (the second and third mostly from L2), K_c
- * written, Q and L read and L' written once. As written it is one block per
- * 32 columns of a head, too few blocks to hide the loads' latency: its time
- * beside the tensor-core backward's (data/gpu/dq_accuracy.csv) is well above
- * what its bytes would take. */
+ * c is per (batch, key/value head) and column k, chosen so that every
+ * K_jk - c_k is exact in the dtype: by Sterbenz's lemma x - y is exact when
+ * y/2 <= x <= 2 y, so c_k is the column's mean rounded to the dtype and then
+ * clamped into [max|K_.k| / 2, 2 min|K_.k|] with the column's sign, and 0
+ * where that range is empty (a column that changes sign, holds a zero, or
+ * spreads over more than a factor of 4, which centering would not help
+ * much). K_c in the dtype is then exactly K shifted: the shift changes
+ * nothing but the cancellation. The rule needs only each column's sum,
+ * minimum and maximum, so K is read twice:
+ *   stats  blocks of BWD_CEN_ROWS keys x BWD_CEN_COLS columns, 16-byte loads,
+ *          fp32 sums, minima and maxima per block (row slots reduced in a
+ *          fixed order, so a call's c is the same on every run)
+ *   mean   the blocks' partials per column in fp64, in block order, and the
+ *          rule: c (B, H_kv, d) fp32
+ *   shift  K_c = K - c, written once, contiguous, in the dtype
+ * and L' comes with D in the pre-pass over the query rows (bwd-dot). */
+#define BWD_CEN_ROWS 256
+#define BWD_CEN_COLS 128
 __device__ __forceinline__ double round_to(double x, float) { return (double)__double2float_rn(x); }
 __device__ __forceinline__ double round_to(double x, __half) { return (double)__half2float(__double2half(x)); }
 __device__ __forceinline__ double round_to(double x, __nv_bfloat16)
@@ -249,97 +262,235 @@ __device__ __forceinline__ double round_to(double x, __nv_bfloat16)
     return (double)__bfloat162float(__double2bfloat16(x));
 }
 
-template <typename T>
-__global__ void __launch_bounds__(256)
-    bwd_center_k_kernel(const T *__restrict__ K, T *__restrict__ Kc, float *__restrict__ c, int H_kv, int Sk,
-                        int d, long long k_batch, long long k_head, long long k_row)
+/* W consecutive elements at p as fp32: one 16-byte load when W is 16 bytes'
+ * worth (p then 16-byte aligned), else one element. */
+template <typename T, int W> __device__ __forceinline__ void load_w(const T *p, float *out)
 {
-    __shared__ double part[8][32];
-    __shared__ double mean[32];
-    __shared__ int inexact[32];
-    const int bh = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int col = blockIdx.y * 32 + lane;
-    const bool on = col < d;
-    const T *k = K + (bh / H_kv) * k_batch + (bh % H_kv) * k_head + col;
-    T *kc = Kc + (size_t)bh * Sk * d + col;
-    double s = 0;
-    if (on)
-        for (int j = warp; j < Sk; j += 8) s += (double)to_f(k[j * k_row]);
-    part[warp][lane] = s;
-    if (warp == 0) inexact[lane] = 0;
-    __syncthreads();
-    if (warp == 0) {
-        double t = 0;
-        for (int w = 0; w < 8; w++) t += part[w][lane];
-        mean[lane] = round_to(t / Sk, T());
-    }
-    __syncthreads();
-    const double m = mean[lane];
-    int bad = 0;
-    if (on)
-        for (int j = warp; j < Sk && !bad; j += 8) {
-            double x = (double)to_f(k[j * k_row]) - m;
-            bad = round_to(x, T()) != x;
-        }
-    if (bad) atomicOr(&inexact[lane], 1);
-    __syncthreads();
-    const double cc = inexact[lane] ? 0.0 : m;
-    if (on) {
-        for (int j = warp; j < Sk; j += 8)
-            kc[(size_t)j * d] = from_f<T>((float)((double)to_f(k[j * k_row]) - cc));
-        if (warp == 0) c[(size_t)bh * d + col] = (float)cc;
-    }
+    if constexpr (W == 1) out[0] = to_f(*p);
+    else load16(p, out);
 }
 
-/* L'_r = L_r - softmax_scale Q_r . c of the row's key/value head, in fp64
- * and then rounded once (L' is small where L and the shift are large); a row
- * that sees no key keeps L = -inf. One warp per query row. */
-template <typename T>
+template <typename T, int W>
 __global__ void __launch_bounds__(256)
-    bwd_center_lse_kernel(const T *__restrict__ Q, const float *__restrict__ L, const float *__restrict__ c,
-                          float *__restrict__ Lc, int H, int H_kv, int Sq, int d, double softmax_scale,
-                          long long q_batch, long long q_head, long long q_row, long long rows)
+    bwd_center_stats_kernel(const T *__restrict__ K, float *__restrict__ part, int H_kv, int Sk, int d,
+                            fa_stride sk, int chunks, size_t plane)
 {
-    long long r = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
-    if (r >= rows) return;
-    const int i = (int)(r % Sq), h = (int)((r / Sq) % H), b = (int)(r / ((long long)Sq * H));
-    const T *q = Q + b * q_batch + h * q_head + i * q_row;
-    const float *cv = c + ((size_t)b * H_kv + h / (H / H_kv)) * d;
-    double s = 0;
-    for (int k = lane; k < d; k += 32) s += (double)to_f(q[k]) * (double)cv[k];
+    constexpr int GT = BWD_CEN_COLS / W, RS = 256 / GT;   /* column groups, row slots */
+    __shared__ float s_sum[RS][BWD_CEN_COLS], s_min[RS][BWD_CEN_COLS], s_max[RS][BWD_CEN_COLS];
+    const int bh = blockIdx.x, chunk = blockIdx.y, c0 = blockIdx.z * BWD_CEN_COLS;
+    const int g = threadIdx.x % GT, r = threadIdx.x / GT, col = c0 + g * W;
+    const int j0 = chunk * BWD_CEN_ROWS, j1 = min(Sk, j0 + BWD_CEN_ROWS);
+    const T *k = K + (long long)(bh / H_kv) * sk.batch + (long long)(bh % H_kv) * sk.head + col;
+    float sum[W], mn[W], mx[W];
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) Lc[r] = L[r] == -INFINITY ? -INFINITY : (float)((double)L[r] - softmax_scale * s);
+    for (int w = 0; w < W; w++) sum[w] = 0.f, mn[w] = INFINITY, mx[w] = -INFINITY;
+    if (col < d)   /* W > 1 only when W divides d */
+        for (int j = j0 + r; j < j1; j += RS) {
+            float x[W];
+            load_w<T, W>(k + (long long)j * sk.row, x);
+#pragma unroll
+            for (int w = 0; w < W; w++) sum[w] += x[w], mn[w] = fminf(mn[w], x[w]), mx[w] = fmaxf(mx[w], x[w]);
+        }
+#pragma unroll
+    for (int w = 0; w < W; w++) s_sum[r][g * W + w] = sum[w], s_min[r][g * W + w] = mn[w], s_max[r][g * W + w] = mx[w];
+    __syncthreads();
+    const int t = threadIdx.x;
+    if (t < BWD_CEN_COLS && c0 + t < d) {
+        float a = 0.f, lo = INFINITY, hi = -INFINITY;
+        for (int q = 0; q < RS; q++) a += s_sum[q][t], lo = fminf(lo, s_min[q][t]), hi = fmaxf(hi, s_max[q][t]);
+        const size_t at = ((size_t)bh * chunks + chunk) * d + c0 + t;
+        part[at] = a;
+        part[plane + at] = lo;
+        part[2 * plane + at] = hi;
+    }
 }
 
-/* Whether a backward call centers K: when the caller asks for it
- * (FA_BWD_CENTER_K in the flags; fa_gpu.h says why it is an option) and
- * the problem has keys. */
+/* The rule of the header for one column: mean of the sum, range [lo, hi]. A
+ * NaN or infinity anywhere in the column (fminf, fmaxf skip NaN; the sum does
+ * not) leaves it uncentered. */
+template <typename T> __device__ double bwd_center_of(double mean, float lo, float hi)
+{
+    if (!isfinite(mean) || !isfinite(lo) || !isfinite(hi) || (lo <= 0.f && hi >= 0.f)) return 0.0;
+    const bool neg = hi < 0.f;
+    const double amin = neg ? -(double)hi : lo, amax = neg ? -(double)lo : hi;   /* range of |K_jk| */
+    double m = fmin(fmax(round_to(fabs(mean), T()), amax / 2), 2 * amin);
+    if (m < amax / 2 || round_to(m, T()) != m) return 0.0;   /* empty range; a bound not in the dtype */
+    return neg ? -m : m;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(128)
+    bwd_center_mean_kernel(const float *__restrict__ part, float *__restrict__ c, int Sk, int d, int chunks,
+                           size_t plane)
+{
+    const int bh = blockIdx.y, col = blockIdx.x * 128 + threadIdx.x;
+    if (col >= d) return;
+    double s = 0;
+    float lo = INFINITY, hi = -INFINITY;
+    for (int q = 0; q < chunks; q++) {
+        const size_t at = ((size_t)bh * chunks + q) * d + col;
+        s += part[at];
+        lo = fminf(lo, part[plane + at]);
+        hi = fmaxf(hi, part[2 * plane + at]);
+    }
+    c[(size_t)bh * d + col] = (float)bwd_center_of<T>(s / Sk, lo, hi);
+}
+
+/* K_c = K - c, exact (the rule), W elements a thread, written contiguous. */
+template <typename T, int W>
+__global__ void __launch_bounds__(256)
+    bwd_center_shift_kernel(const T *__restrict__ K, const float *__restrict__ c, T *__restrict__ Kc, int H_kv,
+                            int Sk, int d, fa_stride sk, long long n_vec)
+{
+    const int G = d / W;
+    for (long long v = (long long)blockIdx.x * 256 + threadIdx.x; v < n_vec; v += (long long)gridDim.x * 256) {
+        const int g = (int)(v % G);
+        const long long row = v / G, bh = row / Sk;   /* row of (B, H_kv, Sk) */
+        const int j = (int)(row % Sk);
+        const T *src = K + (bh / H_kv) * sk.batch + (bh % H_kv) * sk.head + j * sk.row + g * W;
+        const float *cc = c + bh * d + g * W;
+        float x[W];
+        load_w<T, W>(src, x);
+        if constexpr (W == 1) {
+            Kc[row * d + g] = from_f<T>(x[0] - cc[0]);
+        } else {
+            uint4 raw;
+            T *e = reinterpret_cast<T *>(&raw);
+#pragma unroll
+            for (int w = 0; w < W; w++) e[w] = from_f<T>(x[w] - cc[w]);
+            *reinterpret_cast<uint4 *>(Kc + row * d + g * W) = raw;
+        }
+    }
+}
+//< bwd-center
+
+/* The centering's workspace, a piece of every version's (bwd_center_carve):
+ * K_c in the dtype, the stats kernel's partials (sum, min, max planes of
+ * B H_kv chunks d floats), c, L'. */
+struct bwd_center_ws {
+    void *Kc;
+    float *part, *c, *Lc;
+};
+static int bwd_center_chunks(const attn_params *p) { return (p->seqlen_k + BWD_CEN_ROWS - 1) / BWD_CEN_ROWS; }
+static size_t bwd_center_plane(const attn_params *p)
+{
+    return (size_t)p->B * p->H_kv * bwd_center_chunks(p) * p->d;
+}
+static void bwd_center_carve(ws_carver *c, int dtype, const attn_params *p, bwd_center_ws *w)
+{
+    w->Kc = c->take<char>(attn_kv_numel(p) * fa_dtype_bytes(dtype));
+    w->part = c->take<float>(3 * bwd_center_plane(p));
+    w->c = c->take<float>((size_t)p->B * p->H_kv * p->d);
+    w->Lc = c->take<float>(attn_rows(p));
+}
+
+/* Whether a backward call centers K: fa_api.cu has turned FA_BWD_CENTER_AUTO
+ * into FA_BWD_CENTER_K or nothing (fa_bwd_center_cost); centering needs keys. */
 static inline bool bwd_centers(int flags, const attn_params *p)
 {
     return (flags & FA_BWD_CENTER_K) && p->seqlen_k > 0;
 }
 
-/* K_c (B, H_kv, Sk, d) contiguous in the dtype, c (B, H_kv, d) fp32 and
- * L' (B, H, Sq) fp32 from Q, K (read through their strides) and L. */
+/* c and K_c from K read through its strides sk (stats, mean, shift). */
 template <typename T>
-static int bwd_center(const attn_params *p, const T *Q, const T *K, const float *L, T *Kc, float *c,
-                      float *Lc, const fa_stride *s, cudaStream_t st)
+static int bwd_center_k(const attn_params *p, const T *K, fa_stride sk, const bwd_center_ws &w, cudaStream_t st)
 {
-    const long long d = p->d, rk = (long long)p->seqlen_k * d, rq = (long long)p->seqlen_q * d;
-    const long long rows = (long long)attn_rows(p);
-    /* s: fa_strides_of's (q first, k second), or NULL for contiguous Q and K */
-    const fa_stride sq = s ? s[0] : fa_stride{p->H * rq, rq, d}, sk = s ? s[1] : fa_stride{p->H_kv * rk, rk, d};
-    dim3 grid((unsigned)(p->B * p->H_kv), (unsigned)((p->d + 31) / 32));
-    bwd_center_k_kernel<T><<<grid, 256, 0, st>>>(K, Kc, c, p->H_kv, p->seqlen_k, p->d, sk.batch, sk.head, sk.row);
+    const int chunks = bwd_center_chunks(p), tiles = (p->d + BWD_CEN_COLS - 1) / BWD_CEN_COLS;
+    const long long bhk = (long long)p->B * p->H_kv;
+    if (chunks > 65535 || tiles > 65535)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward: centering K takes seqlen_k < %d and d < %d",
+                            65535 * BWD_CEN_ROWS, 65535 * BWD_CEN_COLS);
+    const size_t plane = bwd_center_plane(p);
+    constexpr int V = vec16<T>::n;
+    const bool vec = aligned16(K) && p->d % V == 0 && sk.batch % V == 0 && sk.head % V == 0 && sk.row % V == 0;
+    const dim3 grid((unsigned)bhk, (unsigned)chunks, (unsigned)tiles);
+    const int Hk = p->H_kv, Sk = p->seqlen_k, d = p->d;
+    if (vec) bwd_center_stats_kernel<T, V><<<grid, 256, 0, st>>>(K, w.part, Hk, Sk, d, sk, chunks, plane);
+    else bwd_center_stats_kernel<T, 1><<<grid, 256, 0, st>>>(K, w.part, Hk, Sk, d, sk, chunks, plane);
     LAUNCH_CHECK();
-    bwd_center_lse_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(
-        Q, L, c, Lc, p->H, p->H_kv, p->seqlen_q, p->d, p->softmax_scale, sq.batch, sq.head, sq.row, rows);
+    bwd_center_mean_kernel<T><<<dim3((unsigned)((d + 127) / 128), (unsigned)bhk), 128, 0, st>>>(
+        w.part, w.c, Sk, d, chunks, plane);
+    LAUNCH_CHECK();
+    const long long n_vec = (long long)attn_kv_numel(p) / (vec ? V : 1);
+    const unsigned blocks = (unsigned)((n_vec + 255) / 256 < (1 << 20) ? (n_vec + 255) / 256 : (1 << 20));
+    if (vec) bwd_center_shift_kernel<T, V><<<blocks, 256, 0, st>>>(K, w.c, (T *)w.Kc, Hk, Sk, d, sk, n_vec);
+    else bwd_center_shift_kernel<T, 1><<<blocks, 256, 0, st>>>(K, w.c, (T *)w.Kc, Hk, Sk, d, sk, n_vec);
     LAUNCH_CHECK();
     return FA_OK;
 }
-//< bwd-center
+
+/* core/fa_gpu.h states the rule and its constants; the bytes are those of
+ * bwd_center_k and bwd_prepass above. */
+extern "C" double fa_bwd_center_cost(int dtype, const attn_params *p)
+{
+    const double es = (double)fa_dtype_bytes(dtype), d = p->d;
+    const double kv = (double)p->B * p->H_kv * p->seqlen_k * d, rows = (double)attn_rows(p);
+    const double bytes = es * (3 * kv + rows * d) + 8 * rows + 2 * 12.0 * (double)bwd_center_plane(p);
+    const double flops = fa_flops(FA_BACKWARD, p);
+    if (!(flops > 0)) return INFINITY;
+    return (bytes / FA_BWD_CENTER_BW + FA_BWD_CENTER_LAUNCH_S) / (flops / FA_BWD_CENTER_RATE);
+}
+extern "C" int fa_bwd_center_auto(int dtype, const attn_params *p)
+{
+    return p->seqlen_k > 0 && fa_bwd_center_cost(dtype, p) < FA_BWD_CENTER_MAX_COST;
+}
+
+/* The pre-pass of every version: D (fp32, B H Sq) from dO and O, and when
+ * the flags center K, c and K_c first and L' with D. On return *K, *L and
+ * *sk are what the version's kernel must read: K_c (contiguous) and L', or
+ * x's K, its strides and L. A version calls this once before its kernel
+ * and carves bwd_center_ws into its workspace; nothing else of the
+ * centering is version-specific. */
+template <typename T>
+static int bwd_prepass(const attn_params *p, const fa_ptrs *x, int flags, float *D, const bwd_center_ws &w,
+                       const T **K, const float **L, fa_stride *sk, cudaStream_t st)
+{
+    fa_stride s[8];
+    fa_strides_of(p, x, s);
+    *K = (const T *)x->k;
+    *L = x->softmax_lse;
+    *sk = s[1];
+    bwd_lse_shift<T> sh = {nullptr, nullptr, nullptr, nullptr, 1, 0.0};
+    if (bwd_centers(flags, p)) {
+        if (int rc = bwd_center_k<T>(p, (const T *)x->k, s[1], w, st)) return rc;
+        sh = {(const T *)x->q, w.c, x->softmax_lse, w.Lc, (long long)(p->H / p->H_kv), p->softmax_scale};
+        *K = (const T *)w.Kc;
+        *L = w.Lc;
+        *sk = fa_stride{(int64_t)p->H_kv * p->seqlen_k * p->d, (int64_t)p->seqlen_k * p->d, p->d};
+    }
+    const bwd_rows_at rat = {p->H, p->seqlen_q, s[4], s[3], s[0]};   /* do_, o, q */
+    const long long rows = (long long)attn_rows(p);
+    bwd_dot_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>((const T *)x->do_, (const T *)x->o, D, rows,
+                                                                   p->d, rat, sh);
+    LAUNCH_CHECK();
+    return FA_OK;
+}
+
+/* The same pre-pass for a version of another file (stage5_backward.cuh):
+ * its workspace piece at cen, bwd_center_bytes long. */
+size_t bwd_center_bytes(int dtype, const attn_params *p)
+{
+    ws_carver c = {nullptr, 0};
+    bwd_center_ws w;
+    bwd_center_carve(&c, dtype, p, &w);
+    return c.used;
+}
+template <typename T>
+int bwd_prepass_at(const attn_params *p, const fa_ptrs *x, int flags, float *D, void *cen, const T **K,
+                   const float **L, fa_stride *sk, cudaStream_t st)
+{
+    ws_carver c = {(char *)cen, 0};
+    bwd_center_ws w;
+    const int dtype = std::is_same<T, float>::value ? FA_FP32 : std::is_same<T, __half>::value ? FA_FP16 : FA_BF16;
+    bwd_center_carve(&c, dtype, p, &w);
+    return bwd_prepass<T>(p, x, flags, D, w, K, L, sk, st);
+}
+#define BWD_PREPASS_AT(T)                                                                                    \
+    template int bwd_prepass_at<T>(const attn_params *, const fa_ptrs *, int, float *, void *, const T **,   \
+                                   const float **, fa_stride *, cudaStream_t);
+BWD_PREPASS_AT(float)
+BWD_PREPASS_AT(__half)
+BWD_PREPASS_AT(__nv_bfloat16)
 
 /* ========================================================================= */
 /* Version 0: the materialized baseline                                      */
@@ -399,8 +550,7 @@ struct v0_ws {
     float *D;           /* (B, H, Sq) */
     float *Q32, *K32;   /* fp16/bf16 only */
     float *dQ32, *dK32;
-    void *Kc;           /* centering (bwd-center): K_c in the dtype, c, L' */
-    float *c, *Lc;
+    bwd_center_ws cen;  /* centering (bwd-center) */
 };
 static size_t v0_ws_carve(int dtype, const attn_params *p, void *base, v0_ws *w)
 {
@@ -416,9 +566,7 @@ static size_t v0_ws_carve(int dtype, const attn_params *p, void *base, v0_ws *w)
         w->dQ32 = c.take<float>(attn_q_numel(p));
         w->dK32 = c.take<float>(attn_kv_numel(p));
     }
-    w->Kc = c.take<char>(attn_kv_numel(p) * es);
-    w->c = c.take<float>((size_t)p->B * p->H_kv * p->d);
-    w->Lc = c.take<float>(attn_rows(p));
+    bwd_center_carve(&c, dtype, p, &w->cen);
     return c.used;
 }
 static size_t v0_bwd_workspace(int dtype, const attn_params *p)
@@ -443,7 +591,7 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
     const int M = (p->H / p->H_kv) * Sq;
     const long long mk = (long long)M * Sk, md = (long long)M * d, kd = (long long)Sk * d;
     const long long rows = (long long)p->B * p->H * Sq;
-    const T *Q = (const T *)x->q, *K = (const T *)x->k, *V = (const T *)x->v, *dO = (const T *)x->do_;
+    const T *Q = (const T *)x->q, *V = (const T *)x->v, *dO = (const T *)x->do_;
     T *P = (T *)w.P;
     cublasHandle_t h;
     if (int rc = fa_cublas(&h, st)) return rc;
@@ -452,13 +600,12 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
     const unsigned row_blocks = (unsigned)(rows < 1 << 30 ? rows : 1 << 30);
     const attn_mask m = attn_mask_of(p);
 
-    if (int rc = bwd_dot<T>(dO, (const T *)x->o, w.D, p, x, st)) return rc;
-    const float *L = x->softmax_lse;
-    if (bwd_centers(flags, p)) {   /* version 0 takes contiguous tensors only (fa_api.cu) */
-        if (int rc = bwd_center<T>(p, Q, K, L, (T *)w.Kc, w.c, w.Lc, nullptr, st)) return rc;
-        K = (const T *)w.Kc;
-        L = w.Lc;
-    }
+    /* K, L: x's, or K_c and L' when centered; version 0 takes contiguous
+     * tensors only (fa_api.cu), as K_c is */
+    const T *K;
+    const float *L;
+    fa_stride sk;
+    if (int rc = bwd_prepass<T>(p, x, flags, w.D, w.cen, &K, &L, &sk, st)) return rc;
     /* S = softmax_scale Q K^T, fp32 out: a scaled logit beyond 65504 must
      * not become an fp16 infinity. */
     CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &scale, K, t, d, kd,
@@ -951,8 +1098,7 @@ static_assert(BWD_V1_BR == BWD_TILED_BR && v2b_cfg<64>::BR == BWD_TILED_BR,
 struct tiled_ws {
     float *D, *dq_acc;
     int *sem;
-    void *Kc;           /* centering (bwd-center): K_c in the dtype, c, L' */
-    float *c, *Lc;
+    bwd_center_ws cen;  /* centering (bwd-center) */
 };
 /* sems: the counters' count, 0 for the dense problem's B H Tr (a varlen
  * call's p is the packed problem as one batch, packed_problem below) */
@@ -963,9 +1109,7 @@ static size_t tiled_ws_carve(int dtype, const attn_params *p, void *base, tiled_
     w->D = c.take<float>(attn_rows(p));
     w->dq_acc = dtype == FA_FP32 ? nullptr : c.take<float>(attn_q_numel(p));
     w->sem = c.take<int>(sems ? sems : (size_t)p->B * p->H * Tr);
-    w->Kc = c.take<char>(attn_kv_numel(p) * fa_dtype_bytes(dtype));
-    w->c = c.take<float>((size_t)p->B * p->H_kv * p->d);
-    w->Lc = c.take<float>(attn_rows(p));
+    bwd_center_carve(&c, dtype, p, &w->cen);
     return c.used;
 }
 size_t tiled_bwd_workspace(int dtype, const attn_params *p)
@@ -1029,7 +1173,7 @@ int tiled_backward_vl(int dtype, const attn_params *p0, const fa_varlen *vl, con
     const size_t nq = attn_q_numel(p);
     fa_stride s[8];
     fa_strides_of(p, x, s);   /* (varlen: x's, resolved by fa_api.cu) */
-    a.sq = s[0]; a.sk = s[1]; a.sv = s[2]; a.sdo = s[4]; a.sdk = s[6]; a.sdv = s[7];
+    a.sq = s[0]; a.sv = s[2]; a.sdo = s[4]; a.sdk = s[6]; a.sdv = s[7];
     a.cu_q = vl ? vl->cu_seqlens_q : nullptr;
     a.cu_k = vl ? vl->cu_seqlens_k : nullptr;
     a.total_q = vl ? vl->total_q : 0;
@@ -1040,13 +1184,8 @@ int tiled_backward_vl(int dtype, const attn_params *p0, const fa_varlen *vl, con
     a.sem_batch = vl ? 0 : p->H * Tr;
     a.sem_head = vl ? (long long)varlen_slots(vl->total_q, p0->B, BWD_TILED_BR) : Tr;
     const size_t sems = vl ? varlen_sems(p0, vl) : (size_t)p->B * p->H * Tr;
-    if (int rc = bwd_dot<T>(a.dO, (const T *)x->o, w.D, p, x, st)) return rc;
-    if (bwd_centers(deterministic, p)) {
-        if (int rc = bwd_center<T>(p, a.q, a.k, a.L, (T *)w.Kc, w.c, w.Lc, s, st)) return rc;
-        a.k = (const T *)w.Kc;   /* K_c is written contiguous */
-        a.L = w.Lc;
-        a.sk = fa_stride{(int64_t)p->H_kv * p->seqlen_k * p->d, (int64_t)p->seqlen_k * p->d, p->d};
-    }
+    /* D; with K centered also a.k = K_c (contiguous), a.L = L' */
+    if (int rc = bwd_prepass<T>(p, x, deterministic, w.D, w.cen, &a.k, &a.L, &a.sk, st)) return rc;
     CUDA_TRY(cudaMemsetAsync(a.dq_acc, 0, nq * sizeof(float), st));
     if (a.deterministic) CUDA_TRY(cudaMemsetAsync(w.sem, 0, sems * sizeof(int), st));
     int rc = launch(a, p0->B, st);
@@ -1119,6 +1258,8 @@ double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* The three rows of the table of versions                                   */
 /* ========================================================================= */
+/* One shape by design, as the forward's rows in stage4_forward.cu: each row
+ * stands beside its kernel and names every field. */
 const fa_row fa_row_bwd_v0 = {.info = {.pass = FA_BACKWARD, .version = 0, .name = "v0",
     .what = "materialized (cuBLAS; S, dP, dS in fp32)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "materialized", .strided = 0},
     .run = v0_backward, .check = v0_bwd_check, .workspace = v0_bwd_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_bwd_model};

@@ -443,6 +443,18 @@ template <typename T> using bwd_launch_fn = int (*)(const bwd_args<T> &x, int B,
 template <typename T>
 int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
                    bwd_launch_fn<T> launch);
+/* The pre-pass of every backward version (stage5_backward.cu, bwd-dot and
+ * bwd-center), for a version that does not run through tiled_backward: D
+ * (B H Sq fp32) from dO and O, and when flags hold FA_BWD_CENTER_K
+ * (fa_backward has resolved FA_BWD_CENTER_AUTO already) c, K_c and L' first.
+ * cen: bwd_center_bytes(dtype, p) bytes of the version's workspace, 256-byte
+ * aligned. On return *K, *L, *sk are what the kernel reads: K_c (contiguous)
+ * and L', or x's K, its strides and L. So the centering needs nothing of a
+ * version but this call and that piece of workspace. */
+size_t bwd_center_bytes(int dtype, const attn_params *p);
+template <typename T>
+int bwd_prepass_at(const attn_params *p, const fa_ptrs *x, int flags, float *D, void *cen, const T **K,
+                   const float **L, fa_stride *sk, cudaStream_t st);
 /* The same for packed sequences (vl; NULL: tiled_backward itself): D and
  * the post-pass over the packed rows, the launcher given x.cu_q etc. (it
  * starts its varlen kernel when x.cu_q is set). x's strides resolved

@@ -395,6 +395,226 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
 }
 //< bwd-hopper-consumer
 
+/* Step 3: the two consumer warpgroups in ping-pong, with no barrier that
+ * both meet every step (step 2's named barrier 1).
+ *   - dQ_{s-1} is issued in step s, after step s's dV, dK products: then
+ *     the other warpgroup's half of dS^T_{s-1} has long been written. Each
+ *     warpgroup publishes its half with bar.arrive on named barrier
+ *     5 + 2 cw + s % 2 (128 arrivals) and reads the other's after bar.sync
+ *     on the other's (128 more: 256 a phase); the writer arrives after its
+ *     own dQ_{s-1} has read buffer (s + 1) % 2, so the arrival also frees
+ *     the buffer the reader writes next. A warpgroup arrives on a barrier
+ *     again only two steps later, after waiting for the other's arrival of
+ *     the step between, which comes after the other's wait on this one:
+ *     a barrier never holds two of a writer's phases at once.
+ *   - Turns on named barriers 9 + cw (forward version 3's ping-pong): a
+ *     warpgroup issues its S^T, dP^T products after the other has issued
+ *     its own of the step before (warpgroup 1: of the same step), so the
+ *     exponentials and dS^T of one run under the other's products.
+ * No cycle of waits: a warpgroup's waits in step s are on the producer's
+ * stage s (freed by both consumers in step s - 2), on the other's turn
+ * hand-over of step s (warpgroup 1) or s - 1 (warpgroup 0) and on the
+ * other's dS^T of step s - 1. dK, dV: step 2's products in step 2's order. */
+template <typename T, int D>
+__device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const CUtensorMap *tmdQ, hb_walk w,
+                             int steps, int b, int hk, int j0)
+{
+    using C = hb_cfg<D>;
+    constexpr int BR = C::BR, BC = C::BC, NS = BR / 8;
+    constexpr int BAR_DS = 5, BAR_TURN = 9;
+    const fa_kargs &a = x.a;
+    const int Sq = a.seqlen_q, Sk = a.seqlen_k;
+    const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int jw = j0 + 64 * cw;
+    /* the warpgroup index read again where a barrier number needs it: kept
+     * in a register through the loop it would cost a spill at d = 128 */
+    auto cw_now = []() {
+        uint32_t tx;
+        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tx));
+        return (int)(tx >> 7) - 1;
+    };
+    float dk[D / 2], dv[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.f;
+
+    if (steps > 0) {
+        mbar_wait(sm.kv_full(), 0);
+        const uint32_t kw = sm.k() + 64 * cw * 128, vw = sm.v() + 64 * cw * 128;
+        const uint32_t ds_off = BR == 128 ? cw * BC * 128 : 0, k_dq = sm.k() + (D == 128 ? cw * BC * 128 : 0);
+        const int q_off = BR == 128 ? 64 * cw : 0, c_off = D == 128 ? 64 * cw : 0;
+        const bool unwindowed = mask_is_full(a.mask);
+        const uint32_t box = sm.dq(cw);
+
+        /* dQ_{s-1} = dS K_j over the 128 keys, from dS^T buffer (s - 1) % 2,
+         * once the other warpgroup's half of it is in */
+        auto ds_wait = [&](int s) {
+            if (tid == 0) bulk_wait_read0();   /* the last reduction has read this warpgroup's dQ boxes */
+            named_bar_sync(BAR_DS + 2 * (cw_now() ^ 1) + ((s - 1) & 1), 256);
+        };
+        auto dq_issue = [&](float (&dq)[32], int s) {
+            const uint32_t dsb = sm.ds((s - 1) & 1);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++)
+                wgmma_ss<T, 64, true>(dq, make_desc(dsb + ds_off + kk * 2048, BC * 128, 1024),
+                                      make_desc(k_dq + kk * 2048, BC * 128, 1024), kk > 0);
+            wgmma_commit();
+        };
+        /* softmax_scale dQ_{s-1} into the boxes and to the copy engine (step 2's layout) */
+        auto dq_reduce = [&](const float (&dq)[32], int where) {
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const int r = 16 * warp + g + 8 * hh, c = 2 * (n % 4) + (t >> 1);
+                    const uint32_t at = box + (n / 4) * 8192 + r * 128 + ((c ^ (r & 7)) << 4) + (t & 1) * 8;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(at),
+                                 "f"(a.softmax_scale * dq[4 * n + 2 * hh]), "f"(a.softmax_scale * dq[4 * n + 2 * hh + 1])
+                                 : "memory");
+                }
+            fence_proxy_async();
+            named_bar_sync(3 + cw, 128);
+            if (tid == 0) {
+                const int hq = where % a.H, i0 = where / a.H * BR;
+#pragma unroll
+                for (int bx = 0; bx < 2; bx++) tma_reduce_add_4d(tmdQ, box + bx * 8192, c_off + 32 * bx, i0 + q_off, hq, b);
+                bulk_commit();
+            }
+        };
+
+        /* Step s up to its dV, dK products (issued, not waited for): step 2's
+         * products and arithmetic; leaves the 16-bit P^T, dS^T fragments and
+         * where dQ_s goes, as one number (query block x H + query head, at
+         * most 2^27 + H by hb_check's extent limit): fewer registers held across the
+         * next step's products */
+        int where = 0;
+        auto front = [&](int s, uint32_t (&pf)[BR / 4], uint32_t (&sf)[BR / 4]) {
+            const int st = s & 1;
+            const int hq = hk * a.h_per_kv + w.h, ib = w.block(), i0 = ib * BR;
+            where = ib * a.H + hq;
+            const int i1 = min(i0 + BR, Sq);
+            const bool full = jw + 64 <= Sk && (unwindowed || mask_tile_unmasked(a.mask, i0, i1, jw, jw + 64));
+            mbar_wait(sm.full(st), (s >> 1) & 1);
+
+            /* S^T = K_w Q_i^T and dP^T = V_w dO_i^T, two groups, in turn */
+            float sp[BR / 2], dp[BR / 2];
+            named_bar_sync(BAR_TURN + cw_now(), 256);
+            wgmma_fence();
+            gemm_qk<T, D, BC, BR>(sp, kw, sm.q(st));
+            wgmma_commit();
+            gemm_qk<T, D, BC, BR>(dp, vw, sm.dO(st));
+            wgmma_commit();
+            named_bar_arrive(BAR_TURN + (cw_now() ^ 1), 256);
+            wgmma_wait<1>();
+            reg_fence(sp);
+
+            const float *Ls = sm.L(st), *Ds = sm.Dr(st);
+#pragma unroll
+            for (int n = 0; n < NS; n++) {
+                const float2 l2 = *reinterpret_cast<const float2 *>(Ls + 8 * n + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    sp[4 * n + e] = ex2(bwd_exponent2(sp[4 * n + e], a.softmax_scale, (e & 1) ? l2.y : l2.x));
+            }
+            if (!full) {
+#pragma unroll
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int i = i0 + 8 * n + 2 * t + (e & 1), j = jw + 16 * warp + g + 8 * (e >> 1);
+                        if (!(j < Sk && mask_visible(a.mask, i, j))) sp[4 * n + e] = 0.f;
+                    }
+            }
+#pragma unroll
+            for (int i = 0; i < BR / 4; i++) pf[i] = pack2<T>(sp[2 * i], sp[2 * i + 1]);
+            wgmma_wait<0>();
+            reg_fence(dp);
+#pragma unroll
+            for (int n = 0; n < NS; n++) {
+                const float2 d2 = *reinterpret_cast<const float2 *>(Ds + 8 * n + 2 * t);
+                sf[2 * n] = pack2<T>(sp[4 * n] * (dp[4 * n] - d2.x), sp[4 * n + 1] * (dp[4 * n + 1] - d2.y));
+                sf[2 * n + 1] = pack2<T>(sp[4 * n + 2] * (dp[4 * n + 2] - d2.x), sp[4 * n + 3] * (dp[4 * n + 3] - d2.y));
+            }
+            /* dV_w += P^T dO_i, dK_w += dS^T Q_i: one group */
+            reg_fence(dv);
+            reg_fence(dk);
+            wgmma_fence();
+            gemm_pv<T, D, BR>(dv, pf, sm.dO(st));
+            gemm_pv<T, D, BR>(dk, sf, sm.q(st));
+            wgmma_commit();
+        };
+        /* this warpgroup's half of dS^T_s into buffer s % 2 (step 2's swizzle) */
+        auto store_ds = [&](int s, const uint32_t (&sf)[BR / 4]) {
+            const uint32_t dsb = sm.ds(s & 1);
+#pragma unroll
+            for (int n = 0; n < NS; n++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const int r = 64 * cw + 16 * warp + g + 8 * hh;
+                    const uint32_t at = dsb + (n / 8) * BC * 128 + r * 128 + (((n % 8) ^ (r & 7)) << 4) + 4 * t;
+                    asm volatile("st.shared.u32 [%0], %1;" ::"r"(at), "r"(sf[2 * n + hh]) : "memory");
+                }
+            fence_proxy_async();
+        };
+        /* once the products of step s (and dQ_{s-1}) are done: the stage back
+         * to the producer, dS^T_s published to the other warpgroup */
+        auto back = [&](int s) {
+            reg_fence(dk);
+            reg_fence(dv);
+            mbar_arrive(sm.empty(s & 1));   /* Q_i, dO_i, L_i, D_i of this stage are read */
+            named_bar_arrive(BAR_DS + 2 * cw_now() + (s & 1), 256);
+        };
+
+        if (cw == 1) named_bar_arrive(BAR_TURN, 256);   /* warpgroup 0 takes the first turn */
+        {   /* step 0: no dQ before it; buffer 0 not used yet */
+            uint32_t pf[BR / 4], sf[BR / 4];
+            front(0, pf, sf);
+            store_ds(0, sf);
+            wgmma_wait<0>();
+            back(0);
+        }
+        for (int s = 1; s < steps; s++) {
+            const int where_prev = where;
+            w.next();
+            uint32_t pf[BR / 4], sf[BR / 4];
+            float dq[32];
+            front(s, pf, sf);
+            ds_wait(s);        /* the other's dS^T_{s-1} is in, and its dQ_{s-2} has read buffer s % 2 */
+            store_ds(s, sf);   /* before dQ_{s-1}: the fragments' registers are free for dQ */
+            dq_issue(dq, s);   /* dQ_{s-1}, under the dV, dK products */
+            wgmma_wait<0>();
+            reg_fence(dq);
+            back(s);           /* after dQ_{s-1} has read buffer (s - 1) % 2 */
+            dq_reduce(dq, where_prev);
+        }
+        {   /* the last step's dQ */
+            float dq[32];
+            ds_wait(steps);
+            dq_issue(dq, steps);
+            wgmma_wait<0>();
+            reg_fence(dq);
+            dq_reduce(dq, where);
+        }
+        if (cw == 0) named_bar_sync(BAR_TURN, 256);   /* warpgroup 1's last hand-over */
+        if (tid == 0) bulk_wait0();
+    }
+
+    /* dK_j, dV_j as step 2 writes them */
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int j = jw + 16 * warp + g + 8 * hh;
+        if (j >= Sk) continue;
+        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + j * x.sdk.row + 2 * t;
+        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + j * x.sdv.row + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; c++) {
+            *reinterpret_cast<uint32_t *>(dkr + 8 * c) =
+                pack2<T>(a.softmax_scale * dk[4 * c + 2 * hh], a.softmax_scale * dk[4 * c + 2 * hh + 1]);
+            *reinterpret_cast<uint32_t *>(dvr + 8 * c) = pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
+        }
+    }
+}
+
 //> bwd-hopper-kernel
 template <typename T, int D, int STEP>
 __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
@@ -430,7 +650,10 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
         setmaxnreg_inc<C::CONSUMER_REGS>();
         /* the warpgroup index as a warp-uniform value (stage4_v3_hopper.cu, v3-kernel) */
         const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
-        hb_consumer<T, D, STEP>(wg - 1, sm, x, &tmdQ, w, steps, b, hk, jb, j0);
+        if constexpr (STEP == 3)
+            hb_consumer3<T, D>(wg - 1, sm, x, &tmdQ, w, steps, b, hk, j0);
+        else
+            hb_consumer<T, D, STEP>(wg - 1, sm, x, &tmdQ, w, steps, b, hk, jb, j0);
     }
 }
 //< bwd-hopper-kernel
@@ -442,8 +665,10 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
  *   1  the schedule of the header, dQ_i added by 16-byte reductions from
  *      the registers
  *   2  dQ_i through shared memory, added by the copy engine's tensor
- *      reduction (the deterministic mode keeps step 1's ordered additions) */
-#define HB_STEPS 2
+ *      reduction (the deterministic mode keeps step 1's ordered additions)
+ *   3  step 2 with the consumer warpgroups in ping-pong, dQ_i a step late
+ *      and no barrier of both per step (the same deterministic mode) */
+#define HB_STEPS 3
 #define HB_DEFAULT_STEP 2
 static int hb_step(void)
 {
@@ -499,8 +724,9 @@ static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
         LAUNCH_CHECK();
         return FA_OK;
     };
-    static bool set1 = false, set2 = false;
-    return hb_step() == 2 && !x.deterministic ? go(hb_kernel<T, D, 2>, set2) : go(hb_kernel<T, D, 1>, set1);
+    static bool set1 = false, set2 = false, set3 = false;
+    const int step = x.deterministic ? 1 : hb_step();
+    return step == 3 ? go(hb_kernel<T, D, 3>, set3) : step == 2 ? go(hb_kernel<T, D, 2>, set2) : go(hb_kernel<T, D, 1>, set1);
 }
 
 template <typename T> static int hb_launch(const bwd_args<T> &x, int B, cudaStream_t st)

@@ -26,6 +26,8 @@ FORWARD, BACKWARD = 0, 1
 FP32, FP16, BF16 = 0, 1, 2
 DTYPE_NAMES = {FP32: "fp32", FP16: "fp16", BF16: "bf16"}
 OK, ERR_UNSUPPORTED, ERR_CUDA = 0, 2, 3
+# fa_backward's flags (core/fa_gpu.h FA_BWD_*)
+BWD_DETERMINISTIC, BWD_CENTER_K, BWD_CENTER_AUTO = 1, 2, 4
 
 
 class Params(ctypes.Structure):
@@ -109,6 +111,8 @@ def load(path=None):
         "fa_model_bytes": ([i, i, i, P], d),
         "fa_compulsory_bytes": ([i, i, P], d),
         "fa_flops": ([i, P], d),
+        "fa_bwd_center_cost": ([i, P], d),
+        "fa_bwd_center_auto": ([i, P], i),
         "fa_forward": ([i, i, P, X, vp], i),
         "fa_backward": ([i, i, P, X, i, vp], i),
         "fa_time": ([i, i, i, P, X, i, i, i, i, ctypes.POINTER(d)], i),

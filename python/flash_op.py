@@ -361,7 +361,7 @@ def _out_like(q, out_bshd):
 
 
 def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version,
-              bwd_version, need_bwd, deterministic, accurate_dq=False):
+              bwd_version, need_bwd, deterministic, center=0):
     B, H, Sq, d = q.shape
     Sk = k.shape[2]
     o = _out_like(q, out_bshd)
@@ -405,7 +405,7 @@ def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_v
 
 
 def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version,
-              deterministic, accurate_dq=False):
+              deterministic, center=0):
     Sq, Sk = q.shape[2], k.shape[2]
     dq, dk, dv = _new(q.shape, q), _new(k.shape, k), _new(v.shape, v)
     if dq.numel() == 0 or Sk == 0:
@@ -433,8 +433,8 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
     x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                                          lse.data_ptr())
     x.do_, x.dq, x.dk, x.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-    # fa_backward's flags: 1 deterministic, 2 K centered (accurate_dq)
-    _call(fa.BACKWARD, pl, dt, (1 if deterministic else 0) | (2 if accurate_dq else 0), q.get_device())
+    # fa_backward's flags: FA_BWD_DETERMINISTIC, and center (center_flag: K centered, auto or as given)
+    _call(fa.BACKWARD, pl, dt, (fa.BWD_DETERMINISTIC if deterministic else 0) | center, q.get_device())
     return dq, dk, dv
 
 
@@ -442,7 +442,7 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
 @torch.library.custom_op(f"{NAMESPACE}::fwd", mutates_args=(), device_types="cuda")
 def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
               window_left: int, window_right: int, out_bshd: bool, fwd_version: int,
-              bwd_version: int, need_bwd: bool, deterministic: bool, accurate_dq: bool
+              bwd_version: int, need_bwd: bool, deterministic: bool, center: int
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """O, L = attention(Q, K, V): q (B, H, seqlen_q, d), k, v (B, H_kv,
     seqlen_k, d) CUDA tensors of one dtype, any strides with d contiguous;
@@ -451,12 +451,12 @@ def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: 
     Versions -1: the fastest that runs the problem. need_bwd: also check now
     that a backward version runs it."""
     return _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version,
-                     bwd_version, need_bwd, deterministic, accurate_dq)
+                     bwd_version, need_bwd, deterministic, center)
 
 
 @flash_fwd.register_fake
 def _(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version, bwd_version,
-      need_bwd, deterministic, accurate_dq):
+      need_bwd, deterministic, center):
     B, H, Sq, d = q.shape
     o = torch.empty_strided(q.shape, _out_strides(q, out_bshd), dtype=q.dtype, device=q.device)
     return o, q.new_empty((B, H, Sq), dtype=torch.float32)
@@ -465,25 +465,25 @@ def _(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_version, 
 @torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=(), device_types="cuda")
 def flash_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               o: torch.Tensor, lse: torch.Tensor, softmax_scale: float, window_left: int,
-              window_right: int, bwd_version: int, deterministic: bool, accurate_dq: bool
+              window_right: int, bwd_version: int, deterministic: bool, center: int
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (contiguous, the shapes of q, k, v) from dO and what the
     forward saved; deterministic: bitwise the same on every call."""
     return _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version,
-                     deterministic, accurate_dq)
+                     deterministic, center)
 
 
 @flash_bwd.register_fake
 def _(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd_version, deterministic,
-      accurate_dq):
+      center):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, scale, left, right, _out_bshd, _fv, bv, _need, det, acc = inputs
+    q, k, v, scale, left, right, _out_bshd, _fv, bv, _need, det, center = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
-    ctx.args = (scale, left, right, bv, det, acc)
+    ctx.args = (scale, left, right, bv, det, center)
 
 
 def _backward(ctx, do, _dlse):   # L is not differentiable: its gradient is ignored
@@ -502,16 +502,16 @@ class FlashAttentionFunction(torch.autograd.Function):
     operators, without the dispatcher. apply(q, k, v, args) with args the
     operators' scalar arguments (softmax_scale, window_left, window_right,
     out_bshd, fwd_version, bwd_version, need_bwd, deterministic,
-    accurate_dq). Returns O and L (not differentiable)."""
+    center: center_flag's bits). Returns O and L (not differentiable)."""
 
     @staticmethod
     def forward(ctx, q, k, v, args):
-        scale, left, right, out_bshd, fv, bv, need, det, acc = args
-        o, lse = _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, need, det, acc)
+        scale, left, right, out_bshd, fv, bv, need, det, center = args
+        o, lse = _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, need, det, center)
         # What the backward needs: the inputs, O for D = rowsum(dO * O), and
         # L to rebuild P = exp(softmax_scale Q K^T - L) without the N x N matrix.
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.args = (scale, left, right, bv, det, acc)
+        ctx.args = (scale, left, right, bv, det, center)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -527,23 +527,44 @@ class FlashAttentionFunction(torch.autograd.Function):
 _CHECKED = set()   # signatures (shapes, dtypes, devices) that passed _check_tensors
 
 
-def _check_tensors(q, k, v):
-    """One line naming the first thing about q, k, v that the kernels cannot take."""
+def check_qkv(q, k, v, layout, fail=_fail):
+    """What every entry asks of q, k, v, one line (fail) naming the first
+    thing the kernels cannot take: torch tensors with one dimension per
+    name of layout (e.g. "B, heads, seqlen, d"), on one CUDA device, of one
+    dtype the kernels take, k and v of one shape."""
+    dims = len(layout.split(","))
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
-            _fail(f"{name} is a {type(t).__name__}, not a torch.Tensor")
-        if t.dim() != 4:
-            _fail(f"{name} has shape {tuple(t.shape)}: expected 4 dimensions (B, heads, seqlen, d)")
+            fail(f"{name} is a {type(t).__name__}, not a torch.Tensor")
+        if t.dim() != dims:
+            fail(f"{name} has shape {tuple(t.shape)}: expected {dims} dimensions ({layout})")
         if not t.is_cuda:
-            _fail(f"{name} is on {t.device}: the kernels take CUDA tensors")
+            fail(f"{name} is on {t.device}: the kernels take CUDA tensors")
     if not (q.device == k.device == v.device):
-        _fail(f"q, k, v are on {q.device}, {k.device}, {v.device}: expected one device")
+        fail(f"q, k, v are on {q.device}, {k.device}, {v.device}: expected one device")
     if not (q.dtype == k.dtype == v.dtype):
-        _fail(f"q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}: expected one dtype")
+        fail(f"q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}: expected one dtype")
     if q.dtype not in DTYPE_CODES:
-        _fail(f"dtype {q.dtype}: the kernels take float32, float16 or bfloat16")
+        fail(f"dtype {q.dtype}: the kernels take float32, float16 or bfloat16")
     if k.shape != v.shape:
-        _fail(f"k {tuple(k.shape)} and v {tuple(v.shape)}: expected the same shape")
+        fail(f"k {tuple(k.shape)} and v {tuple(v.shape)}: expected the same shape")
+
+
+def autocast_and_scale(q, k, v, softmax_scale, fail=_fail):
+    """q, k, v in the autocast dtype where autocast is on (as SDPA's are), and
+    softmax_scale, 1/sqrt(d) by default (d: q's last dimension), checked."""
+    if torch.is_autocast_enabled("cuda"):
+        at = torch.get_autocast_dtype("cuda")
+        q, k, v = q.to(at), k.to(at), v.to(at)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
+    if not (scale > 0 and math.isfinite(scale)):
+        fail(f"softmax_scale={softmax_scale!r}: must be finite and > 0")
+    return q, k, v, scale
+
+
+def _check_tensors(q, k, v):
+    """One line naming the first thing about q, k, v that the kernels cannot take."""
+    check_qkv(q, k, v, "B, heads, seqlen, d")
     if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         _fail(f"q {tuple(q.shape)} and k {tuple(k.shape)}: batch and head dimension must agree")
     if q.shape[3] < 1:
@@ -560,8 +581,21 @@ def _versions_of(version):
     return (-1 if fwd is None else int(fwd)), (-1 if bwd is None else int(bwd))
 
 
+def center_flag(accurate_dq):
+    """fa_backward's centering bits for accurate_dq: True FA_BWD_CENTER_K (K
+    centered), False none (K as given), None FA_BWD_CENTER_AUTO (centered
+    where the library's rule, fa_bwd_center_cost in core/fa_gpu.h, predicts
+    the pre-pass under 3% of the backward; the rule is read there, never
+    restated here)."""
+    if accurate_dq is None:
+        return fa.BWD_CENTER_AUTO
+    if accurate_dq in (True, False):
+        return fa.BWD_CENTER_K if accurate_dq else 0
+    _fail(f"accurate_dq={accurate_dq!r}: must be None (auto), True or False")
+
+
 def attention(q, k, v, softmax_scale, left, right, out_bshd, version, deterministic,
-              accurate_dq=False):
+              accurate_dq=None):
     """O, L of (B, H, seqlen, d)-shaped q, k, v (any strides), checked, after
     autocast; the shared body of flash_attention and flash_attn_func."""
     compiling = torch.compiler.is_compiling()
@@ -577,25 +611,20 @@ def attention(q, k, v, softmax_scale, left, right, out_bshd, version, determinis
             if len(_CHECKED) >= _CACHE_LIMIT:
                 _CHECKED.clear()
             _CHECKED.add(sig)
-    if torch.is_autocast_enabled("cuda"):
-        at = torch.get_autocast_dtype("cuda")
-        q, k, v = q.to(at), k.to(at), v.to(at)
-    scale = 1.0 / math.sqrt(q.shape[3]) if softmax_scale is None else float(softmax_scale)
-    if not (scale > 0 and math.isfinite(scale)):
-        _fail(f"softmax_scale={softmax_scale!r}: must be finite and > 0")
+    q, k, v, scale = autocast_and_scale(q, k, v, softmax_scale)
     fv, bv = _versions_of(version)
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    det, acc = bool(deterministic), bool(accurate_dq)
+    det, center = bool(deterministic), center_flag(accurate_dq)
     if compiling or not eager_fast_path:
-        return flash_fwd(q, k, v, scale, left, right, out_bshd, fv, bv, need, det, acc)
+        return flash_fwd(q, k, v, scale, left, right, out_bshd, fv, bv, need, det, center)
     if not need:
         return _fwd_impl(q, k, v, scale, left, right, out_bshd, fv, bv, False, det)
-    return FlashAttentionFunction.apply(q, k, v, (scale, left, right, out_bshd, fv, bv, need, det, acc))
+    return FlashAttentionFunction.apply(q, k, v, (scale, left, right, out_bshd, fv, bv, need, det, center))
 
 
 #> flash-attention-call
 def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=None,
-                    version=None, deterministic=False, return_lse=False, accurate_dq=False):
+                    version=None, deterministic=False, return_lse=False, accurate_dq=None):
     """softmax(softmax_scale q k^T, masked) v by the project's kernels, with autograd.
 
     q (B, H, seqlen_q, d), k and v (B, H_kv, seqlen_k, d), CUDA, one dtype,
@@ -605,10 +634,12 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
     each pass the highest version that runs the problem on this GPU), an int
     (that version for both passes) or a pair (forward, backward).
     deterministic: the backward's dQ, dK, dV bitwise the same on every call
-    (only versions that have the mode). accurate_dq: the backward runs on K
-    centered over the keys (FA_BWD_CENTER_K, core/fa_gpu.h), which keeps
-    dQ accurate when every logit is far from zero, at the cost of a
-    pre-pass. Under torch.autocast the inputs are cast to the autocast dtype
+    (only versions that have the mode). accurate_dq: True runs the backward
+    on K centered over the keys (FA_BWD_CENTER_K, core/fa_gpu.h), which
+    keeps dQ accurate when every logit is far from zero, at the cost of a
+    pre-pass; False keeps K as given; None (the default) centers where the
+    pre-pass is predicted under 3% of the backward (fa_bwd_center_cost: long
+    sequences; center_flag). Under torch.autocast the inputs are cast to the autocast dtype
     first, as SDPA's are. Works under torch.compile(fullgraph=True) and CUDA
     graph capture.
     """

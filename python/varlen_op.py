@@ -263,21 +263,7 @@ def _fake(*ts):
 def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     """One line naming the first argument the kernels cannot take; in eager
     mode the contents of cu_seqlens too (fa_varlen_check, one host copy)."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            _fail(f"{name} is a {type(t).__name__}, not a torch.Tensor")
-        if t.dim() != 3:
-            _fail(f"{name} has shape {tuple(t.shape)}: expected 3 dimensions (total, heads, d)")
-        if not t.is_cuda:
-            _fail(f"{name} is on {t.device}: the kernels take CUDA tensors")
-    if not (q.device == k.device == v.device):
-        _fail(f"q, k, v are on {q.device}, {k.device}, {v.device}: expected one device")
-    if not (q.dtype == k.dtype == v.dtype):
-        _fail(f"q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}: expected one dtype")
-    if q.dtype not in flash_op.DTYPE_CODES:
-        _fail(f"dtype {q.dtype}: the kernels take float32, float16 or bfloat16")
-    if k.shape != v.shape:
-        _fail(f"k {tuple(k.shape)} and v {tuple(v.shape)}: expected the same shape")
+    flash_op.check_qkv(q, k, v, "total, heads, d", _fail)
     if q.shape[2] != k.shape[2] or q.shape[2] < 1:
         _fail(f"q {tuple(q.shape)} and k {tuple(k.shape)}: the head dimension must agree")
     if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
@@ -316,12 +302,7 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                      left=-1, right=-1, version=None, deterministic=False):
     """O, L of packed q, k, v, checked, after autocast (flash_attn_varlen_func's body)."""
     check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    if torch.is_autocast_enabled("cuda"):
-        at = torch.get_autocast_dtype("cuda")
-        q, k, v = q.to(at), k.to(at), v.to(at)
-    scale = 1.0 / math.sqrt(q.shape[2]) if softmax_scale is None else float(softmax_scale)
-    if not (scale > 0 and math.isfinite(scale)):
-        _fail(f"softmax_scale={softmax_scale!r}: must be finite and > 0")
+    q, k, v, scale = flash_op.autocast_and_scale(q, k, v, softmax_scale, _fail)
     fv, bv = flash_op._versions_of(version)
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     return varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), scale,

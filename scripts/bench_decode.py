@@ -38,50 +38,39 @@ shapes after --budget-s seconds (default 180: under four minutes with set-up).
 The CSV is written to a temporary file and moved into place only at the end:
 a failed run leaves the old file as it was.
 """
-import argparse
 import ctypes
 import math
 import os
-import statistics
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+import gpu_timing  # noqa: E402  (scripts/)
+import provenance as prov  # noqa: E402
 
-COLUMNS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command", "impl", "dtype", "B", "H", "H_kv",
-           "d", "seqlen_k", "page_size", "num_splits", "median_ms", "cache_bytes", "gbps", "frac_of_copy",
-           "repeats", "max_abs_diff", "note"]
+COLUMNS = prov.COLUMNS + ["impl", "dtype", "B", "H", "H_kv", "d", "seqlen_k", "page_size", "num_splits", "median_ms",
+                          "cache_bytes", "gbps", "frac_of_copy", "repeats", "max_abs_diff", "note"]
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--csv", help="write the rows here (with provenance columns)")
-    ap.add_argument("--quick", action="store_true", help="a few shapes, no CSV")
-    ap.add_argument("--repeats", type=int, default=10)
+    ap = gpu_timing.bench_parser(__doc__, "a few shapes, no CSV")
     ap.add_argument("--page-size", type=int, default=64)
     ap.add_argument("--budget-s", type=float, default=180.0)
     ap.add_argument("--max-cache-gb", type=float, default=40.0)
     a = ap.parse_args(argv[1:])
-    if not a.csv and not a.quick:
-        print("bench_decode.py: error: give --csv FILE (or --quick)", file=sys.stderr)
+    if not gpu_timing.bench_output(a, "bench_decode.py"):
         return 2
     if a.page_size not in (16, 32, 64, 128, 256) or a.repeats < 1:
         print("bench_decode.py: error: --page-size is 16, 32, 64, 128 or 256; --repeats >= 1", file=sys.stderr)
         return 2
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:
-        print("bench_decode.py: error: torch is not installed", file=sys.stderr)
+    torch = gpu_timing.torch_on_gpu("bench_decode.py: error")
+    if torch is None:
         return 2
-    if not torch.cuda.is_available():
-        print("bench_decode.py: error: no CUDA GPU", file=sys.stderr)
-        return 2
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     import decode_op
-    import provenance as prov
     t_start = time.time()
     dev = "cuda"
     dtype = torch.bfloat16
@@ -92,21 +81,9 @@ def main(argv):
           "torch": torch.__version__, "commit": prov.commit(), "date": prov.utc_now(),
           "command": " ".join(["python3"] + argv)}
     rows = []
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)   # written before each run: evicts the L2
 
-    def timed(fn):
-        fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(a.repeats):
-            flush.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e))
-        return statistics.median(ts)
+    def timed(fn):   # the median of a.repeats runs after one warm-up, the L2 flushed before each
+        return gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
 
     def row(impl, B, H_kv, L, splits, ms, cache_bytes, diff, note, copy_gbps):
         gbps = cache_bytes / (ms * 1e-3) / 1e9
@@ -231,12 +208,7 @@ def main(argv):
 
     print(f"bench_decode.py: {len(rows)} rows in {time.time() - t_start:.0f} s")
     if a.csv:
-        tmp = a.csv + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(",".join(COLUMNS) + "\n")
-            for r in rows:
-                f.write(",".join(_csv(r[c]) for c in COLUMNS) + "\n")
-        os.replace(tmp, a.csv)
+        gpu_timing.write_rows(a.csv, COLUMNS, rows, lambda r, c: _csv(r[c]))
         print(f"bench_decode.py: wrote {a.csv}")
     return 0
 

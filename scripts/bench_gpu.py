@@ -42,7 +42,8 @@ import math
 import os
 import sys
 
-import provenance as prov   # scripts/, this script's own folder
+import gpu_timing   # scripts/, this script's own folder
+import provenance as prov
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))   # the binding of the C interface
@@ -162,39 +163,10 @@ class Torch:
         return self.q.grad
 
 
-_FLUSH = None
-
-
-def flush_l2():
-    """Overwrite the L2 (twice its size), outside the timed region."""
-    global _FLUSH
-    if _FLUSH is None:
-        _FLUSH = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8,
-                             device="cuda")
-    _FLUSH.zero_()
-
-
 def time_ms(fn, repeats):
-    """Median of per-call CUDA-event times, after 3 warm-ups, L2 flushed before each."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times, spent = [], 0.0
-    for r in range(repeats):
-        flush_l2()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        t = e0.elapsed_time(e1)
-        times.append(t)
-        spent += t
-        if r >= 4 and spent > 1000.0:
-            break
-    times.sort()
-    n = len(times)
-    return (times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])), n
+    """Median of per-call CUDA-event times, after 3 warm-ups, L2 flushed before
+    each, at most about a second of timed calls (gpu_timing.py)."""
+    return gpu_timing.median_ms(torch, fn, repeats, warmup=3, budget_ms=1000.0)
 
 
 def make_inputs(B, H, N, d, dtype, seed):

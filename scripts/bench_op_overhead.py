@@ -70,13 +70,9 @@ def write_summary(csv_path, md_path):
     call of each impl by shape and ours / sdpa_flash; then the strided
     layouts against contiguous; then the goal's line and the provenance.
     Needs no torch and no GPU; removes md_path when there is no CSV."""
-    if not os.path.exists(csv_path):
-        if os.path.exists(md_path):
-            os.remove(md_path)
-        print(f"bench_op_overhead: no {csv_path}; no table")
+    rows = prov.summary_rows("bench_op_overhead", csv_path, md_path)
+    if rows is None:
         return 0
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
     out = []
     for pass_ in ("fwd", "fwdbwd"):
         cells = {}
@@ -136,16 +132,12 @@ def main(argv):
     if args.calls < 1 or args.repeats < 1 or args.stride_repeats < 1:
         print("bench_op_overhead: --calls and --repeats must be >= 1", file=sys.stderr)
         return 2
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:
-        print("bench_op_overhead: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
+    import gpu_timing   # scripts/, this script's own folder
+    torch = gpu_timing.torch_on_gpu("bench_op_overhead")
+    if torch is None:
         return 2
-    if not torch.cuda.is_available():
-        print("bench_op_overhead: no CUDA GPU here", file=sys.stderr)
-        return 2
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import flash_op
 

@@ -37,21 +37,20 @@ ours_dense's), and provenance columns (GPU, driver, CUDA, torch, commit,
 date, command). The CSV is written to a temporary file and moved into place
 at the end: a failed run leaves the old file as it was.
 """
-import argparse
 import math
 import os
 import random
-import statistics
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+import gpu_timing  # noqa: E402  (scripts/)
+import provenance  # noqa: E402
 
-COLUMNS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command", "impl", "pass", "dtype", "d", "H",
-           "causal", "B", "total_tokens", "max_len", "median_ms", "useful_tflops", "vs_dense", "repeats",
-           "max_abs_diff", "lengths", "note"]
+COLUMNS = provenance.COLUMNS + ["impl", "pass", "dtype", "d", "H", "causal", "B", "total_tokens", "max_len",
+                                "median_ms", "useful_tflops", "vs_dense", "repeats", "max_abs_diff", "lengths", "note"]
 
 
 def mixed_lengths(B, total, seed=19):
@@ -65,31 +64,21 @@ def mixed_lengths(B, total, seed=19):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--csv", help="write the rows here (with provenance columns)")
-    ap.add_argument("--quick", action="store_true", help="d 128, causal, forward only, no CSV")
-    ap.add_argument("--repeats", type=int, default=10)
+    ap = gpu_timing.bench_parser(__doc__, "d 128, causal, forward only, no CSV")
     ap.add_argument("--total", type=int, default=16384)
     ap.add_argument("--batch", type=int, default=16)
     a = ap.parse_args(argv[1:])
-    if not a.csv and not a.quick:
-        print("bench_varlen.py: error: give --csv FILE (or --quick)", file=sys.stderr)
+    if not gpu_timing.bench_output(a, "bench_varlen.py"):
         return 2
     if a.repeats < 1 or a.batch < 1 or a.total < a.batch or a.total % a.batch:
         print("bench_varlen.py: error: --repeats >= 1; --total a multiple of --batch", file=sys.stderr)
         return 2
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:
-        print("bench_varlen.py: error: torch is not installed", file=sys.stderr)
+    torch = gpu_timing.torch_on_gpu("bench_varlen.py: error")
+    if torch is None:
         return 2
-    if not torch.cuda.is_available():
-        print("bench_varlen.py: error: no CUDA GPU", file=sys.stderr)
-        return 2
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     import flash_op
-    import provenance
     import varlen_op
 
     dev, bf = "cuda", torch.bfloat16
@@ -99,21 +88,9 @@ def main(argv):
     prov = {"gpu": gpu, "driver": driver, "cuda": torch.version.cuda, "torch": torch.__version__,
             "commit": provenance.commit(), "date": provenance.utc_now(),
             "command": "python3 scripts/bench_varlen.py " + " ".join(argv[1:])}
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
 
-    def timed(fn):
-        fn()   # warm-up (plans, attributes)
-        torch.cuda.synchronize()
-        ms = []
-        for _ in range(a.repeats):
-            flush.zero_()
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            fn()
-            e1.record()
-            e1.synchronize()
-            ms.append(e0.elapsed_time(e1))
-        return statistics.median(ms)
+    def timed(fn):   # one warm-up (plans, attributes), then the median of a.repeats, the L2 flushed before each
+        return gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
 
     def flops(lens, d, causal, pass_):
         f = sum(4.0 * n * n * d * H * (0.5 if causal else 1.0) for n in lens)
@@ -215,12 +192,7 @@ def main(argv):
                           f"{r['useful_tflops']:>6s} TFLOP/s vs_dense {r['vs_dense']}", flush=True)
     print(f"# {time.time() - t0:.1f} s; mixed lengths {mixed}")
     if a.csv:
-        tmp = a.csv + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(",".join(COLUMNS) + "\n")
-            for r in rows:
-                f.write(",".join(str(r.get(c, "")).replace(",", ";") for c in COLUMNS) + "\n")
-        os.replace(tmp, a.csv)
+        gpu_timing.write_rows(a.csv, COLUMNS, rows, lambda r, c: str(r.get(c, "")).replace(",", ";"))
     return 0
 
 

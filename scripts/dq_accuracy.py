@@ -3,7 +3,11 @@
 keys, FA_BWD_CENTER_K, labelled ours_*, and with K as given, the default,
 labelled ours_*_keep_k) beside PyTorch SDPA's flash,
 cuDNN, efficient and math backends, against an fp64 reference; and the
-centering's cost in time at N = 4096, d = 128.
+centering's cost in time at the shapes of data/gpu/bench_bwd.csv (B N =
+16384, H = 32 at d = 64, H = 16 at d = 128, N = 512 to 16384, causal and
+not, bf16) for every tensor-core backward version, beside the cost the
+library predicts (fa_bwd_center_cost, core/fa_gpu.h: the rule of the auto
+mode).
 
 Inputs (src/stage3_accuracy.c models them on the CPU): one head, d = 64,
 q_i = (1, 0.1 z), k_j = (-120 sqrt(d), 0.1 z), V, dO ~ N(0, 1), rounded to
@@ -16,8 +20,9 @@ holds a NaN or infinity (counted in nonfinite).
     python3 scripts/dq_accuracy.py --csv data/gpu/dq_accuracy.csv
 
 Rows: kind=error (seqlen, causal, dtype, impl, err_dQ, err_dK, err_dV,
-nonfinite) and kind=time (impl, causal, ms with and without centering,
-their ratio); provenance columns (GPU, driver, CUDA, torch, commit, date,
+nonfinite) and kind=time (impl, seqlen, d, causal, B, H, ms with and
+without centering, their ratio, predicted_ratio = 1 + the predicted cost,
+auto = 1 where the auto mode centers); provenance columns (GPU, driver, CUDA, torch, commit, date,
 command) on every row. Needs a CUDA GPU, torch and build/libfa_gpu.so.
 """
 import argparse
@@ -38,7 +43,10 @@ import torch                     # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel   # noqa: E402
 
-CENTER_K = 2   # fa_gpu.h FA_BWD_CENTER_K
+CENTER_K = fa.BWD_CENTER_K
+TIME_TOKENS = 16384                       # B N of bench_bwd.csv's shapes
+TIME_HEADS = ((64, 32), (128, 16))        # (d, H) of bench_bwd.csv's shapes
+TIME_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 SEQLENS = (64, 192, 704, 1024)
 BACKENDS = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
             ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION), ("sdpa_math", SDPBackend.MATH))
@@ -136,7 +144,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", required=True, help="output CSV (with provenance columns)")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--repeats", type=int, default=30, help="timed runs per point (median)")
+    ap.add_argument("--repeats", type=int, default=20, help="timed runs per point (median)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("dq_accuracy: no CUDA GPU here; nothing to measure", file=sys.stderr)
@@ -146,7 +154,7 @@ def main():
           "torch": torch.__version__, "cudnn": str(torch.backends.cudnn.version()), "commit": prov.commit(),
           "date": prov.utc_now(), "command": " ".join(["python3"] + sys.argv)}
     cols = ["kind", "seqlen", "d", "causal", "dtype", "impl", "err_dQ", "err_dK", "err_dV", "nonfinite",
-            "ms_centered", "ms_keep_k", "time_ratio", "note"] + list(pv)
+            "ms_centered", "ms_keep_k", "time_ratio", "note", "B", "H", "predicted_ratio", "auto"] + list(pv)
     rows = []
     gen = torch.Generator(device="cuda")
     bwd = fa.versions(lib, fa.BACKWARD)
@@ -180,27 +188,36 @@ def main():
                       ", ".join(f"{r['impl']} {r.get('err_dQ', float('nan')):.3g}" for r in rows
                                 if r.get("seqlen") == N and r.get("dtype") == dname and r.get("causal") == int(causal)),
                       flush=True)
-    # the centering's cost: the backward with and without it
+    # the centering's cost: the backward with and without it, at the bench shapes
     gen.manual_seed(args.seed)
-    B, H, N, d = 1, 16, 4096, 128
-    for causal in (False, True):
-        q, k, v, do = (torch.randn(B, H, N, d, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
-                       for _ in range(4))
-        p = fa.params(B, H, N, d, window=(-1, 0) if causal else (-1, -1))
-        fv = forward_version(lib, fa.BF16, p)
-        for info in bwd:
-            if info.version == 0 or lib.fa_check_supported(fa.BACKWARD, info.version, fa.BF16, ctypes.byref(p)):
-                continue
-            run = Ours(lib, fv, info.version, q, k, v, do, causal)
-            t_keep, t_c = run.time(0, args.repeats), run.time(CENTER_K, args.repeats)
-            t_keep = min(t_keep, run.time(0, args.repeats))   # both measured twice, interleaved
-            t_c = min(t_c, run.time(CENTER_K, args.repeats))
-            rows.append(dict(kind="time", seqlen=N, d=d, causal=int(causal), dtype="bf16", impl=info.label(),
-                             ms_centered=t_c, ms_keep_k=t_keep, time_ratio=t_c / t_keep,
-                             note=f"B={B} H={H}; median of {args.repeats}, L2 flushed; the lower of two medians"))
-            print(f"time {info.label()} causal={causal}: {t_c:.3f} ms centered, {t_keep:.3f} ms keep-k, "
-                  f"ratio {t_c / t_keep:.4f}", flush=True)
-            del run
+    for d, H in TIME_HEADS:
+        for N in TIME_SEQLENS:
+            B = TIME_TOKENS // N
+            for causal in (False, True):
+                q, k, v, do = (torch.randn(B, H, N, d, generator=gen, device="cuda", dtype=torch.float32)
+                               .to(torch.bfloat16) for _ in range(4))
+                p = fa.params(B, H, N, d, window=(-1, 0) if causal else (-1, -1))
+                pp = ctypes.byref(p)
+                predicted = 1 + lib.fa_bwd_center_cost(fa.BF16, pp)
+                auto = lib.fa_bwd_center_auto(fa.BF16, pp)
+                fv = forward_version(lib, fa.BF16, p)
+                for info in bwd:
+                    if info.version <= 1 or lib.fa_check_supported(fa.BACKWARD, info.version, fa.BF16, pp):
+                        continue   # the materialized and CUDA-core versions are not what the rule is for
+                    run = Ours(lib, fv, info.version, q, k, v, do, causal)
+                    t_keep, t_c = run.time(0, args.repeats), run.time(CENTER_K, args.repeats)
+                    t_keep = min(t_keep, run.time(0, args.repeats))   # both measured twice, interleaved
+                    t_c = min(t_c, run.time(CENTER_K, args.repeats))
+                    rows.append(dict(kind="time", seqlen=N, d=d, causal=int(causal), dtype="bf16",
+                                     impl=info.label(), ms_centered=t_c, ms_keep_k=t_keep, time_ratio=t_c / t_keep,
+                                     B=B, H=H, predicted_ratio=predicted, auto=auto,
+                                     note=f"B={B} H={H}; median of {args.repeats}, L2 flushed; "
+                                          "the lower of two medians"))
+                    print(f"time {info.label()} N={N} d={d} causal={int(causal)}: {t_c:.3f} ms centered, "
+                          f"{t_keep:.3f} ms keep-k, ratio {t_c / t_keep:.4f}, predicted {predicted:.4f}, "
+                          f"auto {auto}", flush=True)
+                    del run
+                del q, k, v, do
     with open(args.csv, "w", newline="") as f:
         f.write("".join(f"# {k_}: {v_}\n" for k_, v_ in pv.items()))
         w = csv.DictWriter(f, fieldnames=cols)

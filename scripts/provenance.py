@@ -10,6 +10,8 @@ import os
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the provenance columns that open every row of a measured CSV, in this order
+COLUMNS = ["gpu", "driver", "cuda", "torch", "commit", "date", "command"]
 
 
 def commit():
@@ -35,3 +37,18 @@ def gpu_and_driver():
 
 def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def summary_rows(prog, csv_path, md_path, what="table"):
+    """The rows of a measured CSV (its `#` provenance lines skipped) for a
+    summary written into md_path; None when there is no CSV, after removing
+    a stale md_path and saying so in one line (the paper then says the
+    measurement is pending)."""
+    if not os.path.exists(csv_path):
+        if os.path.exists(md_path):
+            os.remove(md_path)
+        print(f"{prog}: no {csv_path}; no {what}")
+        return None
+    import csv
+    with open(csv_path, newline="") as f:
+        return list(csv.DictReader(ln for ln in f if not ln.startswith("#")))

@@ -68,7 +68,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import provenance as prov  # noqa: E402  (scripts/, this script's own folder)
+import gpu_timing  # noqa: E402  (scripts/, this script's own folder)
+import provenance as prov  # noqa: E402
 
 REF = "sdpa_flash"
 LAST = 50    # steps averaged into a run's final loss
@@ -143,10 +144,7 @@ def read_csv(path):
 
 def write_summary(csv_path, md_path):
     """The paper's table (Markdown) from the CSV; removes md_path when there is no CSV."""
-    if not os.path.exists(csv_path):
-        if os.path.exists(md_path):
-            os.remove(md_path)
-        print(f"train_compare: no {csv_path}; no training table")
+    if prov.summary_rows("train_compare", csv_path, md_path, "training table") is None:
         return 0
     losses, p = read_csv(csv_path)
     s = summarize(losses)
@@ -169,9 +167,17 @@ def write_summary(csv_path, md_path):
                      f"{dev:.4f}) is {dev / s['spread']:.2f} times it "
                      f"({'within' if dev <= 2 * s['spread'] else 'outside'} twice the spread)")
         text += ". "
-    text += (f"{s['steps']} steps per run; {p.get('gpu', '?')}, driver {p.get('driver', '?')}, "
-             f"CUDA {p.get('cuda', '?')}, torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, "
-             f"{p.get('date', '?')}.\n")
+    text += f"{s['steps']} steps per run; {run_facts(p)}.\n"
+    return write_md(md_path, csv_path, text)
+
+
+def run_facts(p):
+    """The provenance of a run as the summaries state it, from a CSV row p."""
+    return (f"{p.get('gpu', '?')}, driver {p.get('driver', '?')}, CUDA {p.get('cuda', '?')}, "
+            f"torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, {p.get('date', '?')}")
+
+
+def write_md(md_path, csv_path, text):
     os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
     with open(md_path, "w") as f:
         f.write(text)
@@ -313,16 +319,11 @@ def train(torch, F, GPT, init, batches, attn, cfg):
 
 
 def run_training(args):
-    try:
-        import torch
-        import torch.nn as nn
-        import torch.nn.functional as F
-    except ImportError:
-        print("train_compare: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
+    torch = gpu_timing.torch_on_gpu("train_compare")
+    if torch is None:
         return 2
-    if not torch.cuda.is_available():
-        print("train_compare: no CUDA GPU here", file=sys.stderr)
-        return 2
+    import torch.nn as nn
+    import torch.nn.functional as F
     cfg = args
     text = corpus_bytes()
     data = torch.tensor(list(text), dtype=torch.uint8)
@@ -410,13 +411,12 @@ def compare_training(args):
     the compilation). One model object per run is compiled once and reloaded
     for each seed, so a seed does not recompile. Seeds stop being added when
     --budget seconds have passed (the table says how many ran)."""
-    import torch
+    torch = gpu_timing.torch_on_gpu("train_compare")
+    if torch is None:
+        return 2
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    if not torch.cuda.is_available():
-        print("train_compare: no CUDA GPU here", file=sys.stderr)
-        return 2
     cfg = args
     flash_op = import_op()
     text = corpus_bytes()
@@ -531,13 +531,9 @@ def write_compare_summary(csv_path, md_path):
     """The --compare table (Markdown) from its CSV, for the paper: per run and
     mode the mean ms/step and the mean and largest drift over the seeds.
     Needs no torch; removes md_path when there is no CSV."""
-    if not os.path.exists(csv_path):
-        if os.path.exists(md_path):
-            os.remove(md_path)
-        print(f"train_compare: no {csv_path}; no table")
+    raw = prov.summary_rows("train_compare", csv_path, md_path)
+    if raw is None:
         return 0
-    with open(csv_path, newline="") as f:
-        raw = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
     rows = [{"run": r["run"], "mode": r["mode"], "seed": int(r["seed"]), "steps": int(r["steps"]),
              "ms_per_step": float(r["ms_per_step"]), "drift_from_" + FP32: float(r["drift_from_" + FP32])}
             for r in raw]
@@ -551,14 +547,8 @@ def write_compare_summary(csv_path, md_path):
         out.append(f"| `{run}` | {mode} | {sum(r['ms_per_step'] for r in rs) / len(rs):.2f} | "
                    f"{sum(dr) / len(dr):.4f} | {max(dr):.4f} |")
     p = raw[0] if raw else {}
-    text = "\n".join(out) + (f"\n\n{seeds} seeds, {rows[0]['steps'] if rows else 0} steps each; "
-                             f"{p.get('gpu', '?')}, driver {p.get('driver', '?')}, CUDA {p.get('cuda', '?')}, "
-                             f"torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, {p.get('date', '?')}.\n")
-    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
-    with open(md_path, "w") as f:
-        f.write(text)
-    print(f"train_compare: wrote {md_path} from {csv_path}")
-    return 0
+    text = "\n".join(out) + f"\n\n{seeds} seeds, {rows[0]['steps'] if rows else 0} steps each; {run_facts(p)}.\n"
+    return write_md(md_path, csv_path, text)
 
 
 def train_steps(torch, F, model, fn, batches, attn, cfg):
@@ -612,11 +602,6 @@ def main(argv):
     if args.compare:
         if args.steps < 2 or args.seeds < 1 or args.d_model % args.heads or args.context < 2:
             print("train_compare: bad arguments (sizes, --steps >= 2, --seeds >= 1)", file=sys.stderr)
-            return 2
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            print("train_compare: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
             return 2
         return compare_training(args)
     args.runs = args.runs.split(",")

@@ -6,8 +6,8 @@ device run, appended to the same CSV (scripts/v3_steps.sh).
 Shapes: bf16, B N = 16384 tokens, H = 2048 / d, d = 64 and 128, causal and
 not, N from --ns. TFLOP/s counts visible pairs as v3_check does:
 4 d B H N^2 (non-causal), 4 d B H N (N + 1) / 2 (causal). Timing: CUDA
-events, a 256 MB buffer written before each launch (L2 flushed, as
-v3_check does), median of 15 after 3 warm-ups.
+events, twice the L2 written before each launch (L2 flushed, as v3_check
+does; gpu_timing.py), median of 15 after 3 warm-ups.
 
 Usage: python3 scripts/v3_peers.py --csv FILE [--ns 2048,8192,16384] [--device NAME]
 Appends rows in v3_check's columns (impl sdpa_flash / sdpa_cudnn, step 0).
@@ -16,28 +16,14 @@ import argparse
 import math
 import sys
 
+import gpu_timing   # scripts/, this script's own folder
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def time_flushed(fn, repeats=15):
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for r in range(repeats):
-        flush.fill_(r & 0xFF)
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1))
-    times.sort()
-    n = len(times)
-    return times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    return gpu_timing.median_ms(torch, fn, repeats, warmup=3)[0]
 
 
 def main():

@@ -231,6 +231,13 @@ const char *const tensor_name[T_COUNT] = {
     "Q", "K", "V", "O", "L", "S", "P", "dO", "dQ", "dK", "dV", "dP", "dS", "D",
 };
 
+int report_check(const char *what, int width, double err, double tol)
+{
+    bool ok = err <= tol;
+    printf("  %-*s %10.3e   <= %.3g   %s\n", width, what, err, tol, ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
 void io_reset(io_counter *io) { memset(io, 0, sizeof *io); }
 
 uint64_t io_total(const io_counter *io)

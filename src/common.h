@@ -136,6 +136,10 @@ void io_reset(io_counter *io);
 static inline void io_read(io_counter *io, tensor_id t, uint64_t n)  { if (io) io->reads[t] += n; }
 static inline void io_write(io_counter *io, tensor_id t, uint64_t n) { if (io) io->writes[t] += n; }
 uint64_t io_total(const io_counter *io);            /* reads + writes, elements */
+/* One check of a stage's demonstration: "  what  err  <= tol  ok|FAIL",
+ * what padded to width; 0 when err <= tol (a NaN err fails), else 1, so
+ * that a program sums the failures. */
+int report_check(const char *what, int width, double err, double tol);
 /* "Q r 4096  K r 8192 ..." on one line, for learners and test failures. */
 void io_print(const io_counter *io, const char *indent);
 

@@ -211,12 +211,7 @@ static const char USAGE[] =
     "With no options: the real input (all-MiniLM-L6-v2 Q, K, V, dO; every head),\n"
     "forward and backward, checked; exit 0 only if every check passes.";
 
-static int report(const char *what, double err, double tol)
-{
-    bool ok = err <= tol && !isnan(err);
-    printf("  %-44s %10.3e   <= %.0e   %s\n", what, err, tol, ok ? "ok" : "FAIL");
-    return ok ? 0 : 1;
-}
+static int report(const char *what, double err, double tol) { return report_check(what, 44, err, tol); }
 
 int main(int argc, char **argv)
 {

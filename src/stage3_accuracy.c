@@ -39,9 +39,14 @@
  * and the second term is a constant per row, so the backward runs unchanged
  * on K_c = K - 1 c^T and L'_i = L_i - softmax_scale Q_i . c; dK and dV are
  * unchanged, dQ's errors are now multiplied by |K_c|. c_k is the mean of
- * K's column k over the keys, rounded to the dtype, kept only when every
- * K_jk - c_k is exact in the dtype (else c_k = 0), so that K_c in the dtype
- * is exactly K shifted (kernels/stage5_backward.cu does the same on the GPU).
+ * K's column k over the keys, rounded to the dtype and clamped into
+ * [max_j |K_jk| / 2, 2 min_j |K_jk|] with the column's sign, 0 where that
+ * range is empty (a column that changes sign, holds a zero or spreads over
+ * more than a factor of 4): by Sterbenz's lemma (y/2 <= x <= 2 y makes
+ * x - y exact) every K_jk - c_k is then exact in the dtype, so K_c in the
+ * dtype is exactly K shifted. The GPU's pre-pass (kernels/stage5_backward.cu,
+ * bwd-center) applies the same rule from each column's sum, minimum and
+ * maximum; the test checks the exactness entry by entry.
  *
  * Variants (column `variant`):
  *   math        nothing rounded but the dQ written (what a materialized
@@ -115,6 +120,7 @@ typedef struct {
     double agg_D, agg_dS;            /* the aggregate forms of the header */
     double max_K;                    /* max|K| of the K the backward ran on */
     int centered_cols;               /* columns with c_k != 0 */
+    int inexact;                     /* entries whose K_jk - c_k is not in the dtype (must be 0) */
 } outcome;
 
 typedef struct {
@@ -178,20 +184,30 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
     double *dSv = xmalloc(nn, sizeof(double), "dS");
     for (size_t x = 0; x < nd; x++) Or[x] = round_dt(O[x], dt);
 
-    /* c: column means rounded to the dtype, kept where every K - c is exact */
-    int kept = 0;
+    /* c: column means rounded to the dtype, clamped into Sterbenz's range */
+    int kept = 0, inexact = 0;
     for (int k = 0; k < d; k++) {
-        double s = 0;
-        for (int j = 0; j < N; j++) s += K[(size_t)j * d + k];
-        c[k] = round_dt(s / N, dt);
-        for (int j = 0; j < N && c[k] != 0; j++) {
-            double x = K[(size_t)j * d + k] - c[k];
-            if (round_dt(x, dt) != x) c[k] = 0;
+        double s = 0, lo = INFINITY, hi = -INFINITY;
+        for (int j = 0; j < N; j++) {
+            double x = K[(size_t)j * d + k];
+            s += x;
+            lo = fmin(lo, x);
+            hi = fmax(hi, x);
+        }
+        c[k] = 0;
+        if (lo > 0 || hi < 0) {
+            double amin = hi < 0 ? -hi : lo, amax = hi < 0 ? -lo : hi;
+            double m = fmin(fmax(round_dt(fabs(s / N), dt), amax / 2), 2 * amin);
+            if (m >= amax / 2 && round_dt(m, dt) == m) c[k] = hi < 0 ? -m : m;
         }
         kept += c[k] != 0;
     }
     for (int j = 0; j < N; j++)
-        for (int k = 0; k < d; k++) Kc[(size_t)j * d + k] = K[(size_t)j * d + k] - c[k];
+        for (int k = 0; k < d; k++) {
+            double x = K[(size_t)j * d + k] - c[k];
+            Kc[(size_t)j * d + k] = x;
+            inexact += round_dt(x, dt) != x;
+        }
     for (int i = 0; i < N; i++) {
         double s = 0;
         for (int k = 0; k < d; k++) s += Q[(size_t)i * d + k] * c[k];
@@ -216,6 +232,7 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
         o->err_dV = rel_err(dV, rdV, nd, sV);
         o->max_K = max_abs_finite(Ku, nd);
         o->centered_cols = w->center ? kept : 0;
+        o->inexact = w->center ? inexact : 0;
 
         /* the model: D as the variant forms it, dS before its rounding */
         const double tiny = ldexp(1.0, DT_EMIN[dt] - DT_BITS[dt]);   /* half the least spacing */
@@ -327,7 +344,9 @@ static void sweep(const char *path, int argc, char **argv, uint64_t seed0)
  *   second    at a >= 30, exact_D's err_dQ > 4 x math's: forming D from an
  *             unrounded O leaves dS's rounding, amplified the same way
  *   growth    flash's err_dQ at a = 120 is above 10 x its err at a = 0
- *   dK, dV    centered's within 2 x flash's + u (the shift changes neither) */
+ *   dK, dV    centered's within 2 x flash's + u (the shift changes neither)
+ *   exact     every K_jk - c_k of the centering is a number of the dtype,
+ *             and at a > 0 the far column (k = 0) is centered */
 static int tests(uint64_t seed0)
 {
     static const double A[] = {0, 30, 120};
@@ -363,6 +382,9 @@ static int tests(uint64_t seed0)
                                o[V_CENTERED].err_dV <= 2 * o[V_FLASH].err_dV + u,
                            name, "centered err dK %.2e, dV %.2e; flash's %.2e, %.2e", o[V_CENTERED].err_dK,
                            o[V_CENTERED].err_dV, o[V_FLASH].err_dK, o[V_FLASH].err_dV);
+                    result(o[V_CENTERED].inexact == 0 && (A[a] == 0 || o[V_CENTERED].centered_cols >= 1), name,
+                           "centering: %d of N d entries K - c not exact in %s; %d columns centered",
+                           o[V_CENTERED].inexact, DT_NAME[dt], o[V_CENTERED].centered_cols);
                     if (A[a] >= 30)
                         result(o[V_EXACT_D].err_dQ > 4 * o[V_MATH].err_dQ, name,
                                "D from the unrounded O alone: err dQ %.3e > 4 x math's %.3e (dS's rounding "

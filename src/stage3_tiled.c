@@ -477,12 +477,7 @@ static const char USAGE[] =
     "--sweep io|blocks|formulas writes --csv (see make sweep); --repeats R times each point R\n"
     "times and writes the median.";
 
-static int report(const char *what, double err, double tol)
-{
-    bool ok = err <= tol;
-    printf("  %-48s %10.3e   <= %.0e   %s\n", what, err, tol, ok ? "ok" : "FAIL");
-    return ok ? 0 : 1;
-}
+static int report(const char *what, double err, double tol) { return report_check(what, 48, err, tol); }
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -18,7 +18,8 @@
  *   ./stage5 --kernel 2 --dtype bf16 --random --n 4096 --d 128 --heads 4 --causal --repeats 20
  *   ./stage5 --deterministic      also run each version 30 times in its deterministic
  *                                 mode and check dQ, dK, dV bitwise equal
- *   ./stage5 --sweep tests        the GPU test suite: PASS/FAIL lines (make gpu-test)
+ *   ./stage5 --sweep tests        the GPU test suite: PASS/FAIL lines (make gpu-test);
+ *                                 --kernel K narrows it to versions K and 0
  *   ./stage5 --sweep accuracy     the far-logit tests of --sweep tests alone (dQ accuracy)
  *   ./stage5 --sweep small        a few small problems reaching every code path (for
  *                                 compute-sanitizer); --kernel, --dtype narrow it
@@ -88,7 +89,8 @@ static const char USAGE[] =
     "cores, 2 and 4 tiled on the tensor cores), checked against the CPU fp64 backward\n"
     "usage: ./stage5 [options]\n"
     "With no options: the real input (all-MiniLM-L6-v2, every head, its dO) and two random\n"
-    "problems, every version, fp32, fp16 and bf16. --sweep tests runs the GPU test suite,\n"
+    "problems, every version, fp32, fp16 and bf16. --sweep tests runs the GPU test suite (with\n"
+    "--kernel K, versions K and 0 alone),\n"
     "--sweep small a few small problems (for compute-sanitizer), --sweep accuracy the dQ accuracy\n"
     "tests alone, --sweep model checks the IO\n"
     "models (no GPU needed).\n"
@@ -629,6 +631,12 @@ static int run_tests(const options *opt, int sm_count, const char *device)
     const int dtypes[3] = {FA_FP32, FA_FP16, FA_BF16};
     int versions[NV_MAX], nv = 0, bad = 0;
     nv = gh_versions(FA_BACKWARD, versions, NV_MAX);
+    if (opt->kernel >= 0) {   /* --kernel K: version K and version 0, the measure of the twice-v0 rule */
+        int keep = 0;
+        for (int i = 0; i < nv; i++)
+            if (versions[i] == 0 || versions[i] == opt->kernel) versions[keep++] = versions[i];
+        nv = keep;
+    }
     run_mode m = {true, false, 0, NULL, device, NULL};
     run_job job = {&m, versions, nv, NULL};
 
@@ -840,10 +848,11 @@ int main(int argc, char **argv)
     if (opt.sweep && (outputs || (opt.given & (OPT_CSV | OPT_INPUTS | OPT_N | OPT_D | OPT_BATCH |
                                                 OPT_HEADS | OPT_RANDOM | OPT_MASKS | OPT_SCALE |
                                                 OPT_REPEATS | OPT_DETERMINISTIC))))
-        fatal(EXIT_BAD_INPUT, "--sweep %s takes only --seed (and, for small, --kernel and --dtype)", opt.sweep);
-    if (opt.sweep && strcmp(opt.sweep, "small") && (opt.given & (OPT_KERNEL | OPT_DTYPE)))
-        fatal(EXIT_BAD_INPUT, "--sweep %s runs every version and dtype; --kernel and --dtype go with --sweep small",
-              opt.sweep);
+        fatal(EXIT_BAD_INPUT, "--sweep %s takes only --seed (and --kernel for tests, --kernel and --dtype for small)", opt.sweep);
+    if (opt.sweep && strcmp(opt.sweep, "small") &&
+        (opt.given & (strcmp(opt.sweep, "tests") ? OPT_KERNEL | OPT_DTYPE : OPT_DTYPE)))
+        fatal(EXIT_BAD_INPUT, "--sweep %s runs every dtype%s; --dtype goes with --sweep small", opt.sweep,
+              strcmp(opt.sweep, "tests") ? " and version (--kernel: --sweep small, tests)" : "");
     /* Bad input is refused before looking for a GPU: files are read, the
      * shape and dtype checked against the chosen version. */
     gh_inputs pr;

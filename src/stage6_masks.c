@@ -478,12 +478,7 @@ static int run_tour(const options *opt)
 /* One problem from the command line, in detail                               */
 /* ------------------------------------------------------------------------- */
 
-static int report(const char *what, double err, double tol)
-{
-    bool ok = err <= tol;
-    printf("  %-52s %10.3e   <= %.3g   %s\n", what, err, tol, ok ? "ok" : "FAIL");
-    return ok ? 0 : 1;
-}
+static int report(const char *what, double err, double tol) { return report_check(what, 52, err, tol); }
 
 /* The naive reference keeps four seqlen_q x seqlen_k fp64 matrices (S, P,
  * dP, dS of one head; naive_require_size's limit, 8.6 GB). With random input

@@ -49,6 +49,17 @@ static inline void take_flags(int *argc, char **argv, stage8_flags *f)
     argv[out] = NULL;
 }
 
+/* A stage-8 program's command line: its name for messages, stage 8's own
+ * flags into f (taken out of argv, *argc updated), the rest through the
+ * shared parser (accepted: the common flags the program takes). */
+static inline void stage8_command_line(int *argc, char **argv, opt_set accepted, const char *usage,
+                                       stage8_flags *f, options *opt)
+{
+    set_prog_name(argv[0]);
+    take_flags(argc, argv, f);
+    parse_options(*argc, argv, accepted, usage, opt);
+}
+
 static inline long parse_long(const char *flag, const char *s, long lo, long hi)
 {
     char *end;

@@ -79,7 +79,9 @@ void decode_split_pass(const decode_params *p, const double *Q, const double *K_
     size_t part_stride = (size_t)p->B * p->H * Sq * d, part_rows = (size_t)p->B * p->H * Sq;
     sram_reset(sram);
     /* The group's rows: r = (h - g G) Sq + i, all G heads at once, so that a
-     * K/V tile loaded once serves every query head that reads it. */
+     * K/V tile loaded once serves every query head that reads it. The arena
+     * is a tiled forward's (stage 3's passes, exercise 4's solution): the
+     * same run of allocations by design, each pass's tiles in its listing. */
     double *Qi = sram_alloc(sram, (size_t)M * d, "Q of the group");
     double *Oi = sram_alloc(sram, (size_t)M * d, "O of the group (unnormalized)");
     double *m = sram_alloc(sram, (size_t)M, "m");
@@ -201,6 +203,69 @@ void decode_gather_dense(const decode_params *p, const double *cache, const int 
         }
 }
 
+decode_io decode_io_counted(const io_counter *sp, const io_counter *cb, int num_splits)
+{
+    decode_io t = {sp->reads[T_K] + sp->reads[T_V], sp->reads[T_Q], 0, 0, 0};
+    uint64_t split_out = sp->writes[T_O] + sp->writes[T_L];
+    if (num_splits == 1) {
+        t.out = split_out;
+    } else {
+        t.partials_written = split_out;
+        t.partials_read = cb->reads[T_O] + cb->reads[T_L];
+        t.out = cb->writes[T_O] + cb->writes[T_L];
+    }
+    return t;
+}
+
+void decode_problem_draw(decode_problem *x, rng_t *rng, double v_mean, double v_sd, const int *table_given)
+{
+    const decode_params *p = &x->p;
+    size_t slots = (size_t)p->B * p->pages_per_seq;
+    x->nq = (size_t)p->B * p->H * p->seqlen_q * p->d;
+    x->pool = (size_t)p->num_pages * p->page_size * p->H_kv * p->d;
+    x->Q = xmalloc(x->nq, sizeof(double), "Q");
+    x->K = xmalloc(x->pool, sizeof(double), "K_cache");
+    x->V = xmalloc(x->pool, sizeof(double), "V_cache");
+    x->table = xmalloc(slots, sizeof(int), "block_table");
+    fill_normal(x->Q, x->nq, 0, 1, rng);
+    fill_normal(x->K, x->pool, 0, 1, rng);
+    fill_normal(x->V, x->pool, v_mean, v_sd, rng);
+    if (table_given) {
+        memcpy(x->table, table_given, slots * sizeof(int));
+        return;
+    }
+    int *perm = xmalloc((size_t)p->num_pages, sizeof(int), "permutation");
+    for (int i = 0; i < p->num_pages; i++) perm[i] = i;
+    for (int i = p->num_pages - 1; i > 0; i--) {
+        int j = rng_int(rng, 0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t t = 0; t < slots; t++) x->table[t] = perm[t % (size_t)p->num_pages];
+    free(perm);
+}
+
+void decode_problem_free(decode_problem *x)
+{
+    void *owned[] = {x->Q, x->K, x->V, x->table, x->lens};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+}
+
+void decode_forward_pair(const decode_problem *x, int num_splits, double *O, double *L, double *O1, double *L1,
+                         decode_pair *r)
+{
+    const decode_params *p = &x->p;
+    sram_arena sram;
+    sram_init(&sram, decode_sram_elements(p));
+    for (int k = 0; k < 4; k++) io_reset(&r->io[k]);
+    double t0 = now_seconds();
+    decode_forward(p, x->Q, x->K, x->V, x->table, x->lens, num_splits, O, L, &sram, &r->io[0], &r->io[1]);
+    r->seconds = now_seconds() - t0;
+    decode_forward(p, x->Q, x->K, x->V, x->table, x->lens, 1, O1, L1, &sram, &r->io[2], &r->io[3]);
+    r->sram_high = sram.high_water;
+    sram_free(&sram);
+}
+
 /* ------------------------------------------------------------------------- */
 /* The demonstration program                                                  */
 /* ------------------------------------------------------------------------- */
@@ -225,28 +290,9 @@ static const char USAGE[] =
     "  --block-table i,...  B x pages_per_seq page numbers, row-major (default: shuffled)\n"
     "--sweep io --csv FILE writes counted and closed-form traffic over a grid (make sweep).";
 
-static int report(const char *what, double err, double tol)
-{
-    bool ok = err <= tol;
-    printf("  %-56s %10.3e   <= %.0e   %s\n", what, err, tol, ok ? "ok" : "FAIL");
-    return ok ? 0 : 1;
-}
+static int report(const char *what, double err, double tol) { return report_check(what, 56, err, tol); }
 
 /* Counted terms of the IO model from the two passes' counters. */
-static decode_io counted_terms(const io_counter *sp, const io_counter *cb, int num_splits)
-{
-    decode_io t = {sp->reads[T_K] + sp->reads[T_V], sp->reads[T_Q], 0, 0, 0};
-    uint64_t split_out = sp->writes[T_O] + sp->writes[T_L];
-    if (num_splits == 1) {
-        t.out = split_out;
-    } else {
-        t.partials_written = split_out;
-        t.partials_read = cb->reads[T_O] + cb->reads[T_L];
-        t.out = cb->writes[T_O] + cb->writes[T_L];
-    }
-    return t;
-}
-
 /* Bytes the GPU kernels move for these terms: the cache, Q and O in a
  * 2-byte dtype, L and the partials in fp32 (kernels/stage8_decode.cu). */
 static double gpu_bytes(decode_io t, int d)
@@ -254,50 +300,6 @@ static double gpu_bytes(decode_io t, int d)
     double out_rows = (double)t.out / (d + 1);
     return 2.0 * (double)(t.cache + t.q) + 4.0 * (double)(t.partials_written + t.partials_read) +
            out_rows * (2.0 * d + 4.0);
-}
-
-/* A random paged problem: Q, caches N(0, 1); the pool's pages handed to the
- * block tables' slots in shuffled order (slot t gets a permutation's
- * entry t mod num_pages, so a pool smaller than the tables shares pages). */
-typedef struct {
-    decode_params p;
-    double *Q, *K, *V;
-    int *table, *lens;
-} decode_problem;
-
-static void make_problem(decode_problem *x, rng_t *rng, const int *table_given)
-{
-    decode_params *p = &x->p;
-    size_t slots = (size_t)p->B * p->pages_per_seq, page = (size_t)p->page_size * p->H_kv * p->d;
-    x->Q = xmalloc((size_t)p->B * p->H * p->seqlen_q * p->d, sizeof(double), "Q");
-    x->K = xmalloc((size_t)p->num_pages * page, sizeof(double), "K_cache");
-    x->V = xmalloc((size_t)p->num_pages * page, sizeof(double), "V_cache");
-    x->table = xmalloc(slots, sizeof(int), "block_table");
-    fill_normal(x->Q, (size_t)p->B * p->H * p->seqlen_q * p->d, 0, 1, rng);
-    fill_normal(x->K, (size_t)p->num_pages * page, 0, 1, rng);
-    fill_normal(x->V, (size_t)p->num_pages * page, 0, 1, rng);
-    if (table_given) {
-        memcpy(x->table, table_given, slots * sizeof(int));
-        return;
-    }
-    int *perm = xmalloc((size_t)p->num_pages, sizeof(int), "permutation");
-    for (int i = 0; i < p->num_pages; i++) perm[i] = i;
-    for (int i = p->num_pages - 1; i > 0; i--) {
-        int j = rng_int(rng, 0, i), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    for (size_t t = 0; t < slots; t++) x->table[t] = perm[t % (size_t)p->num_pages];
-    free(perm);
-}
-
-static void free_decode_problem(decode_problem *x)
-{
-    free(x->Q);
-    free(x->K);
-    free(x->V);
-    free(x->table);
-    free(x->lens);
 }
 
 /* --sweep io: counted against closed-form traffic over a grid of batch,
@@ -324,7 +326,7 @@ static int run_sweep(const char *csv_path, int sms, int ctas, uint64_t seed, int
                         *p = (decode_params){Bs[a], 8, Hkvs[c], 64, Sqs[e], pages[g], 0, 0, 0.125, -1, 0};
                         p->pages_per_seq = ceil_div(Ls[f], p->page_size);
                         p->num_pages = p->B * p->pages_per_seq;
-                        make_problem(&x, &rng, NULL);
+                        decode_problem_draw(&x, &rng, 0, 1, NULL);
                         x.lens = xmalloc((size_t)p->B, sizeof(int), "cache_seqlens");
                         for (int b = 0; b < p->B; b++) x.lens[b] = Ls[f];
                         int rule = decode_num_splits(p->B, p->H_kv, Ls[f], sms, ctas);
@@ -340,7 +342,7 @@ static int run_sweep(const char *csv_path, int sms, int ctas, uint64_t seed, int
                             io_reset(&sp);
                             io_reset(&cb);
                             decode_forward(p, x.Q, x.K, x.V, x.table, x.lens, S, O, L, &sram, &sp, &cb);
-                            decode_io t = counted_terms(&sp, &cb, S), fm = decode_io_formula(p, x.lens, S);
+                            decode_io t = decode_io_counted(&sp, &cb, S), fm = decode_io_formula(p, x.lens, S);
                             uint64_t tc = decode_io_total(t), tf = decode_io_total(fm);
                             bad += tc != tf || memcmp(&t, &fm, sizeof t) != 0;
                             double gb = gpu_bytes(t, p->d);
@@ -354,7 +356,7 @@ static int run_sweep(const char *csv_path, int sms, int ctas, uint64_t seed, int
                         }
                         sram_free(&sram);
                         free(O);
-                        free_decode_problem(&x);
+                        decode_problem_free(&x);
                     }
     csv_close(csv);
     printf("stage8 --sweep io: wrote %s (%d rows); counted == formula: %s\n", csv_path, n, bad ? "NO" : "yes");
@@ -363,14 +365,12 @@ static int run_sweep(const char *csv_path, int sms, int ctas, uint64_t seed, int
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
     stage8_flags f;
-    take_flags(&argc, argv, &f);
     options opt;
-    parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_SEED | OPT_MASKS | OPT_SCALE | OPT_SWEEP |
-                      OPT_CSV,
-                  USAGE, &opt);
+    stage8_command_line(&argc, argv,
+                        OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_SEED | OPT_MASKS |
+                            OPT_SCALE | OPT_SWEEP | OPT_CSV,
+                        USAGE, &f, &opt);
     int sms = f.sms ? (int)parse_long("--sms", f.sms, 1, 100000) : 132;
     int ctas = f.ctas ? (int)parse_long("--ctas-per-sm", f.ctas, 1, 64) : 1;
     if (opt.sweep) {
@@ -440,7 +440,7 @@ int main(int argc, char **argv)
         S = (int)parse_long("--splits", f.splits, -1000000, 1000000);
         if (decode_splits_check(S, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
     }
-    make_problem(&x, &rng, table);
+    decode_problem_draw(&x, &rng, 0, 1, table);
     free(table);
 
     int G = p->H / p->H_kv, Sq = p->seqlen_q, d = p->d;
@@ -463,17 +463,8 @@ int main(int argc, char **argv)
     double *out = xmalloc(2 * (nq + rows), sizeof(double), "outputs");
     double *O = out, *L = O + nq, *O1 = L + rows, *L1 = O1 + nq;
     poison(out, 2 * (nq + rows));
-    sram_arena sram;
-    sram_init(&sram, decode_sram_elements(p));
-    io_counter sp, cb, sp1, cb1;
-    io_reset(&sp);
-    io_reset(&cb);
-    io_reset(&sp1);
-    io_reset(&cb1);
-    double t0 = now_seconds();
-    decode_forward(p, x.Q, x.K, x.V, x.table, x.lens, S, O, L, &sram, &sp, &cb);
-    double t_split = now_seconds() - t0;
-    decode_forward(p, x.Q, x.K, x.V, x.table, x.lens, 1, O1, L1, &sram, &sp1, &cb1);
+    decode_pair run;
+    decode_forward_pair(&x, S, O, L, O1, L1, &run);
 
     /* The reference: stage 1 on each sequence's dense K, V. */
     int failed = 0;
@@ -527,12 +518,12 @@ int main(int argc, char **argv)
     printf("  %-56s %10zu rows  %s\n", "splits = 1 bitwise where only split 0 has keys", bitwise_rows,
            bitwise_bad ? "FAIL" : "ok");
     failed += bitwise_bad != 0;
-    printf("  %-56s %10zu   <= %zu   %s\n", "SRAM high-water mark (elements)", sram.high_water,
-           decode_sram_elements(p), sram.high_water <= decode_sram_elements(p) ? "ok" : "FAIL");
-    failed += sram.high_water > decode_sram_elements(p);
+    printf("  %-56s %10zu   <= %zu   %s\n", "SRAM high-water mark (elements)", run.sram_high,
+           decode_sram_elements(p), run.sram_high <= decode_sram_elements(p) ? "ok" : "FAIL");
+    failed += run.sram_high > decode_sram_elements(p);
 
-    decode_io c = counted_terms(&sp, &cb, S), fm = decode_io_formula(p, x.lens, S);
-    decode_io c1 = counted_terms(&sp1, &cb1, 1), fm1 = decode_io_formula(p, x.lens, 1);
+    decode_io c = decode_io_counted(&run.io[0], &run.io[1], S), fm = decode_io_formula(p, x.lens, S);
+    decode_io c1 = decode_io_counted(&run.io[2], &run.io[3], 1), fm1 = decode_io_formula(p, x.lens, 1);
     printf("\nslow-memory traffic, counted while running (elements; the closed form of stage8_decode.h)\n");
     printf("  %-34s %13s %13s %6s   %s\n", "", "counted", "formula", "equal", "formula");
 #define ROW(name, a, b, text)                                                                           \
@@ -553,12 +544,11 @@ int main(int argc, char **argv)
     printf("  on the GPU (cache, Q, O in 2 bytes; L, partials in 4): %.6g bytes with %d splits, %.6g with one;\n"
            "  the cache is %.1f%% of them, the partials %.2f%%; wall time %.4f s\n",
            gb, S, gb1, 100.0 * 2.0 * (double)c.cache / gb,
-           100.0 * 4.0 * (double)(c.partials_written + c.partials_read) / gb, t_split);
+           100.0 * 4.0 * (double)(c.partials_written + c.partials_read) / gb, run.seconds);
 
     printf("\nstage8: %s\n", failed ? "FAILED" : "all checks passed");
-    sram_free(&sram);
     free(out);
-    free_decode_problem(&x);
+    decode_problem_free(&x);
     return outputs_finish(failed ? EXIT_CHECK_FAILED : 0);
 }
 #endif /* STAGE_NO_MAIN */

@@ -78,4 +78,41 @@ void decode_forward(const decode_params *p, const double *Q, const double *K_cac
 void decode_gather_dense(const decode_params *p, const double *cache, const int *block_table, int b,
                          int len, double *out);
 
+/* The counted terms of the IO model from the two passes' counters (split:
+ * sp, combine: cb, as decode_forward fills them). */
+decode_io decode_io_counted(const io_counter *sp, const io_counter *cb, int num_splits);
+
+/* One paged problem in host memory, fp64: Q (B, H, seqlen_q, d) of nq
+ * elements, the K and V pools (num_pages, page_size, H_kv, d) of pool
+ * elements, block_table (B, pages_per_seq), cache_seqlens `lens` (B,). */
+typedef struct {
+    decode_params p;
+    double *Q, *K, *V;
+    int *table, *lens;
+    size_t nq, pool;
+} decode_problem;
+
+/* Random tensors for x->p: Q and K ~ N(0, 1), V ~ N(v_mean, v_sd^2), drawn
+ * in that order; the block table table_given (copied) or, when NULL, the
+ * pool's pages handed to the slots in shuffled order (slot t gets a
+ * permutation's entry t mod num_pages, so a pool smaller than the tables
+ * shares pages). lens is left as it is (the caller's: lengths are what each
+ * program chooses). */
+void decode_problem_draw(decode_problem *x, rng_t *rng, double v_mean, double v_sd, const int *table_given);
+/* Frees Q, K, V, table and lens (each may be NULL). */
+void decode_problem_free(decode_problem *x);
+
+/* The split run and the one-split run of one problem side by side (the
+ * checks compare them): O, L from num_splits, O1, L1 from 1 split, the
+ * counters io[0], io[1] (split, combine) of the first and io[2], io[3] of
+ * the second, the SRAM high-water mark over both, the first run's wall
+ * time in seconds. */
+typedef struct {
+    io_counter io[4];
+    size_t sram_high;
+    double seconds;
+} decode_pair;
+void decode_forward_pair(const decode_problem *x, int num_splits, double *O, double *L, double *O1, double *L1,
+                         decode_pair *r);
+
 #endif /* FA_STAGE8_DECODE_H */

@@ -70,81 +70,54 @@ static const gcase SMALL[] = {
 };
 
 typedef struct {
-    decode_params p;
+    decode_problem x;     /* fp64, the dtype's values */
     int splits, max_len;
-    double *Q, *K, *V;    /* fp64, the dtype's values */
-    int *table, *lens;
-    size_t nq, pool;
 } host_case;
 
 static void build(host_case *c, const decode_params *p, const int *lens_given, int splits, int sms, int dtype,
                   rng_t *rng)
 {
     memset(c, 0, sizeof *c);
-    c->p = *p;
-    int B = p->B, slots = B * p->pages_per_seq;
-    c->nq = (size_t)B * p->H * p->seqlen_q * p->d;
-    c->pool = (size_t)p->num_pages * p->page_size * p->H_kv * p->d;
-    c->Q = xmalloc(c->nq, sizeof(double), "Q");
-    c->K = xmalloc(c->pool, sizeof(double), "K_cache");
-    c->V = xmalloc(c->pool, sizeof(double), "V_cache");
-    fill_normal(c->Q, c->nq, 0, 1, rng);
-    fill_normal(c->K, c->pool, 0, 1, rng);
-    fill_normal(c->V, c->pool, 0, 1, rng);
+    c->x.p = *p;
+    int B = p->B;
+    decode_problem_draw(&c->x, rng, 0, 1, NULL);
     /* the values the GPU holds, so that the reference sees the same inputs */
-    void *tmp = xmalloc(c->pool > c->nq ? c->pool : c->nq, 2, "dtype copy");
-    fa_host_from_double(tmp, c->Q, c->nq, dtype);
-    fa_host_to_double(c->Q, tmp, c->nq, dtype);
-    fa_host_from_double(tmp, c->K, c->pool, dtype);
-    fa_host_to_double(c->K, tmp, c->pool, dtype);
-    fa_host_from_double(tmp, c->V, c->pool, dtype);
-    fa_host_to_double(c->V, tmp, c->pool, dtype);
+    void *tmp = xmalloc(c->x.pool > c->x.nq ? c->x.pool : c->x.nq, 2, "dtype copy");
+    fa_host_from_double(tmp, c->x.Q, c->x.nq, dtype);
+    fa_host_to_double(c->x.Q, tmp, c->x.nq, dtype);
+    fa_host_from_double(tmp, c->x.K, c->x.pool, dtype);
+    fa_host_to_double(c->x.K, tmp, c->x.pool, dtype);
+    fa_host_from_double(tmp, c->x.V, c->x.pool, dtype);
+    fa_host_to_double(c->x.V, tmp, c->x.pool, dtype);
     free(tmp);
-    c->table = xmalloc((size_t)slots, sizeof(int), "block_table");
-    int *perm = xmalloc((size_t)p->num_pages, sizeof(int), "perm");
-    for (int i = 0; i < p->num_pages; i++) perm[i] = i;
-    for (int i = p->num_pages - 1; i > 0; i--) {
-        int j = rng_int(rng, 0, i), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    for (int t = 0; t < slots; t++) c->table[t] = perm[t % p->num_pages];
-    free(perm);
-    c->lens = xmalloc((size_t)B, sizeof(int), "cache_seqlens");
+    c->x.lens = xmalloc((size_t)B, sizeof(int), "cache_seqlens");
     int cap = (int)decode_capacity(p);
-    if (lens_given) memcpy(c->lens, lens_given, (size_t)B * sizeof(int));
+    if (lens_given) memcpy(c->x.lens, lens_given, (size_t)B * sizeof(int));
     else {
-        for (int b = 0; b < B; b++) c->lens[b] = rng_int(rng, 0, cap);
-        if (B >= 3) c->lens[0] = 0;
-        if (B >= 2) c->lens[B >= 3] = 1;
-        c->lens[B - 1] = cap;
+        for (int b = 0; b < B; b++) c->x.lens[b] = rng_int(rng, 0, cap);
+        if (B >= 3) c->x.lens[0] = 0;
+        if (B >= 2) c->x.lens[B >= 3] = 1;
+        c->x.lens[B - 1] = cap;
     }
     c->max_len = 0;
-    for (int b = 0; b < B; b++) c->max_len = c->lens[b] > c->max_len ? c->lens[b] : c->max_len;
+    for (int b = 0; b < B; b++) c->max_len = c->x.lens[b] > c->max_len ? c->x.lens[b] : c->max_len;
     c->splits = splits > 0 ? splits : fa_decode_num_splits(dtype, p, c->max_len, sms);
 }
 
-static void release(host_case *c)
-{
-    free(c->Q);
-    free(c->K);
-    free(c->V);
-    free(c->table);
-    free(c->lens);
-}
+static void release(host_case *c) { decode_problem_free(&c->x); }
 
 /* The cache as the device gets it: rows no query of any sequence may read
  * are NaN (a kernel that reads one puts a NaN in some output). */
 static void cache_for_device(const host_case *c, const double *src, void *dst, int dtype)
 {
-    const decode_params *p = &c->p;
+    const decode_params *p = &c->x.p;
     size_t row = (size_t)p->H_kv * p->d, rows = (size_t)p->num_pages * p->page_size;
     unsigned char *need = xcalloc(rows, 1, "rows read");
     for (int b = 0; b < p->B; b++) {
         int lo, hi;
-        decode_key_range(p, c->lens[b], &lo, &hi);
+        decode_key_range(p, c->x.lens[b], &lo, &hi);
         for (int j = lo; j < hi; j++)
-            need[(size_t)c->table[(size_t)b * p->pages_per_seq + j / p->page_size] * p->page_size +
+            need[(size_t)c->x.table[(size_t)b * p->pages_per_seq + j / p->page_size] * p->page_size +
                  (size_t)(j % p->page_size)] = 1;
     }
     double *x = xmalloc(rows * row, sizeof(double), "cache copy");
@@ -158,12 +131,12 @@ static void cache_for_device(const host_case *c, const double *src, void *dst, i
 /* One GPU run: O, L back in fp64 (poisoned before the kernels). */
 static int gpu_run(const host_case *c, int dtype, int splits, double *O, double *L)
 {
-    const decode_params *p = &c->p;
+    const decode_params *p = &c->x.p;
     size_t es = fa_dtype_bytes(dtype), rows = (size_t)p->B * p->H * p->seqlen_q;
     size_t ws = fa_decode_workspace_bytes(p, splits);
-    void *hq = xmalloc(c->pool > c->nq ? c->pool : c->nq, es, "host staging");
-    void *dq = fa_malloc(c->nq * es), *dk = fa_malloc(c->pool * es), *dv = fa_malloc(c->pool * es);
-    void *dout = fa_malloc(c->nq * es), *dw = ws ? fa_malloc(ws) : NULL;
+    void *hq = xmalloc(c->x.pool > c->x.nq ? c->x.pool : c->x.nq, es, "host staging");
+    void *dq = fa_malloc(c->x.nq * es), *dk = fa_malloc(c->x.pool * es), *dv = fa_malloc(c->x.pool * es);
+    void *dout = fa_malloc(c->x.nq * es), *dw = ws ? fa_malloc(ws) : NULL;
     float *dl = fa_malloc(rows * sizeof(float));
     int *dt = fa_malloc((size_t)p->B * p->pages_per_seq * sizeof(int)), *dlens = fa_malloc((size_t)p->B * sizeof(int));
     int rc = FA_ERR_CUDA;
@@ -171,15 +144,15 @@ static int gpu_run(const host_case *c, int dtype, int splits, double *O, double 
         fprintf(stderr, "stage8_gpu: device allocation failed\n");
         goto done;
     }
-    fa_host_from_double(hq, c->Q, c->nq, dtype);
-    fa_copy_to_device(dq, hq, c->nq * es);
-    cache_for_device(c, c->K, hq, dtype);
-    fa_copy_to_device(dk, hq, c->pool * es);
-    cache_for_device(c, c->V, hq, dtype);
-    fa_copy_to_device(dv, hq, c->pool * es);
-    fa_copy_to_device(dt, c->table, (size_t)p->B * p->pages_per_seq * sizeof(int));
-    fa_copy_to_device(dlens, c->lens, (size_t)p->B * sizeof(int));
-    fa_poison(dout, c->nq * es);
+    fa_host_from_double(hq, c->x.Q, c->x.nq, dtype);
+    fa_copy_to_device(dq, hq, c->x.nq * es);
+    cache_for_device(c, c->x.K, hq, dtype);
+    fa_copy_to_device(dk, hq, c->x.pool * es);
+    cache_for_device(c, c->x.V, hq, dtype);
+    fa_copy_to_device(dv, hq, c->x.pool * es);
+    fa_copy_to_device(dt, c->x.table, (size_t)p->B * p->pages_per_seq * sizeof(int));
+    fa_copy_to_device(dlens, c->x.lens, (size_t)p->B * sizeof(int));
+    fa_poison(dout, c->x.nq * es);
     fa_poison(dl, rows * sizeof(float));
     if (dw) fa_poison(dw, ws);
     fa_decode_ptrs x = {dq, dk, dv, dt, dlens, dout, dl, dw, ws};
@@ -189,8 +162,8 @@ static int gpu_run(const host_case *c, int dtype, int splits, double *O, double 
         fprintf(stderr, "stage8_gpu: %s\n", fa_error_string());
         goto done;
     }
-    fa_copy_to_host(hq, dout, c->nq * es);
-    fa_host_to_double(O, hq, c->nq, dtype);
+    fa_copy_to_host(hq, dout, c->x.nq * es);
+    fa_host_to_double(O, hq, c->x.nq, dtype);
     float *lf = xmalloc(rows, sizeof(float), "L");
     fa_copy_to_host(lf, dl, rows * sizeof(float));
     for (size_t r = 0; r < rows; r++) L[r] = lf[r];
@@ -218,13 +191,13 @@ static double err_of(const double *got, const double *ref, size_t n, double scal
 /* Run one case in one dtype: returns 0 on PASS. */
 static int run_case(const char *name, host_case *c, int dtype, uint64_t seed)
 {
-    const decode_params *p = &c->p;
-    size_t nq = c->nq, rows = (size_t)p->B * p->H * p->seqlen_q;
+    const decode_params *p = &c->x.p;
+    size_t nq = c->x.nq, rows = (size_t)p->B * p->H * p->seqlen_q;
     double *buf = xmalloc(3 * (nq + rows), sizeof(double), "outputs");
     double *rO = buf, *rL = rO + nq, *O = rL + rows, *L = O + nq, *O1 = L + rows, *L1 = O1 + nq;
     sram_arena sram;
     sram_init(&sram, decode_sram_elements(p));
-    decode_forward(p, c->Q, c->K, c->V, c->table, c->lens, 1, rO, rL, &sram, NULL, NULL);
+    decode_forward(p, c->x.Q, c->x.K, c->x.V, c->x.table, c->x.lens, 1, rO, rL, &sram, NULL, NULL);
     sram_free(&sram);
     char tag[160];
     snprintf(tag, sizeof tag, "stage8-gpu %s %s d%d splits %d", name, fa_dtype_name(dtype), p->d, c->splits);
@@ -233,7 +206,7 @@ static int run_case(const char *name, host_case *c, int dtype, uint64_t seed)
         free(buf);
         return 1;
     }
-    double mV = max_abs_finite(c->V, c->pool), Ls = fmax(1.0, max_abs_finite(rL, rows));
+    double mV = max_abs_finite(c->x.V, c->x.pool), Ls = fmax(1.0, max_abs_finite(rL, rows));
     double tolO = 2 * fa_unit_roundoff(dtype), tolL = 1e-5;
     double eO = err_of(O, rO, nq, mV), eL = err_of(L, rL, rows, Ls);
     double eO1 = err_of(O1, rO, nq, mV), eL1 = err_of(L1, rL, rows, Ls);
@@ -242,7 +215,7 @@ static int run_case(const char *name, host_case *c, int dtype, uint64_t seed)
     size_t bit_rows = 0, bit_bad = 0, Sq = (size_t)p->seqlen_q, d = (size_t)p->d, hq = (size_t)p->H * Sq;
     for (int b = 0; b < p->B; b++) {
         int lo, hi, k0, k1;
-        decode_key_range(p, c->lens[b], &lo, &hi);
+        decode_key_range(p, c->x.lens[b], &lo, &hi);
         decode_split_range(hi - lo, c->splits, 0, &k0, &k1);
         if (k1 - k0 != hi - lo) continue;
         bit_rows += hq;
@@ -252,7 +225,7 @@ static int run_case(const char *name, host_case *c, int dtype, uint64_t seed)
     bool ok = eO <= tolO && eL <= tolL && eO1 <= tolO && eL1 <= tolL && bad == 0 && bit_bad == 0;
     /* every short sequence lies in split 0, so the bitwise check covers them all */
     bool short_all = true;
-    for (int b = 0; b < p->B; b++) short_all &= c->lens[b] <= DECODE_BLOCK_N;
+    for (int b = 0; b < p->B; b++) short_all &= c->x.lens[b] <= DECODE_BLOCK_N;
     if (short_all && bit_rows != rows) ok = false;
     char seedtxt[48] = "";
     if (!ok) snprintf(seedtxt, sizeof seedtxt, " [seed %llu]", (unsigned long long)seed);
@@ -274,14 +247,12 @@ static decode_params params_of(const gcase *g, int d, double scale_given)
 
 int main(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
     stage8_flags f;
-    take_flags(&argc, argv, &f);
     options opt;
-    parse_options(argc, argv,
-                  OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_SEED | OPT_MASKS | OPT_SCALE | OPT_SWEEP |
-                      OPT_DTYPE | OPT_FP16 | OPT_BF16,
-                  USAGE, &opt);
+    stage8_command_line(&argc, argv,
+                        OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_SEED | OPT_MASKS |
+                            OPT_SCALE | OPT_SWEEP | OPT_DTYPE | OPT_FP16 | OPT_BF16,
+                        USAGE, &f, &opt);
     uint64_t seed = (opt.given & OPT_SEED) ? opt.seed : fresh_seed();
     rng_t rng;
     rng_seed(&rng, seed);

@@ -44,14 +44,7 @@
 #include "test_report.h"
 #include "tolerances.h"
 
-typedef struct {
-    decode_params p;
-    double *Q, *K, *V;
-    int *table, *lens;
-    size_t pool;
-} problem;
-
-static void draw(problem *x, rng_t *rng)
+static void draw(decode_problem *x, rng_t *rng)
 {
     decode_params *p = &x->p;
     int G = rng_int(rng, 1, 4);
@@ -73,24 +66,7 @@ static void draw(problem *x, rng_t *rng)
         p->window_size_left = rng_int(rng, -1, 80);
         p->window_size_right = rng_int(rng, -1, 3);
     }
-    x->pool = (size_t)p->num_pages * p->page_size * p->H_kv * p->d;
-    size_t nq = (size_t)p->B * p->H * p->seqlen_q * p->d;
-    x->Q = xmalloc(nq, sizeof(double), "Q");
-    x->K = xmalloc(x->pool, sizeof(double), "K");
-    x->V = xmalloc(x->pool, sizeof(double), "V");
-    fill_normal(x->Q, nq, 0, 1, rng);
-    fill_normal(x->K, x->pool, 0, 1, rng);
-    fill_normal(x->V, x->pool, 0.5, 2, rng);
-    x->table = xmalloc((size_t)slots, sizeof(int), "table");
-    int *perm = xmalloc((size_t)p->num_pages, sizeof(int), "perm");
-    for (int i = 0; i < p->num_pages; i++) perm[i] = i;
-    for (int i = p->num_pages - 1; i > 0; i--) {
-        int j = rng_int(rng, 0, i), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    for (int t = 0; t < slots; t++) x->table[t] = perm[t % p->num_pages];
-    free(perm);
+    decode_problem_draw(x, rng, 0.5, 2, NULL);
     x->lens = xmalloc((size_t)p->B, sizeof(int), "lens");
     for (int b = 0; b < p->B; b++) x->lens[b] = rng_int(rng, 0, cap);
     if (p->B >= 3) {
@@ -103,30 +79,7 @@ static void draw(problem *x, rng_t *rng)
             x->table[(size_t)b * p->pages_per_seq + j] = -7;
 }
 
-static void release(problem *x)
-{
-    free(x->Q);
-    free(x->K);
-    free(x->V);
-    free(x->table);
-    free(x->lens);
-}
-
 static bool same_io(decode_io a, decode_io b) { return memcmp(&a, &b, sizeof a) == 0; }
-
-/* Counted terms from the two passes' counters (as stage 8 prints them). */
-static decode_io counted(const io_counter *sp, const io_counter *cb, int S)
-{
-    decode_io t = {sp->reads[T_K] + sp->reads[T_V], sp->reads[T_Q], 0, 0, 0};
-    uint64_t w = sp->writes[T_O] + sp->writes[T_L];
-    if (S == 1) t.out = w;
-    else {
-        t.partials_written = w;
-        t.partials_read = cb->reads[T_O] + cb->reads[T_L];
-        t.out = cb->writes[T_O] + cb->writes[T_L];
-    }
-    return t;
-}
 
 int main(int argc, char **argv)
 {
@@ -139,7 +92,7 @@ int main(int argc, char **argv)
     int io_bad = 0, sram_bad = 0, empty_bad = 0, bit_bad = 0, check_bad = 0;
     size_t bit_rows = 0, empty_seqs = 0;
     for (int n = 0; n < draws; n++) {
-        problem x;
+        decode_problem x;
         draw(&x, &rng);
         decode_params *p = &x.p;
         char why[256];
@@ -154,18 +107,13 @@ int main(int argc, char **argv)
         double *buf = xmalloc(3 * (nq + rows), sizeof(double), "outputs");
         double *O = buf, *L = O + nq, *O1 = L + rows, *L1 = O1 + nq, *Or = L1 + rows, *Lr = Or + nq;
         poison(buf, 3 * (nq + rows));
-        sram_arena sram;
+        decode_pair run;
+        decode_forward_pair(&x, S, O, L, O1, L1, &run);
+        io_bad += !same_io(decode_io_counted(&run.io[0], &run.io[1], S), decode_io_formula(p, x.lens, S));
+        io_bad += !same_io(decode_io_counted(&run.io[2], &run.io[3], 1), decode_io_formula(p, x.lens, 1));
+        sram_bad += run.sram_high > decode_sram_elements(p);
+        sram_arena sram;   /* for the passes run one by one below */
         sram_init(&sram, decode_sram_elements(p));
-        io_counter sp, cb, sp1, cb1;
-        io_reset(&sp);
-        io_reset(&cb);
-        io_reset(&sp1);
-        io_reset(&cb1);
-        decode_forward(p, x.Q, x.K, x.V, x.table, x.lens, S, O, L, &sram, &sp, &cb);
-        decode_forward(p, x.Q, x.K, x.V, x.table, x.lens, 1, O1, L1, &sram, &sp1, &cb1);
-        io_bad += !same_io(counted(&sp, &cb, S), decode_io_formula(p, x.lens, S));
-        io_bad += !same_io(counted(&sp1, &cb1, 1), decode_io_formula(p, x.lens, 1));
-        sram_bad += sram.high_water > decode_sram_elements(p);
 
         /* the partials merged last split first */
         if (S > 1) {
@@ -224,7 +172,7 @@ int main(int argc, char **argv)
         }
         sram_free(&sram);
         free(buf);
-        release(&x);
+        decode_problem_free(&x);
     }
     result(worst_ref <= FLASH_FWD_TOL, "decode vs stage 1 (paged, split, grouped, masked, fresh shapes)",
            "%d draws, worst %.3e <= %.0e", draws, worst_ref, FLASH_FWD_TOL);

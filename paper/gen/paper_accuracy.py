@@ -107,7 +107,8 @@ def gpu_values():
     v = {"acc_gpu_status": "absent" if rows is None else "present"}
     for k in ("acc_gpu_cost", "acc_gpu_cost_N", "acc_gpu_commit", "acc_gpu_date", "acc_gpu_gpu",
               "acc_gpu_ours_max", "acc_gpu_keep_min", "acc_gpu_math_max", "acc_gpu_cudnn_nan",
-              "acc_gpu_flash_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2"):
+              "acc_gpu_flash_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
+              "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes"):
         v[k] = "n/a"
     if rows is None:
         return v
@@ -144,8 +145,25 @@ def gpu_values():
         ratios = [num(r["time_ratio"]) for r in t]
         lo, hi = min(ratios), max(ratios)
         v["acc_gpu_cost"] = f"{(lo - 1) * 100:+.1f}% to {(hi - 1) * 100:+.1f}%"
-        v["acc_gpu_cost_N"] = f"N = {t[0]['seqlen']}, d = {t[0]['d']}, {t[0]['note'].split(';')[0]}"
+        Ns = sorted({int(r["seqlen"]) for r in t})
+        ds = sorted({int(r["d"]) for r in t})
+        v["acc_gpu_cost_N"] = (f"N = {Ns[0]} to {Ns[-1]}, d = {' and '.join(map(str, ds))}" if len(Ns) > 1
+                               else f"N = {t[0]['seqlen']}, d = {t[0]['d']}, {t[0]['note'].split(';')[0]}")
         v["acc_gpu_default"] = "the default" if hi < 1.03 else "not under 3% everywhere"
+        if all(r.get("auto") not in (None, "") for r in t):   # rows that carry the auto mode's choice
+            on = [num(r["time_ratio"]) - 1 for r in t if r["auto"] == "1"]
+            off = [num(r["time_ratio"]) - 1 for r in t if r["auto"] == "0"]
+            if on:
+                v["acc_gpu_auto_max"] = f"{max(on) * 100:.1f}%"
+            if off:
+                v["acc_gpu_off_min"] = f"{min(off) * 100:.1f}%"
+            first = {}
+            for r in t:
+                if r["auto"] == "1":
+                    key = ("causal" if r["causal"] == "1" else "no mask", int(r["d"]))
+                    first[key] = min(first.get(key, 1 << 30), int(r["seqlen"]))
+            v["acc_gpu_auto_shapes"] = "; ".join(f"{m}, d = {d}: N >= {n}" for (m, d), n in sorted(first.items())) \
+                or "none"
     return v
 
 
@@ -199,7 +217,38 @@ def write_table(out):
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     t = [r for r in rows if r["kind"] == "time"]
-    if t:
+    if t and all(r.get("predicted_ratio") not in (None, "") for r in t):
+        # the cost in percent of the backward, measured per version and predicted (fa_bwd_center_cost)
+        ds = sorted({int(r["d"]) for r in t})
+        vers = []
+        for r in t:
+            if r["impl"] not in vers:
+                vers.append(r["impl"])
+        head = ["N, mask"] + [f"predicted d={d}" for d in ds] + [f"{o.split('_')[1]} d={d}" for o in vers for d in ds]
+        lines.append("Cost of the centering in percent of one backward's time (bf16, B N = "
+                     f"{int(t[0]['B']) * int(t[0]['seqlen'])}, {t[0]['note'].split(';')[1].strip()}; "
+                     "predicted: fa_bwd_center_cost; * where the auto mode centers):\n")
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        for causal in ("0", "1"):
+            for N in sorted({int(r["seqlen"]) for r in t}):
+                at = {(r["impl"], int(r["d"])): r for r in t if r["seqlen"] == str(N) and r["causal"] == causal}
+                if not at:
+                    continue
+
+                def pct(x):
+                    return f"{(x - 1) * 100:.1f}"
+                row = [f"{N} {'causal' if causal == '1' else 'full'}"]
+                for d in ds:
+                    r = next((r for (i, dd), r in at.items() if dd == d), None)
+                    row.append("--" if r is None else pct(num(r["predicted_ratio"])) + ("*" if r["auto"] == "1" else ""))
+                for o in vers:
+                    for d in ds:
+                        r = at.get((o, d))
+                        row.append("--" if r is None else pct(num(r["time_ratio"])))
+                lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    elif t:
         lines.append("Time of one backward with and without the centering (bf16, "
                      f"$N$ = {t[0]['seqlen']}, $d$ = {t[0]['d']}, {t[0]['note'].split(';')[0]}):\n")
         lines.append("| version | mask | centered [ms] | as given [ms] | ratio |")

@@ -27,24 +27,16 @@ import os
 import sys
 import traceback
 
+import skips   # tests/gpu/, beside this file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GROUPS = ["decode_op-errors", "decode_op-cases", "decode_op-splits", "decode_op-unpaged"]
 
-
-def skip_all(why):
-    for g in GROUPS:
-        print(f"SKIP {g}: {why}")
-    sys.exit(0)
-
-
-try:
-    import torch
-except ImportError:
-    skip_all("torch is not installed")
+torch = skips.need_torch(GROUPS)
 if not torch.cuda.is_available():
-    skip_all("no CUDA GPU")
+    skips.skip_all(GROUPS, "no CUDA GPU")
 if not os.path.exists(os.path.join(ROOT, "build", "libfa_gpu.so")):
-    skip_all("build/libfa_gpu.so is not built")
+    skips.skip_all(GROUPS, "build/libfa_gpu.so is not built")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import decode_op  # noqa: E402
 import flash_op  # noqa: E402

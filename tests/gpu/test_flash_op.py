@@ -82,6 +82,8 @@ import time
 import traceback
 import warnings
 
+import skips   # tests/gpu/, beside this file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEV = "cuda"
 GROUPS = ["flash_op-errors", "flash_op-grad", "flash_op-deterministic", "flash_op-noncontiguous",
@@ -93,17 +95,12 @@ PLUMBING = GROUPS[3:7]
 
 
 def skip_all(why, groups=GROUPS):
-    for g in groups:
-        print(f"SKIP {g}: {why}")
-    sys.exit(0)
+    skips.skip_all(groups, why)
 
 
-try:
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:
-    skip_all("torch is not installed (the GPU machine has it)")
+torch = skips.need_torch(GROUPS)
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import flash_op  # noqa: E402
@@ -592,14 +589,40 @@ def strided_tests(gen):
     qs, ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     acc = lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True,  # noqa: E731
                                           return_lse=True, accurate_dq=True)
+    keep = lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True,  # noqa: E731
+                                           return_lse=True, accurate_dq=False)
     base, got, plain = (_run_grads(acc, q, k, v, do), _run_grads(acc, qs, ks, vs, do),
-                        _run_grads(_det(True), q, k, v, do))
+                        _run_grads(keep, q, k, v, do))
     bad = [f"{t} differs" for t in _diff(base, got)]
     errs = {t: rel_err(base[t], plain[t].double()) for t in ("dQ", "dK", "dV")}
     bad += [f"{t} off the uncentered backward by {e:.3g} > 4 eps" for t, e in errs.items()
             if not e <= 4 * EPS["bf16"]]
     _report("flash_op-strided accurate-dq", bad, "(B, S, H, d) views vs contiguous with K centered, "
             "bitwise; against the uncentered backward " + ", ".join(f"{t} {e:.1e}" for t, e in errs.items()))
+    # accurate_dq=None: the library's rule (fa_bwd_center_auto) picks centered or as given, bitwise
+    # one of the two; one shape where it centers and one where it does not
+    lib, bad, seen = flash_op.library(), [], []
+    for B, H, N in ((1, 2, 256), (2, 8, 4096), (4, 8, 8192), (8, 8, 8192)):
+        q, k, v, do = _inputs(gen, B, H, H, N, N, 64)
+        auto = lib.fa_bwd_center_auto(fa.BF16, ctypes.byref(flash_op.problem(q, k, False)))
+        if auto in seen:
+            continue
+        seen.append(auto)
+        runs = {a: _run_grads(lambda x, y, z, a=a: flash_attention(x, y, z, deterministic=True, return_lse=True,
+                                                                  accurate_dq=a), q, k, v, do)
+                for a in (None, True, False)}
+        bad += [f"B={B} H={H} N={N}: auto={auto} but accurate_dq=None differs from "
+                f"accurate_dq={bool(auto)} in {t}" for t in _diff(runs[None], runs[bool(auto)])]
+    if seen != [0, 1]:
+        bad.append(f"the shapes tried gave auto = {seen}, not both 0 and 1")
+    try:
+        flash_attention(q, k, v, accurate_dq="yes")
+        bad.append("accurate_dq='yes' was accepted")
+    except (ValueError, RuntimeError, TypeError) as ex:
+        if "accurate_dq" not in str(ex):
+            bad.append(f"accurate_dq='yes' refused without naming it: {ex}")
+    _report("flash_op accurate-dq auto", bad, "accurate_dq=None bitwise as the rule's choice "
+            f"(fa_bwd_center_auto gave {seen} on the shapes run); a bad value refused")
     B, S, H, d = 2, 256, 4, 64
     qkv = torch.randn(B, S, 3, H, d, generator=gen, device=DEV).to(torch.bfloat16)
     do = torch.randn(B, H, S, d, generator=gen, device=DEV).to(torch.bfloat16)

@@ -3,7 +3,9 @@
  * forward pass for sliding-window causal attention (i - W < j <= i).
  *
  * Same shape as flash_forward (src/stage3_tiled.c), deliberately: the
- * exercise is to write it again for the window. Query block [i0, i1)
+ * exercise is to write it again for the window, and a learner's file must
+ * read whole, so it calls no helper of stage 3's (its SRAM arena is every
+ * tiled forward's, stage 8's decode too). Query block [i0, i1)
  * can only see keys in [i0 - W + 1, i1 - 1]: the union of its rows'
  * windows, which is one interval because consecutive windows overlap. So
  * it visits exactly the key blocks that meet that interval and skips the
