@@ -414,7 +414,10 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
  * No cycle of waits: a warpgroup's waits in step s are on the producer's
  * stage s (freed by both consumers in step s - 2), on the other's turn
  * hand-over of step s (warpgroup 1) or s - 1 (warpgroup 0) and on the
- * other's dS^T of step s - 1. dK, dV: step 2's products in step 2's order. */
+ * other's dS^T of step s - 1. dK, dV: step 2's products in step 2's order.
+ * Its set-up and per-step products repeat hb_consumer's lines by design:
+ * the steps stay whole and selectable side by side (FA_BWD3_STEP), as
+ * forward version 3's do, so each is measured as it was written. */
 template <typename T, int D>
 __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const CUtensorMap *tmdQ, hb_walk w,
                              int steps, int b, int hk, int j0)

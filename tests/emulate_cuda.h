@@ -6,9 +6,9 @@
  * arrays for __shared__ memory (one block runs at a time), bf16 as its bits
  * and fp16 as _Float16, both rounded to nearest even. What it checks is the
  * arithmetic and indexing of the source, never the GPU's memory ordering or
- * timing. tests/emulate_center.cpp includes it; emulate_decode.cpp spells
- * the same pieces beside the extra ones its kernels need (mma, byte_perm)
- * and moves onto this header with one include.
+ * timing. tests/emulate_center.cpp includes it; emulate_decode.cpp shares
+ * its keywords (tests/emulate_defs.h) and keeps its own warp model beside
+ * the extra pieces its kernels need (mma, byte_perm).
  */
 #ifndef FA_EMULATE_CUDA_H
 #define FA_EMULATE_CUDA_H
@@ -20,14 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__ static
-#define __restrict__
-#define __align__(n) __attribute__((aligned(n)))
-struct uint4 { unsigned x, y, z, w; };
+#include "emulate_defs.h"
 struct D3 { int x, y, z; };
 thread_local D3 threadIdx, blockIdx, gridDim;
 static std::barrier<> *g_bar;

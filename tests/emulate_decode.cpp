@@ -29,14 +29,7 @@
 #include "mask.h"
 #include "merge.h"
 #include "decode_plan.h"
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__ static
-#define __restrict__
-#define __align__(n) __attribute__((aligned(n)))
-struct uint4 { unsigned x, y, z, w; };
+#include "emulate_defs.h"
 static uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 struct D3 { int x, y, z; };
 thread_local D3 threadIdx, blockIdx;

@@ -14,6 +14,16 @@ import sys  # noqa: F401
 from claimlib import *  # noqa: F401,F403
 
 
+def gen_values(t, name):
+    """The values of generator paper/gen/<name>.py, each recorded in the
+    claims table's value list (t.value), returned as a dict."""
+    import importlib
+    v = importlib.import_module(name).values()
+    for k, x in v.items():
+        t.value(k, x)
+    return v
+
+
 # ---------------------------------------------------------------------------
 # The FlashAttention paper's Figure 2, and the H200
 # ---------------------------------------------------------------------------
@@ -353,9 +363,7 @@ def v3_measured(t):
     """What the device run of data/gpu/v3_steps.csv and v3_ncu.txt measured
     (paper/gen/paper_v3.py): the default step against SDPA cuDNN and flash,
     each step's gain, the counters that say what limits it."""
-    import paper_v3
-    for k, v in paper_v3.values().items():
-        t.value(k, v)
+    gen_values(t, "paper_v3")
 
 
 @claim
@@ -363,10 +371,7 @@ def bwd_measured(t):
     """What the final device run measured of the GPU backward (chapter 04b,
     paper/gen/paper_bwd.py): ratios to SDPA flash and cuDNN, determinism's
     cost, the bytes beside the IO model."""
-    import paper_bwd
-    v = paper_bwd.values()
-    for k, x in v.items():
-        t.value(k, x)
+    v = gen_values(t, "paper_bwd")
     src = "data/gpu/bench_bwd.csv; data/gpu/io_bwd.csv; data/gpu/bwd_opcodes_v3.txt"
     if v["bwd_status"] != "present":
         t.row("The tiled backward on a GPU (stage 5)", "not in the chapter",
@@ -385,10 +390,7 @@ def bwd_measured(t):
 def bwd_hopper(t):
     """Backward version 3 on Hopper (chapter 04c2, paper/gen/paper_bwd3.py):
     the issue's targets for it, each as measured, held or missed by how much."""
-    import paper_bwd3
-    v = paper_bwd3.values()
-    for k, x in v.items():
-        t.value(k, x)
+    v = gen_values(t, "paper_bwd3")
     src = "data/gpu/bench_bwd.csv or data/gpu/bwd_hopper_bench.csv"
     if v["hb_status"] != "present":
         t.row("Backward version 3 (Hopper) against cuDNN and SDPA flash", "not in the chapter",
@@ -410,8 +412,7 @@ def ring(t):
     """Stage 7 (chapter 04d): exercise 2 by the merge rule, and data/gpu/ring.csv
     when present (paper/gen/paper_ring.py)."""
     import paper_ring
-    for k, v in paper_ring.values().items():
-        t.value(k, v)
+    gen_values(t, "paper_ring")
     t.row(*paper_ring.claim_row())
 
 
@@ -422,9 +423,7 @@ def dq_accuracy(t):
     (OUT/dq_accuracy.md, only when data/gpu/dq_accuracy.csv exists) and
     cuDNN's NaN where ours is finite."""
     import paper_accuracy
-    v = paper_accuracy.values()
-    for k, x in v.items():
-        t.value(k, x)
+    v = gen_values(t, "paper_accuracy")
     paper_accuracy.write_table(t.out)
     src = "data/gpu/dq_accuracy.csv"
     if v["acc_gpu_status"] != "present":

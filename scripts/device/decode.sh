@@ -47,12 +47,7 @@ run() {
     rm -f "$tmp"
     return $rc
 }
-{
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ); commit: $FA_COMMIT"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-    nvcc --version | tail -n 2
-    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1
-} > "$OUT/env.txt" 2>&1
+sh scripts/device/env.sh "sh scripts/device/decode.sh" > "$OUT/env.txt"
 cat "$OUT/env.txt" >> "$log"
 if [ "${FA_PREBUILT:-0}" = 1 ] && [ -x ./stage8_gpu ] && [ -f build/libfa_gpu.so ]; then
     say "== build: skipped (FA_PREBUILT=1: the carried ./stage8_gpu and build/libfa_gpu.so)"

@@ -29,12 +29,7 @@ export PYTHONUNBUFFERED=1 FA_COMMIT=${FA_COMMIT:-$(git rev-parse --short HEAD 2>
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$D/summary.txt"; }
 run() { tag=$1; lim=$2; shift 2; timeout "$lim" "$@" > "$D/$tag.log" 2>&1; say "$tag exit $?"; }
-{
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ); commit: $FA_COMMIT; command: sh scripts/device/final1.sh"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-    nvcc --version | tail -n 2
-    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" 2>&1
-} > "$D/env.txt" 2>&1
+sh scripts/device/env.sh "sh scripts/device/final1.sh" > "$D/env.txt"
 cat "$D/env.txt" >> "$D/summary.txt"
 
 # 1. timings (each under a limit, so that the suites keep their share of the call)
