@@ -115,12 +115,20 @@
 /* ========================================================================= */
 
 //> bwd-dot
-/* The pre-pass: D_i = dO_i . O_i for every query row, in fp32, one warp per
- * row. D_i equals sum_j P_ij dP_ij (the softmax Jacobian's row term) without
- * reading P: FlashAttention-2's choice, and stage 3's. With K centered
- * (bwd-center) the same warp also reads Q_i and writes
- * L'_i = L_i - softmax_scale Q_i . c, so that Q costs one more read in a pass
- * that runs anyway rather than a pass of its own. */
+/* The pre-pass: D_i = dO_i . O_i for every query row, in fp32. D_i equals
+ * sum_j P_ij dP_ij (the softmax Jacobian's row term) without reading P:
+ * FlashAttention-2's choice, and stage 3's. With K centered (bwd-center) the
+ * same threads also read Q_i and write L'_i = L_i - softmax_scale Q_i . c,
+ * so that Q costs one more read in a pass that runs anyway rather than a
+ * pass of its own.
+ *
+ * The pass only streams dO and O, so it is worth what its loads are: TPR
+ * threads share a row, each reading 16 bytes of it (vec16), their partial
+ * sums added by shuffles inside the group. TPR = d / vec16 is a power of two
+ * up to 32 for every head dimension the tensor-core versions take; where it
+ * is not, or a row does not start on 16 bytes, TPR = 32 reads one element a
+ * lane (bwd_dot_tpr). One element a lane for every d left the pass at an
+ * eighth of the memory's bandwidth at d = 64 (data/gpu/hopper_ncu.md). */
 /* Where row `row` (of B H Sq, in (b, h, i) order) of dO, O and Q starts,
  * from their strides: a (B, seqlen, H, d) view is read in place. */
 struct bwd_rows_at {
@@ -141,30 +149,87 @@ template <typename T> struct bwd_lse_shift {
     double softmax_scale;
 };
 
-template <typename T>
+template <typename T, int TPR, bool VEC>
 __global__ void __launch_bounds__(256) bwd_dot_kernel(const T *__restrict__ dO, const T *__restrict__ O,
                                                       float *__restrict__ D, long long rows, int d,
                                                       bwd_rows_at rat, bwd_lse_shift<T> sh)
 {
-    long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const T *a = dO + rat.at(row, rat.sdo), *b = O + rat.at(row, rat.so);
+    constexpr int V = VEC ? vec16<T>::n : 1;
+    const long long row = ((long long)blockIdx.x * 256 + threadIdx.x) / TPR;
+    const int part = threadIdx.x % TPR;
+    const bool live = row < rows;   /* the shuffles need every lane of the group */
     float s = 0.f;
-    for (int c = lane; c < d; c += 32) s = fmaf(to_f(a[c]), to_f(b[c]), s);
+    if (live) {
+        const T *a = dO + rat.at(row, rat.sdo), *b = O + rat.at(row, rat.so);
+        for (int c = part * V; c < d; c += TPR * V) {
+            float x[V], y[V];
+            if (VEC) {
+                load16(a + c, x);
+                load16(b + c, y);
+            } else {
+                x[0] = to_f(a[c]);
+                y[0] = to_f(b[c]);
+            }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) D[row] = s;
+            for (int u = 0; u < V; u++) s = fmaf(x[u], y[u], s);
+        }
+    }
+#pragma unroll
+    for (int off = TPR / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (live && part == 0) D[row] = s;
     if (!sh.Q) return;
     /* Q_i . c in fp64, rounded once: L' is small where L and the shift are
      * both large, and an fp32 sum would leave L's rounding in it */
-    const T *q = sh.Q + rat.at(row, rat.sq);
-    const float *cv = sh.c + (row / rat.Sq / sh.group) * d;   /* (b, h / group) = (b H + h) / group */
     double t = 0;
-    for (int c = lane; c < d; c += 32) t += (double)to_f(q[c]) * (double)cv[c];
+    if (live) {
+        const T *q = sh.Q + rat.at(row, rat.sq);
+        const float *cv = sh.c + (row / rat.Sq / sh.group) * d;   /* (b, h / group) = (b H + h) / group */
+        for (int c = part * V; c < d; c += TPR * V) {
+            float x[V];
+            if (VEC) load16(q + c, x);
+            else x[0] = to_f(q[c]);
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
-    if (lane == 0) sh.Lc[row] = sh.L[row] == -INFINITY ? -INFINITY : (float)((double)sh.L[row] - sh.softmax_scale * t);
+            for (int u = 0; u < V; u++) t += (double)x[u] * (double)cv[c + u];
+        }
+    }
+#pragma unroll
+    for (int off = TPR / 2; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
+    if (live && part == 0)
+        sh.Lc[row] = sh.L[row] == -INFINITY ? -INFINITY : (float)((double)sh.L[row] - sh.softmax_scale * t);
+}
+
+/* Threads per row of the pre-pass: d / vec16 where that is a power of two
+ * up to 32 and every row of dO, O (and Q where it is read) starts on 16
+ * bytes; 0 for the one-element-a-lane kernel. */
+template <typename T>
+static int bwd_dot_tpr(int d, const void *const ptrs[3], const fa_stride strides[3])
+{
+    const int V = vec16<T>::n, tpr = d / V;
+    if (d % V || tpr < 1 || tpr > 32 || (tpr & (tpr - 1))) return 0;
+    for (int i = 0; i < 3; i++) {
+        if (ptrs[i] && (!aligned16(ptrs[i]) || strides[i].batch % V || strides[i].head % V || strides[i].row % V))
+            return 0;
+    }
+    return tpr;
+}
+
+template <typename T>
+static void bwd_dot_launch(const T *dO, const T *O, float *D, long long rows, int d, bwd_rows_at rat,
+                           bwd_lse_shift<T> sh, cudaStream_t st)
+{
+    const void *ptrs[3] = {dO, O, sh.Q};
+    const fa_stride strides[3] = {rat.sdo, rat.so, rat.sq};
+    const int tpr = bwd_dot_tpr<T>(d, ptrs, strides);
+    const unsigned blocks = (unsigned)((rows * (tpr ? tpr : 32) + 255) / 256);
+    switch (tpr) {
+    case 1: bwd_dot_kernel<T, 1, true><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
+    case 2: bwd_dot_kernel<T, 2, true><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
+    case 4: bwd_dot_kernel<T, 4, true><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
+    case 8: bwd_dot_kernel<T, 8, true><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
+    case 16: bwd_dot_kernel<T, 16, true><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
+    case 32: bwd_dot_kernel<T, 32, true><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
+    default: bwd_dot_kernel<T, 32, false><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
+    }
 }
 //< bwd-dot
 
@@ -179,12 +244,36 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const S *__restrict__ 
         dst[i] = from_f<T>(to_f(src[i]));
 }
 
+/* The same for fp32 accumulators into a 16-bit dtype, eight elements a
+ * thread: two 16-byte loads, one 16-byte store. The pass streams 6 bytes an
+ * element; one element a thread ran it at a quarter of the memory's
+ * bandwidth (data/gpu/hopper_ncu.md). */
+template <typename T>
+__global__ void __launch_bounds__(256) bwd_convert8_kernel(const float *__restrict__ src, T *__restrict__ dst,
+                                                           size_t n8)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 a = __ldg(reinterpret_cast<const float4 *>(src) + 2 * i);
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(src) + 2 * i + 1);
+        reinterpret_cast<uint4 *>(dst)[i] =
+            make_uint4(pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(b.x, b.y), pack2<T>(b.z, b.w));
+    }
+}
+
 template <typename S, typename T>
 static int bwd_convert(const S *src, T *dst, size_t n, cudaStream_t st)
 {
-    size_t blocks = (n + 255) / 256;
-    bwd_convert_kernel<S, T><<<(unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16), 256, 0, st>>>(
-        src, dst, n);
+    if constexpr (std::is_same<S, float>::value && sizeof(T) == 2) {
+        if (n % 8 == 0 && aligned16(src) && aligned16(dst)) {
+            const size_t blocks = (n / 8 + 255) / 256;
+            bwd_convert8_kernel<T><<<(unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16), 256, 0, st>>>(
+                src, dst, n / 8);
+            LAUNCH_CHECK();
+            return FA_OK;
+        }
+    }
+    const size_t blocks = (n + 255) / 256;
+    bwd_convert_kernel<S, T><<<(unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16), 256, 0, st>>>(src, dst, n);
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -203,10 +292,40 @@ __global__ void __launch_bounds__(256) bwd_convert_rows_kernel(const float *__re
     }
 }
 
+/* The same eight elements a thread (bwd_convert8_kernel's loads and
+ * store), d / 8 threads a row, for a 16-bit dtype whose rows start on 16
+ * bytes. */
+template <typename T>
+__global__ void __launch_bounds__(256) bwd_convert_rows8_kernel(const float *__restrict__ src, T *__restrict__ dst,
+                                                                long long rows, int d, long long H,
+                                                                long long Sq, fa_stride s)
+{
+    const int tpr = d / 8;
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < rows * tpr;
+         g += (long long)gridDim.x * blockDim.x) {
+        const long long row = g / tpr, i = row % Sq, bh = row / Sq, h = bh % H, b = bh / H;
+        const int c = (int)(g % tpr) * 8;
+        const float4 *in = reinterpret_cast<const float4 *>(src + row * d + c);
+        const float4 x = __ldg(in), y = __ldg(in + 1);
+        *reinterpret_cast<uint4 *>(dst + b * s.batch + h * s.head + i * s.row + c) =
+            make_uint4(pack2<T>(x.x, x.y), pack2<T>(x.z, x.w), pack2<T>(y.x, y.y), pack2<T>(y.z, y.w));
+    }
+}
+
 template <typename T>
 static int bwd_convert_rows(const float *src, T *dst, const attn_params *p, fa_stride s, cudaStream_t st)
 {
     const long long rows = (long long)attn_rows(p);
+    if constexpr (sizeof(T) == 2) {
+        if (p->d % 8 == 0 && aligned16(src) && aligned16(dst) && s.batch % 8 == 0 && s.head % 8 == 0 &&
+            s.row % 8 == 0) {
+            const long long blocks = (rows * (p->d / 8) + 255) / 256;
+            bwd_convert_rows8_kernel<T><<<(unsigned)(blocks < 1 << 20 ? blocks : 1 << 20), 256, 0, st>>>(
+                src, dst, rows, p->d, p->H, p->seqlen_q, s);
+            LAUNCH_CHECK();
+            return FA_OK;
+        }
+    }
     bwd_convert_rows_kernel<T><<<(unsigned)(rows < 1 << 20 ? rows : 1 << 20), 128, 0, st>>>(
         src, dst, rows, p->d, p->H, p->seqlen_q, s);
     LAUNCH_CHECK();
@@ -460,8 +579,7 @@ static int bwd_prepass(const attn_params *p, const fa_ptrs *x, int flags, float 
     }
     const bwd_rows_at rat = {p->H, p->seqlen_q, s[4], s[3], s[0]};   /* do_, o, q */
     const long long rows = (long long)attn_rows(p);
-    bwd_dot_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>((const T *)x->do_, (const T *)x->o, D, rows,
-                                                                   p->d, rat, sh);
+    bwd_dot_launch<T>((const T *)x->do_, (const T *)x->o, D, rows, p->d, rat, sh, st);
     LAUNCH_CHECK();
     return FA_OK;
 }
