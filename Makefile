@@ -166,7 +166,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 -include paper/paper.mk
 -include exercises/exercises.mk
 
-gpu: $(GPU_TARGETS)
+gpu: $(GPU_TARGETS)                      ## build the CUDA programs: stage4, stage5, build/v3_check, build/libfa_gpu.so, stage8_gpu, stage7 (with NCCL); nothing without nvcc
 
 # On a fresh machine `make test` alone is enough: test-tools installs what
 # the suites need (NumPy, Pandoc, LaTeX, gnuplot, poppler) when any of it is

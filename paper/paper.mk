@@ -26,7 +26,7 @@ PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-
 # data/gpu/train_loss.csv likewise), the exactness errors when data/cpu/ has none yet
 # (the property tests write them), and a causal sweep to set beside
 # data/cpu/block_sweep.csv when data/cpu/ has none.
-paper-data: stage2 stage3 stage6
+paper-data: stage2 stage3 stage6         ## what the figures and claims read beyond data/: build/paper/ (the GPU tables, exactness and causal sweep where data/ has none)
 	@mkdir -p $(PAPER_DIR)
 	@python3 paper/gen/paper_gpu.py --out $(PAPER_DIR)
 	@python3 scripts/train_compare.py --summary $(PAPER_DIR)/train_loss.md

@@ -6,9 +6,9 @@
  * arrays for __shared__ memory (one block runs at a time), bf16 as its bits
  * and fp16 as _Float16, both rounded to nearest even. What it checks is the
  * arithmetic and indexing of the source, never the GPU's memory ordering or
- * timing. tests/emulate_center.cpp includes it; emulate_decode.cpp shares
- * its keywords (tests/emulate_defs.h) and keeps its own warp model beside
- * the extra pieces its kernels need (mma, byte_perm).
+ * timing. tests/emulate_center.cpp and tests/emulate_decode.cpp include it;
+ * the decode emulation adds the pieces its kernels need beyond these (mma,
+ * byte_perm).
  */
 #ifndef FA_EMULATE_CUDA_H
 #define FA_EMULATE_CUDA_H
@@ -20,7 +20,17 @@
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
-#include "emulate_defs.h"
+/* the CUDA keywords a kernel's source spells, made into nothing (or their
+ * host meaning) so that g++ compiles the source, and the one vector type the
+ * kernels load by */
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __restrict__
+#define __align__(n) __attribute__((aligned(n)))
+struct uint4 { unsigned x, y, z, w; };
 struct D3 { int x, y, z; };
 thread_local D3 threadIdx, blockIdx, gridDim;
 static std::barrier<> *g_bar;

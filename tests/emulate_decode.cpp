@@ -1,10 +1,11 @@
 /*
  * tests/emulate_decode.cpp -- stage 8's GPU kernels (kernels/stage8_decode.cu)
  * run on the CPU: the two kernels' bodies, cut from the source by their
- * regions (tests/emulate_decode.sh), compiled as C++ with one std::thread per
- * CUDA thread, a std::barrier for __syncthreads (and one per warp for
- * __syncwarp and the shuffles) and static arrays for the
- * shared memory, so that their indexing, masking, page lookups, online
+ * regions (tests/emulate_decode.sh), compiled as C++ on tests/emulate_cuda.h
+ * (one std::thread per CUDA thread, a std::barrier for __syncthreads and one
+ * per warp for __syncwarp and the shuffles, static arrays for the shared
+ * memory) with the mma and byte_perm of these kernels written out below,
+ * so that their indexing, masking, page lookups, online
  * softmax and merge are checked where no GPU is. bf16 and fp16 are emulated
  * (round to nearest even). Held against a direct fp64 computation of the
  * same problem (dense loops here, not the kernels' code): O within 2 unit
@@ -15,48 +16,14 @@
  * ordering, timing and the compiler's code for sm_90 are tested on the H200
  * (tests/gpu/stage8.sh). One PASS/FAIL line per case (tests/run.sh).
  */
-#include <barrier>
-#include <memory>
-#include <thread>
-#include <vector>
-#include <cmath>
 #include <cstdio>
-#include <cstdint>
-#include <cstring>
 #include <random>
 #include <cstdlib>
-#include <algorithm>
 #include "mask.h"
 #include "merge.h"
 #include "decode_plan.h"
-#include "emulate_defs.h"
+#include "emulate_cuda.h"
 static uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
-struct D3 { int x, y, z; };
-thread_local D3 threadIdx, blockIdx;
-static std::barrier<> *g_bar;
-static void __syncthreads() { g_bar->arrive_and_wait(); }
-/* a warp: 32 consecutive threads with a barrier of their own and a slot each
- * for the value a shuffle exchanges */
-static std::vector<std::unique_ptr<std::barrier<>>> *g_warp_bar;
-static float g_shfl[32][32];
-static void __syncwarp() { (*g_warp_bar)[threadIdx.x / 32]->arrive_and_wait(); }
-static float __shfl_xor_sync(unsigned, float v, int o)
-{
-    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    g_shfl[w][lane] = v;
-    __syncwarp();
-    float r = g_shfl[w][lane ^ o];
-    __syncwarp();
-    return r;
-}
-template <class T> static T __ldg(const T *p) { return *p; }
-using std::min;
-struct bf16 { uint16_t x; };
-static float to_f(bf16 v) { uint32_t u = (uint32_t)v.x << 16; float f; memcpy(&f, &u, 4); return f; }
-static float to_f(_Float16 v) { return (float)v; }
-template <class T> T from_f(float x);
-template <> bf16 from_f<bf16>(float x) { uint32_t u; memcpy(&u, &x, 4); if ((u & 0x7fffffff) > 0x7f800000) return {0x7fc0}; u += 0x7fff + ((u >> 16) & 1); return {(uint16_t)(u >> 16)}; }
-template <> _Float16 from_f<_Float16>(float x) { return (_Float16)x; }
 constexpr int WARPS = 4, THREADS = 32 * WARPS, RT = 16, KB = 16;
 struct decode_kargs { decode_params p; int G, chunks, num_splits, page_shift; float scale_log2; };
 /* the hardware pieces the kernels call outside their regions */
@@ -92,18 +59,6 @@ static void pdl_launch_dependents() {}
 static void pdl_wait() {}
 #include "decode_split_kernel.inc"
 #include "decode_combine_kernel.inc"
-
-template <class F> void launch(D3 grid, int threads, F f) {
-    for (int z = 0; z < grid.z; z++) for (int y = 0; y < grid.y; y++) for (int x = 0; x < grid.x; x++) {
-        std::barrier<> bar(threads); g_bar = &bar;
-        std::vector<std::unique_ptr<std::barrier<>>> wb;
-        for (int w = 0; w < (threads + 31) / 32; w++) wb.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
-        g_warp_bar = &wb;
-        std::vector<std::thread> ts;
-        for (int t = 0; t < threads; t++) ts.emplace_back([&, t] { threadIdx = {t, 0, 0}; blockIdx = {x, y, z}; f(); });
-        for (auto &th : ts) th.join();
-    }
-}
 
 template <class T, int D>
 int run(const char *name, int B, int H, int Hkv, int Sq, int P, int cap, int wl, int wr, int S, unsigned seed,

@@ -15,39 +15,28 @@ mkdir -p "$out"
 manifest="$out/MANIFEST.tmp"
 : > "$manifest"
 
-# draw NAME DATAFILE VAR: figures/NAME.gp with VAR=DATAFILE
-draw() {
-    name=$1 data=$2 var=$3
+# Every figures/NAME.gp but the shared style is a figure, and names its own
+# data in its first default, `if (!exists("VAR")) VAR = "FILE"`; it is drawn
+# with VAR=FILE, so the file is named in one place. A file of data/ that
+# this checkout lacks is taken from this build's own run where there is one
+# (build/paper/exactness.csv: make paper-data writes it when data/cpu/ has none).
+for gp in figures/*.gp; do
+    name=$(basename "$gp" .gp)
+    [ "$name" = style ] && continue
+    set -- $(sed -n 's/^if (!exists("\([A-Za-z_]*\)")) \1 = "\([^"]*\)".*/\1 \2/p' "$gp" | head -n 1)
+    [ $# = 2 ] || { echo "figures: $gp names no data file (if (!exists(\"VAR\")) VAR = \"FILE\")" >&2; exit 1; }
+    var=$1 data=$2
+    own=build/paper/$(basename "$data")
+    case $data in data/*) [ -s "$data" ] || [ ! -s "$own" ] || data=$own ;; esac
     if [ ! -s "$data" ]; then
         echo "figures: $name skipped: $data is absent"
         rm -f "$out/$name.pdf" "$out/$name.svg"
-        return 0
+        continue
     fi
     for term in pdf svg; do
-        gnuplot -e "term='$term'; out='$out/$name.$term'; $var='$data'" "figures/$name.gp"
+        gnuplot -e "term='$term'; out='$out/$name.$term'; $var='$data'" "$gp"
     done
-    printf '%s\t%s\t%s\n' "$name" "figures/$name.gp" "$data" >> "$manifest"
+    printf '%s\t%s\t%s\n' "$name" "$gp" "$data" >> "$manifest"
     echo "figures: $name <- $data"
-}
-
-# the exactness data: committed by the tests, or this build's own run
-exact=data/cpu/exactness.csv
-[ -s "$exact" ] || exact=build/paper/exactness.csv
-
-draw io_vs_n   data/cpu/io_sweep.csv    csv
-draw io_vs_m   data/cpu/io_sweep.csv    csv
-draw blocks    data/cpu/block_sweep.csv csv
-draw exactness "$exact"                 csv
-draw window_sweep data/cpu/window_sweep.csv csv
-draw lse_error   data/cpu/lse_error.csv   csv
-draw memory_vs_n data/cpu/memory_vs_n.csv csv
-draw gpu_fig2  build/paper/gpu_fig2.dat dat
-draw gpu_speed build/paper/gpu_speed.dat dat
-draw gpu_io_vs_n build/paper/gpu_io_sweep.dat dat
-draw v3_steps  data/gpu/v3_steps.csv     csv
-draw train_loss data/gpu/train_loss.csv csv
-draw ring      data/gpu/ring.csv        csv
-draw gpu_bwd_speed data/gpu/bench_bwd.csv csv
-draw bwd_hopper_steps build/paper/bwd_hopper_steps.dat dat
-draw decode_bw build/paper/decode_bw.csv dat
+done
 mv "$manifest" "$out/MANIFEST"

@@ -77,6 +77,19 @@ __global__ void v3_test_tma(const __grid_constant__ CUtensorMap map, uint4 *out,
     for (int i = threadIdx.x; i < 2 * 128 * 128 / 16; i += blockDim.x) out[i] = s[i];
 }
 
+/* A wgmma accumulator of one warpgroup (64 x N, fp32) into a row-major
+ * 64 x N matrix: register 4 n + e of the thread (warp, g, t) is row
+ * 16 warp + g + 8 (e / 2), column 8 n + 2 t + e % 2. */
+template <int N>
+__device__ void acc_store(float *out, const float *acc, int warp, int g, int t)
+{
+#pragma unroll
+    for (int n = 0; n < N / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            out[(16 * warp + g + 8 * (e >> 1)) * N + 8 * n + 2 * t + (e & 1)] = acc[4 * n + e];
+}
+
 /* S = Q K^T (Q: 64 x D, K: BC x D) and O = P V (P: 64 x BC from global,
  * V: BC x D), one warpgroup; S and O written out by the layouts the main
  * kernel assumes. BC = 128 or 176 (step 8 at d = 128); LEAN: through step
@@ -110,13 +123,7 @@ __global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __gr
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
-#pragma unroll
-    for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            S_out[(16 * warp + g + 8 * (e >> 1)) * BC + 8 * n + 2 * t + (e & 1)] = s[4 * n + e];
-    /* The fragment-to-matrix stores of S here and of O below are one shape
-     * by design: each piece test writes its own output in full. */
+    acc_store<BC>(S_out, s, warp, g, t);
     /* P into the A-fragment layout: register 4kk + i holds row g + 8 (i & 1),
      * columns 16 kk + 8 (i >> 1) + 2t and + 1 */
 #pragma unroll
@@ -136,11 +143,7 @@ __global__ void v3_test_gemms(const __grid_constant__ CUtensorMap tq, const __gr
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(o);
-#pragma unroll
-    for (int c = 0; c < D / 8; c++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            O_out[(16 * warp + g + 8 * (e >> 1)) * D + 8 * c + 2 * t + (e & 1)] = o[4 * c + e];
+    acc_store<D>(O_out, o, warp, g, t);
 }
 
 static uint16_t v3_host_bits(float x, int dtype)
