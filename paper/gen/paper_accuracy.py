@@ -144,12 +144,18 @@ def gpu_values():
               "acc_gpu_flash_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
               "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes", "acc_gpu_auto_n",
               "acc_gpu_missed", "acc_gpu_miss", "acc_gpu_miss_by", "acc_gpu_miss_u", "acc_gpu_miss_math_u",
-              "acc_gpu_one_rule_counter"):
+              "acc_gpu_one_rule_counter", "acc_gpu_rule_commit"):
         v[k] = "n/a"
     if rows is None:
         return v
     first = rows[0]
     v["acc_gpu_commit"], v["acc_gpu_date"], v["acc_gpu_gpu"] = first["commit"], first["date"], first["gpu"]
+    # the rule's columns: as the run wrote them, or recomputed later (scripts/dq_accuracy.py --rule-only)
+    v["acc_gpu_rule_commit"] = first["commit"]
+    with open(GPU if os.path.isabs(GPU) else os.path.join(ROOT, GPU)) as f:
+        for ln in f:
+            if ln.startswith("# rule:") and " at " in ln:
+                v["acc_gpu_rule_commit"] = ln.split(" at ", 1)[1].split(",")[0].strip()
     err = [r for r in rows if r["kind"] == "error"]
     ours = [num(r["err_dQ"]) for r in err if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k")
             and r["err_dQ"] != ""]
@@ -185,7 +191,7 @@ def gpu_values():
                 same = " alike" if max(e) == min(e) else ""
                 parts.append(f"{', '.join(n for n, _ in vs)}{same} at N = {N} {'causal' if c == '1' else 'full'}, "
                              f"{dt}: {fmt(max(e))} against math's {fmt(math_of[(dt, N, c)])}, "
-                             f"{max(e) / math_of[(dt, N, c)]:.3f} times")
+                             f"{max(e) / math_of[(dt, N, c)]:.2f} times")
                 by.append(f"{(max(e) / (2 * math_of[(dt, N, c)]) - 1) * 100:.1f}%")
                 us.append(f"{max(e) / U[dt]:.2f}")
                 mus.append(f"{math_of[(dt, N, c)] / U[dt]:.2f}")
