@@ -88,7 +88,7 @@ def main():
         on = [x["meas"] for x in pts if x["auto"]]
         missed = [x["meas"] for x in pts if not x["auto"] and x["meas"] < MAX_COST]
         print(("PASS" if not bad else "FAIL") + f" {NAMES[0]}: of {len(pts)} measured points the rule centers "
-              f"{len(on)}, all under 3% (at most {max(on, default=0):.2%}), and leaves {len(missed)} under 3% "
+              f"{len(on)} (measured at most {max(on, default=0):.2%}), and leaves {len(missed)} under 3% "
               f"uncentered ({min(missed, default=0):.2%} to {max(missed, default=0):.2%})"
               + ("; " + "; ".join(bad[:6]) + (f"; {len(bad) - 6} more" if len(bad) > 6 else "") if bad else ""))
         bad, best, ratio = [], {}, []
