@@ -148,6 +148,7 @@ sweep: stage2 stage3 stage8 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so $(BUILD)/st
 	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv \
 	    --gradcheck-csv data/cpu/chapter_gradcheck.csv
 	$(BUILD)/stage3_accuracy --csv data/cpu/dq_accuracy.csv
+	$(BUILD)/stage3_accuracy --draws data/cpu/dq_draws.csv
 	./stage8 --sweep io --csv data/cpu/decode_io.csv
 sweep-masks: stage1 stage6 $(BUILD)/test_masks  ## data/cpu/window_sweep.csv, lse_error.csv, memory_vs_n.csv, masks_property.csv (minutes)
 	$(BUILD)/test_masks --csv data/cpu/masks_property.csv

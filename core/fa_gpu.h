@@ -92,6 +92,10 @@ typedef struct {
     int prefer FA_DEFAULT_0; /* 1: the op takes it before higher-numbered versions of its pass (a
                                 number names a technique, not a rank: backward 3, Hopper's, runs
                                 faster than backward 4 where it runs) */
+    double center_rate FA_DEFAULT_0; /* backward: FLOP/s (fa_flops) it attains at best on the H200 at the
+                                centering rule's measured shapes (data/gpu/dq_accuracy.csv, kind=time,
+                                ms_keep_k), rounded up: fa_bwd_center_cost's denominator; 0: not
+                                measured, FA_BWD_CENTER_RATE */
 } fa_version_info;
 
 int fa_num_versions(int pass);
@@ -158,9 +162,9 @@ double fa_flops(int pass, const attn_params *p);
  * of K's rows per batch and key/value head, every K - c exact in the dtype,
  * with L shifted to match; stage5_backward.cu, bwd-center), which keeps dQ
  * accurate when K has a large part common to all keys (every logit far from
- * zero). FA_BWD_CENTER_AUTO: center where fa_bwd_center_cost() <
- * FA_BWD_CENTER_MAX_COST, keep K as given elsewhere; fa_backward decides per
- * call, the same for every version, and keeps K as given for packed
+ * zero). FA_BWD_CENTER_AUTO: center where fa_bwd_center_cost(version, ..)
+ * < FA_BWD_CENTER_MAX_COST, keep K as given elsewhere; fa_backward decides
+ * per call from the version's measured rate, and keeps K as given for packed
  * sequences (fa_backward_varlen refuses FA_BWD_CENTER_K: c would be per
  * sequence). Neither bit: K as given. Never either
  * with K, V a block of a longer row's keys (stage 7's shards): a row's share
@@ -168,37 +172,44 @@ double fa_flops(int pass, const attn_params *p);
 #define FA_BWD_CENTER_K 2
 #define FA_BWD_CENTER_AUTO 4
 
-/* The centering's predicted cost as a fraction of the backward's time: the
- * one rule FA_BWD_CENTER_AUTO, the PyTorch op's accurate_dq=None and the
- * measurement (scripts/dq_accuracy.py, its predicted_ratio column) read.
+/* The centering's predicted cost as a fraction of backward `version`'s time
+ * (dtype, p as fa_backward's): the one rule FA_BWD_CENTER_AUTO, the PyTorch
+ * op's accurate_dq=None and the measurement (scripts/dq_accuracy.py, its
+ * predicted_ratio column) read. INFINITY for a pass without keys or FLOPs or
+ * a version the table lacks.
  *   pre-pass bytes  es (2 B H_kv Sk d + B H_kv Sk d + B H Sq d) + 8 B H Sq
  *                   (K read twice and K_c written; Q read and L' written in
  *                   D's pass, which runs anyway) + the partials (24 bytes a
  *                   column per block of 256 keys)
  *   pre-pass time   bytes / FA_BWD_CENTER_BW + FA_BWD_CENTER_LAUNCH_S (its
  *                   three kernel launches)
- *   backward time   fa_flops(FA_BACKWARD, p) / FA_BWD_CENTER_RATE
- * FA_BWD_CENTER_RATE is the fastest backward measured here rounded up
- * (version 3, Hopper's, reaches 484 TFLOP/s at best in
- * data/gpu/bwd_hopper_bench.csv; version 4 228, version 2 185 in
- * bench_bwd.csv), so the prediction over-states the cost for every version
- * that runs slower; a faster version should raise it. With Sq = Sk = N and
- * H = H_kv the cost is about 100 / N without a mask and 200 / N causal (the
- * launches aside): under 3% from N = 3400 and N = 6700, so at the bench
- * shapes (B N = 16384, d = 64 and 128) on from N = 4096 without a mask and
- * from N = 8192 causal. Against version 3's times there the bytes at 4 TB/s
- * are 1.9% (d = 64) and 2.1% (d = 128) of the bf16 backward at N = 4096
- * without a mask, 1.8% and 2.0% at N = 8192 causal, and 3.1% to 3.9% at the
- * lengths below those. Grouped heads read a smaller K and pass
- * sooner. Host only, needs no GPU. Source: the byte count of the kernels in
- * stage5_backward.cu (bwd-center, bwd-dot). */
-#define FA_BWD_CENTER_BW 4.0e12          /* bytes/s: the H200's HBM3e as copies attain it */
+ *   backward time   fa_flops(FA_BACKWARD, p) / the version's center_rate
+ *                   (FA_BWD_CENTER_RATE where its row has none)
+ * Both rates are measured (data/gpu/dq_accuracy.csv, kind=time: bf16, B N =
+ * 16384, H d = 2048, N = 512 to 16384, causal and not, each backward with
+ * and without the pre-pass). A version's center_rate is the highest FLOP/s
+ * its backward reached there, so its predicted backward time is never
+ * longer than a measured one at those shapes. FA_BWD_CENTER_BW is the
+ * median over those rows of the pre-pass bytes over the measured
+ * difference (ms_centered - ms_keep_k less the launches): 1.52 TB/s, not
+ * the 4 TB/s of a copy (median 1.49 TB/s at d = 64 and 2.40 at d = 128,
+ * where the same bytes are half as many query rows for D's kernel, one
+ * warp a row); one value for both keeps the rule cautious at d = 128. The cost then falls as 1 / N at a rate per version: with
+ * Sq = Sk = N and H = H_kv about 0.8 center_rate / (FA_BWD_CENTER_BW N)
+ * without a mask and twice that causal, at the bench shapes 90 / N (v2),
+ * 130 / N (v4) and 280 / N (v3), so under 3% from N = 3100, 4300 and 9300
+ * without a mask and from twice those causal.
+ * tests/center_rule.py holds the rule to the csv: the auto mode centers at
+ * no measured shape whose measured cost is 3% or more. Grouped heads read a
+ * smaller K and pass sooner. Host only, needs no GPU. Source: the byte
+ * count of the kernels in stage5_backward.cu (bwd-center, bwd-dot). */
+#define FA_BWD_CENTER_BW 1.5e12          /* bytes/s: the pre-pass as measured (median, rounded down) */
 #define FA_BWD_CENTER_LAUNCH_S 6.0e-6    /* three launches in one stream */
-#define FA_BWD_CENTER_RATE 500.0e12      /* FLOP/s: the fastest backward here, rounded up */
+#define FA_BWD_CENTER_RATE 500.0e12      /* FLOP/s: a row without center_rate; above every measured one */
 #define FA_BWD_CENTER_MAX_COST 0.03
-double fa_bwd_center_cost(int dtype, const attn_params *p);
-/* 1 when FA_BWD_CENTER_AUTO centers this problem (cost < FA_BWD_CENTER_MAX_COST), else 0. */
-int fa_bwd_center_auto(int dtype, const attn_params *p);
+double fa_bwd_center_cost(int version, int dtype, const attn_params *p);
+/* 1 when FA_BWD_CENTER_AUTO centers backward `version` on this problem (cost < FA_BWD_CENTER_MAX_COST), else 0. */
+int fa_bwd_center_auto(int version, int dtype, const attn_params *p);
 int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream);
 int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                 void *stream);

@@ -309,10 +309,10 @@ static int run_pass(int pass, int version, int dtype, const attn_params *p, cons
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1), "
                             "FA_BWD_CENTER_K (2) and FA_BWD_CENTER_AUTO (4) exist", pass_name(pass),
                             (unsigned)deterministic);
-    /* the auto mode decided here, once for every version (fa_gpu.h's rule) */
+    /* the auto mode decided here, from the version's measured rate (fa_gpu.h's rule) */
     if (deterministic & FA_BWD_CENTER_AUTO) {
         deterministic &= ~FA_BWD_CENTER_AUTO;
-        if (pass == FA_BACKWARD && fa_bwd_center_auto(dtype, p))
+        if (pass == FA_BACKWARD && fa_bwd_center_auto(version, dtype, p))
             deterministic |= FA_BWD_CENTER_K;
     }
     if ((deterministic & FA_BWD_DETERMINISTIC) && !r->info.deterministic)

@@ -539,19 +539,22 @@ static int bwd_center_k(const attn_params *p, const T *K, fa_stride sk, const bw
 }
 
 /* core/fa_gpu.h states the rule and its constants; the bytes are those of
- * bwd_center_k and bwd_prepass above. */
-extern "C" double fa_bwd_center_cost(int dtype, const attn_params *p)
+ * bwd_center_k and bwd_prepass above, the rate the version's row's. */
+extern "C" double fa_bwd_center_cost(int version, int dtype, const attn_params *p)
 {
+    const fa_version_info *v = fa_version(FA_BACKWARD, version);
+    if (!v) return INFINITY;
     const double es = (double)fa_dtype_bytes(dtype), d = p->d;
     const double kv = (double)p->B * p->H_kv * p->seqlen_k * d, rows = (double)attn_rows(p);
     const double bytes = es * (3 * kv + rows * d) + 8 * rows + 2 * 12.0 * (double)bwd_center_plane(p);
     const double flops = fa_flops(FA_BACKWARD, p);
     if (!(flops > 0)) return INFINITY;
-    return (bytes / FA_BWD_CENTER_BW + FA_BWD_CENTER_LAUNCH_S) / (flops / FA_BWD_CENTER_RATE);
+    const double rate = v->center_rate > 0 ? v->center_rate : FA_BWD_CENTER_RATE;
+    return (bytes / FA_BWD_CENTER_BW + FA_BWD_CENTER_LAUNCH_S) / (flops / rate);
 }
-extern "C" int fa_bwd_center_auto(int dtype, const attn_params *p)
+extern "C" int fa_bwd_center_auto(int version, int dtype, const attn_params *p)
 {
-    return p->seqlen_k > 0 && fa_bwd_center_cost(dtype, p) < FA_BWD_CENTER_MAX_COST;
+    return p->seqlen_k > 0 && fa_bwd_center_cost(version, dtype, p) < FA_BWD_CENTER_MAX_COST;
 }
 
 /* The pre-pass of every version: D (fp32, B H Sq) from dO and O, and when
@@ -1385,5 +1388,5 @@ const fa_row fa_row_bwd_v1 = {.info = {.pass = FA_BACKWARD, .version = 1, .name 
     .what = "tiled (smem tiles, fp32 CUDA cores, dQ atomics)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "tiled", .strided = 0},
     .run = v1_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v1_bwd_block_rows, .block_cols = v1_bwd_block_cols, .model_bytes = tiled_bwd_model};
 const fa_row fa_row_bwd_v2 = {.info = {.pass = FA_BACKWARD, .version = 2, .name = "v2",
-    .what = "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma", .strided = 0},
+    .what = "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma", .strided = 0, .center_rate = 162e12},
     .run = v2_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v2_bwd_block_rows, .block_cols = v2_bwd_block_cols, .model_bytes = tiled_bwd_model};

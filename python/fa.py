@@ -68,7 +68,8 @@ class VersionInfo(ctypes.Structure):
                 ("what", ctypes.c_char_p), ("dtypes", ctypes.c_uint), ("d_min", ctypes.c_int),
                 ("d_max", ctypes.c_int), ("d_multiple", ctypes.c_int), ("masks", ctypes.c_int),
                 ("deterministic", ctypes.c_int), ("min_cc", ctypes.c_int), ("slug", ctypes.c_char_p),
-                ("strided", ctypes.c_int), ("varlen", ctypes.c_int), ("prefer", ctypes.c_int)]
+                ("strided", ctypes.c_int), ("varlen", ctypes.c_int), ("prefer", ctypes.c_int),
+                ("center_rate", ctypes.c_double)]
 
     def label(self):
         """ours_v2_mma: how the benchmarks' CSVs name the version."""
@@ -111,8 +112,8 @@ def load(path=None):
         "fa_model_bytes": ([i, i, i, P], d),
         "fa_compulsory_bytes": ([i, i, P], d),
         "fa_flops": ([i, P], d),
-        "fa_bwd_center_cost": ([i, P], d),
-        "fa_bwd_center_auto": ([i, P], i),
+        "fa_bwd_center_cost": ([i, i, P], d),
+        "fa_bwd_center_auto": ([i, i, P], i),
         "fa_forward": ([i, i, P, X, vp], i),
         "fa_backward": ([i, i, P, X, i, vp], i),
         "fa_time": ([i, i, i, P, X, i, i, i, i, ctypes.POINTER(d)], i),

@@ -585,8 +585,8 @@ def center_flag(accurate_dq):
     """fa_backward's centering bits for accurate_dq: True FA_BWD_CENTER_K (K
     centered), False none (K as given), None FA_BWD_CENTER_AUTO (centered
     where the library's rule, fa_bwd_center_cost in core/fa_gpu.h, predicts
-    the pre-pass under 3% of the backward; the rule is read there, never
-    restated here)."""
+    the pre-pass under 3% of the time of the backward version that runs; the
+    rule is read there, never restated here)."""
     if accurate_dq is None:
         return fa.BWD_CENTER_AUTO
     if accurate_dq in (True, False):
@@ -638,8 +638,8 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
     on K centered over the keys (FA_BWD_CENTER_K, core/fa_gpu.h), which
     keeps dQ accurate when every logit is far from zero, at the cost of a
     pre-pass; False keeps K as given; None (the default) centers where the
-    pre-pass is predicted under 3% of the backward (fa_bwd_center_cost: long
-    sequences; center_flag). Under torch.autocast the inputs are cast to the autocast dtype
+    pre-pass is predicted under 3% of the backward (fa_bwd_center_cost, per
+    version: long sequences; center_flag). Under torch.autocast the inputs are cast to the autocast dtype
     first, as SDPA's are. Works under torch.compile(fullgraph=True) and CUDA
     graph capture.
     """

@@ -6,8 +6,8 @@ cuDNN, efficient and math backends, against an fp64 reference; and the
 centering's cost in time at the shapes of data/gpu/bench_bwd.csv (B N =
 16384, H = 32 at d = 64, H = 16 at d = 128, N = 512 to 16384, causal and
 not, bf16) for every tensor-core backward version, beside the cost the
-library predicts (fa_bwd_center_cost, core/fa_gpu.h: the rule of the auto
-mode).
+library predicts for that version (fa_bwd_center_cost, core/fa_gpu.h: the
+rule of the auto mode).
 
 Inputs (src/stage3_accuracy.c models them on the CPU): one head, d = 64,
 q_i = (1, 0.1 z), k_j = (-120 sqrt(d), 0.1 z), V, dO ~ N(0, 1), rounded to
@@ -18,6 +18,13 @@ Error: max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; nan where an output
 holds a NaN or infinity (counted in nonfinite).
 
     python3 scripts/dq_accuracy.py --csv data/gpu/dq_accuracy.csv
+    python3 scripts/dq_accuracy.py --rule-only data/gpu/dq_accuracy.csv
+
+--rule-only rewrites only the kind=time rows' predicted_ratio and auto of
+an existing file from the library's rule as built now (host code: no GPU,
+no torch), keeping every measured column, and says so in a `# rule:`
+comment line: the rule's columns follow the rule, the measurements do not
+move.
 
 Rows: kind=error (seqlen, causal, dtype, impl, err_dQ, err_dK, err_dV,
 nonfinite) and kind=time (impl, seqlen, d, causal, B, H, ms with and
@@ -39,17 +46,21 @@ sys.path.insert(0, HERE)
 import fa            # noqa: E402
 import provenance as prov   # noqa: E402
 
-import torch                     # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel   # noqa: E402
+try:   # --rule-only needs neither torch nor a GPU
+    import torch                     # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+    from torch.nn.attention import SDPBackend, sdpa_kernel   # noqa: E402
+except ImportError:
+    torch = None
 
 CENTER_K = fa.BWD_CENTER_K
 TIME_TOKENS = 16384                       # B N of bench_bwd.csv's shapes
 TIME_HEADS = ((64, 32), (128, 16))        # (d, H) of bench_bwd.csv's shapes
 TIME_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 SEQLENS = (64, 192, 704, 1024)
-BACKENDS = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
-            ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION), ("sdpa_math", SDPBackend.MATH))
+BACKENDS = (() if torch is None else
+            (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+             ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION), ("sdpa_math", SDPBackend.MATH)))
 
 
 def inputs(N, d, dtype, gen, a=120.0):
@@ -140,13 +151,59 @@ def forward_version(lib, dcode, p):
     return best
 
 
+def version_of(impl):
+    """2 for ours_v2_mma: the backward version a time row measured."""
+    return int(impl.split("_")[1][1:])
+
+
+def rule(lib, version, p):
+    """(predicted_ratio, auto) of backward `version` on p: the library's rule, bf16."""
+    pp = ctypes.byref(p)
+    return 1 + lib.fa_bwd_center_cost(version, fa.BF16, pp), lib.fa_bwd_center_auto(version, fa.BF16, pp)
+
+
+def rule_only(path):
+    """Rewrite path's predicted_ratio and auto (kind=time rows) from the rule as built now."""
+    lib = fa.load()
+    with open(path, newline="") as f:
+        lines = f.read().splitlines(keepends=True)
+    notes = [ln for ln in lines if ln.startswith("#") and not ln.startswith("# rule:")]
+    body = [ln for ln in lines if not ln.startswith("#")]
+    rd = csv.DictReader(body)
+    cols, rows = rd.fieldnames, list(rd)
+    n = 0
+    for r in rows:
+        if r["kind"] != "time":
+            continue
+        p = fa.params(int(r["B"]), int(r["H"]), int(r["seqlen"]), int(r["d"]),
+                      window=(-1, 0) if r["causal"] == "1" else (-1, -1))
+        pred, auto = rule(lib, version_of(r["impl"]), p)
+        r["predicted_ratio"], r["auto"] = repr(pred), str(auto)
+        n += 1
+    notes.append(f"# rule: predicted_ratio and auto of the kind=time rows recomputed by --rule-only at "
+                 f"{prov.commit()}, {prov.utc_now()} (fa_bwd_center_cost, per version); the measured "
+                 "columns are the run's above\n")
+    with open(path, "w", newline="") as f:
+        f.write("".join(notes))
+        w = csv.DictWriter(f, fieldnames=cols, lineterminator="\r\n" if body[0].endswith("\r\n") else "\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"rewrote the rule's columns of {n} time rows in {path}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--csv", required=True, help="output CSV (with provenance columns)")
+    ap.add_argument("--csv", help="output CSV (with provenance columns)")
+    ap.add_argument("--rule-only", metavar="CSV", help="recompute an existing CSV's predicted_ratio and auto")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--repeats", type=int, default=20, help="timed runs per point (median)")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
+    if args.rule_only:
+        return rule_only(args.rule_only)
+    if not args.csv:
+        ap.error("one of --csv and --rule-only is required")
+    if torch is None or not torch.cuda.is_available():
         print("dq_accuracy: no CUDA GPU here; nothing to measure", file=sys.stderr)
         return 2
     lib = fa.load()
@@ -198,12 +255,11 @@ def main():
                                .to(torch.bfloat16) for _ in range(4))
                 p = fa.params(B, H, N, d, window=(-1, 0) if causal else (-1, -1))
                 pp = ctypes.byref(p)
-                predicted = 1 + lib.fa_bwd_center_cost(fa.BF16, pp)
-                auto = lib.fa_bwd_center_auto(fa.BF16, pp)
                 fv = forward_version(lib, fa.BF16, p)
                 for info in bwd:
                     if info.version <= 1 or lib.fa_check_supported(fa.BACKWARD, info.version, fa.BF16, pp):
                         continue   # the materialized and CUDA-core versions are not what the rule is for
+                    predicted, auto = rule(lib, info.version, p)
                     run = Ours(lib, fv, info.version, q, k, v, do, causal)
                     t_keep, t_c = run.time(0, args.repeats), run.time(CENTER_K, args.repeats)
                     t_keep = min(t_keep, run.time(0, args.repeats))   # both measured twice, interleaved

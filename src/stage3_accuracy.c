@@ -56,10 +56,18 @@
  *   exact_D     dS rounded, D from the unrounded O: the fix "form D from a
  *               less-rounded O", alone
  *   centered    as flash, on K_c and L': the fix
+ *   centered_exact_dS  centered with dS unrounded: what splitting dS into
+ *               two 16-bit parts (hi + lo) for the products would attain
+ *   centered_exact_D   centered with D from the unrounded O: what a forward
+ *               that also wrote O's rounding residual would attain
  *
  * Usage:
  *   build/stage3_accuracy --csv data/cpu/dq_accuracy.csv   the sweep (make sweep)
+ *   build/stage3_accuracy --draws data/cpu/dq_draws.csv    many draws of one shape (make sweep)
  *   build/stage3_accuracy --test [--seed S]                PASS/FAIL lines (make test)
+ * --draws: DRAWS draws each at N = 192, d = 64, bf16, a = 120, causal and
+ * not (the one shape where the H200's centered backward misses twice
+ * math's), every variant's error and the query row of its largest error.
  * Errors are max|dQ - dQ_ref| / max|dQ_ref| (the issue's measure), dK and
  * dV the same. Cost: about 12 N^2 d fp64 FLOPs per variant.
  */
@@ -110,8 +118,10 @@ static const variant VARIANTS[] = {
     {"D_only", true, false, false, false},
     {"exact_D", false, true, true, false},
     {"centered", true, true, true, true},
+    {"centered_exact_dS", true, false, true, true},
+    {"centered_exact_D", false, true, true, true},
 };
-enum { V_MATH, V_FLASH, V_D_ONLY, V_EXACT_D, V_CENTERED, NVAR };
+enum { V_MATH, V_FLASH, V_D_ONLY, V_EXACT_D, V_CENTERED, V_CEN_EXACT_DS, V_CEN_EXACT_D, NVAR };
 
 typedef struct {
     double err_dQ, err_dK, err_dV;   /* measured, over max|X_ref| */
@@ -121,6 +131,7 @@ typedef struct {
     double max_K;                    /* max|K| of the K the backward ran on */
     int centered_cols;               /* columns with c_k != 0 */
     int inexact;                     /* entries whose K_jk - c_k is not in the dtype (must be 0) */
+    int worst_row;                   /* the query row of dQ's largest error */
 } outcome;
 
 typedef struct {
@@ -228,6 +239,9 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
         }
         outcome *o = &out[v];
         o->err_dQ = rel_err(dQ, rdQ, nd, sQ);
+        o->worst_row = 0;
+        for (size_t x = 0, at = 0; x < nd; x++)
+            if (fabs(dQ[x] - rdQ[x]) > fabs(dQ[at] - rdQ[at])) at = x, o->worst_row = (int)(x / (size_t)d);
         o->err_dK = rel_err(dK, rdK, nd, sK);
         o->err_dV = rel_err(dV, rdV, nd, sV);
         o->max_K = max_abs_finite(Ku, nd);
@@ -296,6 +310,27 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
 
 #define CSV_HEADER "dtype,causal,N,d,a,max_K,variant,err_dQ,model_lo,model_hi,term_D,term_dS,agg_D,agg_dS," \
                    "err_dK,err_dV,centered_cols,seed"
+
+#define DRAWS 200
+#define DRAWS_HEADER "dtype,causal,N,d,a,variant,err_dQ,worst_row,seed"
+
+/* --draws: DRAWS draws of N = 192, d = 64, bf16, a = 120 per mask. */
+static void draws(const char *path, int argc, char **argv, uint64_t seed0)
+{
+    FILE *f = csv_open(path, argc, argv, DRAWS_HEADER);
+    uint64_t s = seed0;
+    for (int causal = 1; causal >= 0; causal--)
+        for (int n = 0; n < DRAWS; n++) {
+            config cfg = {192, 64, DT_BF16, causal, 120};
+            outcome out[NVAR];
+            run_config(&cfg, ++s, out);
+            for (int v = 0; v < NVAR; v++)
+                fprintf(f, "%s,%d,%d,%d,%g,%s,%.4e,%d,%llu\n", DT_NAME[cfg.dt], causal, cfg.N, cfg.d, cfg.a,
+                        VARIANTS[v].name, out[v].err_dQ, out[v].worst_row, (unsigned long long)s);
+        }
+    csv_close(f);
+    printf("wrote %s\n", path);
+}
 
 static void csv_rows(FILE *f, const config *cfg, const outcome out[NVAR], uint64_t draw)
 {
@@ -404,12 +439,13 @@ static const char USAGE[] =
     "stage3_accuracy: dQ's error on logits near -a when O and dS are rounded to bf16/fp16, against\n"
     "an error model, and the centering fix (stage 3's backward in fp64 with chosen roundings)\n"
     "usage: stage3_accuracy --csv FILE [--seed S]    the sweep over a, N, masks, dtypes\n"
+    "       stage3_accuracy --draws FILE [--seed S]  many draws at N = 192 bf16 a = 120, both masks\n"
     "       stage3_accuracy --test [--seed S]        PASS/FAIL checks on fresh inputs\n";
 
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);
-    const char *csv = NULL;
+    const char *csv = NULL, *many = NULL;
     bool test = false, seeded = false;
     uint64_t s = 0;
     for (int i = 1; i < argc; i++) {
@@ -420,6 +456,8 @@ int main(int argc, char **argv)
             test = true;
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc && !csv) {
             csv = argv[++i];
+        } else if (!strcmp(argv[i], "--draws") && i + 1 < argc && !many) {
+            many = argv[++i];
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc && !seeded) {
             char *end;
             s = strtoull(argv[++i], &end, 10);
@@ -429,13 +467,16 @@ int main(int argc, char **argv)
             fatal(EXIT_BAD_INPUT, "%s: unknown, repeated or missing its value (see --help)", argv[i]);
         }
     }
-    if (test == (csv != NULL)) fatal(EXIT_BAD_INPUT, "give exactly one of --test and --csv FILE");
+    if (test + (csv != NULL) + (many != NULL) != 1)
+        fatal(EXIT_BAD_INPUT, "give exactly one of --test, --csv FILE and --draws FILE");
     if (csv) stage_output("--csv", csv);   /* checked before the sweep's minutes of work */
+    if (many) stage_output("--draws", many);
     if (test) {
         seed = seeded ? s : fresh_seed();
         printf("stage3 accuracy checks, seed %llu (--seed replays)\n", (unsigned long long)seed);
         return tests(seed);
     }
-    sweep(csv, argc, argv, seeded ? s : 20261201);
+    if (many) draws(many, argc, argv, seeded ? s : 20261202);
+    else sweep(csv, argc, argv, seeded ? s : 20261201);
     return outputs_finish(0);
 }

@@ -12,9 +12,13 @@ Two files:
                             stage 3's fp64 backward with O, dS, P rounded to
                             16 bits, each variant's error beside the model's
                             bracket, over the k-coordinate's size a
+  data/cpu/dq_draws.csv     build/stage3_accuracy --draws (make sweep): the
+                            same model over many draws of the one shape where
+                            the H200's centered dQ misses twice math's
   data/gpu/dq_accuracy.csv  scripts/device/accuracy.sh on the H200: every
                             backward version (centered and not) beside SDPA's
-                            backends, and the centering's cost in time
+                            backends, and the centering's cost in time beside
+                            the rule's prediction per version
 
 The GPU table is written only when its file exists; otherwise the section
 says the measurement is pending (acc_gpu_status "absent"). Standard library
@@ -27,6 +31,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CPU = os.environ.get("PAPER_ACC_CPU", "data/cpu/dq_accuracy.csv")
+DRAWS = os.environ.get("PAPER_ACC_DRAWS", "data/cpu/dq_draws.csv")
+U = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}   # unit roundoff of the dtype (8 and 11 significant bits)
 GPU = os.environ.get("PAPER_ACC_GPU", "data/gpu/dq_accuracy.csv")
 SEQLENS = (64, 192, 704, 1024)
 PEERS = (("sdpa_flash", "SDPA flash"), ("sdpa_cudnn", "cuDNN"), ("sdpa_efficient", "efficient"),
@@ -98,6 +104,34 @@ def cpu_values():
     return v
 
 
+def draw_values():
+    """The CPU model over many draws of N = 192, d = 64, bf16, a = 120: how
+    often the centered dQ misses twice math's, with and without mask, and
+    what removing each of the two roundings does."""
+    rows = read(DRAWS)
+    v = {"acc_draws_status": "absent" if rows is None else "present"}
+    if rows is None:
+        return v
+    by = {}
+    for r in rows:
+        by.setdefault((r["causal"], r["seed"]), {})[r["variant"]] = r
+    for causal, tag in (("1", "causal"), ("0", "full")):
+        ds = [x for (c, _), x in sorted(by.items()) if c == causal]
+        v[f"acc_draws_{tag}_n"] = str(len(ds))
+        for variant in ("math", "centered", "centered_exact_dS", "centered_exact_D"):
+            errs = [num(x[variant]["err_dQ"]) for x in ds]
+            v[f"acc_draws_{tag}_{variant}_mean"] = fmt(sum(errs) / len(errs))
+            if variant != "math":
+                over = [x for x in ds if num(x[variant]["err_dQ"]) > 2 * num(x["math"]["err_dQ"])]
+                v[f"acc_draws_{tag}_{variant}_over"] = str(len(over))
+        ratio = [num(x["centered"]["err_dQ"]) / num(x["math"]["err_dQ"]) for x in ds]
+        v[f"acc_draws_{tag}_ratio_max"] = f"{max(ratio):.2f}"
+        over = [x for x in ds if num(x["centered"]["err_dQ"]) > 2 * num(x["math"]["err_dQ"])]
+        v[f"acc_draws_{tag}_over_rows"] = (f"{1 + max(int(x['centered']['worst_row']) for x in over)}"
+                                           if over else "none")
+    return v
+
+
 def gpu_rows():
     return read(GPU)
 
@@ -108,12 +142,20 @@ def gpu_values():
     for k in ("acc_gpu_cost", "acc_gpu_cost_N", "acc_gpu_commit", "acc_gpu_date", "acc_gpu_gpu",
               "acc_gpu_ours_max", "acc_gpu_keep_min", "acc_gpu_math_max", "acc_gpu_cudnn_nan",
               "acc_gpu_flash_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
-              "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes"):
+              "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes", "acc_gpu_auto_n",
+              "acc_gpu_missed", "acc_gpu_miss", "acc_gpu_miss_by", "acc_gpu_miss_u", "acc_gpu_miss_math_u",
+              "acc_gpu_one_rule_counter", "acc_gpu_rule_commit"):
         v[k] = "n/a"
     if rows is None:
         return v
     first = rows[0]
     v["acc_gpu_commit"], v["acc_gpu_date"], v["acc_gpu_gpu"] = first["commit"], first["date"], first["gpu"]
+    # the rule's columns: as the run wrote them, or recomputed later (scripts/dq_accuracy.py --rule-only)
+    v["acc_gpu_rule_commit"] = first["commit"]
+    with open(GPU if os.path.isabs(GPU) else os.path.join(ROOT, GPU)) as f:
+        for ln in f:
+            if ln.startswith("# rule:") and " at " in ln:
+                v["acc_gpu_rule_commit"] = ln.split(" at ", 1)[1].split(",")[0].strip()
     err = [r for r in rows if r["kind"] == "error"]
     ours = [num(r["err_dQ"]) for r in err if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k")
             and r["err_dQ"] != ""]
@@ -135,6 +177,28 @@ def gpu_values():
     if pairs:
         v["acc_gpu_over_math"] = f"{max(a / b for a, b in pairs):.2f}"
         v["acc_gpu_within2"] = f"{sum(a <= 2 * b for a, b in pairs)} of {len(pairs)}"
+        # where twice math's is missed: the (dtype, seqlen, mask) points and the versions there
+        miss = {}
+        for r in err:
+            key = (r["dtype"], r["seqlen"], r["causal"])
+            if (r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k") and r["err_dQ"] != ""
+                    and key in math_of and num(r["err_dQ"]) > 2 * math_of[key]):
+                miss.setdefault(key, []).append((r["impl"].split("_")[1], num(r["err_dQ"])))
+        if miss:
+            parts, by, us, mus = [], [], [], []
+            for (dt, N, c), vs in sorted(miss.items()):
+                e = [x for _, x in vs]
+                same = " alike" if max(e) == min(e) else ""
+                parts.append(f"{', '.join(n for n, _ in vs)}{same} at N = {N} {'causal' if c == '1' else 'full'}, "
+                             f"{dt}: {fmt(max(e))} against math's {fmt(math_of[(dt, N, c)])}, "
+                             f"{max(e) / math_of[(dt, N, c)]:.2f} times")
+                by.append(f"{(max(e) / (2 * math_of[(dt, N, c)]) - 1) * 100:.1f}%")
+                us.append(f"{max(e) / U[dt]:.2f}")
+                mus.append(f"{math_of[(dt, N, c)] / U[dt]:.2f}")
+            v["acc_gpu_miss"], v["acc_gpu_miss_by"] = "; ".join(parts), ", ".join(by)
+            v["acc_gpu_miss_u"], v["acc_gpu_miss_math_u"] = ", ".join(us), ", ".join(mus)
+        else:
+            v["acc_gpu_miss"] = "nowhere"
     cudnn_nan = [r for r in err if r["impl"] == "sdpa_cudnn" and r["nonfinite"] not in ("", "0")]
     finite_ours = {(r["dtype"], r["seqlen"], r["causal"]) for r in err
                    if r["impl"].startswith("ours_") and r["nonfinite"] == "0"}
@@ -157,18 +221,45 @@ def gpu_values():
                 v["acc_gpu_auto_max"] = f"{max(on) * 100:.1f}%"
             if off:
                 v["acc_gpu_off_min"] = f"{min(off) * 100:.1f}%"
-            first = {}
-            for r in t:
-                if r["auto"] == "1":
-                    key = ("causal" if r["causal"] == "1" else "no mask", int(r["d"]))
-                    first[key] = min(first.get(key, 1 << 30), int(r["seqlen"]))
-            v["acc_gpu_auto_shapes"] = "; ".join(f"{m}, d = {d}: N >= {n}" for (m, d), n in sorted(first.items())) \
-                or "none"
+            v["acc_gpu_auto_n"] = f"{len(on)} of {len(t)}"
+            missed = [x for x in off if x < 0.03]
+            v["acc_gpu_missed"] = (f"{len(missed)} (measured {min(missed) * 100:.1f}% to {max(missed) * 100:.1f}%)"
+                                   if missed else "none")
+            # per version and mask, the shortest N the rule centers, per d when the d's differ
+            vers = sorted({r["impl"] for r in t}, key=lambda i: int(i.split("_")[1][1:]))
+            ds = sorted({int(r["d"]) for r in t})
+            out = []
+            for impl in vers:
+                masks = []
+                for c, m in (("0", "no mask"), ("1", "causal")):
+                    firsts = [min((int(r["seqlen"]) for r in t if r["impl"] == impl and r["causal"] == c
+                                   and int(r["d"]) == d and r["auto"] == "1"), default=None) for d in ds]
+                    if all(n is None for n in firsts):
+                        masks.append(f"{m} nowhere")
+                    elif len(set(firsts)) == 1:
+                        masks.append(f"{m} N >= {firsts[0]}")
+                    else:
+                        masks.append(f"{m} " + ", ".join(f"N >= {n} at d = {d}" if n else f"nowhere at d = {d}"
+                                                         for n, d in zip(firsts, ds)))
+                out.append(f"{impl.split('_')[1]}: " + ", ".join(masks))
+            v["acc_gpu_auto_shapes"] = "; ".join(out)
+        # a shape where one version must be centered (under 1%) and another must not (3% or more)
+        shapes = {}
+        for r in t:
+            shapes.setdefault((int(r["seqlen"]), r["causal"], int(r["d"])), []).append(
+                (num(r["time_ratio"]) - 1, r["impl"].split("_")[1]))
+        split = [(max(c)[0] - min(c)[0], k, min(c), max(c)) for k, c in shapes.items()
+                 if min(c)[0] < 0.01 and max(c)[0] >= 0.03]
+        if split:
+            _, (N, c, d), lo, hi = max(split)
+            v["acc_gpu_one_rule_counter"] = (f"N = {N} {'causal' if c == '1' else 'without a mask'}, d = {d}, "
+                                             f"{lo[1]} costs {lo[0] * 100:.1f}% and {hi[1]} {hi[0] * 100:.1f}%")
     return v
 
 
 def values():
     v = cpu_values()
+    v.update(draw_values())
     v.update(gpu_values())
     return v
 
@@ -218,16 +309,17 @@ def write_table(out):
         lines.append("")
     t = [r for r in rows if r["kind"] == "time"]
     if t and all(r.get("predicted_ratio") not in (None, "") for r in t):
-        # the cost in percent of the backward, measured per version and predicted (fa_bwd_center_cost)
+        # the cost in percent of the backward per version and d: measured, then the rule's prediction
         ds = sorted({int(r["d"]) for r in t})
         vers = []
         for r in t:
             if r["impl"] not in vers:
                 vers.append(r["impl"])
-        head = ["N, mask"] + [f"predicted d={d}" for d in ds] + [f"{o.split('_')[1]} d={d}" for o in vers for d in ds]
-        lines.append("Cost of the centering in percent of one backward's time (bf16, B N = "
-                     f"{int(t[0]['B']) * int(t[0]['seqlen'])}, {t[0]['note'].split(';')[1].strip()}; "
-                     "predicted: fa_bwd_center_cost; * where the auto mode centers):\n")
+        head = ["N, mask"] + [f"{o.split('_')[1]} d={d}" for o in vers for d in ds]
+        lines.append("Cost of the centering in percent of one backward's time, measured / predicted "
+                     f"(bf16, B N = {int(t[0]['B']) * int(t[0]['seqlen'])}, "
+                     f"{t[0]['note'].split(';')[1].strip()}; predicted: fa_bwd_center_cost for that "
+                     "version; * where the auto mode centers):\n")
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
         for causal in ("0", "1"):
@@ -239,13 +331,11 @@ def write_table(out):
                 def pct(x):
                     return f"{(x - 1) * 100:.1f}"
                 row = [f"{N} {'causal' if causal == '1' else 'full'}"]
-                for d in ds:
-                    r = next((r for (i, dd), r in at.items() if dd == d), None)
-                    row.append("--" if r is None else pct(num(r["predicted_ratio"])) + ("*" if r["auto"] == "1" else ""))
                 for o in vers:
                     for d in ds:
                         r = at.get((o, d))
-                        row.append("--" if r is None else pct(num(r["time_ratio"])))
+                        row.append("--" if r is None else f"{pct(num(r['time_ratio']))} / "
+                                   f"{pct(num(r['predicted_ratio']))}" + ("*" if r["auto"] == "1" else ""))
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     elif t:

@@ -15,7 +15,7 @@
 #              without it for every tensor-core version at the shapes of
 #              data/gpu/bench_bwd.csv (bf16, B N = 16384, d = 64 and 128,
 #              N = 512 to 16384, causal and not) beside the cost
-#              fa_bwd_center_cost predicts and the auto mode's choice
+#              fa_bwd_center_cost predicts for each version and the auto mode's choice
 #              -> $OUT/dq_accuracy.csv (copy to data/gpu/dq_accuracy.csv)
 #              ./stage5 --sweep accuracy (the far-logit tests of make gpu-test)
 #              -> $OUT/dq_accuracy_stage5.log (copy to data/gpu/)
