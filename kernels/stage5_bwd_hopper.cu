@@ -823,18 +823,14 @@ static int hb_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
  * the copy engine's (default mode) add exact zeros there. */
 static int hb_check_varlen(int dtype, const attn_params *p, int flags)
 {
-    if (int rc = hb_check(dtype, p)) return rc;
-    if (flags & FA_BWD_CENTER_K)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_CENTER_K (accurate_dq) takes no variable lengths: "
-                            "K's mean would be per sequence");
-    return FA_OK;
+    (void)flags;   /* FA_BWD_CENTER_K: tiled_backward_vl refuses it, for every version */
+    return hb_check(dtype, p);
 }
 static int hb_backward_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
                               cudaStream_t st)
 {
     if (fa_device_cc() != 90)
         return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: backward v3 is built for sm_90a (H100/H200) only");
-    if (int rc = hb_check_varlen(dtype, p, flags)) return rc;
     return tiled_backward_mma_vl("v3", dtype, p, vl, x, flags, st, hb_launch<__half>, hb_launch<__nv_bfloat16>);
 }
 

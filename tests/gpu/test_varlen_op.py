@@ -463,15 +463,8 @@ def main():
           f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     flash_op.poison_outputs = True
-    parts = [case_tests, poison_tests, compile_tests]
-    only = [w.strip() for w in os.environ.get("FA_VARLEN_PARTS", "").split(",") if w.strip()]
-    if only:   # FA_VARLEN_PARTS=poison_tests: those parts alone (a sanitizer's run)
-        unknown = [w for w in only if w not in {f.__name__ for f in parts}]
-        if unknown:
-            print(f"FAIL varlen: FA_VARLEN_PARTS names no part {', '.join(unknown)}")
-        print(f"# FA_VARLEN_PARTS: only {', '.join(only)}")
-        parts = [f for f in parts if f.__name__ in only]
-    for part in parts:
+    import test_flash_op
+    for part in test_flash_op.only_parts([case_tests, poison_tests, compile_tests], "FA_VARLEN_PARTS", "varlen"):
         try:
             part(gen)
         except Exception:  # noqa: BLE001 (a crash is one FAIL, the rest still runs)
