@@ -45,6 +45,14 @@
  * through mask.h; with grouped heads one block walks the query heads of its
  * key/value head, so dK and dV are summed over the group in registers.
  *
+ * Packed sequences (VL, fa_backward_varlen; core/varlen.h): the same
+ * kernel with each block on sequence b = blockIdx.y / H_kv alone
+ * (bwd_view_of: its lengths, its mask, its first rows q0, k0), the tensor
+ * maps over one batch of the packed rows, tile origins at q0 + i0, k0 + j0
+ * (the dense kernel's, relative to the sequence), L, D and the dQ
+ * accumulator in the packed layouts. A sequence's last tiles bring the next
+ * sequence's rows with them (hb_check_varlen says what makes them harmless).
+ *
  * Layout in shared memory: every tile in the 128-byte swizzle the copy
  * engine writes and wgmma reads (stage4_v3_hopper.cu's header), as column
  * blocks of 64 16-bit elements; dS^T is [key][query], written by the
@@ -148,25 +156,32 @@ __device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_
  * copy engine; rows past Sq arrive as zeros) and L_i, D_i (the lanes). A
  * stage is refilled after its "empty" phase completed: every consumer
  * thread arrived after its last read of it. */
-template <typename T, int D>
+template <typename T, int D, bool VL>
 __device__ void hb_producer(const hb_smem<D> &sm, const CUtensorMap *tmQ, const CUtensorMap *tmK,
-                            const CUtensorMap *tmV, const CUtensorMap *tmdO, const bwd_args<T> &x, hb_walk w,
-                            int steps, int b, int hk, int j0)
+                            const CUtensorMap *tmV, const CUtensorMap *tmdO, const bwd_args<T> &x,
+                            const bwd_view &seq, hb_walk w, int steps, int b, int hk, int j0)
 {
     using C = hb_cfg<D>;
-    const fa_kargs &a = x.a;
+    const fa_kargs &a = VL ? seq.a : x.a;   /* VL: the sequence as its own problem */
     const int lane = threadIdx.x & 31;
     const bool lane0 = lane == 0;
+    /* VL: the packed maps' one batch; the sequence's rows from q0, k0 */
+    const int zb = VL ? 0 : b;
     if (lane0) {
-        tma_tile<C::CB, C::BC>(tmK, sm.k(), sm.kv_full(), j0, make_int2(hk, b));
-        tma_tile<C::CB, C::BC>(tmV, sm.v(), sm.kv_full(), j0, make_int2(hk, b));
+        tma_tile<C::CB, C::BC>(tmK, sm.k(), sm.kv_full(), (VL ? seq.k0 : 0) + j0, make_int2(hk, zb));
+        tma_tile<C::CB, C::BC>(tmV, sm.v(), sm.kv_full(), (VL ? seq.k0 : 0) + j0, make_int2(hk, zb));
     }
     for (int s = 0; s < steps; s++, w.next()) {
         const int st = s & 1;
         mbar_wait(sm.empty(st), ((s >> 1) & 1) ^ 1);
         const int hq = hk * a.h_per_kv + w.h, bh = b * a.H + hq, i0 = w.block() * C::BR;
-        const float *Lh = x.L + (size_t)bh * a.seqlen_q, *Dh = x.D + (size_t)bh * a.seqlen_q;
+        /* L, D rows: (B, H, Sq), or packed (H, total_q) from the sequence's first row */
+        const float *Lh = x.L + (VL ? (size_t)hq * x.l_head + seq.q0 : (size_t)bh * a.seqlen_q);
+        const float *Dh = x.D + (VL ? (size_t)hq * x.l_head + seq.q0 : (size_t)bh * a.seqlen_q);
         float *Ls = sm.L(st), *Ds = sm.Dr(st);
+        /* rows past the sequence's end (VL: the next sequence's, which the
+         * copy engine brings with the tile) get L = +inf, D = 0: their P and
+         * dS are 0 for any finite S, dP */
 #pragma unroll
         for (int r = lane; r < C::BR; r += 32) {
             const int i = i0 + r;
@@ -174,8 +189,8 @@ __device__ void hb_producer(const hb_smem<D> &sm, const CUtensorMap *tmQ, const 
             Ds[r] = i < a.seqlen_q ? Dh[i] : 0.f;
         }
         if (lane0) {
-            tma_tile<C::CB, C::BR>(tmQ, sm.q(st), sm.full(st), i0, make_int2(hq, b));
-            tma_tile<C::CB, C::BR>(tmdO, sm.dO(st), sm.full(st), i0, make_int2(hq, b));
+            tma_tile<C::CB, C::BR>(tmQ, sm.q(st), sm.full(st), (VL ? seq.q0 : 0) + i0, make_int2(hq, zb));
+            tma_tile<C::CB, C::BR>(tmdO, sm.dO(st), sm.full(st), (VL ? seq.q0 : 0) + i0, make_int2(hq, zb));
         } else {
             mbar_arrive(sm.full(st));
         }
@@ -213,13 +228,13 @@ __device__ __forceinline__ void hb_turn_pass(int *sem, bool first)
  * mode); STEP 2: through shared memory by the copy engine's tensor
  * reduction (tmdQ), so the warpgroup goes on to the next query block at
  * once. */
-template <typename T, int D, int STEP>
-__device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const CUtensorMap *tmdQ, hb_walk w,
-                            int steps, int b, int hk, int jb, int j0)
+template <typename T, int D, int STEP, bool VL>
+__device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const bwd_view &seq,
+                            const CUtensorMap *tmdQ, hb_walk w, int steps, int b, int hk, int jb, int j0)
 {
     using C = hb_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, NS = BR / 8;   /* n-tiles of 8 queries in S^T */
-    const fa_kargs &a = x.a;
+    const fa_kargs &a = VL ? seq.a : x.a;   /* VL: the sequence as its own problem */
     const int Sq = a.seqlen_q, Sk = a.seqlen_k;
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int jw = j0 + 64 * cw;   /* the warpgroup's first key */
@@ -342,17 +357,24 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
                     }
                 fence_proxy_async();
                 named_bar_sync(3 + cw, 128);
+                /* (VL: rows past the sequence's end add exact zeros, their dS
+                 * being 0; rows past total_q are clipped by the copy engine) */
                 if (tid == 0) {
 #pragma unroll
                     for (int bx = 0; bx < 2; bx++)
-                        tma_reduce_add_4d(tmdQ, box + bx * 8192, c_off + 32 * bx, i0 + q_off, hq, b);
+                        tma_reduce_add_4d(tmdQ, box + bx * 8192, c_off + 32 * bx, (VL ? seq.q0 : 0) + i0 + q_off,
+                                          hq, VL ? 0 : b);
                     bulk_commit();
                 }
                 continue;
             }
-            /* the additions (rows past Sq add nothing) */
+            /* the additions (rows past Sq add nothing: with VL they are the
+             * next sequence's, whose ordered additions a plain
+             * read-add-write here would race with). VL: the accumulator is
+             * laid out as the packed dQ, (total_q, H, d) */
             const int r0 = i0 + q_off + 16 * warp + g;
             float *row = dq_row_of(x.dq_acc + (size_t)bh * Sq * D, D, r0, lane);
+            if constexpr (VL) row = dq_row_of(x.dq_acc + ((size_t)seq.q0 * a.H + hq) * D, a.H * D, r0, lane);
             const bool row_ok = r0 + ((lane & 1) ? 8 : 0) < Sq;
             auto add_dq = [&](auto ordered_c, auto check_c) {
 #pragma unroll
@@ -364,6 +386,7 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
             };
             if (x.deterministic) {
                 int *sem = x.sem + (size_t)bh * ((Sq + BWD_TILED_BR - 1) / BWD_TILED_BR) + i0 / BWD_TILED_BR;
+                if constexpr (VL) sem = x.sem + hq * x.sem_head + seq.slot + i0 / BWD_TILED_BR;
                 hb_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb), first);
                 add_dq(std::true_type(), std::true_type());
                 hb_turn_pass(sem, first);
@@ -382,9 +405,10 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const int j = jw + 16 * warp + g + 8 * hh;
-        if (j >= Sk) continue;
-        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + j * x.sdk.row + 2 * t;
-        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + j * x.sdv.row + 2 * t;
+        if (j >= Sk) continue;   /* (VL: the next sequence's key) */
+        const int jr = (VL ? seq.k0 : 0) + j;
+        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + jr * x.sdk.row + 2 * t;
+        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + jr * x.sdv.row + 2 * t;
 #pragma unroll
         for (int c = 0; c < D / 8; c++) {
             *reinterpret_cast<uint32_t *>(dkr + 8 * c) =
@@ -418,14 +442,14 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
  * Its set-up and per-step products repeat hb_consumer's lines by design:
  * the steps stay whole and selectable side by side (FA_BWD3_STEP), as
  * forward version 3's do, so each is measured as it was written. */
-template <typename T, int D>
-__device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const CUtensorMap *tmdQ, hb_walk w,
-                             int steps, int b, int hk, int j0)
+template <typename T, int D, bool VL>
+__device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const bwd_view &seq,
+                             const CUtensorMap *tmdQ, hb_walk w, int steps, int b, int hk, int j0)
 {
     using C = hb_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, NS = BR / 8;
     constexpr int BAR_DS = 5, BAR_TURN = 9;
-    const fa_kargs &a = x.a;
+    const fa_kargs &a = VL ? seq.a : x.a;
     const int Sq = a.seqlen_q, Sk = a.seqlen_k;
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int jw = j0 + 64 * cw;
@@ -480,7 +504,9 @@ __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x,
             if (tid == 0) {
                 const int hq = where % a.H, i0 = where / a.H * BR;
 #pragma unroll
-                for (int bx = 0; bx < 2; bx++) tma_reduce_add_4d(tmdQ, box + bx * 8192, c_off + 32 * bx, i0 + q_off, hq, b);
+                for (int bx = 0; bx < 2; bx++)
+                    tma_reduce_add_4d(tmdQ, box + bx * 8192, c_off + 32 * bx, (VL ? seq.q0 : 0) + i0 + q_off, hq,
+                                      VL ? 0 : b);
                 bulk_commit();
             }
         };
@@ -606,9 +632,10 @@ __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x,
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const int j = jw + 16 * warp + g + 8 * hh;
-        if (j >= Sk) continue;
-        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + j * x.sdk.row + 2 * t;
-        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + j * x.sdv.row + 2 * t;
+        if (j >= Sk) continue;   /* (VL: the next sequence's key) */
+        const int jr = (VL ? seq.k0 : 0) + j;
+        T *dkr = x.dk + b * x.sdk.batch + hk * x.sdk.head + jr * x.sdk.row + 2 * t;
+        T *dvr = x.dv + b * x.sdv.batch + hk * x.sdv.head + jr * x.sdv.row + 2 * t;
 #pragma unroll
         for (int c = 0; c < D / 8; c++) {
             *reinterpret_cast<uint32_t *>(dkr + 8 * c) =
@@ -619,7 +646,7 @@ __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x,
 }
 
 //> bwd-hopper-kernel
-template <typename T, int D, int STEP>
+template <typename T, int D, int STEP, bool VL>
 __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
     hb_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
               const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmdO,
@@ -629,8 +656,12 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
     extern __shared__ __align__(16) uint8_t hb_smem_raw[];
     const uint32_t raw = smem_u32(hb_smem_raw), base = (raw + 1023u) & ~1023u;
     const hb_smem<D> sm{base, reinterpret_cast<float *>(hb_smem_raw + (base - raw))};
-    const fa_kargs &a = x.a;
+    /* VL: sequence b as its own problem (lengths, mask) and where its rows
+     * start (bwd_view_of); else the call itself */
+    const bwd_view seq = bwd_view_of<VL>(x, blockIdx.y / x.a.H_kv);
+    const fa_kargs &a = VL ? seq.a : x.a;
     const int jb = blockIdx.x, j0 = jb * C::BC, j1 = min(j0 + C::BC, a.seqlen_k);
+    if (VL && j0 >= a.seqlen_k) return;   /* the grid is the longest sequence's: no key of this one here */
     const int bkv = blockIdx.y, b = bkv / a.H_kv, hk = bkv % a.H_kv;
     hb_walk w{0, 0, 0, 0, 0};
     int ib_end;
@@ -648,15 +679,16 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
     __syncthreads();
     if (threadIdx.x < 128) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
-        if (threadIdx.x < 32 && steps > 0) hb_producer<T, D>(sm, &tmQ, &tmK, &tmV, &tmdO, x, w, steps, b, hk, j0);
+        if (threadIdx.x < 32 && steps > 0)
+            hb_producer<T, D, VL>(sm, &tmQ, &tmK, &tmV, &tmdO, x, seq, w, steps, b, hk, j0);
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
         /* the warpgroup index as a warp-uniform value (stage4_v3_hopper.cu, v3-kernel) */
         const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
         if constexpr (STEP == 3)
-            hb_consumer3<T, D>(wg - 1, sm, x, &tmdQ, w, steps, b, hk, j0);
+            hb_consumer3<T, D, VL>(wg - 1, sm, x, seq, &tmdQ, w, steps, b, hk, j0);
         else
-            hb_consumer<T, D, STEP>(wg - 1, sm, x, &tmdQ, w, steps, b, hk, jb, j0);
+            hb_consumer<T, D, STEP, VL>(wg - 1, sm, x, seq, &tmdQ, w, steps, b, hk, jb, j0);
     }
 }
 //< bwd-hopper-kernel
@@ -688,14 +720,20 @@ static int hb_step(void)
 
 /* The tensor map of the fp32 dQ accumulator (B, H, Sq, d), contiguous, in
  * boxes of 32 columns (128 bytes) x 64 rows, 128-byte swizzle: what step 2's
- * reductions add from. */
-static int hb_dq_map(CUtensorMap *map, float *acc, int d, int Sq, int H, int B)
+ * reductions add from. packed: the varlen accumulator (total_q = Sq, H, d)
+ * as one batch (B = 1; the batch stride, never stepped over, one row's). */
+static int hb_dq_map(CUtensorMap *map, float *acc, int d, int Sq, int H, int B, bool packed = false)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();
     if (!encode)
         return fa_set_error(FA_ERR_CUDA, "%s:%d: the driver has no cuTensorMapEncodeTiled", __FILE__, __LINE__);
     cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)Sq, (cuuint64_t)H, (cuuint64_t)B};
     cuuint64_t strides[3] = {(cuuint64_t)d * 4, (cuuint64_t)Sq * d * 4, (cuuint64_t)H * Sq * d * 4};
+    if (packed) {
+        strides[0] = (cuuint64_t)H * d * 4;
+        strides[1] = (cuuint64_t)d * 4;
+        strides[2] = strides[0];
+    }
     cuuint32_t box[4] = {32, 64, 1, 1}, elem[4] = {1, 1, 1, 1};
     CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, acc, dims, strides, box, elem,
                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -706,19 +744,31 @@ static int hb_dq_map(CUtensorMap *map, float *acc, int d, int Sq, int H, int B)
     return FA_OK;
 }
 
-template <typename T, int D>
+/* VL (packed sequences, x.cu_q set): the maps over one batch of the packed
+ * rows, as forward version 3's (a dimension of 1 whose stride is one row's),
+ * and the grid over the longest sequence's key blocks (x.a.seqlen_k) x B
+ * H_kv; a block whose keys start past its sequence's end returns. */
+template <typename T, int D, bool VL>
 static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 {
     using C = hb_cfg<D>;
     const int dtype = std::is_same<T, __nv_bfloat16>::value ? FA_BF16 : FA_FP16;
     const fa_kargs &a = x.a;
+    const int rows_q = VL ? x.total_q : a.seqlen_q, rows_k = VL ? x.total_k : a.seqlen_k, batches = VL ? 1 : B;
+    fa_stride sq = x.sq, sdo = x.sdo, sk = x.sk, sv = x.sv;
+    if (VL) {
+        sq.batch = sq.row;
+        sdo.batch = sdo.row;
+        sk.batch = sk.row;
+        sv.batch = sv.row;
+    }
     CUtensorMap tq, tk, tv, tdo, tdq;
     int rc;
-    if ((rc = v3_tensor_map_strided(&tq, x.q, dtype, D, a.seqlen_q, a.H, B, &x.sq, C::BR)) ||
-        (rc = v3_tensor_map_strided(&tdo, x.dO, dtype, D, a.seqlen_q, a.H, B, &x.sdo, C::BR)) ||
-        (rc = v3_tensor_map_strided(&tk, x.k, dtype, D, a.seqlen_k, a.H_kv, B, &x.sk, C::BC)) ||
-        (rc = v3_tensor_map_strided(&tv, x.v, dtype, D, a.seqlen_k, a.H_kv, B, &x.sv, C::BC)) ||
-        (rc = hb_dq_map(&tdq, x.dq_acc, D, a.seqlen_q, a.H, B)))
+    if ((rc = v3_tensor_map_strided(&tq, x.q, dtype, D, rows_q, a.H, batches, &sq, C::BR)) ||
+        (rc = v3_tensor_map_strided(&tdo, x.dO, dtype, D, rows_q, a.H, batches, &sdo, C::BR)) ||
+        (rc = v3_tensor_map_strided(&tk, x.k, dtype, D, rows_k, a.H_kv, batches, &sk, C::BC)) ||
+        (rc = v3_tensor_map_strided(&tv, x.v, dtype, D, rows_k, a.H_kv, batches, &sv, C::BC)) ||
+        (rc = hb_dq_map(&tdq, x.dq_acc, D, rows_q, a.H, batches, VL)))
         return rc;
     const dim3 grid((a.seqlen_k + C::BC - 1) / C::BC, (unsigned)(B * a.H_kv));
     auto go = [&](auto kernel, bool &attr_set) -> int {   /* attr_set: per instantiation */
@@ -732,12 +782,16 @@ static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
     };
     static bool set1 = false, set2 = false, set3 = false;
     const int step = x.deterministic ? 1 : hb_step();
-    return step == 3 ? go(hb_kernel<T, D, 3>, set3) : step == 2 ? go(hb_kernel<T, D, 2>, set2) : go(hb_kernel<T, D, 1>, set1);
+    return step == 3   ? go(hb_kernel<T, D, 3, VL>, set3)
+           : step == 2 ? go(hb_kernel<T, D, 2, VL>, set2)
+                       : go(hb_kernel<T, D, 1, VL>, set1);
 }
 
 template <typename T> static int hb_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    return x.a.d == 64 ? hb_launch_d<T, 64>(x, B, st) : hb_launch_d<T, 128>(x, B, st);
+    if (x.cu_q)   /* packed sequences (hb_backward_varlen) */
+        return x.a.d == 64 ? hb_launch_d<T, 64, true>(x, B, st) : hb_launch_d<T, 128, true>(x, B, st);
+    return x.a.d == 64 ? hb_launch_d<T, 64, false>(x, B, st) : hb_launch_d<T, 128, false>(x, B, st);
 }
 
 /* The row's limits beyond fa_api.cu's (fp16/bf16, d 64 or 128, cc 9.0):
@@ -760,6 +814,29 @@ static int hb_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
     return tiled_backward_mma("v3", dtype, p, x, deterministic, st, hb_launch<__half>, hb_launch<__nv_bfloat16>);
 }
 
+/* Packed sequences (fa_backward_varlen): the grid of the longest
+ * sequence's key blocks x B H_kv, each block working on its sequence alone
+ * (bwd_view_of), with the dense kernel's tile origins relative to the
+ * sequence's first rows, so that the deterministic mode computes each
+ * sequence bit for bit as a dense call on it alone. The rows of the next
+ * sequence that the copy engine brings with a sequence's last tile meet
+ * P = 0 (queries: L = +inf; keys: the bound test), so they add nothing
+ * provided they are finite (the inputs of the call are); dK, dV of keys
+ * past the end are not written, the ordered dQ additions stop at the end,
+ * the copy engine's (default mode) add exact zeros there. */
+static int hb_check_varlen(int dtype, const attn_params *p, int flags)
+{
+    (void)flags;   /* FA_BWD_CENTER_K: tiled_backward_vl refuses it, for every version */
+    return hb_check(dtype, p);
+}
+static int hb_backward_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
+                              cudaStream_t st)
+{
+    if (fa_device_cc() != 90)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: backward v3 is built for sm_90a (H100/H200) only");
+    return tiled_backward_mma_vl("v3", dtype, p, vl, x, flags, st, hb_launch<__half>, hb_launch<__nv_bfloat16>);
+}
+
 static int hb_block_rows(int d) { return d == 64 ? hb_cfg<64>::BR : hb_cfg<128>::BR; }
 static int hb_block_cols(int d) { (void)d; return hb_cfg<64>::BC; }
 
@@ -768,5 +845,6 @@ static int hb_block_cols(int d) { (void)d; return hb_cfg<64>::BC; }
  * (data/gpu/bwd_hopper_steps.md); version 4 stays the choice elsewhere
  * (d other than 64 and 128, GPUs other than Hopper). */
 const fa_row fa_row_bwd_v3 = {.info = {.pass = FA_BACKWARD, .version = 3, .name = "v3",
-    .what = "Hopper: K, V resident, Q, dO by TMA, wgmma, producer warp + 2 consumer warpgroups, fp32 dQ reductions", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 1, .min_cc = 90, .slug = "hopper", .strided = 1, .prefer = 1, .center_rate = 494e12},
-    .run = hb_backward, .check = hb_check, .workspace = tiled_bwd_workspace, .block_rows = hb_block_rows, .block_cols = hb_block_cols, .model_bytes = tiled_bwd_model};
+    .what = "Hopper: K, V resident, Q, dO by TMA, wgmma, producer warp + 2 consumer warpgroups, fp32 dQ reductions", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 1, .min_cc = 90, .slug = "hopper", .strided = 1, .varlen = 1, .prefer = 1, .center_rate = 494e12},
+    .run = hb_backward, .check = hb_check, .workspace = tiled_bwd_workspace, .block_rows = hb_block_rows, .block_cols = hb_block_cols, .model_bytes = tiled_bwd_model,
+    .run_varlen = hb_backward_varlen, .check_varlen = hb_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};

@@ -23,8 +23,9 @@ backward registered as the forward's autograd formula, so torch.compile
 (fullgraph=True) and CUDA graphs take them as two opaque nodes. They call
 fa_forward_varlen and fa_backward_varlen of libfa_gpu.so through fa.py on
 torch's current stream; the version is the highest of the table whose row
-says `varlen` and that runs the problem (fa_check_varlen), chosen once per
-signature.
+says `varlen` and that runs the problem (fa_check_varlen), rows that say
+`prefer` first as in flash_op (backward 3 on Hopper, then 4), chosen once
+per signature.
 
 Errors: ValueError of one line. flash_attn_varlen_func checks shapes,
 dtypes and devices of every argument, and in eager mode also the contents
@@ -58,10 +59,11 @@ _PLANS = {}   # signature -> (version, params, varlen struct, ptrs, workspace by
 
 
 def _choose(pass_, dt, p, vl, requested, deterministic):
-    """The version: `requested` checked, or the highest whose row says varlen."""
+    """The version: `requested` checked, or the highest whose row says varlen,
+    those whose row says `prefer` first (flash_op.choose_version's order)."""
     lib = flash_op.library()
     names = {fa.FORWARD: "forward", fa.BACKWARD: "backward"}
-    rows = sorted(fa.versions(lib, pass_), key=lambda r: -r.version)
+    rows = sorted(fa.versions(lib, pass_), key=lambda r: (-r.prefer, -r.version))
     if requested >= 0:
         rows = [r for r in rows if r.version == requested]
         if not rows:

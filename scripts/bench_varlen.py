@@ -8,9 +8,10 @@ against the dense kernels at the same total tokens, and SDPA on padded batches.
 bf16, H = 16 heads (H_kv = 16), d = 64 and 128, causal and not, B = 16
 sequences of --total (16384) tokens in all, forward and backward. Measured in
 the same run, on tensors made once:
-  ours_dense         the dense kernels (forward version 3, backward version
-                     4) on B x N, N = total / B, in FlashAttention's (B, N,
-                     H, d) layout: the reference the target is stated against
+  ours_dense         the dense kernels (the op's choice: forward version 3,
+                     backward version 3 on Hopper) on B x N, N = total / B, in
+                     FlashAttention's (B, N, H, d) layout: the reference the
+                     target is stated against
   ours_varlen_equal  the varlen kernels on the same 16 sequences of N tokens,
                      packed (total, H, d): the same work, so the ratio to
                      ours_dense is what the varlen plumbing costs (target:

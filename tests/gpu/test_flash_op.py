@@ -831,6 +831,20 @@ def error_tests():
               + ("" if cuda else "; CUDA-only cases skipped: no GPU") + ")")
 
 
+def only_parts(parts, var, label):
+    """The functions of parts that the environment variable var names
+    (name,name: those parts alone, a short device run), all of them when it is
+    unset; a FAIL line (label) for a name of no part."""
+    only = [w.strip() for w in os.environ.get(var, "").split(",") if w.strip()]
+    if not only:
+        return parts
+    unknown = [w for w in only if w not in {f.__name__ for f in parts}]
+    if unknown:
+        print(f"FAIL {label}: {var} names no part {', '.join(unknown)}")
+    print(f"# {var}: only {', '.join(only)}")
+    return [f for f in parts if f.__name__ in only]
+
+
 def main():
     if not os.path.exists(os.path.join(ROOT, "build", "libfa_gpu.so")):
         skip_all("build/libfa_gpu.so is not built (nvcc not found; make build/libfa_gpu.so)")
@@ -845,14 +859,7 @@ def main():
     t0 = time.time()
     parts = [grad_tests, deterministic_tests, plumbing_tests, op_path_tests, compile_tests, graph_tests,
              strided_tests, empty_tests, stream_value_tests, flash_attn_func_tests, installed_tests]
-    only = [w.strip() for w in os.environ.get("FA_OP_PARTS", "").split(",") if w.strip()]
-    if only:   # FA_OP_PARTS=compile_tests,graph_tests: those parts alone (a short device run)
-        unknown = [w for w in only if w not in {f.__name__ for f in parts}]
-        if unknown:
-            print(f"FAIL flash_op: FA_OP_PARTS names no part {', '.join(unknown)}")
-        print(f"# FA_OP_PARTS: only {', '.join(only)}")
-        parts = [f for f in parts if f.__name__ in only]
-    for part in parts:
+    for part in only_parts(parts, "FA_OP_PARTS", "flash_op"):
         try:
             part(gen)
         except Exception:  # noqa: BLE001 (a crash is one FAIL, the rest still runs)

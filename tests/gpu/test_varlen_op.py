@@ -45,11 +45,17 @@ outputs poisoned (NaN) before every call.
   varlen-poison
       through the C interface, O, L, dQ, dK, dV written into the middle of
       NaN buffers: every row of every sequence written (no NaN), the guard
-      rows before and after untouched (still NaN), forward and backward.
+      rows before and after untouched (still NaN), forward and every
+      backward version that runs it here (both modes).
   varlen-compile
       torch.compile(fullgraph=True) of a function calling
       flash_attn_varlen_func and its backward (a graph break is an error):
       O and the gradients bitwise equal to eager (deterministic mode).
+
+FA_VARLEN_PARTS=name,name runs those parts of main's list alone
+(case_tests, poison_tests, compile_tests; e.g. poison_tests under
+compute-sanitizer). FA_BWD3_STEP (kernels/stage5_bwd_hopper.cu) picks the
+step of backward 3 that the default mode runs.
 """
 import ctypes
 import math
@@ -117,8 +123,8 @@ def abi_tests():
         msg = lib.fa_error_string().decode()
         if rc != fa.ERR_UNSUPPORTED or words not in msg or "cu_seqlens_q" not in msg:
             bad.append(f"{list(cu)}: rc {rc}, '{msg}'")
-    if n_varlen < 2:
-        bad.append(f"only {n_varlen} rows say varlen (expected the forward v3 and backward v4)")
+    if n_varlen < 3:
+        bad.append(f"only {n_varlen} rows say varlen (expected the forward v3 and backward v3, v4)")
     print(f"FAIL {name}: {'; '.join(bad)}" if bad else
           f"PASS {name} ({n_varlen} varlen rows; refusals in one line)")
 
@@ -340,10 +346,20 @@ def case_tests(gen):
 
 
 def poison_tests(gen):
-    """C-level calls into the middle of NaN buffers: every row written, guards untouched."""
+    """C-level calls into the middle of NaN buffers: every row written, guards
+    untouched; d = 64 and 128 (the backward's two tile shapes)."""
     name = "varlen-poison"
     lib = flash_op.library()
-    H, H_kv, d, lq, lk = 4, 2, 64, [65, 0, 1, 130, 7], [70, 3, 0, 129, 7]
+    bad, said = [], ""
+    for d in (64, 128):
+        said = poison_one(gen, lib, d, bad)
+    print(f"FAIL {name}: {'; '.join(bad)}" if bad else f"PASS {name} (d 64 and 128; {said})")
+
+
+def poison_one(gen, lib, d, bad):
+    """One head dimension of poison_tests: its failures appended to bad (each
+    naming d), what ran returned."""
+    H, H_kv, lq, lk = 4, 2, [65, 0, 1, 130, 7], [70, 3, 0, 129, 7]
     cu_q = torch.tensor([0] + list(_cumsum(lq)), dtype=torch.int32, device="cuda")
     cu_k = torch.tensor([0] + list(_cumsum(lk)), dtype=torch.int32, device="cuda")
     tq, tk, G = sum(lq), sum(lk), 64
@@ -363,34 +379,48 @@ def poison_tests(gen):
     x = fa.Ptrs()
     x.q, x.k, x.v, x.do_ = q.data_ptr(), k.data_ptr(), v.data_ptr(), do.data_ptr()
     x.o, x.softmax_lse = O[G:].data_ptr(), Lb[G:].data_ptr()
-    bad = []
+    n_bad = len(bad)
     fv = max(r.version for r in fa.versions(lib, fa.FORWARD) if r.varlen)
-    bv = max(r.version for r in fa.versions(lib, fa.BACKWARD) if r.varlen)
+    # every backward that runs packed sequences on this GPU, each into fresh NaN buffers
+    bvs = [r.version for r in fa.versions(lib, fa.BACKWARD) if r.varlen and
+           lib.fa_check_varlen(fa.BACKWARD, r.version, fa.BF16, ctypes.byref(p), ctypes.byref(vl)) == fa.OK]
+    if not bvs:
+        bad.append(f"d {d}: no backward version runs this varlen problem")
     stream = flash_op._raw_stream(torch.cuda.current_device())
     rc = lib.fa_forward_varlen(fv, fa.BF16, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x), stream)
     if rc != fa.OK:
-        bad.append(f"forward: {lib.fa_error_string().decode()}")
+        bad.append(f"d {d}: forward: {lib.fa_error_string().decode()}")
     x.dq, x.dk, x.dv = dQ[G:].data_ptr(), dK[G:].data_ptr(), dV[G:].data_ptr()
-    ws_n = lib.fa_workspace_bytes_varlen(fa.BACKWARD, bv, fa.BF16, ctypes.byref(p), ctypes.byref(vl))
-    ws = torch.empty(max(ws_n, 1), dtype=torch.uint8, device="cuda")
-    x.workspace, x.workspace_bytes = ws.data_ptr(), ws_n
-    if not bad:
-        rc = lib.fa_backward_varlen(bv, fa.BF16, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x), 0, stream)
-        if rc != fa.OK:
-            bad.append(f"backward: {lib.fa_error_string().decode()}")
-    torch.cuda.synchronize()
-    for nm, t, n, G_ in (("O", O, tq, G), ("dQ", dQ, tq, G), ("dK", dK, tk, G), ("dV", dV, tk, G),
-                         ("L", Lb, H * tq, G)):
+
+    def written(nm, t, n, G_, who):
         inside, guards = t[G_:G_ + n], torch.cat([t[:G_], t[G_ + n:]])
         if nm == "L":   # rows that see no key hold -inf, never NaN
             if torch.isnan(inside).any():
-                bad.append(f"L: {int(torch.isnan(inside).sum())} entries not written")
+                bad.append(f"d {d}: L: {int(torch.isnan(inside).sum())} entries not written")
         elif not torch.isfinite(inside).all():
-            bad.append(f"{nm}: {int((~torch.isfinite(inside)).sum())} entries of the sequences not written")
+            n = int((~torch.isfinite(inside)).sum())
+            bad.append(f"d {d}: {who} {nm}: {n} entries of the sequences not written")
         if not torch.isnan(guards.float()).all():
-            bad.append(f"{nm}: a guard row outside the packed rows was written")
-    print(f"FAIL {name}: {'; '.join(bad)}" if bad else
-          f"PASS {name} (forward v{fv}, backward v{bv}: every row written, {G} guard rows each side untouched)")
+            bad.append(f"d {d}: {who} {nm}: a guard row outside the packed rows was written")
+    torch.cuda.synchronize()
+    written("O", O, tq, G, f"forward v{fv}")
+    written("L", Lb, H * tq, G, f"forward v{fv}")
+    for bv in bvs if len(bad) == n_bad else []:
+        ws_n = lib.fa_workspace_bytes_varlen(fa.BACKWARD, bv, fa.BF16, ctypes.byref(p), ctypes.byref(vl))
+        ws = torch.empty(max(ws_n, 1), dtype=torch.uint8, device="cuda")
+        x.workspace, x.workspace_bytes = ws.data_ptr(), ws_n
+        for det in (0, 1):
+            for t in (dQ, dK, dV):
+                t.fill_(nan)
+            rc = lib.fa_backward_varlen(bv, fa.BF16, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x), det,
+                                        stream)
+            if rc != fa.OK:
+                bad.append(f"d {d}: backward v{bv}: {lib.fa_error_string().decode()}")
+            torch.cuda.synchronize()
+            for nm, t, n in (("dQ", dQ, tq), ("dK", dK, tk), ("dV", dV, tk)):
+                written(nm, t, n, G, f"backward v{bv}{' deterministic' if det else ''}")
+    return (f"forward v{fv}, backward {', '.join(f'v{v}' for v in bvs)} in both modes: every row written, "
+            f"{G} guard rows each side untouched")
 
 
 def compile_tests(gen):
@@ -433,7 +463,8 @@ def main():
           f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     flash_op.poison_outputs = True
-    for part in (case_tests, poison_tests, compile_tests):
+    import test_flash_op
+    for part in test_flash_op.only_parts([case_tests, poison_tests, compile_tests], "FA_VARLEN_PARTS", "varlen"):
         try:
             part(gen)
         except Exception:  # noqa: BLE001 (a crash is one FAIL, the rest still runs)
