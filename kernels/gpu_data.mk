@@ -17,7 +17,7 @@ NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 GPU_DATA_TARGETS := gpu-env stage4-default-gpu gpu-test-log bench-gpu io-gpu opcodes-gpu ncu-bwd-gpu \
                     final-tests-gpu v3-steps-gpu ring-gpu train-gpu decode-gpu overhead-gpu train-compare-gpu \
-                    varlen-gpu accuracy-gpu
+                    varlen-gpu accuracy-gpu hopper-ncu-gpu
 .PHONY: gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
 
 ifeq ($(GPU_MISSING),)
@@ -65,6 +65,9 @@ ncu-bwd-gpu: $(BUILD)/libfa_gpu.so       ## data/gpu/bwd_v3_ncu_details.txt, bwd
 	$(NCU1) --set full --import-source yes -k regex:v3_backward -c 1 -f -o $(BUILD)/v3rep $(OPCODE_RUN) --impls ours_v3_hopper
 	$(NCU1) -i $(BUILD)/v3rep.ncu-rep --page details > $(GPU_DATA)/bwd_v3_ncu_details.txt
 	$(NCU1) -i $(BUILD)/v3rep.ncu-rep --page source --csv --print-source sass > $(GPU_DATA)/bwd_v3_ncu_source.csv
+
+hopper-ncu-gpu: $(BUILD)/libfa_gpu.so    ## data/gpu/hopper_ncu/*.csv: Nsight Compute on the Hopper passes beside cuDNN's
+	NCU=$(NCU1) sh scripts/ncu_hopper.sh $(GPU_DATA)/hopper_ncu
 
 # The final run's test logs: both GPU suites, compute-sanitizer on the
 # backward, the PyTorch op's checks.

@@ -41,6 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FINAL = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 HOPPER = os.environ.get("PAPER_BWD3_CSV", "data/gpu/bwd_hopper_bench.csv")
 EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/bwd_hopper_bench_call2.csv")
+STEP3 = os.environ.get("PAPER_BWD3_STEP3_CSV", "data/gpu/bwd_step3.csv")   # steps 2 and 3 side by side
 KERNEL = "kernels/stage5_bwd_hopper.cu"
 V4_NAMES = ("ours_v4_mma8", "ours_v3_mma8")
 FLASH, CUDNN, V3, V3_DET = "sdpa_flash", "sdpa_cudnn", "ours_v3_hopper", "ours_v3_hopper_det"
@@ -168,7 +169,8 @@ def values(out_dir=None):
             "hb_target", "hb_target_flash", "hb_target_shape", "hb_fp16_target",
             "hb_early_commit", "hb_early_Ns", "hb_step1_over_v4", "hb_step2_over_step1_64",
             "hb_step2_over_step1_128", "hb_steps_where", "hb_fig_steps_note", "hb_det_nc", "hb_det_c", "hb_det_example", "hb_fp16_vs_bf16",
-            "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min"]
+            "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min",
+            "hb_step3_over_step2_64", "hb_step3_over_step2_128", "hb_step3_commit", "hb_step3_Ns"]
     for dt in ("bf16", "fp16"):
         keys += [f"hb_{dt}_{k}" for k in ("cudnn_gm", "cudnn_min", "cudnn_min_at", "cudnn_range", "flash_gm",
                                            "flash_range", "v4_gm", "v4_range", "below95", "above16",
@@ -285,6 +287,18 @@ def values(out_dir=None):
                                   f"step 1 (dQ added from registers) was timed in an earlier call (commit "
                                   f"{v['hb_early_commit']}, N = {v['hb_early_Ns']} only) and is drawn against "
                                   "that call's cuDNN")
+    # step 3 against step 2, timed one after the other in one call (bwd_step3.sh)
+    s3 = {}
+    for r in rows(STEP3):
+        if r.get("pass") == "bwd" and r.get("dtype") == "bf16" and r.get("tflops") and r.get("step"):
+            s3.setdefault((int(r["d"]), int(r["causal"]), int(r["N"])), {})[int(r["step"])] = float(r["tflops"])
+            v["hb_step3_commit"] = r.get("commit") or "n/a"
+    for d in (64, 128):
+        xs = [x[3] / x[2] for (dd, c, N), x in s3.items() if dd == d and 2 in x and 3 in x]
+        if xs:
+            v[f"hb_step3_over_step2_{d}"] = span(xs)
+    if s3:
+        v["hb_step3_Ns"] = " and ".join(str(n) for n in sorted({k[2] for k in s3}))
     if out_dir:
         pts = figure_rows(t, dstep, extra_fig, extra_steps)
         if pts:

@@ -15,10 +15,13 @@
 #      fp16; version 3, its deterministic mode, version 4, SDPA flash, cuDNN)
 #      -> bwd_hopper_bench.csv; packed sequences -> varlen.csv; the centering
 #      pre-pass's cost and the dQ accuracy table -> dq_accuracy.csv; the
-#      candidate step 3 of backward version 3 (scripts/device/bwd_step3.sh)
-#   2. the suites of make gpu-test, in three lanes at once (they time
+#      step 3 of backward version 3 beside step 2 (scripts/device/bwd_step3.sh);
+#      the training comparison (make train-compare-gpu's, a 100 s budget)
+#   2. the suites of make gpu-test, in four lanes at once (they time
 #      nothing): tests/gpu/run_gpu_tests.sh (FA_SAN_RUNS runs of each
-#      compute-sanitizer tool); the op's suites; stage 8's and varlen's.
+#      compute-sanitizer tool); the op's suites; stage 8's and varlen's;
+#      varlen again with backward 3's step 1 and its poison test under
+#      memcheck, racecheck and synccheck.
 #      ./stage5 --sweep accuracy. Each lane ends with tests/run.sh's counts line; the summary adds them.
 # Every file lands under $OUT/final/, packed as $OUT/final.tgz.
 set -u
@@ -30,6 +33,7 @@ t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$D/summary.txt"; }
 run() { tag=$1; lim=$2; shift 2; timeout "$lim" "$@" > "$D/$tag.log" 2>&1; say "$tag exit $?"; }
 sh scripts/device/env.sh "sh scripts/device/final1.sh" > "$D/env.txt"
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 cat "$D/env.txt" >> "$D/summary.txt"
 
 # 1. timings (each under a limit, so that the suites keep their share of the call)
@@ -44,7 +48,18 @@ run varlen_bench 40 python3 scripts/bench_varlen.py --csv "$D/varlen.csv"
 run dq_accuracy 80 python3 scripts/dq_accuracy.py --csv "$D/dq_accuracy.csv" --repeats 10
 ( OUT=$D/step3 timeout 105 sh scripts/device/bwd_step3.sh > /dev/null 2>&1; say "bwd_step3 exit $?"; cat "$D/step3/bwd_step3.log" >> "$D/summary.txt" 2>/dev/null )
 
-# 2. the suites of make gpu-test, three lanes, in what is left of 570 s
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+for sh in "64 2048 1" "128 8192 0"; do
+    set -- $sh
+    timeout 60 "$NCU" --profile-from-start off --clock-control none --csv --page raw \
+        --metrics gpu__time_duration.sum,dram__bytes.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+        python3 scripts/investigations/hopper_ncu.py --impl ours --pass bwd --d $1 --n $2 --causal $3 > "$D/ncu_bwd_d$1_n$2_c$3.csv" 2>&1
+    say "ncu bwd d $1 N $2 causal $3: exit $?"
+done
+run train_compare 150 python3 scripts/train_compare.py --compare --steps 200 --seeds 3 --budget 100 \
+    --csv "$D/train_compare.csv"
+
+# 2. the suites of make gpu-test, four lanes, in what is left of 570 s
 left=$(( 570 - ($(date +%s) - t0) ))
 [ "$left" -lt 60 ] && left=60
 say "suites: $left s"
@@ -53,7 +68,17 @@ lane() { tag=$1; lim=$2; shift 2; ( timeout "$lim" sh tests/run.sh "$@" > "$D/$t
 lane gpu_tests "$left" "sh tests/gpu/run_gpu_tests.sh"
 lane op_tests "$left" "python3 tests/gpu/test_flash_op.py" "python3 tests/gpu/test_decode_op.py"
 lane more_tests "$left" "python3 tests/gpu/test_varlen_op.py" "sh tests/gpu/stage8.sh" "./stage5 --sweep accuracy"
+( V="python3 tests/gpu/test_varlen_op.py"
+  FA_BWD3_STEP=1 timeout "$left" sh tests/run.sh "$V" > "$D/varlen_step1.log" 2>&1
+  for tool in memcheck racecheck synccheck; do
+      FA_VARLEN_PARTS=poison_tests timeout 120 "$SAN" --tool $tool --error-exitcode 3 $V > "$D/.v.log" 2>&1
+      echo "varlen poison under $tool: exit $? $(grep -m1 SUMMARY "$D/.v.log" | sed 's/^=* *//'); $(grep -c '^PASS' "$D/.v.log") PASS $(grep -c '^FAIL' "$D/.v.log") FAIL" >> "$D/varlen_san.log"
+      grep -m3 -i 'hazard\|race\|invalid\|^FAIL' "$D/.v.log" >> "$D/varlen_san.log"
+  done; rm -f "$D/.v.log" ) &
 wait
+say "varlen with FA_BWD3_STEP=1: $(grep -E 'passed, .* failed' "$D/varlen_step1.log" | tail -n 1)"
+grep '^FAIL' "$D/varlen_step1.log" | cut -c1-300 | head -n 4 | tee -a "$D/summary.txt"
+tee -a "$D/summary.txt" < "$D/varlen_san.log"
 for f in gpu_tests op_tests more_tests; do
     say "$f: $(grep -E 'passed, .* failed' "$D/$f.log" | tail -n 1) ($(tail -n 1 "$D/$f.log"))"
     grep '^FAIL' "$D/$f.log" | cut -c1-300 | head -n 8 | tee -a "$D/summary.txt"

@@ -6,11 +6,8 @@
 #      commands of tests/gpu/run_gpu_tests.sh's stage5-v3-sanitizers; and the
 #      stage-5 suite on version 3 under step 3: what making it the default
 #      needs;
-#   2. Nsight Compute, one launch of each kernel of one pass
-#      (scripts/investigations/hopper_ncu.py): the backward at bf16 d 128
-#      N 8192 and d 64 N 2048 causal (ours step 2 and 3, cuDNN, flash), the
-#      forward at N 1024 causal d 64 and 128 (ours, cuDNN): duration, tensor
-#      pipe, issue stalls, occupancy -> $OUT/probe/ncu_*.csv;
+#   2. Nsight Compute on the Hopper passes beside cuDNN's (scripts/ncu_hopper.sh)
+#      -> $OUT/ncu.tgz;
 #   3. the decode bandwidth at this commit (make decode-gpu's script, on
 #      the budget left).
 # Run from the repository root: FA_COMMIT=<c> OUT=<dir> sh scripts/device/probe16.sh
@@ -24,7 +21,6 @@ say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$D/summary.txt"; }
 sh scripts/device/env.sh "sh scripts/device/probe16.sh" > "$D/env.txt"
 cat "$D/env.txt" >> "$D/summary.txt"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 
 # 1. step 3: the suite and the repeated sanitizers, 8 programs at a time
 ( FA_BWD3_STEP=3 timeout -k 5 80 ./stage5 --sweep tests --kernel 3 > "$D/step3_tests.log" 2>&1
@@ -50,28 +46,9 @@ say "step 3 suite: $(tail -n 1 "$D/step3_tests.log"), $(grep -c '^PASS' "$D/step
 say "step 3 sanitizers: $(grep -c 'exit 0;' "$D/step3_sanitizers.log") of $n clean"
 grep -v 'exit 0;' "$D/step3_sanitizers.log" | head -n 12 | tee -a "$D/summary.txt"
 
-# 2. Nsight Compute: sections whose names do not change between versions,
-# and the stall and tensor-pipe metrics that this ncu has
-tp=$("$NCU" --query-metrics --chip gh100 2>/dev/null | grep -o '^sm__pipe_tensor_op_[a-z_]*cycles_active' | sort -u | sed 's/$/.avg.pct_of_peak_sustained_active/' | tr '\n' ',')
-st=$("$NCU" --query-metrics --chip gh100 2>/dev/null | grep -o '^smsp__average_warps_issue_stalled_[a-z_]*_per_issue_active' | sort -u | sed 's/$/.ratio/' | tr '\n' ',')
-MET="${tp}${st}gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,smsp__inst_executed.sum,sm__cycles_active.avg"
-echo "metrics: $MET" >> "$D/summary.txt"
-prof() { tag=$1; shift
-    timeout 60 "$NCU" --profile-from-start off --clock-control none --csv --page raw --metrics "$MET" \
-        python3 scripts/investigations/hopper_ncu.py "$@" > "$D/ncu_$tag.csv" 2> "$D/.err"
-    say "ncu $tag exit $? ($(grep -c '^"[0-9]' "$D/ncu_$tag.csv") kernels)"; head -c 300 "$D/.err" >> "$D/summary.txt"; }
-for sh in "128 8192 0" "64 2048 1"; do
-    set -- $sh
-    FA_BWD3_STEP=2 prof "bwd_d$1_n$2_c$3_step2" --impl ours --pass bwd --d $1 --n $2 --causal $3
-    FA_BWD3_STEP=3 prof "bwd_d$1_n$2_c$3_step3" --impl ours --pass bwd --d $1 --n $2 --causal $3
-    prof "bwd_d$1_n$2_c$3_cudnn" --impl cudnn --pass bwd --d $1 --n $2 --causal $3
-done
-prof bwd_d128_n8192_c0_flash --impl flash --pass bwd --d 128 --n 8192 --causal 0
-for d in 64 128; do
-    prof "fwd_d${d}_n1024_c1_ours" --impl ours --pass fwd --d $d --n 1024 --causal 1
-    prof "fwd_d${d}_n1024_c1_cudnn" --impl cudnn --pass fwd --d $d --n 1024 --causal 1
-done
-cd "$D" && tar czf ../ncu.tgz ncu_*.csv && rm -f ncu_*.csv .err && cd - > /dev/null
+# 2. Nsight Compute (scripts/ncu_hopper.sh)
+sh scripts/ncu_hopper.sh "$D/ncu" | tee -a "$D/summary.txt"
+cd "$D" && tar czf ../ncu.tgz ncu && rm -rf ncu && cd - > /dev/null
 
 # 3. the decode bandwidth in what is left of 560 s
 left=$(( 560 - ($(date +%s) - t0) ))
