@@ -191,10 +191,13 @@ double fa_flops(int pass, const attn_params *p);
  * its backward reached there, so its predicted backward time is never
  * longer than a measured one at those shapes. FA_BWD_CENTER_BW is the
  * median over those rows of the pre-pass bytes over the measured
- * difference (ms_centered - ms_keep_k less the launches): 1.52 TB/s, not
- * the 4 TB/s of a copy (median 1.49 TB/s at d = 64 and 2.40 at d = 128,
- * where the same bytes are half as many query rows for D's kernel, one
- * warp a row); one value for both keeps the rule cautious at d = 128. The cost then falls as 1 / N at a rate per version: with
+ * difference (ms_centered - ms_keep_k less the launches) when D's kernel
+ * read one element a lane: 1.52 TB/s, not the 4 TB/s of a copy. With its
+ * 16-byte loads the median difference is 0.58 of this rule's, yet a rule
+ * at that bandwidth centers version 3 where the centered backward measured
+ * 4.6-8.2% slower: the measured difference spreads 0.1 to 3.9 times the
+ * prediction, so the older, slower value stays as the cautious one
+ * (tests/center_rule.py holds it to never undercounting the median). The cost then falls as 1 / N at a rate per version: with
  * Sq = Sk = N and H = H_kv about 0.8 center_rate / (FA_BWD_CENTER_BW N)
  * without a mask and twice that causal, at the bench shapes 90 / N (v2),
  * 130 / N (v4) and 280 / N (v3), so under 3% from N = 3100, 4300 and 9300

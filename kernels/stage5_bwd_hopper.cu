@@ -845,6 +845,6 @@ static int hb_block_cols(int d) { (void)d; return hb_cfg<64>::BC; }
  * (data/gpu/bwd_hopper_steps.md); version 4 stays the choice elsewhere
  * (d other than 64 and 128, GPUs other than Hopper). */
 const fa_row fa_row_bwd_v3 = {.info = {.pass = FA_BACKWARD, .version = 3, .name = "v3",
-    .what = "Hopper: K, V resident, Q, dO by TMA, wgmma, producer warp + 2 consumer warpgroups, fp32 dQ reductions", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 1, .min_cc = 90, .slug = "hopper", .strided = 1, .varlen = 1, .prefer = 1, .center_rate = 494e12},
+    .what = "Hopper: K, V resident, Q, dO by TMA, wgmma, producer warp + 2 consumer warpgroups, fp32 dQ reductions", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 1, .min_cc = 90, .slug = "hopper", .strided = 1, .varlen = 1, .prefer = 1, .center_rate = 506e12},
     .run = hb_backward, .check = hb_check, .workspace = tiled_bwd_workspace, .block_rows = hb_block_rows, .block_cols = hb_block_cols, .model_bytes = tiled_bwd_model,
     .run_varlen = hb_backward_varlen, .check_varlen = hb_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};

@@ -435,6 +435,6 @@ static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
 
 /* Version 4's row of the table (core/versions.def). */
 const fa_row fa_row_bwd_v4 = {.info = {.pass = FA_BACKWARD, .version = 4, .name = "v4",
-    .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma8", .strided = 1, .varlen = 1, .center_rate = 229e12},
+    .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma8", .strided = 1, .varlen = 1, .center_rate = 230e12},
     .run = v3_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v3_bwd_block_rows, .block_cols = v3_bwd_block_cols, .model_bytes = tiled_bwd_model,
     .run_varlen = v3_backward_varlen, .check_varlen = v3_bwd_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};

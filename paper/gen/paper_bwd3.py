@@ -42,6 +42,73 @@ FINAL = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 HOPPER = os.environ.get("PAPER_BWD3_CSV", "data/gpu/bwd_hopper_bench.csv")
 EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/bwd_hopper_bench_call2.csv")
 STEP3 = os.environ.get("PAPER_BWD3_STEP3_CSV", "data/gpu/bwd_step3.csv")   # steps 2 and 3 side by side
+NCU_DIR = os.environ.get("PAPER_NCU_DIR", "data/gpu/hopper_ncu")          # scripts/ncu_hopper.sh's files
+STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+
+
+def ncu_kernels(name):
+    """The kernels of one ncu_hopper.sh file: [{metric: value}], numbers as
+    floats where they parse; [] when the file is absent."""
+    try:
+        with open(full(os.path.join(NCU_DIR, name))) as f:
+            txt = f.read()
+    except OSError:
+        return []
+    at = txt.find('"ID"')
+    out = []
+    for r in csv.DictReader(txt[at:].splitlines()) if at >= 0 else []:
+        if not r.get("ID", "").isdigit():
+            continue
+        k = {}
+        for key, x in r.items():
+            try:
+                k[key] = float(x.replace(",", ""))
+            except (AttributeError, ValueError):
+                k[key] = x
+        out.append(k)
+    return out
+
+
+def _commit_of(rel):
+    """The commit named in a device script's env.txt ('commit: X;'), or n/a."""
+    try:
+        with open(full(rel)) as f:
+            mo = re.search(r"commit: ([0-9a-f]+)", f.read())
+    except OSError:
+        return "n/a"
+    return mo.group(1) if mo else "n/a"
+
+
+def ncu_values(v):
+    """Where backward 3 (step 3) loses to cuDNN's, from Nsight Compute: at
+    d 128 N 8192 without a mask and d 64 N 2048 causal, the main kernel's
+    time, tensor-pipe use, instructions and shared-memory (MIO) throttle
+    stalls beside cuDNN's, and the passes around it before and after they
+    were rewritten (the final run's files, final_*)."""
+    T, TP = "gpu__time_duration.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+    for tag, sh in (("128", "bwd_d128_n8192_c0"), ("64c", "bwd_d64_n2048_c1")):
+        ours, cud = ncu_kernels(f"ncu_{sh}_step3.csv"), ncu_kernels(f"ncu_{sh}_cudnn.csv")
+        if not ours or not cud:
+            continue
+        mo, mc = max(ours, key=lambda k: k[T]), max(cud, key=lambda k: k[T])
+        v[f"hb_ncu_N_{tag}"] = re.search(r"_n(\d+)_", sh).group(1)
+        v[f"hb_ncu_main_{tag}"] = f"{mc[T] / mo[T]:.2f}"
+        v[f"hb_ncu_tp_{tag}"] = f"{mo[TP]:.0f} %"
+        v[f"hb_ncu_tp_cudnn_{tag}"] = f"{mc[TP]:.0f} %"
+        v[f"hb_ncu_inst_{tag}"] = f"{mo['smsp__inst_executed.sum'] / mc['smsp__inst_executed.sum']:.2f}"
+        mio = STALL.format("mio_throttle")
+        if mc.get(mio):
+            v[f"hb_ncu_mio_{tag}"] = f"{mo[mio] / mc[mio]:.0f}"
+        side = sum(k[T] for k in ours if k is not mo) / 1e3
+        v[f"hb_ncu_side_{tag}"] = f"{side:.0f}"
+        v[f"hb_ncu_side_cudnn_{tag}"] = f"{sum(k[T] for k in cud if k is not mc) / 1e3:.0f}"
+        fin = ncu_kernels(f"final_{sh}_ours.csv")
+        if fin:
+            mf = max(fin, key=lambda k: k[T])
+            v[f"hb_ncu_side_final_{tag}"] = f"{sum(k[T] for k in fin if k is not mf) / 1e3:.0f}"
+        v["hb_ncu_regs"] = f"{mo['launch__registers_per_thread']:.0f}"
+        v["hb_ncu_grid_" + tag] = f"{mo['launch__grid_size']:.0f}"
+        v["hb_ncu_grid_cudnn"] = f"{mc['launch__grid_size']:.0f}"
 KERNEL = "kernels/stage5_bwd_hopper.cu"
 V4_NAMES = ("ours_v4_mma8", "ours_v3_mma8")
 FLASH, CUDNN, V3, V3_DET = "sdpa_flash", "sdpa_cudnn", "ours_v3_hopper", "ours_v3_hopper_det"
@@ -170,10 +237,14 @@ def values(out_dir=None):
             "hb_early_commit", "hb_early_Ns", "hb_step1_over_v4", "hb_step2_over_step1_64",
             "hb_step2_over_step1_128", "hb_steps_where", "hb_fig_steps_note", "hb_det_nc", "hb_det_c", "hb_det_example", "hb_fp16_vs_bf16",
             "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min",
-            "hb_step3_over_step2_64", "hb_step3_over_step2_128", "hb_step3_commit", "hb_step3_Ns"]
+            "hb_step3_over_step2_64", "hb_step3_over_step2_128", "hb_step3_commit", "hb_step3_Ns",
+            "hb_ncu_regs", "hb_ncu_grid_cudnn", "hb_ncu_commit", "hb_ncu_final_commit"]
+    for tag in ("128", "64c"):
+        keys += [f"hb_ncu_{k}_{tag}" for k in ("N", "main", "tp", "tp_cudnn", "inst", "mio", "side", "side_cudnn",
+                                                "side_final", "grid")]
     for dt in ("bf16", "fp16"):
         keys += [f"hb_{dt}_{k}" for k in ("cudnn_gm", "cudnn_min", "cudnn_min_at", "cudnn_range", "flash_gm",
-                                           "flash_range", "v4_gm", "v4_range", "below95", "above16",
+                                           "flash_range", "v4_gm", "v4_range", "below95", "below95_d", "above16",
                                            "cudnn_gm_nc", "cudnn_gm_c", "flash_gm_nc", "flash_gm_c", "n")]
     v = {k: "n/a" for k in keys}
     v["hb_status"] = "absent"
@@ -211,6 +282,8 @@ def values(out_dir=None):
         lo = min(rc, key=rc.get)
         v[p + "cudnn_min"], v[p + "cudnn_min_at"] = f"{rc[lo]:.3f}", shape_name(*lo)
         v[p + "below95"] = str(sum(x < TARGET_SHAPE_MIN for x in rc.values()))
+        dims = sorted({d for (d, c, N), x in rc.items() if x < TARGET_SHAPE_MIN})
+        v[p + "below95_d"] = " and ".join(str(d) for d in dims) if dims else "none"
         for c, tag in ((0, "nc"), (1, "c")):
             xs = [x for (d, cc, N), x in rc.items() if cc == c]
             ys = [x for (d, cc, N), x in rf.items() if cc == c]
@@ -287,6 +360,9 @@ def values(out_dir=None):
                                   f"step 1 (dQ added from registers) was timed in an earlier call (commit "
                                   f"{v['hb_early_commit']}, N = {v['hb_early_Ns']} only) and is drawn against "
                                   "that call's cuDNN")
+    ncu_values(v)
+    v["hb_ncu_commit"] = _commit_of(os.path.join(NCU_DIR, "env.txt"))
+    v["hb_ncu_final_commit"] = next((r.get("commit") for r in rs if r.get("commit")), "n/a")
     # step 3 against step 2, timed one after the other in one call (bwd_step3.sh)
     s3 = {}
     for r in rows(STEP3):
