@@ -213,6 +213,8 @@ static int bwd_dot_tpr(int d, const void *const ptrs[3], const fa_stride strides
     return tpr;
 }
 
+//< bwd-dot
+
 template <typename T>
 static void bwd_dot_launch(const T *dO, const T *O, float *D, long long rows, int d, bwd_rows_at rat,
                            bwd_lse_shift<T> sh, cudaStream_t st)
@@ -231,7 +233,6 @@ static void bwd_dot_launch(const T *dO, const T *O, float *D, long long rows, in
     default: bwd_dot_kernel<T, 32, false><<<blocks, 256, 0, st>>>(dO, O, D, rows, d, rat, sh); break;
     }
 }
-//< bwd-dot
 
 /* dst[i] = src[i] in another type (fp32 accumulators to the dtype, or the
  * dtype to fp32 for version 0's fp32 products); round to nearest even. */

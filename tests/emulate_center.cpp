@@ -57,6 +57,7 @@ template <typename T> static void load16(const T *p, float *out)
 {
     for (int u = 0; u < vec16<T>::n; u++) out[u] = to_f(p[u]);
 }
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 #include "bwd_dot.inc"
 #include "bwd_center.inc"
@@ -164,8 +165,21 @@ template <class T> int run(const char *dname, int d, unsigned seed)
     const fa_stride sq = {(int64_t)H * Sq * d, (int64_t)Sq * d, d};
     const bwd_rows_at rat = {H, Sq, sq, sq, sq};
     const bwd_lse_shift<T> sh = {Q.data(), c.data(), L.data(), Lc.data(), g, scale};
-    launch({(int)((rows + 7) / 8), 1, 1}, 256,
-           [&] { bwd_dot_kernel<T>(dO.data(), O.data(), D.data(), (long long)rows, d, rat, sh); });
+    /* bwd_dot_launch's choice of threads per row, and its launch */
+    const void *ptrs[3] = {dO.data(), O.data(), Q.data()};
+    const fa_stride strides[3] = {sq, sq, sq};
+    const int tpr = bwd_dot_tpr<T>(d, ptrs, strides);
+    const int blocks = (int)((rows * (tpr ? tpr : 32) + 255) / 256);
+    auto run = [&](auto kernel) {
+        launch({blocks, 1, 1}, 256, [&] { kernel(dO.data(), O.data(), D.data(), (long long)rows, d, rat, sh); });
+    };
+    switch (tpr) {
+    case 4: run(bwd_dot_kernel<T, 4, true>); break;
+    case 8: run(bwd_dot_kernel<T, 8, true>); break;
+    case 16: run(bwd_dot_kernel<T, 16, true>); break;
+    case 0: run(bwd_dot_kernel<T, 32, false>); break;
+    default: std::printf("FAIL emulated centering pre-pass: bwd_dot_tpr gave %d threads a row at d %d\n", tpr, d); return 1;
+    }
     double errL = 0, errD = 0;
     int lse_bad = 0;
     for (size_t r = 0; r < rows; r++) {
