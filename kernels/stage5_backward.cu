@@ -128,7 +128,7 @@
  * up to 32 for every head dimension the tensor-core versions take; where it
  * is not, or a row does not start on 16 bytes, TPR = 32 reads one element a
  * lane (bwd_dot_tpr). One element a lane for every d left the pass at an
- * eighth of the memory's bandwidth at d = 64 (data/gpu/hopper_ncu.md). */
+ * eighth of the memory's bandwidth at d = 64 (data/gpu/bwd_hopper_steps.md). */
 /* Where row `row` (of B H Sq, in (b, h, i) order) of dO, O and Q starts,
  * from their strides: a (B, seqlen, H, d) view is read in place. */
 struct bwd_rows_at {
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const S *__restrict__ 
 /* The same for fp32 accumulators into a 16-bit dtype, eight elements a
  * thread: two 16-byte loads, one 16-byte store. The pass streams 6 bytes an
  * element; one element a thread ran it at a quarter of the memory's
- * bandwidth (data/gpu/hopper_ncu.md). */
+ * bandwidth (data/gpu/bwd_hopper_steps.md). */
 template <typename T>
 __global__ void __launch_bounds__(256) bwd_convert8_kernel(const float *__restrict__ src, T *__restrict__ dst,
                                                            size_t n8)

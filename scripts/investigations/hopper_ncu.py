@@ -2,8 +2,9 @@
 """Question it answers: where the Hopper passes lose to cuDNN's -- the
 backward (version 3, steps 2 and 3) at the bench shapes where it is slowest
 against cuDNN, and the forward (version 3) at N = 1024, causal; the answer is
-in data/gpu/hopper_ncu.md (tensor-pipe use, issue stalls, occupancy, per
-kernel, ours beside cuDNN's and FlashAttention-2's, one launch each).
+in data/gpu/bwd_hopper_steps.md's last section and chapter 4c2 (tensor-pipe
+use, issue stalls, instructions, per kernel, ours beside cuDNN's and
+FlashAttention-2's; the raw files in data/gpu/hopper_ncu/).
 
 hopper_ncu.py -- one pass of one implementation on one shape, with the CUDA
 profiler started around that pass alone (warm-up calls before it are not
