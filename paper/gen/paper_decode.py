@@ -133,6 +133,34 @@ def gpu_pieces(path, out_dir):
     return "\n".join(lines) + "\n"
 
 
+def varlen_piece(path):
+    """Packed sequences against the dense kernels (data/gpu/varlen.csv,
+    scripts/bench_varlen.py): each row's time over the dense call's at the
+    same total tokens, ours and SDPA flash (dense, and padded to the longest
+    sequence where SDPA needs it)."""
+    if not os.path.exists(path):
+        return "`data/gpu/varlen.csv` is not in the repository yet (`make varlen-gpu` writes it).\n"
+    _, rows = read_csv(path)
+    names = {"ours_varlen_equal": "ours, packed, equal lengths",
+             "ours_varlen_mixed": "ours, packed, mixed lengths",
+             "ours_padded": "ours, padded to the longest",
+             "sdpa_flash_dense": "SDPA flash, dense",
+             "sdpa_flash_padded": "SDPA flash, padded"}
+    cols = sorted({(r["pass"], int(r["d"]), int(r["causal"])) for r in rows}, key=lambda c: (c[0] != "fwd", c[1], c[2]))
+    head = " | ".join(f"{ps} d {d}{' causal' if c else ''}" for ps, d, c in cols)
+    lines = [f"| useful TFLOP/s over ours dense | {head} |", "|:--|" + "---:|" * len(cols)]
+    at = {(r["impl"], r["pass"], int(r["d"]), int(r["causal"])): float(r["vs_dense"]) for r in rows if r.get("vs_dense")}
+    for impl, label in names.items():
+        if any((impl, *c) in at for c in cols):
+            lines.append(f"| {label} | " + " | ".join(f"{at[(impl, *c)]:.3f}" if (impl, *c) in at else "-"
+                                                      for c in cols) + " |")
+    r0 = rows[0]
+    lines += ["", f": Packed sequences (`flash_attn_varlen_func`) against the dense kernel at the same total tokens "
+              f"(useful TFLOP/s as `scripts/bench_varlen.py` counts them, relative to ours dense); {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, "
+              f"commit {r0['commit']}, {r0['date']}. Data: `data/gpu/varlen.csv`."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -142,6 +170,8 @@ def main(argv):
         f.write(cpu_table(os.path.join(ROOT, "data", "cpu", "decode_io.csv")))
     with open(os.path.join(a.out, "decode_bw.md"), "w") as f:
         f.write(gpu_pieces(os.path.join(ROOT, "data", "gpu", "decode.csv"), a.out))
+    with open(os.path.join(a.out, "varlen.md"), "w") as f:
+        f.write(varlen_piece(os.path.join(ROOT, "data", "gpu", "varlen.csv")))
     return 0
 
 
