@@ -141,22 +141,20 @@ def varlen_piece(path):
     if not os.path.exists(path):
         return "`data/gpu/varlen.csv` is not in the repository yet (`make varlen-gpu` writes it).\n"
     _, rows = read_csv(path)
-    names = {"ours_varlen_equal": "ours, packed, equal lengths",
-             "ours_varlen_mixed": "ours, packed, mixed lengths",
-             "ours_padded": "ours, padded to the longest",
-             "sdpa_flash_dense": "SDPA flash, dense",
-             "sdpa_flash_padded": "SDPA flash, padded"}
-    cols = sorted({(r["pass"], int(r["d"]), int(r["causal"])) for r in rows}, key=lambda c: (c[0] != "fwd", c[1], c[2]))
-    head = " | ".join(f"{ps} d {d}{' causal' if c else ''}" for ps, d, c in cols)
-    lines = [f"| useful TFLOP/s over ours dense | {head} |", "|:--|" + "---:|" * len(cols)]
+    names = {"ours_varlen_equal": "ours packed, equal", "ours_varlen_mixed": "ours packed, mixed",
+             "ours_padded": "ours padded", "sdpa_flash_dense": "SDPA flash dense",
+             "sdpa_flash_padded": "SDPA flash padded"}
     at = {(r["impl"], r["pass"], int(r["d"]), int(r["causal"])): float(r["vs_dense"]) for r in rows if r.get("vs_dense")}
-    for impl, label in names.items():
-        if any((impl, *c) in at for c in cols):
-            lines.append(f"| {label} | " + " | ".join(f"{at[(impl, *c)]:.3f}" if (impl, *c) in at else "-"
-                                                      for c in cols) + " |")
+    shapes = sorted({(r["pass"], int(r["d"]), int(r["causal"])) for r in rows}, key=lambda c: (c[0] != "fwd", c[1], c[2]))
+    impls = [i for i in names if any((i, *c) in at for c in shapes)]
+    lines = ["| pass, $d$, mask | " + " | ".join(names[i] for i in impls) + " |", "|:--|" + "---:|" * len(impls)]
+    for c in shapes:
+        lines.append(f"| {c[0]}, {c[1]}, {'causal' if c[2] else 'none'} | "
+                     + " | ".join(f"{at[(i, *c)]:.3f}" if (i, *c) in at else "-" for i in impls) + " |")
     r0 = rows[0]
     lines += ["", f": Packed sequences (`flash_attn_varlen_func`) against the dense kernel at the same total tokens "
-              f"(useful TFLOP/s as `scripts/bench_varlen.py` counts them, relative to ours dense); {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, "
+              f"(useful TFLOP/s as `scripts/bench_varlen.py` counts them, over ours dense's; equal: every sequence "
+              f"of the same length; mixed: 16 lengths, log-uniform, the sum the same); {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, "
               f"commit {r0['commit']}, {r0['date']}. Data: `data/gpu/varlen.csv`."]
     return "\n".join(lines) + "\n"
 
