@@ -133,6 +133,39 @@ def gpu_pieces(path, out_dir):
     return "\n".join(lines) + "\n"
 
 
+def varlen_ncu_lines():
+    """What Nsight Compute saw of the packed forward against the dense one
+    on the equal batch (data/gpu/varlen_ncu/, scripts/investigations/varlen_ncu.py):
+    a sentence, or nothing without the files."""
+    import csv as _csv
+    import glob
+    T, I, M = "gpu__time_duration.sum", "smsp__inst_executed.sum", "dram__bytes.sum"
+    CA, CM = "sm__cycles_active.avg", "sm__cycles_active.max"
+
+    def one(f):
+        with open(f) as fh:
+            txt = fh.read()
+        at = txt.find('"ID"')
+        rr = [r for r in _csv.DictReader(txt[at:].splitlines()) if r.get("ID", "").isdigit()] if at >= 0 else []
+        return {k: float(rr[0][k].replace(",", "")) for k in (T, I, M, CA, CM)} if rr else None
+    pairs = []
+    for f in sorted(glob.glob(os.path.join(ROOT, "data", "gpu", "varlen_ncu", "ncu_fwd_*_dense.csv"))):
+        g = f.replace("_dense.csv", "_varlen.csv")
+        a, b = one(f), (one(g) if os.path.exists(g) else None)
+        if a and b:
+            pairs.append((a[T] / b[T], b[I] / a[I], b[M] / a[M], b[CM] / b[CA], a[CM] / a[CA]))
+    if not pairs:
+        return []
+    span = lambda xs: f"{min(xs):.2f}" if f"{min(xs):.2f}" == f"{max(xs):.2f}" else f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
+    return ["", f"Nsight Compute on one forward each ({len(pairs)} shapes of the equal batch, "
+            "`data/gpu/varlen_ncu/`): the packed kernel took "
+            f"{span([p[0] for p in pairs])} of the dense one's speed, issuing {span([p[1] for p in pairs])} times "
+            f"its instructions with {span([p[2] for p in pairs])} times its DRAM bytes, on the same persistent grid, "
+            f"its busiest multiprocessor at {span([p[3] for p in pairs])} of the average's cycles (dense: "
+            f"{span([p[4] for p in pairs])}): the difference is in the kernel's work per tile (each tile finds its "
+            "sequence and bounds), not in memory traffic or balance."]
+
+
 def varlen_piece(path):
     """Packed sequences against the dense kernels (data/gpu/varlen.csv,
     scripts/bench_varlen.py): each row's time over the dense call's at the
@@ -156,6 +189,7 @@ def varlen_piece(path):
               f"(useful TFLOP/s as `scripts/bench_varlen.py` counts them, over ours dense's; equal: every sequence "
               f"of the same length; mixed: 16 lengths, log-uniform, the sum the same); {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, "
               f"commit {r0['commit']}, {r0['date']}. Data: `data/gpu/varlen.csv`."]
+    lines += varlen_ncu_lines()
     return "\n".join(lines) + "\n"
 
 
