@@ -28,6 +28,7 @@ import re
 import sys
 
 import paper_gpu  # print_values: the one key<TAB>value printer of the chapter generators
+from paper_gpu import span  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
@@ -65,11 +66,6 @@ def rows(rel):
 
 def gmean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def span(xs, digits=2):
-    lo, hi = min(xs), max(xs)
-    return f"{lo:.{digits}f}" if f"{lo:.{digits}f}" == f"{hi:.{digits}f}" else f"{lo:.{digits}f}-{hi:.{digits}f}"
 
 
 def table(rs, ps, dtype):

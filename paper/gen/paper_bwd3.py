@@ -35,7 +35,8 @@ import os
 import re
 import sys
 
-import paper_gpu  # print_values, write_dat
+import paper_gpu  # print_values, write_dat, ncu_kernels, span
+from paper_gpu import span  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FINAL = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
@@ -44,29 +45,6 @@ EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/bwd_hopper_bench_call
 STEP3 = os.environ.get("PAPER_BWD3_STEP3_CSV", "data/gpu/bwd_step3.csv")   # steps 2 and 3 side by side
 NCU_DIR = os.environ.get("PAPER_NCU_DIR", "data/gpu/hopper_ncu")          # scripts/ncu_hopper.sh's files
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
-
-
-def ncu_kernels(name):
-    """The kernels of one ncu_hopper.sh file: [{metric: value}], numbers as
-    floats where they parse; [] when the file is absent."""
-    try:
-        with open(full(os.path.join(NCU_DIR, name))) as f:
-            txt = f.read()
-    except OSError:
-        return []
-    at = txt.find('"ID"')
-    out = []
-    for r in csv.DictReader(txt[at:].splitlines()) if at >= 0 else []:
-        if not r.get("ID", "").isdigit():
-            continue
-        k = {}
-        for key, x in r.items():
-            try:
-                k[key] = float(x.replace(",", ""))
-            except (AttributeError, ValueError):
-                k[key] = x
-        out.append(k)
-    return out
 
 
 def _commit_of(rel):
@@ -85,6 +63,8 @@ def ncu_values(v):
     time, tensor-pipe use, instructions and shared-memory (MIO) throttle
     stalls beside cuDNN's, and the passes around it before and after they
     were rewritten (the final run's files, final_*)."""
+    def ncu_kernels(name):
+        return paper_gpu.ncu_kernels(os.path.join(NCU_DIR, name))
     T, TP = "gpu__time_duration.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
     for tag, sh in (("128", "bwd_d128_n8192_c0"), ("64c", "bwd_d64_n2048_c1")):
         ours, cud = ncu_kernels(f"ncu_{sh}_step3.csv"), ncu_kernels(f"ncu_{sh}_cudnn.csv")
@@ -185,12 +165,6 @@ def source():
 
 def gmean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def span(xs, digits=2):
-    lo, hi = min(xs), max(xs)
-    a, b = f"{lo:.{digits}f}", f"{hi:.{digits}f}"
-    return a if a == b else f"{a}-{b}"
 
 
 def shape_name(d, c, N):

@@ -137,17 +137,15 @@ def varlen_ncu_lines():
     """What Nsight Compute saw of the packed forward against the dense one
     on the equal batch (data/gpu/varlen_ncu/, scripts/investigations/varlen_ncu.py):
     a sentence, or nothing without the files."""
-    import csv as _csv
     import glob
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import paper_gpu
     T, I, M = "gpu__time_duration.sum", "smsp__inst_executed.sum", "dram__bytes.sum"
     CA, CM = "sm__cycles_active.avg", "sm__cycles_active.max"
 
     def one(f):
-        with open(f) as fh:
-            txt = fh.read()
-        at = txt.find('"ID"')
-        rr = [r for r in _csv.DictReader(txt[at:].splitlines()) if r.get("ID", "").isdigit()] if at >= 0 else []
-        return {k: float(rr[0][k].replace(",", "")) for k in (T, I, M, CA, CM)} if rr else None
+        rr = paper_gpu.ncu_kernels(os.path.relpath(f, ROOT))
+        return rr[0] if rr else None
     pairs = []
     for f in sorted(glob.glob(os.path.join(ROOT, "data", "gpu", "varlen_ncu", "ncu_fwd_*_dense.csv"))):
         g = f.replace("_dense.csv", "_varlen.csv")
@@ -156,7 +154,7 @@ def varlen_ncu_lines():
             pairs.append((a[T] / b[T], b[I] / a[I], b[M] / a[M], b[CM] / b[CA], a[CM] / a[CA]))
     if not pairs:
         return []
-    span = lambda xs: f"{min(xs):.2f}" if f"{min(xs):.2f}" == f"{max(xs):.2f}" else f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
+    span = paper_gpu.span
     return ["", f"Nsight Compute on one forward each ({len(pairs)} shapes of the equal batch, "
             "`data/gpu/varlen_ncu/`): the packed kernel took "
             f"{span([p[0] for p in pairs])} of the dense one's speed, issuing {span([p[1] for p in pairs])} times "

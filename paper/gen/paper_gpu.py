@@ -56,6 +56,40 @@ def read(rel):
     return list(csv.DictReader(lines))
 
 
+def span(xs, digits=2):
+    """'lo-hi' of the values at the digits given, one number where both read alike."""
+    lo, hi = min(xs), max(xs)
+    a, b = f"{lo:.{digits}f}", f"{hi:.{digits}f}"
+    return a if a == b else f"{a}-{b}"
+
+
+def ncu_kernels(rel):
+    """The kernels of one Nsight Compute raw-page CSV (ncu --csv --page raw,
+    the program's own output lines before the header skipped): a list of
+    {metric: value}, a row per kernel, numbers as floats where they parse
+    (ncu groups digits with commas); [] when the file is absent or holds no
+    kernel."""
+    full = os.path.join(ROOT, rel)
+    try:
+        with open(full) as f:
+            txt = f.read()
+    except OSError:
+        return []
+    at = txt.find('"ID"')
+    out = []
+    for r in csv.DictReader(txt[at:].splitlines()) if at >= 0 else []:
+        if not r.get("ID", "").isdigit():
+            continue   # the units row
+        k = {}
+        for key, x in r.items():
+            try:
+                k[key] = float(x.replace(",", ""))
+            except (AttributeError, ValueError):
+                k[key] = x
+        out.append(k)
+    return out
+
+
 def col(row, key):
     for name in ALIASES[key]:
         if name in row and row[name] not in ("", None):
