@@ -249,6 +249,11 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const S *__restrict__ 
  * thread: two 16-byte loads, one 16-byte store. The pass streams 6 bytes an
  * element; one element a thread ran it at a quarter of the memory's
  * bandwidth (data/gpu/bwd_hopper_steps.md). */
+template <typename T> __device__ __forceinline__ uint4 pack8(float4 a, float4 b)
+{
+    return make_uint4(pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(b.x, b.y), pack2<T>(b.z, b.w));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(256) bwd_convert8_kernel(const float *__restrict__ src, T *__restrict__ dst,
                                                            size_t n8)
@@ -256,8 +261,7 @@ __global__ void __launch_bounds__(256) bwd_convert8_kernel(const float *__restri
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
         const float4 a = __ldg(reinterpret_cast<const float4 *>(src) + 2 * i);
         const float4 b = __ldg(reinterpret_cast<const float4 *>(src) + 2 * i + 1);
-        reinterpret_cast<uint4 *>(dst)[i] =
-            make_uint4(pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(b.x, b.y), pack2<T>(b.z, b.w));
+        reinterpret_cast<uint4 *>(dst)[i] = pack8<T>(a, b);
     }
 }
 
@@ -308,8 +312,7 @@ __global__ void __launch_bounds__(256) bwd_convert_rows8_kernel(const float *__r
         const int c = (int)(g % tpr) * 8;
         const float4 *in = reinterpret_cast<const float4 *>(src + row * d + c);
         const float4 x = __ldg(in), y = __ldg(in + 1);
-        *reinterpret_cast<uint4 *>(dst + b * s.batch + h * s.head + i * s.row + c) =
-            make_uint4(pack2<T>(x.x, x.y), pack2<T>(x.z, x.w), pack2<T>(y.x, y.y), pack2<T>(y.z, y.w));
+        *reinterpret_cast<uint4 *>(dst + b * s.batch + h * s.head + i * s.row + c) = pack8<T>(x, y);
     }
 }
 

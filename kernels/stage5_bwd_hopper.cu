@@ -703,9 +703,9 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
  *      reduction (the deterministic mode keeps step 1's ordered additions)
  *   3  step 2 with the consumer warpgroups in ping-pong, dQ_i a step late
  *      and no barrier of both per step (the same deterministic mode): the
- *      default, since it gives dK and dV bitwise step 2's, passes the
- *      stage-5 suite and five runs of each compute-sanitizer tool on fresh
- *      seeds, and runs 1.01 to 1.16 times step 2's speed */
+ *      default: dK and dV bitwise step 2's, the stage-5 suite and repeated
+ *      runs of each compute-sanitizer tool clean, faster than step 2 at
+ *      most shapes (data/gpu/bwd_hopper_steps.md, bwd_step3.csv) */
 #define HB_STEPS 3
 #define HB_DEFAULT_STEP 3
 static int hb_step(void)
