@@ -197,9 +197,9 @@ double fa_flops(int pass, const attn_params *p);
  * at that bandwidth centers version 3 where the centered backward measured
  * 4.6-8.2% slower: the measured difference spreads 0.1 to 3.9 times the
  * prediction, so the older, slower value stays as the cautious one
- * (tests/center_rule.py holds it to never undercounting the median). The cost then falls as 1 / N at a rate per version: with
- * Sq = Sk = N and H = H_kv about 0.8 center_rate / (FA_BWD_CENTER_BW N)
- * without a mask and twice that causal, at the bench shapes 90 / N (v2),
+ * (tests/center_rule.py holds it to never undercounting the median). The
+ * cost then falls as 1 / N at a rate per version: with Sq = Sk = N and
+ * H = H_kv about 0.8 center_rate / (FA_BWD_CENTER_BW N) without a mask and twice that causal, at the bench shapes 90 / N (v2),
  * 130 / N (v4) and 280 / N (v3), so under 3% from N = 3100, 4300 and 9300
  * without a mask and from twice those causal.
  * tests/center_rule.py holds the rule to the csv: the auto mode centers at
