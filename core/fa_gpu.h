@@ -199,9 +199,10 @@ double fa_flops(int pass, const attn_params *p);
  * prediction, so the older, slower value stays as the cautious one
  * (tests/center_rule.py holds it to never undercounting the median). The
  * cost then falls as 1 / N at a rate per version: with Sq = Sk = N and
- * H = H_kv about 0.8 center_rate / (FA_BWD_CENTER_BW N) without a mask and twice that causal, at the bench shapes 90 / N (v2),
- * 130 / N (v4) and 280 / N (v3), so under 3% from N = 3100, 4300 and 9300
- * without a mask and from twice those causal.
+ * H = H_kv about 0.8 center_rate / (FA_BWD_CENTER_BW N) without a mask
+ * and twice that causal, at the bench shapes 90 / N (v2), 130 / N (v4) and
+ * 280 / N (v3), so under 3% from N = 3100, 4300 and 9300 without a mask and
+ * from twice those causal.
  * tests/center_rule.py holds the rule to the csv: the auto mode centers at
  * no measured shape whose measured cost is 3% or more. Grouped heads read a
  * smaller K and pass sooner. Host only, needs no GPU. Source: the byte
