@@ -305,10 +305,12 @@ static int run_pass(int pass, int version, int dtype, const attn_params *p, cons
     if (need && (!x->workspace || x->workspace_bytes < need))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s %s needs %zu bytes of workspace, got %zu",
                             pass_name(pass), r->info.name, need, x->workspace ? x->workspace_bytes : 0);
-    if (deterministic & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO))
+    if (deterministic & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO | FA_BWD_DQ_PASS))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1), "
-                            "FA_BWD_CENTER_K (2) and FA_BWD_CENTER_AUTO (4) exist", pass_name(pass),
-                            (unsigned)deterministic);
+                            "FA_BWD_CENTER_K (2), FA_BWD_CENTER_AUTO (4) and FA_BWD_DQ_PASS (8) exist",
+                            pass_name(pass), (unsigned)deterministic);
+    if (deterministic & FA_BWD_DQ_PASS)   /* the pass runs on K_c: it implies the centering */
+        deterministic = (deterministic & ~FA_BWD_CENTER_AUTO) | FA_BWD_CENTER_K;
     /* the auto mode decided here, from the version's measured rate (fa_gpu.h's rule) */
     if (deterministic & FA_BWD_CENTER_AUTO) {
         deterministic &= ~FA_BWD_CENTER_AUTO;
@@ -408,6 +410,9 @@ extern "C" size_t fa_workspace_bytes_varlen(int pass, int version, int dtype, co
 static int run_varlen_pass(int pass, int version, int dtype, const attn_params *p, const fa_varlen *vl,
                            const fa_ptrs *x, int flags, void *stream)
 {
+    if (pass == FA_BACKWARD && (flags & FA_BWD_DQ_PASS))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_DQ_PASS (accurate_dq=\"full\") takes no variable lengths: "
+                            "it centers K, whose mean would be per sequence");
     if ((flags & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO)) || (pass == FA_FORWARD && flags))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1), FA_BWD_CENTER_K "
                             "(2) and FA_BWD_CENTER_AUTO (4) exist, for the backward", pass_name(pass),

@@ -206,6 +206,14 @@ template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float 
         return *reinterpret_cast<unsigned *>(&h);
     }
 }
+/* the two 16-bit values of a packed register (pack2's), as floats */
+template <typename T> __device__ __forceinline__ float2 unpack2(unsigned u)
+{
+    if constexpr (std::is_same<T, __half>::value)
+        return __half22float2(*reinterpret_cast<const __half2 *>(&u));
+    else
+        return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u));
+}
 /* 2^x on the special-function unit, flushing subnormals (P entries below
  * 2^-126 are zero either way once rounded to fp16/bf16). */
 __device__ __forceinline__ float ex2(float x)

@@ -731,6 +731,11 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
     const float *L;
     fa_stride sk;
     if (int rc = bwd_prepass<T>(p, x, flags, w.D, w.cen, &K, &L, &sk, st)) return rc;
+    /* FA_BWD_DQ_PASS: D from fp32 P and dP; dS is fp32 here already */
+    if (flags & FA_BWD_DQ_PASS) {
+        if (int rc = bwd_dq_pass_check(dtype, p, x)) return rc;
+        if (int rc = bwd_dq_pass<T>(0, p, x, K, sk, L, w.D, st)) return rc;
+    }
     /* S = softmax_scale Q K^T, fp32 out: a scaled logit beyond 65504 must
      * not become an fp16 infinity. */
     CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &scale, K, t, d, kd,
@@ -1060,15 +1065,6 @@ template <int D> struct v2b_cfg {
     }
 };
 
-/* the two 16-bit values of a packed register, as floats */
-template <typename T> __device__ __forceinline__ float2 unpack2(unsigned u)
-{
-    if constexpr (std::is_same<T, __half>::value)
-        return __half22float2(*reinterpret_cast<const __half2 *>(&u));
-    else
-        return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u));
-}
-
 /* Deliberate copy: version 3 (stage5_bwd_v3.cu) writes this kernel's
  * two-stage pipeline out again beside its own steps, so that chapter 4b can
  * set the two listings side by side. */
@@ -1269,9 +1265,9 @@ size_t tiled_bwd_workspace_varlen(int dtype, const attn_params *p, const fa_varl
 //> bwd-tiled-launch
 template <typename T>
 int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
-                   bwd_launch_fn<T> launch)
+                   bwd_launch_fn<T> launch, bool ds16)
 {
-    return tiled_backward_vl<T>(dtype, p, nullptr, x, deterministic, st, launch);
+    return tiled_backward_vl<T>(dtype, p, nullptr, x, deterministic, st, launch, ds16);
 }
 
 /* (vl: packed sequences; the rows D, the accumulator and the post-pass
@@ -1279,11 +1275,14 @@ int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int determ
  * arrays) */
 template <typename T>
 int tiled_backward_vl(int dtype, const attn_params *p0, const fa_varlen *vl, const fa_ptrs *x, int deterministic,
-                      cudaStream_t st, bwd_launch_fn<T> launch)
+                      cudaStream_t st, bwd_launch_fn<T> launch, bool ds16)
 {
-    if (vl && bwd_centers(deterministic, p0))
-        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_CENTER_K (accurate_dq) takes no variable lengths: "
-                            "K's mean would be per sequence");
+    if (vl && (bwd_centers(deterministic, p0) || (deterministic & FA_BWD_DQ_PASS)))
+        return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_CENTER_K and FA_BWD_DQ_PASS (accurate_dq) take no "
+                            "variable lengths: K's mean would be per sequence");
+    const bool dq_pass = (deterministic & FA_BWD_DQ_PASS) != 0;
+    if (dq_pass)
+        if (int rc = bwd_dq_pass_check(dtype, p0, x)) return rc;
     const attn_params pk = vl ? packed_problem(p0, vl) : *p0;
     const attn_params *p = &pk;
     tiled_ws w;
@@ -1311,9 +1310,14 @@ int tiled_backward_vl(int dtype, const attn_params *p0, const fa_varlen *vl, con
     const size_t sems = vl ? varlen_sems(p0, vl) : (size_t)p->B * p->H * Tr;
     /* D; with K centered also a.k = K_c (contiguous), a.L = L' */
     if (int rc = bwd_prepass<T>(p, x, deterministic, w.D, w.cen, &a.k, &a.L, &a.sk, st)) return rc;
+    /* FA_BWD_DQ_PASS: D from fp32 P and dP for the kernel, and (ds16) the
+     * kernel's dQ replaced by the pass's instead of converted */
+    if (dq_pass)
+        if (int rc = bwd_dq_pass<T>(0, p, x, a.k, a.sk, a.L, w.D, st)) return rc;
     CUDA_TRY(cudaMemsetAsync(a.dq_acc, 0, nq * sizeof(float), st));
     if (a.deterministic) CUDA_TRY(cudaMemsetAsync(w.sem, 0, sems * sizeof(int), st));
     int rc = launch(a, p0->B, st);
+    if (dq_pass && ds16 && rc == FA_OK) return bwd_dq_pass<T>(1, p, x, a.k, a.sk, a.L, w.D, st);
     if constexpr (!std::is_same<T, float>::value) {
         if (vl && rc == FA_OK) {
             /* the varlen kernels accumulate in the packed layout (total_q, H,
@@ -1337,22 +1341,22 @@ int tiled_backward_vl(int dtype, const attn_params *p0, const fa_varlen *vl, con
 }
 //< bwd-tiled-launch
 template int tiled_backward<float>(int, const attn_params *, const fa_ptrs *, int, cudaStream_t,
-                                   bwd_launch_fn<float>);
+                                   bwd_launch_fn<float>, bool);
 template int tiled_backward<__half>(int, const attn_params *, const fa_ptrs *, int, cudaStream_t,
-                                    bwd_launch_fn<__half>);
+                                    bwd_launch_fn<__half>, bool);
 template int tiled_backward<__nv_bfloat16>(int, const attn_params *, const fa_ptrs *, int, cudaStream_t,
-                                           bwd_launch_fn<__nv_bfloat16>);
+                                           bwd_launch_fn<__nv_bfloat16>, bool);
 template int tiled_backward_vl<__half>(int, const attn_params *, const fa_varlen *, const fa_ptrs *, int,
-                                       cudaStream_t, bwd_launch_fn<__half>);
+                                       cudaStream_t, bwd_launch_fn<__half>, bool);
 template int tiled_backward_vl<__nv_bfloat16>(int, const attn_params *, const fa_varlen *, const fa_ptrs *, int,
-                                              cudaStream_t, bwd_launch_fn<__nv_bfloat16>);
+                                              cudaStream_t, bwd_launch_fn<__nv_bfloat16>, bool);
 
 static int v1_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
                        cudaStream_t st)
 {
     return fa_dispatch_dtype(dtype, [&](auto zero) {
         using T = decltype(zero);
-        return tiled_backward<T>(dtype, p, x, deterministic, st, v1_bwd_launch<T>);
+        return tiled_backward<T>(dtype, p, x, deterministic, st, v1_bwd_launch<T>, false);
     });
 }
 

@@ -15,6 +15,8 @@
  *   tiled launch     tiled_backward<T>: pre-pass D, zeroed dQ accumulator and
  *                    counters, the version's kernel, post-pass; its
  *                    workspace and IO model (defined in stage5_backward.cu)
+ *   dQ pass          bwd_dq_pass<T>: D and dQ without 16-bit roundings
+ *                    (FA_BWD_DQ_PASS; defined in stage5_bwd_dq.cu)
  *
  * Device functions only (every one inline), and declarations: no kernel is
  * defined here, so each kernel lives in exactly one object file.
@@ -439,10 +441,13 @@ template <typename T> using bwd_launch_fn = int (*)(const bwd_args<T> &x, int B,
  * dQ accumulator (and in deterministic mode the counters) zeroed, the
  * kernel, the accumulator rounded into dQ (fp16/bf16). Instantiated for
  * float, __half and __nv_bfloat16 in stage5_backward.cu. The counters are
- * per 64 query rows: every tiled kernel takes Br = 64 (BWD_TILED_BR, above). */
+ * per 64 query rows: every tiled kernel takes Br = 64 (BWD_TILED_BR, above).
+ * ds16: the kernel rounds dS to 16 bits for dQ's product (the tensor-core
+ * versions), so FA_BWD_DQ_PASS replaces its dQ with phase 1's; false
+ * (version 1's fp32 arithmetic): phase 0's D is all the mode changes. */
 template <typename T>
 int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
-                   bwd_launch_fn<T> launch);
+                   bwd_launch_fn<T> launch, bool ds16 = true);
 /* The pre-pass of every backward version (stage5_backward.cu, bwd-dot and
  * bwd-center), for a version that does not run through tiled_backward: D
  * (B H Sq fp32) from dO and O, and when flags hold FA_BWD_CENTER_K
@@ -455,13 +460,24 @@ size_t bwd_center_bytes(int dtype, const attn_params *p);
 template <typename T>
 int bwd_prepass_at(const attn_params *p, const fa_ptrs *x, int flags, float *D, void *cen, const T **K,
                    const float **L, fa_stride *sk, cudaStream_t st);
+/* FA_BWD_DQ_PASS (kernels/stage5_bwd_dq.cu): phase 0 writes D (B H Sq
+ * fp32) as rowsum(P * dP) from fp32 P and dP, before the version's kernel;
+ * phase 1 writes dQ from fp32 dS split in two 16-bit parts, after it. K, sk
+ * and L are what the version's kernel reads (K_c and L' when centered).
+ * bwd_dq_pass_check: the limits (fp16/bf16, d a multiple of 16 up to 128,
+ * rows on 16 bytes), FA_OK or one line; every caller runs it before its
+ * first launch. */
+extern "C" int bwd_dq_pass_check(int dtype, const attn_params *p, const fa_ptrs *x);
+template <typename T>
+int bwd_dq_pass(int phase, const attn_params *p, const fa_ptrs *x, const T *K, fa_stride sk, const float *L,
+                float *D, cudaStream_t st);
 /* The same for packed sequences (vl; NULL: tiled_backward itself): D and
  * the post-pass over the packed rows, the launcher given x.cu_q etc. (it
  * starts its varlen kernel when x.cu_q is set). x's strides resolved
  * (fa_varlen_strides_of). FA_BWD_CENTER_K is refused with vl. */
 template <typename T>
 int tiled_backward_vl(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int deterministic,
-                      cudaStream_t st, bwd_launch_fn<T> launch);
+                      cudaStream_t st, bwd_launch_fn<T> launch, bool ds16 = true);
 /* The entry of the tensor-core versions (2, 3): fp16 or bf16, and 16-byte
  * aligned Q, K, V, dO (their tiles are copied with 16-byte cp.async); name
  * ("v2") for the error line. */

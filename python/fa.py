@@ -27,7 +27,7 @@ FP32, FP16, BF16 = 0, 1, 2
 DTYPE_NAMES = {FP32: "fp32", FP16: "fp16", BF16: "bf16"}
 OK, ERR_UNSUPPORTED, ERR_CUDA = 0, 2, 3
 # fa_backward's flags (core/fa_gpu.h FA_BWD_*)
-BWD_DETERMINISTIC, BWD_CENTER_K, BWD_CENTER_AUTO = 1, 2, 4
+BWD_DETERMINISTIC, BWD_CENTER_K, BWD_CENTER_AUTO, BWD_DQ_PASS = 1, 2, 4, 8
 
 
 class Params(ctypes.Structure):

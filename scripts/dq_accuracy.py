@@ -1,7 +1,8 @@
 """scripts/dq_accuracy.py -- the backward's accuracy when every logit sits near
 -120, on the GPU: every backward version of ours (with K centered over the
-keys, FA_BWD_CENTER_K, labelled ours_*, and with K as given, the default,
-labelled ours_*_keep_k) beside PyTorch SDPA's flash,
+keys, FA_BWD_CENTER_K, labelled ours_*, with K as given, the default,
+labelled ours_*_keep_k, and with the dQ pass, FA_BWD_DQ_PASS, labelled
+ours_*_full) beside PyTorch SDPA's flash,
 cuDNN, efficient and math backends, against an fp64 reference; and the
 centering's cost in time at the shapes of data/gpu/bench_bwd.csv (B N =
 16384, H = 32 at d = 64, H = 16 at d = 128, N = 512 to 16384, causal and
@@ -29,6 +30,7 @@ move.
 Rows: kind=error (seqlen, causal, dtype, impl, err_dQ, err_dK, err_dV,
 nonfinite) and kind=time (impl, seqlen, d, causal, B, H, ms with and
 without centering, their ratio, predicted_ratio = 1 + the predicted cost,
+ms_full with the dQ pass and full_ratio = ms_full / ms_keep_k,
 auto = 1 where the auto mode centers); provenance columns (GPU, driver, CUDA, torch, commit, date,
 command) on every row. Needs a CUDA GPU, torch and build/libfa_gpu.so.
 """
@@ -54,6 +56,7 @@ except ImportError:
     torch = None
 
 CENTER_K = fa.BWD_CENTER_K
+DQ_PASS = fa.BWD_DQ_PASS
 TIME_TOKENS = 16384                       # B N of bench_bwd.csv's shapes
 TIME_HEADS = ((64, 32), (128, 16))        # (d, H) of bench_bwd.csv's shapes
 TIME_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -211,7 +214,8 @@ def main():
           "torch": torch.__version__, "cudnn": str(torch.backends.cudnn.version()), "commit": prov.commit(),
           "date": prov.utc_now(), "command": " ".join(["python3"] + sys.argv)}
     cols = ["kind", "seqlen", "d", "causal", "dtype", "impl", "err_dQ", "err_dK", "err_dV", "nonfinite",
-            "ms_centered", "ms_keep_k", "time_ratio", "note", "B", "H", "predicted_ratio", "auto"] + list(pv)
+            "ms_centered", "ms_keep_k", "time_ratio", "note", "B", "H", "predicted_ratio", "auto",
+            "ms_full", "full_ratio"] + list(pv)
     rows = []
     gen = torch.Generator(device="cuda")
     bwd = fa.versions(lib, fa.BACKWARD)
@@ -237,7 +241,7 @@ def main():
                         rows.append(dict(base, impl=label, note="not run: " + lib.fa_error_string().decode()))
                         continue
                     run = Ours(lib, fv, info.version, q, k, v, do, causal)
-                    for flags, suffix in ((CENTER_K, ""), (0, "_keep_k")):
+                    for flags, suffix in ((CENTER_K, ""), (0, "_keep_k"), (DQ_PASS, "_full")):
                         e, nf = errors(run.backward(flags), ref)
                         rows.append(dict(base, impl=label + suffix, err_dQ=e[0], err_dK=e[1], err_dV=e[2],
                                          nonfinite=nf, note=f"forward v{fv}"))
@@ -264,22 +268,26 @@ def main():
                     t_keep, t_c = run.time(0, args.repeats), run.time(CENTER_K, args.repeats)
                     t_keep = min(t_keep, run.time(0, args.repeats))   # both measured twice, interleaved
                     t_c = min(t_c, run.time(CENTER_K, args.repeats))
+                    t_full = run.time(DQ_PASS, args.repeats)
                     rows.append(dict(kind="time", seqlen=N, d=d, causal=int(causal), dtype="bf16",
                                      impl=info.label(), ms_centered=t_c, ms_keep_k=t_keep, time_ratio=t_c / t_keep,
                                      B=B, H=H, predicted_ratio=predicted, auto=auto,
+                                     ms_full=t_full, full_ratio=t_full / t_keep,
                                      note=f"B={B} H={H}; median of {args.repeats}, L2 flushed; "
                                           "the lower of two medians"))
                     print(f"time {info.label()} N={N} d={d} causal={int(causal)}: {t_c:.3f} ms centered, "
                           f"{t_keep:.3f} ms keep-k, ratio {t_c / t_keep:.4f}, predicted {predicted:.4f}, "
-                          f"auto {auto}", flush=True)
+                          f"auto {auto}; full {t_full:.3f} ms, {t_full / t_keep:.3f}x", flush=True)
                     del run
                 del q, k, v, do
-    with open(args.csv, "w", newline="") as f:
+    tmp = args.csv + ".tmp"   # a run that fails leaves the file as it was
+    with open(tmp, "w", newline="") as f:
         f.write("".join(f"# {k_}: {v_}\n" for k_, v_ in pv.items()))
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         for r in rows:
             w.writerow({**{c: "" for c in cols}, **r, **pv})
+    os.replace(tmp, args.csv)
     print(f"wrote {args.csv} ({len(rows)} rows)")
     return 0
 

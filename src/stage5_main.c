@@ -58,7 +58,9 @@
  *               which the backward meets with K centered over the keys
  *               (FA_BWD_CENTER_K, --accurate-dq; kernels/stage5_backward.cu,
  *               bwd-center); without it each version must fail that rule,
- *               so that the inputs test it (src/stage3_accuracy.c models why)
+ *               so that the inputs test it (src/stage3_accuracy.c models why);
+ *               with FA_BWD_DQ_PASS (--accurate-dq=full) err dQ <= 2 e_round,
+ *               the rule without the + u (kernels/stage5_bwd_dq.cu)
  *   fault inputs (huge or very negative logits): every output finite
  *               (the errors are printed; P = exp(S - L) cannot be accurate
  *               when the rounding of S and L in fp32, |L| 2^-24, is not small)
@@ -96,13 +98,16 @@ static const char USAGE[] =
     "models (no GPU needed).\n"
     "--accurate-dq runs the backward on K centered over the keys (fa_gpu.h, FA_BWD_CENTER_K),\n"
     "which keeps dQ accurate when every logit is far from zero, at the cost of a pre-pass.\n"
+    "--accurate-dq=full adds a pass that forms D and dQ without 16-bit roundings\n"
+    "(FA_BWD_DQ_PASS): dQ as an fp32 backward's, at up to six more N^2 d products.\n"
     "Without a GPU: one line saying so, exit 0.";
 
 #define NV_MAX 16
 #define DET_RUNS 30
 
 /* FA_BWD_CENTER_K when --accurate-dq is given (the backward on K centered
- * over the keys; fa_gpu.h), else 0: added to every run's flags. */
+ * over the keys; fa_gpu.h), FA_BWD_DQ_PASS for --accurate-dq=full, else 0:
+ * added to every run's flags. */
 static int g_flags;
 
 /* ------------------------------------------------------------------------- */
@@ -504,6 +509,42 @@ static void inputs_far_logits(gh_inputs *in, const attn_params *p, uint64_t seed
              "seed %llu", (unsigned long long)seed);
 }
 
+/* Version `version` with FA_BWD_DQ_PASS (accurate_dq="full") on the
+ * far-logit inputs: dQ within twice e_round, the error of the fp64 dQ
+ * rounded to the dtype (the issue's rule against PyTorch's math backend,
+ * without the + u the centered mode is allowed), dK and dV by the usual
+ * rules, rows that see no key 0. Returns dQ's error (-1: it did not run,
+ * a failure), adds the failures to *bad with the last reason in why. */
+static double full_pass(gh_problem *g, int version, const gh_ref *ref, int dtype, double e_round,
+                        const double v0_err[3], char *why, size_t why_len, int *bad)
+{
+    const int saved = g_flags;
+    g_flags |= FA_BWD_DQ_PASS;
+    vres y = run_version(g, version, ref, false, 0);
+    g_flags = saved;
+    if (!y.ran) {
+        (*bad)++;
+        snprintf(why, why_len, "v%d with FA_BWD_DQ_PASS: %s", version, fa_error_string());
+        return -1;
+    }
+    const double u = fa_unit_roundoff(dtype);
+    for (int t = 0; t < 3; t++) {
+        bool twice_v0;
+        const double allowed = t == 0 ? 2 * e_round : gh_allowed(dtype, version, v0_err[t], u, false, &twice_v0);
+        if (y.e[t].nonfinite == 0 && y.e[t].err <= allowed) continue;
+        (*bad)++;
+        snprintf(why, why_len, "v%d with FA_BWD_DQ_PASS: err %s %.3g > %.3g", version, gh_tensor_name[GRADS[t]],
+                 y.e[t].err, allowed);
+    }
+    if (y.nonzero) {
+        (*bad)++;
+        snprintf(why, why_len, "v%d with FA_BWD_DQ_PASS: %zu entries that must be 0 are not", version, y.nonzero);
+    }
+    const double err = y.e[0].err;
+    vres_free(&y);
+    return err;
+}
+
 /* Every version on the far-logit inputs in one dtype, with K centered
  * (FA_BWD_CENTER_K). The rules: the usual ones (gh_allowed) for dQ, dK, dV,
  * and for dQ in fp16/bf16 the twice-math rule, err dQ <= 2 e_round + u,
@@ -568,6 +609,10 @@ static int far_dtype(void *ctx, const gh_inputs *pr, gh_problem *g, const gh_ref
         at += (size_t)snprintf(errs + at, sizeof errs - at, "%sv%d %.1e/%.1e/%.1e", at ? ", " : "", x.version,
                                x.e[0].err, x.e[1].err, x.e[2].err);
         if (keep >= 0) at += (size_t)snprintf(errs + at, sizeof errs - at, " (uncentered dQ %.2g)", keep);
+        if (dtype != FA_FP32) {
+            double full = full_pass(g, x.version, ref, dtype, e_round, v0_err, why, sizeof why, &bad);
+            if (full >= 0) at += (size_t)snprintf(errs + at, sizeof errs - at, " (full dQ %.2g)", full);
+        }
         vres_free(&x);
     }
     free(rounded);
@@ -819,14 +864,17 @@ int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);
     /* --accurate-dq is stage 5's own flag (the shared parser does not know it) */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--accurate-dq")) {
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--accurate-dq=", 14) && strcmp(argv[i] + 14, "full"))
+            fatal(EXIT_BAD_INPUT, "%s: --accurate-dq takes no value or =full", argv[i]);
+        if (!strcmp(argv[i], "--accurate-dq") || !strcmp(argv[i], "--accurate-dq=full")) {
             if (g_flags) fatal(EXIT_BAD_INPUT, "--accurate-dq: given twice");
-            g_flags = FA_BWD_CENTER_K;
+            g_flags = argv[i][13] ? FA_BWD_DQ_PASS : FA_BWD_CENTER_K;
             memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
             argc--;
             i--;
         }
+    }
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |

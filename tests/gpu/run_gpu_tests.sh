@@ -47,7 +47,9 @@
 #     seqlen_q > seqlen_k, windows with keys nobody sees, d = 128, the
 #     deterministic mode); the backward's version 3 (Hopper,
 #     kernels/stage5_bwd_hopper.cu) the same way, with a window whose keys
-#     nobody sees at d = 64.
+#     nobody sees at d = 64; and the dQ pass (--accurate-dq=full,
+#     kernels/stage5_bwd_dq.cu) beside versions 2 and 4, causal GQA with
+#     seqlen_q > seqlen_k in bf16 and a window at d = 128 in fp16.
 # Without a GPU (or without the programs, where nvcc is missing) the GPU
 # tests print SKIP, never PASS. Cost on an H200: a few minutes, most of it
 # the CPU reference and the sanitizers.
@@ -55,7 +57,7 @@ cd "$(dirname "$0")/../.." || exit 2
 
 GPU_TESTS="stage4-gpu-correctness stage4-memcheck stage4-racecheck v3-tests v3-sanitizers
 stage5-gpu-correctness stage5-memcheck stage5-racecheck stage5-synccheck stage5-initcheck gpu-outputs
-stage5-v4-sanitizers stage5-v3-sanitizers"
+stage5-v4-sanitizers stage5-v3-sanitizers stage5-dq-pass-sanitizers"
 skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
@@ -145,7 +147,7 @@ fi
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ ! -x "$SAN" ]; then
     for t in stage4-memcheck stage4-racecheck stage5-memcheck stage5-racecheck stage5-synccheck \
-             stage5-initcheck v3-sanitizers stage5-v4-sanitizers stage5-v3-sanitizers; do
+             stage5-initcheck v3-sanitizers stage5-v4-sanitizers stage5-v3-sanitizers stage5-dq-pass-sanitizers; do
         echo "SKIP $t: compute-sanitizer not found"
     done
     exit 0
@@ -229,6 +231,9 @@ if ! why=$(./stage5 --kernel 3 --dtype bf16 --random --n 1 --d 64 --repeats 1 2>
     echo "SKIP stage5-v3-sanitizers: $(echo "$why" | head -n1)"
     BWD3=
 fi
+# the dQ pass (FA_BWD_DQ_PASS) beside two versions: its phase 0 before the
+# version's kernel, phase 1 after it
+BWDQ='./stage5 --kernel 2 --dtype bf16 --random --seed $S --heads 4 --kv-heads 2 --n 70 --seqlen-k 50 --d 64 --causal --accurate-dq=full --repeats 1 && ./stage5 --kernel 4 --dtype fp16 --random --seed $S --heads 2 --n 70 --d 128 --window 20,3 --accurate-dq=full --repeats 1'
 for tool in memcheck racecheck synccheck initcheck; do
     r=1
     while [ "$r" -le "$RUNS" ]; do
@@ -236,6 +241,7 @@ for tool in memcheck racecheck synccheck initcheck; do
         [ -n "$FWD" ] && queue "v3-$tool run $r/$RUNS" "$tool" "$seed" "$FWD"
         queue "stage5-v4-$tool run $r/$RUNS" "$tool" "$seed" "$BWD"
         [ -n "$BWD3" ] && queue "stage5-v3-$tool run $r/$RUNS" "$tool" "$seed" "$BWD3"
+        queue "stage5-dq-pass-$tool run $r/$RUNS" "$tool" "$seed" "$BWDQ"
         r=$((r + 1))
     done
 done
