@@ -731,7 +731,7 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
     const float *L;
     fa_stride sk;
     if (int rc = bwd_prepass<T>(p, x, flags, w.D, w.cen, &K, &L, &sk, st)) return rc;
-    /* FA_BWD_DQ_PASS: D from fp32 P and dP; dS is fp32 here already */
+    /* FA_BWD_DQ_PASS: D from fp32 P and dP, for dK */
     if (flags & FA_BWD_DQ_PASS) {
         if (int rc = bwd_dq_pass_check(dtype, p, x)) return rc;
         if (int rc = bwd_dq_pass<T>(0, p, x, K, sk, L, w.D, st)) return rc;
@@ -773,6 +773,8 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
         if (int rc = bwd_convert<float, T>(w.dQ32, (T *)x->dq, attn_q_numel(p), st)) return rc;
         if (int rc = bwd_convert<float, T>(w.dK32, (T *)x->dk, attn_kv_numel(p), st)) return rc;
     }
+    /* P went through the dtype before dS: the pass's dQ replaces this one */
+    if (flags & FA_BWD_DQ_PASS) return bwd_dq_pass<T>(1, p, x, K, sk, L, w.D, st);
     return FA_OK;
 }
 //< bwd-v0-launch

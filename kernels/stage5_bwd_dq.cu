@@ -15,7 +15,8 @@
  *       P = exp(softmax_scale S - L),
  *       D_i = sum_j P_ij dP_ij          -- the softmax Jacobian's row term
  *                                          from fp32 P and dP, not from O
- *   phase 1 (after it, for a version that rounds dS)
+ *   phase 1 (after it, for a version that rounds dS, or P before dS:
+ *            every version but 1, whose arithmetic is fp32)
  *       S, dP, P again, dS = P (dP - D) in fp32, split dS = hi + lo with
  *       hi = dS rounded to the dtype and lo = (dS - hi) rounded,
  *       dQ_i = softmax_scale sum_j (hi + lo)_ij K_j   -- two products on

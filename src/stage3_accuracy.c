@@ -60,6 +60,10 @@
  *               two 16-bit parts (hi + lo) for the products would attain
  *   centered_exact_D   centered with D from the unrounded O: what a forward
  *               that also wrote O's rounding residual would attain
+ *   dq_pass     centered, D unrounded and dS as hi + lo (two numbers of the
+ *               dtype, hi = dS rounded, lo = what is left, rounded): the
+ *               dQ pass of kernels/stage5_bwd_dq.cu (FA_BWD_DQ_PASS), whose D
+ *               = rowsum(P dP) from fp32 P and dP is exact to fp32
  *
  * Usage:
  *   build/stage3_accuracy --csv data/cpu/dq_accuracy.csv   the sweep (make sweep)
@@ -110,18 +114,30 @@ static double round_dt(double x, int dt)
 static double round_bf16(double x) { return round_dt(x, DT_BF16); }
 static double round_fp16(double x) { return round_dt(x, DT_FP16); }
 static double (*const ROUND_FN[2])(double) = {round_bf16, round_fp16};
+/* x as two numbers of the dtype, hi = x rounded and lo = (x - hi) rounded,
+ * summed: what the dQ pass (kernels/stage5_bwd_dq.cu) multiplies K by. */
+static double split_dt(double x, int dt)
+{
+    double hi = round_dt(x, dt);
+    return hi + round_dt(x - hi, dt);
+}
+static double split_bf16(double x) { return split_dt(x, DT_BF16); }
+static double split_fp16(double x) { return split_dt(x, DT_FP16); }
+static double (*const SPLIT_FN[2])(double) = {split_bf16, split_fp16};
 
-typedef struct { const char *name; bool round_O, round_dS, round_P, center; } variant;
+/* split_dS: dS as hi + lo (split_dt) instead of rounded once */
+typedef struct { const char *name; bool round_O, round_dS, round_P, center, split_dS; } variant;
 static const variant VARIANTS[] = {
-    {"math", false, false, false, false},
-    {"flash", true, true, true, false},
-    {"D_only", true, false, false, false},
-    {"exact_D", false, true, true, false},
-    {"centered", true, true, true, true},
-    {"centered_exact_dS", true, false, true, true},
-    {"centered_exact_D", false, true, true, true},
+    {"math", false, false, false, false, false},
+    {"flash", true, true, true, false, false},
+    {"D_only", true, false, false, false, false},
+    {"exact_D", false, true, true, false, false},
+    {"centered", true, true, true, true, false},
+    {"centered_exact_dS", true, false, true, true, false},
+    {"centered_exact_D", false, true, true, true, false},
+    {"dq_pass", false, false, true, true, true},
 };
-enum { V_MATH, V_FLASH, V_D_ONLY, V_EXACT_D, V_CENTERED, V_CEN_EXACT_DS, V_CEN_EXACT_D, NVAR };
+enum { V_MATH, V_FLASH, V_D_ONLY, V_EXACT_D, V_CENTERED, V_CEN_EXACT_DS, V_CEN_EXACT_D, V_DQ_PASS, NVAR };
 
 typedef struct {
     double err_dQ, err_dK, err_dV;   /* measured, over max|X_ref| */
@@ -229,7 +245,8 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
         const variant *w = &VARIANTS[v];
         const double *Ou = w->round_O ? Or : O, *Ku = w->center ? Kc : K, *Lu = w->center ? Lc : L;
         flash_backward_rounding = (flash_rounding){w->round_P ? ROUND_FN[dt] : NULL,
-                                                    w->round_dS ? ROUND_FN[dt] : NULL};
+                                                    w->split_dS ? SPLIT_FN[dt]
+                                                    : w->round_dS ? ROUND_FN[dt] : NULL};
         flash_backward(&p, Q, Ku, V, Ou, Lu, dO, B, B, dQ, dK, dV, D, &sram, NULL, NULL);
         flash_backward_rounding = (flash_rounding){NULL, NULL};
         for (size_t x = 0; x < nd; x++) {   /* every variant writes dQ, dK, dV in the dtype */
@@ -267,7 +284,7 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
                 dSv[x] = P[x] * (dP[x] - (Dt + s));
                 r += fabs(dSv[x]);
             }
-            if (w->round_dS) max_rowdS = fmax(max_rowdS, r);
+            if (w->round_dS || w->split_dS) max_rowdS = fmax(max_rowdS, r);
         }
         double hi = 0, lo = 0, tA = 0, tB = 0;
         for (int k = 0; k < d; k++) {
@@ -278,9 +295,11 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
                     size_t x = (size_t)i * N + j;
                     double kjk = Ku[(size_t)j * d + k];
                     pk += P[x] * kjk;
-                    if (w->round_dS && P[x] != 0) {
-                        double h = spacing(dSv[x], dt);
-                        bb += fmax(u * fabs(dSv[x]), tiny) * fabs(kjk);
+                    if ((w->round_dS || w->split_dS) && P[x] != 0) {
+                        /* split: lo's rounding, u of what hi leaves (at most u |dS|) */
+                        const double r = w->split_dS ? dSv[x] - round_dt(dSv[x], dt) : dSv[x];
+                        double h = spacing(r, dt);
+                        bb += fmax(u * fabs(r), tiny) * fabs(kjk);
                         bvar += h * h / 12 * kjk * kjk;
                     }
                 }
@@ -378,6 +397,8 @@ static void sweep(const char *path, int argc, char **argv, uint64_t seed0)
  *             tiled kernel near 1.5 x math)
  *   second    at a >= 30, exact_D's err_dQ > 4 x math's: forming D from an
  *             unrounded O leaves dS's rounding, amplified the same way
+ *   pass      dq_pass's err_dQ <= 2 x math's (the twice-math rule without
+ *             the + u)
  *   growth    flash's err_dQ at a = 120 is above 10 x its err at a = 0
  *   dK, dV    centered's within 2 x flash's + u (the shift changes neither)
  *   exact     every K_jk - c_k of the centering is a number of the dtype,
@@ -413,6 +434,8 @@ static int tests(uint64_t seed0)
                     result(o[V_CENTERED].err_dQ <= 2 * o[V_MATH].err_dQ + u, name,
                            "centered err dQ %.3e <= 2 x math's %.3e + u", o[V_CENTERED].err_dQ,
                            o[V_MATH].err_dQ);
+                    result(o[V_DQ_PASS].err_dQ <= 2 * o[V_MATH].err_dQ, name,
+                           "dQ pass err dQ %.3e <= 2 x math's %.3e", o[V_DQ_PASS].err_dQ, o[V_MATH].err_dQ);
                     result(o[V_CENTERED].err_dK <= 2 * o[V_FLASH].err_dK + u &&
                                o[V_CENTERED].err_dV <= 2 * o[V_FLASH].err_dV + u,
                            name, "centered err dK %.2e, dV %.2e; flash's %.2e, %.2e", o[V_CENTERED].err_dK,

@@ -734,6 +734,10 @@ static int run_small(const options *opt, const char *device, const int *versions
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_mode m = {true, i == 0, 0, NULL, device, NULL};
         attn_params p = gh_tcase_params(&cases[i]);
+        if ((g_flags & FA_BWD_DQ_PASS) && p.d % 16) {
+            printf("SKIP stage5 %s: the dQ pass (--accurate-dq=full) takes d a multiple of 16\n", cases[i].what);
+            continue;
+        }
         gh_inputs pr;
         gh_inputs_random(&pr, &p, cases[i].kind, seed + i);
         char shape[128], name[240];
@@ -901,6 +905,17 @@ int main(int argc, char **argv)
         (opt.given & (strcmp(opt.sweep, "tests") ? OPT_KERNEL | OPT_DTYPE : OPT_DTYPE)))
         fatal(EXIT_BAD_INPUT, "--sweep %s runs every dtype%s; --dtype goes with --sweep small", opt.sweep,
               strcmp(opt.sweep, "tests") ? " and version (--kernel: --sweep small, tests)" : "");
+    if (g_flags & FA_BWD_DQ_PASS) {   /* the pass's own limits (kernels/stage5_bwd_dq.cu) */
+        if (opt.sweep && strcmp(opt.sweep, "small"))
+            fatal(EXIT_BAD_INPUT, "--accurate-dq=full goes with --sweep small only (--sweep %s runs every dtype; "
+                  "--sweep accuracy runs the dQ pass itself)", opt.sweep);
+        for (int t = 0; t < nd; t++)
+            if (dtypes[t] == FA_FP32)
+                fatal(EXIT_BAD_INPUT, "--accurate-dq=full takes --dtype fp16 or bf16: in fp32 nothing is rounded "
+                      "to 16 bits");
+        if (!opt.sweep && (opt.given & OPT_D) && (opt.d % 16 || opt.d > 128))
+            fatal(EXIT_BAD_INPUT, "--accurate-dq=full takes --d a multiple of 16 up to 128, got %d", opt.d);
+    }
     /* Bad input is refused before looking for a GPU: files are read, the
      * shape and dtype checked against the chosen version. */
     gh_inputs pr;

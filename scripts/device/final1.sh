@@ -61,28 +61,7 @@ run train_compare 150 python3 scripts/train_compare.py --compare --steps 200 --s
 
 # 2. the suites of make gpu-test, four lanes, in what is left of 570 s
 left=$(( 570 - ($(date +%s) - t0) ))
-[ "$left" -lt 60 ] && left=60
-say "suites: $left s"
-export FA_SAN_JOBS=8
-lane() { tag=$1; lim=$2; shift 2; ( timeout "$lim" sh tests/run.sh "$@" > "$D/$tag.log" 2>&1; echo "exit $?" >> "$D/$tag.log" ) & }
-lane gpu_tests "$left" "sh tests/gpu/run_gpu_tests.sh"
-lane op_tests "$left" "python3 tests/gpu/test_flash_op.py" "python3 tests/gpu/test_decode_op.py"
-lane more_tests "$left" "python3 tests/gpu/test_varlen_op.py" "sh tests/gpu/stage8.sh" "./stage5 --sweep accuracy"
-( V="python3 tests/gpu/test_varlen_op.py"
-  FA_BWD3_STEP=1 timeout "$left" sh tests/run.sh "$V" > "$D/varlen_step1.log" 2>&1
-  for tool in memcheck racecheck synccheck; do
-      FA_VARLEN_PARTS=poison_tests timeout 120 "$SAN" --tool $tool --error-exitcode 3 $V > "$D/.v.log" 2>&1
-      echo "varlen poison under $tool: exit $? $(grep -m1 SUMMARY "$D/.v.log" | sed 's/^=* *//'); $(grep -c '^PASS' "$D/.v.log") PASS $(grep -c '^FAIL' "$D/.v.log") FAIL" >> "$D/varlen_san.log"
-      grep -m3 -i 'hazard\|race\|invalid\|^FAIL' "$D/.v.log" >> "$D/varlen_san.log"
-  done; rm -f "$D/.v.log" ) &
-wait
-say "varlen with FA_BWD3_STEP=1: $(grep -E 'passed, .* failed' "$D/varlen_step1.log" | tail -n 1)"
-grep '^FAIL' "$D/varlen_step1.log" | cut -c1-300 | head -n 4 | tee -a "$D/summary.txt"
-tee -a "$D/summary.txt" < "$D/varlen_san.log"
-for f in gpu_tests op_tests more_tests; do
-    say "$f: $(grep -E 'passed, .* failed' "$D/$f.log" | tail -n 1) ($(tail -n 1 "$D/$f.log"))"
-    grep '^FAIL' "$D/$f.log" | cut -c1-300 | head -n 8 | tee -a "$D/summary.txt"
-done
+D=$D LEFT=$left sh scripts/device/suites.sh
 cd "$OUT" && tar czf final.tgz final && rm -rf final
 echo "== summary"
 tar xzf final.tgz final/summary.txt -O

@@ -48,8 +48,8 @@
 #     deterministic mode); the backward's version 3 (Hopper,
 #     kernels/stage5_bwd_hopper.cu) the same way, with a window whose keys
 #     nobody sees at d = 64; and the dQ pass (--accurate-dq=full,
-#     kernels/stage5_bwd_dq.cu) beside versions 2 and 4, causal GQA with
-#     seqlen_q > seqlen_k in bf16 and a window at d = 128 in fp16.
+#     kernels/stage5_bwd_dq.cu) beside versions 2, 4 and 0 on the small
+#     sweep (its cases with d a multiple of 16), bf16, fp16 and bf16.
 # Without a GPU (or without the programs, where nvcc is missing) the GPU
 # tests print SKIP, never PASS. Cost on an H200: a few minutes, most of it
 # the CPU reference and the sanitizers.
@@ -233,7 +233,7 @@ if ! why=$(./stage5 --kernel 3 --dtype bf16 --random --n 1 --d 64 --repeats 1 2>
 fi
 # the dQ pass (FA_BWD_DQ_PASS) beside two versions: its phase 0 before the
 # version's kernel, phase 1 after it
-BWDQ='./stage5 --kernel 2 --dtype bf16 --random --seed $S --heads 4 --kv-heads 2 --n 70 --seqlen-k 50 --d 64 --causal --accurate-dq=full --repeats 1 && ./stage5 --kernel 4 --dtype fp16 --random --seed $S --heads 2 --n 70 --d 128 --window 20,3 --accurate-dq=full --repeats 1'
+BWDQ='./stage5 --sweep small --kernel 2 --dtype bf16 --accurate-dq=full --seed $S && ./stage5 --sweep small --kernel 4 --dtype fp16 --accurate-dq=full --seed $S && ./stage5 --sweep small --kernel 0 --dtype bf16 --accurate-dq=full --seed $S'
 for tool in memcheck racecheck synccheck initcheck; do
     r=1
     while [ "$r" -le "$RUNS" ]; do

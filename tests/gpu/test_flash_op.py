@@ -599,6 +599,16 @@ def strided_tests(gen):
             if not e <= 4 * EPS["bf16"]]
     _report("flash_op-strided accurate-dq", bad, "(B, S, H, d) views vs contiguous with K centered, "
             "bitwise; against the uncentered backward " + ", ".join(f"{t} {e:.1e}" for t, e in errs.items()))
+    # accurate_dq="full" (the dQ pass reads Q, K, V, dO and writes dQ through their strides)
+    full = lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True,  # noqa: E731
+                                           return_lse=True, accurate_dq="full")
+    fbase, fgot = _run_grads(full, q, k, v, do), _run_grads(full, qs, ks, vs, do)
+    bad = [f"{t} differs" for t in _diff(fbase, fgot)]
+    errs = {t: rel_err(fbase[t], base[t].double()) for t in ("dQ", "dK", "dV")}
+    bad += [f"{t} off the centered backward by {e:.3g} > 4 eps" for t, e in errs.items()
+            if not e <= 4 * EPS["bf16"]]
+    _report("flash_op-strided accurate-dq full", bad, "(B, S, H, d) views vs contiguous with the dQ pass, "
+            "bitwise; against the centered backward " + ", ".join(f"{t} {e:.1e}" for t, e in errs.items()))
     # accurate_dq=None: the library's rule (fa_bwd_center_auto, for the backward version the op
     # runs) picks centered or as given, bitwise one of the two; one shape where it centers and one
     # where it does not (version 3's rule centers without a mask from N = 9300 at d = 64)

@@ -1,0 +1,18 @@
+#!/bin/sh
+# scripts/device/dq_pass2.sh -- one H200 call after the dQ pass was mended:
+# scripts/device/dq_pass.sh (its accuracy, the GPU accuracy table and its
+# cost, RUNS sanitizer runs per tool), then the suites of make gpu-test
+# (scripts/device/suites.sh) in what is left of 560 s. Run from the
+# repository root with the binaries of final1.sh's recipe built from the
+# commit named (unpacked beside a link /tmp/devbuild -> the carried tree):
+#
+#     FA_COMMIT=<commit> OUT=<dir> sh scripts/device/dq_pass2.sh
+#
+# Files land under $OUT/dqp/ and $OUT/suites/.
+set -u
+OUT=${OUT:-/tmp}
+t0=$(date +%s)
+OUT=$OUT RUNS=${RUNS:-3} sh scripts/device/dq_pass.sh > /dev/null 2>&1
+sh scripts/device/env.sh "sh scripts/device/dq_pass2.sh" > "$OUT/env.txt" 2>&1
+D=$OUT/suites LEFT=$(( 560 - ($(date +%s) - t0) )) sh scripts/device/suites.sh > /dev/null 2>&1
+cat "$OUT/dqp/summary.txt" "$OUT/suites/summary.txt"
