@@ -58,8 +58,9 @@
  *   centered    as flash, on K_c and L': the fix
  *   centered_exact_dS  centered with dS unrounded: what splitting dS into
  *               two 16-bit parts (hi + lo) for the products would attain
- *   centered_exact_D   centered with D from the unrounded O: what a forward
- *               that also wrote O's rounding residual would attain
+ *   centered_exact_D   centered with D from the unrounded O (a forward that
+ *               wrote O's rounding residual would not reach it: its fp32 O
+ *               comes from P rounded to 16 bits)
  *   dq_pass     centered, D unrounded and dS as hi + lo (two numbers of the
  *               dtype, hi = dS rounded, lo = what is left, rounded): the
  *               dQ pass of kernels/stage5_bwd_dq.cu (FA_BWD_DQ_PASS), whose D

@@ -436,3 +436,9 @@ def dq_accuracy(t):
           f"cuDNN's dQ is NaN on {v['acc_gpu_cudnn_nan']} (dtype, seqlen, mask) points where ours is finite; "
           f"every flash kernel's dQ error is at least {v['acc_gpu_flash_min']} x max|dQ| (SDPA flash), ours "
           f"with K centered at most {v['acc_gpu_ours_max']} ({v['acc_gpu_over_math']} x math's at most)", src)
+    if v["acc_gpu_full_within2"] != "n/a":
+        t.row("The same inputs with the dQ pass (accurate_dq=\"full\": D = rowsum(P dP), dS in two 16-bit "
+              "parts): dQ against SDPA math's", "not in the chapter",
+              f"within twice math's error at {v['acc_gpu_full_within2']} (dtype, seqlen, mask, version) points, at "
+              f"most {v['acc_gpu_full_over_math']} x math's; the backward then takes {v['acc_gpu_full_cost']} "
+              "its time with K as given", src)

@@ -15,10 +15,13 @@ Two files:
   data/cpu/dq_draws.csv     build/stage3_accuracy --draws (make sweep): the
                             same model over many draws of the one shape where
                             the H200's centered dQ misses twice math's
-  data/gpu/dq_accuracy.csv  scripts/device/accuracy.sh on the H200: every
+  data/gpu/dq_accuracy.csv  scripts/dq_accuracy.py on the H200: every
                             backward version (centered and not) beside SDPA's
                             backends, and the centering's cost in time beside
-                            the rule's prediction per version
+                            the rule's prediction per version (the run the
+                            rule's rates were fitted to; tests/center_rule.py)
+  data/gpu/dq_pass.csv      the same script in a later run, with the dQ pass
+                            too (ours_*_full, ms_full): its accuracy and cost
 
 The GPU table is written only when its file exists; otherwise the section
 says the measurement is pending (acc_gpu_status "absent"). Standard library
@@ -34,6 +37,7 @@ CPU = os.environ.get("PAPER_ACC_CPU", "data/cpu/dq_accuracy.csv")
 DRAWS = os.environ.get("PAPER_ACC_DRAWS", "data/cpu/dq_draws.csv")
 U = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}   # unit roundoff of the dtype (8 and 11 significant bits)
 GPU = os.environ.get("PAPER_ACC_GPU", "data/gpu/dq_accuracy.csv")
+PASS = os.environ.get("PAPER_ACC_PASS", "data/gpu/dq_pass.csv")
 SEQLENS = (64, 192, 704, 1024)
 PEERS = (("sdpa_flash", "SDPA flash"), ("sdpa_cudnn", "cuDNN"), ("sdpa_efficient", "efficient"),
          ("sdpa_math", "math"))
@@ -77,7 +81,7 @@ def cpu_values():
 
     N = 192
     v["acc_cpu_N"] = str(N)
-    for variant in ("math", "flash", "D_only", "exact_D", "centered"):
+    for variant in ("math", "flash", "D_only", "exact_D", "centered", "dq_pass"):
         r = one("bf16", 0, N, 120.0, variant)
         v[f"acc_cpu_{variant}"] = fmt(num(r["err_dQ"]))
         r16 = one("fp16", 0, N, 120.0, variant)
@@ -118,7 +122,7 @@ def draw_values():
     for causal, tag in (("1", "causal"), ("0", "full")):
         ds = [x for (c, _), x in sorted(by.items()) if c == causal]
         v[f"acc_draws_{tag}_n"] = str(len(ds))
-        for variant in ("math", "centered", "centered_exact_dS", "centered_exact_D"):
+        for variant in ("math", "centered", "centered_exact_dS", "centered_exact_D", "dq_pass"):
             errs = [num(x[variant]["err_dQ"]) for x in ds]
             v[f"acc_draws_{tag}_{variant}_mean"] = fmt(sum(errs) / len(errs))
             if variant != "math":
@@ -126,6 +130,8 @@ def draw_values():
                 v[f"acc_draws_{tag}_{variant}_over"] = str(len(over))
         ratio = [num(x["centered"]["err_dQ"]) / num(x["math"]["err_dQ"]) for x in ds]
         v[f"acc_draws_{tag}_ratio_max"] = f"{max(ratio):.2f}"
+        ratio = [num(x["dq_pass"]["err_dQ"]) / num(x["math"]["err_dQ"]) for x in ds]
+        v[f"acc_draws_{tag}_dq_pass_ratio_max"] = f"{max(ratio):.2f}"
         over = [x for x in ds if num(x["centered"]["err_dQ"]) > 2 * num(x["math"]["err_dQ"])]
         v[f"acc_draws_{tag}_over_rows"] = (f"{1 + max(int(x['centered']['worst_row']) for x in over)}"
                                            if over else "none")
@@ -134,6 +140,18 @@ def draw_values():
 
 def gpu_rows():
     return read(GPU)
+
+
+def centered(impl):
+    """An ours_* row of the centered mode (neither K as given nor the dQ pass)."""
+    return impl.startswith("ours_") and not impl.endswith(("_keep_k", "_full"))
+
+
+def bwd_flops(r):
+    """fa_flops of the backward at a kind=time row's shape (core/fa_gpu.h: 2.5 times 4 B H N^2 d, halved
+    causal)."""
+    N = int(r["seqlen"])
+    return 2.5 * 4 * int(r["B"]) * int(r["H"]) * N * N * int(r["d"]) * (0.5 if r["causal"] == "1" else 1.0)
 
 
 def gpu_values():
@@ -157,8 +175,7 @@ def gpu_values():
             if ln.startswith("# rule:") and " at " in ln:
                 v["acc_gpu_rule_commit"] = ln.split(" at ", 1)[1].split(",")[0].strip()
     err = [r for r in rows if r["kind"] == "error"]
-    ours = [num(r["err_dQ"]) for r in err if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k")
-            and r["err_dQ"] != ""]
+    ours = [num(r["err_dQ"]) for r in err if centered(r["impl"]) and r["err_dQ"] != ""]
     keep = [num(r["err_dQ"]) for r in err if r["impl"].endswith("_keep_k") and r["err_dQ"] != ""]
     mth = [num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math" and r["err_dQ"] != ""]
     fl = [num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_flash" and r["err_dQ"] != ""]
@@ -172,8 +189,7 @@ def gpu_values():
         v["acc_gpu_flash_min"] = fmt(min(fl))
     math_of = {(r["dtype"], r["seqlen"], r["causal"]): num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math"}
     pairs = [(num(r["err_dQ"]), math_of[(r["dtype"], r["seqlen"], r["causal"])]) for r in err
-             if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k") and r["err_dQ"] != ""
-             and (r["dtype"], r["seqlen"], r["causal"]) in math_of]
+             if centered(r["impl"]) and r["err_dQ"] != "" and (r["dtype"], r["seqlen"], r["causal"]) in math_of]
     if pairs:
         v["acc_gpu_over_math"] = f"{max(a / b for a, b in pairs):.2f}"
         v["acc_gpu_within2"] = f"{sum(a <= 2 * b for a, b in pairs)} of {len(pairs)}"
@@ -181,7 +197,7 @@ def gpu_values():
         miss = {}
         for r in err:
             key = (r["dtype"], r["seqlen"], r["causal"])
-            if (r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k") and r["err_dQ"] != ""
+            if (centered(r["impl"]) and r["err_dQ"] != ""
                     and key in math_of and num(r["err_dQ"]) > 2 * math_of[key]):
                 miss.setdefault(key, []).append((r["impl"].split("_")[1], num(r["err_dQ"])))
         if miss:
@@ -257,10 +273,75 @@ def gpu_values():
     return v
 
 
+def pass_values():
+    """The dQ pass (FA_BWD_DQ_PASS), from its own run (data/gpu/dq_pass.csv,
+    scripts/device/dq_pass.sh): every version's dQ with the pass against
+    SDPA math's of the same run, the backward's time with the pass over its
+    time with K as given, the pass's own rate; and what that run's repeat
+    of the centering's timings says of the rule's margins."""
+    rows = read(PASS)
+    v = {"acc_pass_status": "absent" if rows is None else "present"}
+    for k in ("acc_gpu_full_max", "acc_gpu_full_over_math", "acc_gpu_full_within2", "acc_gpu_full_cost",
+              "acc_gpu_full_pass_tflops", "acc_gpu_full_v3_worst", "acc_pass_commit", "acc_pass_date",
+              "acc_pass_rerun"):
+        v[k] = "n/a"
+    if rows is None:
+        return v
+    v["acc_pass_commit"], v["acc_pass_date"] = rows[0]["commit"], rows[0]["date"]
+    err = [r for r in rows if r["kind"] == "error"]
+    math_of = {(r["dtype"], r["seqlen"], r["causal"]): num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math"}
+    full = [(num(r["err_dQ"]), math_of[(r["dtype"], r["seqlen"], r["causal"])]) for r in err
+            if r["impl"].endswith("_full") and r["err_dQ"] != "" and (r["dtype"], r["seqlen"], r["causal"]) in math_of]
+    if full:
+        v["acc_gpu_full_max"] = fmt(max(a for a, _ in full))
+        v["acc_gpu_full_over_math"] = f"{max(a / b for a, b in full):.2f}"
+        v["acc_gpu_full_within2"] = f"{sum(a <= 2 * b for a, b in full)} of {len(full)}"
+    tf = [r for r in rows if r["kind"] == "time" and r.get("ms_full") not in (None, "")]
+    if tf:
+        # the backward with the pass over the backward as given, per version; the pass's own rate (its
+        # six products of 2 N^2 d, 1.2 times the backward's FLOPs, over the time it adds)
+        parts = []
+        for impl in sorted({r["impl"] for r in tf}, key=lambda i: int(i.split("_")[1][1:])):
+            q = [num(r["full_ratio"]) for r in tf if r["impl"] == impl]
+            parts.append(f"{impl.split('_')[1]} {min(q):.2f} to {max(q):.2f} times")
+        v["acc_gpu_full_cost"] = ", ".join(parts)
+        rate = [1.2 * bwd_flops(r) / ((num(r["ms_full"]) - num(r["ms_keep_k"])) * 1e-3) / 1e12 for r in tf
+                if int(r["seqlen"]) >= 4096]
+        v["acc_gpu_full_pass_tflops"] = f"{min(rate):.0f} to {max(rate):.0f}"
+        w = max((r for r in tf if r["impl"].startswith("ours_v3")), key=lambda r: num(r["full_ratio"]), default=None)
+        if w:
+            v["acc_gpu_full_v3_worst"] = (f"{num(w['full_ratio']):.2f} times at N = {w['seqlen']}, d = {w['d']}"
+                                          f"{' causal' if w['causal'] == '1' else ''} ({num(w['ms_keep_k']):.2f} ms "
+                                          f"as given, {num(w['ms_full']):.2f} ms with the pass)")
+        # the same run's centering timings against what tests/center_rule.py holds the rule to: the best
+        # rate per version (center_rate must be at least it), centered points at 3% or more, points under
+        # 1% left uncentered
+        best = {}
+        for r in tf:
+            k = r["impl"].split("_")[1]
+            best[k] = max(best.get(k, 0.0), bwd_flops(r) / (num(r["ms_keep_k"]) * 1e-3) / 1e12)
+        parts = ["versions " + ", ".join(sorted(best, key=lambda k: int(k[1:]))).replace("v", "") + " reached "
+                 + ", ".join(f"{best[k]:.1f}" for k in sorted(best, key=lambda k: int(k[1:]))) + " TFLOP/s"]
+        over = [r for r in tf if r.get("auto") == "1" and num(r["time_ratio"]) >= 1.03]
+        under = [r for r in tf if r.get("auto") == "0" and num(r["time_ratio"]) < 1.01]
+
+        def at(r):
+            return (f"{r['impl'].split('_')[1]} at d = {r['d']}, N = {r['seqlen']}{' causal' if r['causal'] == '1' else ''}"
+                    f" ({(num(r['time_ratio']) - 1) * 100:.2f}% measured, {(num(r['predicted_ratio']) - 1) * 100:.2f}% "
+                    "predicted)")
+        parts.append(f"{len(over)} centered point{'s' if len(over) != 1 else ''} cost 3% or more"
+                     + (": " + "; ".join(at(r) for r in over) if over else ""))
+        parts.append(f"{len(under)} point{'s' if len(under) != 1 else ''} under 1% {'were' if len(under) != 1 else 'was'}"
+                     " left uncentered" + (": " + "; ".join(at(r) for r in under) if under else ""))
+        v["acc_pass_rerun"] = ", ".join(parts[:-1]) + " and " + parts[-1]
+    return v
+
+
 def values():
     v = cpu_values()
     v.update(draw_values())
     v.update(gpu_values())
+    v.update(pass_values())
     return v
 
 
@@ -273,9 +354,12 @@ def write_table(out):
             os.remove(path)
         return
     err = [r for r in rows if r["kind"] == "error"]
+    prows = read(PASS) or []
+    full_of = {(r["dtype"], r["seqlen"], r["causal"], r["impl"]): r for r in prows
+               if r["kind"] == "error" and r["impl"].endswith("_full")}
     ours = []
     for r in err:
-        if r["impl"].startswith("ours_") and not r["impl"].endswith("_keep_k") and r["impl"] not in ours:
+        if centered(r["impl"]) and r["impl"] not in ours:
             ours.append(r["impl"])
     lines = []
     for dtype in ("bf16", "fp16"):
@@ -286,6 +370,8 @@ def write_table(out):
         head = ["seqlen, mask"] + [o.split("_")[1] for o in ours]
         if last:
             head.append(last.split("_")[1] + " uncentered")
+            if full_of:
+                head.append(last.split("_")[1] + " full")
         head += [name for _, name in PEERS]
         lines.append(f"Error of $\\mathrm{{d}}Q$, {dtype}:\n")
         lines.append("| " + " | ".join(head) + " |")
@@ -304,6 +390,9 @@ def write_table(out):
                 row = [f"{N} {'causal' if causal == '1' else 'full'}"] + [e(o) for o in ours]
                 if last:
                     row.append(e(last + "_keep_k"))
+                    if full_of:
+                        f = full_of.get((dtype, str(N), causal, last + "_full"))
+                        row.append("--" if f is None or f["err_dQ"] == "" else fmt(num(f["err_dQ"])))
                 row += [e(impl) for impl, _ in PEERS]
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
@@ -338,6 +427,25 @@ def write_table(out):
                                    f"{pct(num(r['predicted_ratio']))}" + ("*" if r["auto"] == "1" else ""))
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+        tf = [r for r in prows if r["kind"] == "time" and r.get("ms_full") not in (None, "")]
+        if tf:
+            lines.append("Time of the backward with the dQ pass (accurate_dq=\"full\") over its time with K as "
+                         f"given, and the time with the pass in ms (bf16, the shapes above; run of commit "
+                         f"{tf[0]['commit']}):\n")
+            lines.append("| " + " | ".join(head) + " |")
+            lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+            for causal in ("0", "1"):
+                for N in sorted({int(r["seqlen"]) for r in tf}):
+                    at = {(r["impl"], int(r["d"])): r for r in tf if r["seqlen"] == str(N) and r["causal"] == causal}
+                    if not at:
+                        continue
+                    row = [f"{N} {'causal' if causal == '1' else 'full'}"]
+                    for o in vers:
+                        for d in ds:
+                            r = at.get((o, d))
+                            row.append("--" if r is None else f"{num(r['full_ratio']):.2f} ({num(r['ms_full']):.2f})")
+                    lines.append("| " + " | ".join(row) + " |")
+            lines.append("")
     elif t:
         lines.append("Time of one backward with and without the centering (bf16, "
                      f"$N$ = {t[0]['seqlen']}, $d$ = {t[0]['d']}, {t[0]['note'].split(';')[0]}):\n")

@@ -8,7 +8,8 @@
 #
 #     FA_COMMIT=<commit> OUT=<dir> sh scripts/device/dq_pass2.sh
 #
-# Files land under $OUT/dqp/ and $OUT/suites/.
+# Files land under $OUT/dqp/ and $OUT/suites/, packed as $OUT/dqp2.tgz (the
+# device tool returns a few files a call).
 set -u
 OUT=${OUT:-/tmp}
 t0=$(date +%s)
@@ -16,3 +17,4 @@ OUT=$OUT RUNS=${RUNS:-3} sh scripts/device/dq_pass.sh > /dev/null 2>&1
 sh scripts/device/env.sh "sh scripts/device/dq_pass2.sh" > "$OUT/env.txt" 2>&1
 D=$OUT/suites LEFT=$(( 560 - ($(date +%s) - t0) )) sh scripts/device/suites.sh > /dev/null 2>&1
 cat "$OUT/dqp/summary.txt" "$OUT/suites/summary.txt"
+cd "$OUT" && tar czf dqp2.tgz env.txt dqp suites && rm -rf dqp suites
