@@ -179,6 +179,11 @@ double fa_flops(int pass, const attn_params *p);
  * measures it). fp16/bf16, d a multiple of 16 up to 128, no variable
  * lengths. Never the default: the op's accurate_dq="full". */
 #define FA_BWD_DQ_PASS 8
+/* Bytes of slow memory the dQ pass moves, both phases (the version's
+ * kernel not included; version 1 runs phase 0 alone, about half of it):
+ * the closed form of kernels/stage5_bwd_dq.cu, which Nsight Compute's
+ * count of the pass's kernels is set against (chapter 4b). */
+double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p);
 
 /* The centering's predicted cost as a fraction of backward `version`'s time
  * (dtype, p as fa_backward's): the one rule FA_BWD_CENTER_AUTO, the PyTorch

@@ -203,6 +203,22 @@ __global__ void __launch_bounds__(128) bwd_dq_pass_kernel(dq_pass_args<T> x)
 }
 //< bwd-dq-pass
 
+/* core/fa_gpu.h: the bytes both phases move, the closed form of the
+ * kernel's loads and stores (the model of stage5_backward.cu's header, for
+ * a forward-shaped pass). Per query head, with q_rows the rows of the
+ * query blocks that see a key (their Q, dO are read) and kv_rows the key
+ * rows read summed over those blocks (mask_key_rows_read), each phase reads
+ * es d (2 q_rows + 2 kv_rows) bytes of Q, dO, K, V and 4 Sq of L; phase 0
+ * writes D (4 Sq), phase 1 reads it and writes dQ (es Sq d). */
+extern "C" double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p)
+{
+    const double es = (double)fa_dtype_bytes(dtype), d = p->d, Sq = p->seqlen_q;
+    const attn_mask m = attn_mask_of(p);
+    const double q_rows = (double)mask_query_rows_active(m, dqp_cfg<64>::BR);
+    const double kv_rows = (double)mask_key_rows_read(m, dqp_cfg<64>::BR, dqp_cfg<64>::BC);
+    return (double)p->B * p->H * (2 * es * d * (2 * q_rows + 2 * kv_rows) + 16 * Sq + es * Sq * d);
+}
+
 extern "C" int bwd_dq_pass_check(int dtype, const attn_params *p, const fa_ptrs *x)
 {
     if (dtype == FA_FP32)

@@ -113,6 +113,7 @@ def load(path=None):
         "fa_compulsory_bytes": ([i, i, P], d),
         "fa_flops": ([i, P], d),
         "fa_bwd_center_cost": ([i, i, P], d),
+        "fa_bwd_dq_pass_bytes": ([i, P], d),
         "fa_bwd_center_auto": ([i, i, P], i),
         "fa_forward": ([i, i, P, X, vp], i),
         "fa_backward": ([i, i, P, X, i, vp], i),

@@ -20,6 +20,9 @@ The shape is bench_gpu.py's: bf16, B N = 16384 tokens, H d = 2048.
   --impl flash     SDPA's flash backend (FlashAttention-2)
   --pass fwd|bwd   bwd profiles only the backward (the forward runs before
                    the profiler starts)
+  --accurate-dq    ours only: the op's accurate_dq, auto (None, the
+                   default), center (True), full (the dQ pass, whose
+                   kernels chapter 4b's IO count is set against) or off
 """
 import argparse
 import os
@@ -38,7 +41,9 @@ def main():
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--causal", type=int, choices=[0, 1], required=True)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--accurate-dq", choices=["auto", "center", "full", "off"], default="auto")
     a = ap.parse_args()
+    accurate_dq = {"auto": None, "center": True, "full": "full", "off": False}[a.accurate_dq]
     if 16384 % a.n or 2048 % a.d:
         sys.exit(f"hopper_ncu.py: --n must divide 16384 and --d 2048 (got {a.n}, {a.d})")
     import torch
@@ -53,7 +58,7 @@ def main():
         import flash_op
 
         def fwd(q, k, v):
-            return flash_op.flash_attention(q, k, v, causal=causal)
+            return flash_op.flash_attention(q, k, v, causal=causal, accurate_dq=accurate_dq)
     else:
         backend = SDPBackend.CUDNN_ATTENTION if a.impl == "cudnn" else SDPBackend.FLASH_ATTENTION
 
@@ -81,7 +86,8 @@ def main():
         torch.cuda.synchronize()
         if last:
             torch.cuda.profiler.stop()
-    print(f"hopper_ncu.py: {a.impl} {a.pass_} d {a.d} N {a.n} causal {a.causal} B {B} H {H}: profiled one call")
+    print(f"hopper_ncu.py: {a.impl} {a.pass_} d {a.d} N {a.n} causal {a.causal} B {B} H {H} "
+          f"accurate_dq {a.accurate_dq}: profiled one call")
 
 
 if __name__ == "__main__":
