@@ -334,6 +334,35 @@ def pass_values():
         parts.append(f"{len(under)} point{'s' if len(under) != 1 else ''} under 1% {'were' if len(under) != 1 else 'was'}"
                      " left uncentered" + (": " + "; ".join(at(r) for r in under) if under else ""))
         v["acc_pass_rerun"] = ", ".join(parts[:-1]) + " and " + parts[-1]
+    v.update(pass_ncu_values())
+    return v
+
+
+def pass_ncu_values():
+    """Nsight Compute on the pass's two kernels (data/gpu/dq_pass_ncu/,
+    scripts/device/dq_pass_ncu.sh) against fa_bwd_dq_pass_bytes (its
+    model.csv): time, L2 reads and DRAM bytes per shape."""
+    import paper_gpu
+    v = {"acc_pass_ncu": "n/a"}
+    model = read("data/gpu/dq_pass_ncu/model.csv")
+    if not model:
+        return v
+    parts = []
+    for m in model:
+        ks = paper_gpu.ncu_kernels(f"data/gpu/dq_pass_ncu/ncu_d{m['d']}_n{m['seqlen']}_c{m['causal']}.csv")
+        if len(ks) != 2:
+            continue
+        ms = [k["gpu__time_duration.sum"] / 1e6 for k in ks]
+        l2 = sum(k["lts__t_sectors_srcunit_tex_op_read.sum"] * 32 for k in ks)
+        dram = sum(k["dram__bytes.sum"] for k in ks)
+        pipe = [k["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"] for k in ks]
+        mb = num(m["model_bytes"])
+        parts.append(f"at d = {m['d']}, N = {m['seqlen']}{' causal' if m['causal'] == '1' else ''}, phase 0 took "
+                     f"{ms[0]:.2f} ms and phase 1 {ms[1]:.2f} ms (tensor pipe {pipe[0]:.0f}% and {pipe[1]:.0f}%), "
+                     f"their L2 reads were {l2 / mb:.2f} times the model's {mb / 1e9:.1f} GB, and DRAM moved "
+                     f"{dram / 1e9:.2f} GB")
+    if parts:
+        v["acc_pass_ncu"] = "; ".join(parts)
     return v
 
 
