@@ -374,6 +374,21 @@ def values():
     return v
 
 
+def shape_rows(t, vers, ds, cell):
+    """Table rows over kind=time rows t: one per (mask, N), then cell(row) per version and d ("--" where
+    that point was not measured)."""
+    out = []
+    for causal in ("0", "1"):
+        for N in sorted({int(r["seqlen"]) for r in t}):
+            at = {(r["impl"], int(r["d"])): r for r in t if r["seqlen"] == str(N) and r["causal"] == causal}
+            if not at:
+                continue
+            row = [f"{N} {'causal' if causal == '1' else 'full'}"]
+            row += ["--" if at.get((o, d)) is None else cell(at[(o, d)]) for o in vers for d in ds]
+            out.append("| " + " | ".join(row) + " |")
+    return out
+
+
 def write_table(out):
     """DIR/dq_accuracy.md: one table per dtype, err dQ by seqlen and mask."""
     rows = gpu_rows()
@@ -440,21 +455,10 @@ def write_table(out):
                      "version; * where the auto mode centers):\n")
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
-        for causal in ("0", "1"):
-            for N in sorted({int(r["seqlen"]) for r in t}):
-                at = {(r["impl"], int(r["d"])): r for r in t if r["seqlen"] == str(N) and r["causal"] == causal}
-                if not at:
-                    continue
-
-                def pct(x):
-                    return f"{(x - 1) * 100:.1f}"
-                row = [f"{N} {'causal' if causal == '1' else 'full'}"]
-                for o in vers:
-                    for d in ds:
-                        r = at.get((o, d))
-                        row.append("--" if r is None else f"{pct(num(r['time_ratio']))} / "
-                                   f"{pct(num(r['predicted_ratio']))}" + ("*" if r["auto"] == "1" else ""))
-                lines.append("| " + " | ".join(row) + " |")
+        def pct(x):
+            return f"{(x - 1) * 100:.1f}"
+        lines += shape_rows(t, vers, ds, lambda r: f"{pct(num(r['time_ratio']))} / {pct(num(r['predicted_ratio']))}"
+                            + ("*" if r["auto"] == "1" else ""))
         lines.append("")
         tf = [r for r in prows if r["kind"] == "time" and r.get("ms_full") not in (None, "")]
         if tf:
@@ -463,17 +467,7 @@ def write_table(out):
                          f"{tf[0]['commit']}):\n")
             lines.append("| " + " | ".join(head) + " |")
             lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
-            for causal in ("0", "1"):
-                for N in sorted({int(r["seqlen"]) for r in tf}):
-                    at = {(r["impl"], int(r["d"])): r for r in tf if r["seqlen"] == str(N) and r["causal"] == causal}
-                    if not at:
-                        continue
-                    row = [f"{N} {'causal' if causal == '1' else 'full'}"]
-                    for o in vers:
-                        for d in ds:
-                            r = at.get((o, d))
-                            row.append("--" if r is None else f"{num(r['full_ratio']):.2f} ({num(r['ms_full']):.2f})")
-                    lines.append("| " + " | ".join(row) + " |")
+            lines += shape_rows(tf, vers, ds, lambda r: f"{num(r['full_ratio']):.2f} ({num(r['ms_full']):.2f})")
             lines.append("")
     elif t:
         lines.append("Time of one backward with and without the centering (bf16, "

@@ -568,6 +568,19 @@ def graph_tests(gen):
     _report("flash_op-graph", bad, "forward + backward captured, 2 replays on new inputs, bitwise")
 
 
+def _strided_mode(name, fn, qkv, views, do, other, what, other_what):
+    """fn on contiguous q, k, v and on their (B, S, H, d) views: bitwise equal, and within 4 eps of
+    `other` (the gradients of a less accurate mode); returns the contiguous run's."""
+    base, got = _run_grads(fn, *qkv, do), _run_grads(fn, *views, do)
+    bad = [f"{t} differs" for t in _diff(base, got)]
+    errs = {t: rel_err(base[t], other[t].double()) for t in ("dQ", "dK", "dV")}
+    bad += [f"{t} off the {other_what} backward by {e:.3g} > 4 eps" for t, e in errs.items()
+            if not e <= 4 * EPS["bf16"]]
+    _report(name, bad, f"(B, S, H, d) views vs contiguous {what}, bitwise; against the {other_what} backward "
+            + ", ".join(f"{t} {e:.1e}" for t, e in errs.items()))
+    return base
+
+
 def strided_tests(gen):
     cases = {"bshd": (2, 4, 4, 256, 256, 64, False), "bshd-gqa-causal-sq<sk": (2, 8, 2, 100, 300, 64, True),
              "bshd-d128": (1, 4, 4, 130, 130, 128, False)}
@@ -584,31 +597,20 @@ def strided_tests(gen):
         _report(f"flash_op-strided {case}", [f"{t} differs" for t in _diff(base, got)],
                 f"bitwise vs contiguous; forward {fwd_row.name.decode()} "
                 + ("reads the strides" if fwd_row.strided else "takes copies"))
-    # accurate_dq (K centered by a pre-pass that reads Q and K through their strides)
+    # accurate_dq (K centered by a pre-pass that reads Q and K through their strides), and "full"
+    # (the dQ pass reads Q, K, V, dO and writes dQ through their strides): each bitwise on
+    # (B, S, H, d) views, and near the backward one step less accurate
     q, k, v, do = _inputs(gen, 2, 8, 2, 160, 224, 64)
     qs, ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
-    acc = lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True,  # noqa: E731
-                                          return_lse=True, accurate_dq=True)
-    keep = lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True,  # noqa: E731
-                                           return_lse=True, accurate_dq=False)
-    base, got, plain = (_run_grads(acc, q, k, v, do), _run_grads(acc, qs, ks, vs, do),
-                        _run_grads(keep, q, k, v, do))
-    bad = [f"{t} differs" for t in _diff(base, got)]
-    errs = {t: rel_err(base[t], plain[t].double()) for t in ("dQ", "dK", "dV")}
-    bad += [f"{t} off the uncentered backward by {e:.3g} > 4 eps" for t, e in errs.items()
-            if not e <= 4 * EPS["bf16"]]
-    _report("flash_op-strided accurate-dq", bad, "(B, S, H, d) views vs contiguous with K centered, "
-            "bitwise; against the uncentered backward " + ", ".join(f"{t} {e:.1e}" for t, e in errs.items()))
-    # accurate_dq="full" (the dQ pass reads Q, K, V, dO and writes dQ through their strides)
-    full = lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True,  # noqa: E731
-                                           return_lse=True, accurate_dq="full")
-    fbase, fgot = _run_grads(full, q, k, v, do), _run_grads(full, qs, ks, vs, do)
-    bad = [f"{t} differs" for t in _diff(fbase, fgot)]
-    errs = {t: rel_err(fbase[t], base[t].double()) for t in ("dQ", "dK", "dV")}
-    bad += [f"{t} off the centered backward by {e:.3g} > 4 eps" for t, e in errs.items()
-            if not e <= 4 * EPS["bf16"]]
-    _report("flash_op-strided accurate-dq full", bad, "(B, S, H, d) views vs contiguous with the dQ pass, "
-            "bitwise; against the centered backward " + ", ".join(f"{t} {e:.1e}" for t, e in errs.items()))
+
+    def mode(accurate_dq):
+        return lambda a, b, c: flash_attention(a, b, c, causal=True, deterministic=True, return_lse=True,
+                                               accurate_dq=accurate_dq)
+    plain = _run_grads(mode(False), q, k, v, do)
+    base = _strided_mode("flash_op-strided accurate-dq", mode(True), (q, k, v), (qs, ks, vs), do, plain,
+                         "with K centered", "uncentered")
+    _strided_mode("flash_op-strided accurate-dq full", mode("full"), (q, k, v), (qs, ks, vs), do, base,
+                  "with the dQ pass", "centered")
     # accurate_dq=None: the library's rule (fa_bwd_center_auto, for the backward version the op
     # runs) picks centered or as given, bitwise one of the two; one shape where it centers and one
     # where it does not (version 3's rule centers without a mask from N = 9300 at d = 64)
