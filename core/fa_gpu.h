@@ -174,10 +174,11 @@ double fa_flops(int pass, const attn_params *p);
 /* FA_BWD_DQ_PASS: K centered as FA_BWD_CENTER_K, and besides a pass of its
  * own (kernels/stage5_bwd_dq.cu) that forms D = rowsum(P * dP) from fp32 P
  * and dP instead of from the 16-bit O, and, for a version that rounds dS
- * or P to 16 bits (0, 2, 3, 4), dQ from fp32 dS split in two 16-bit parts: dQ as an
- * fp32 backward's, at the cost of up to six more N^2 d products (chapter 4b
- * measures it). fp16/bf16, d a multiple of 16 up to 128, no variable
- * lengths. Never the default: the op's accurate_dq="full". */
+ * or P to 16 bits (0, 2, 3, 4), dQ from fp32 dS split in two 16-bit
+ * parts: dQ as an fp32 backward's, at the cost of up to six more N^2 d
+ * products (chapter 4b measures it). fp16/bf16, d a multiple of 16 up to
+ * 128, no variable lengths. Never the default: the op's
+ * accurate_dq="full". */
 #define FA_BWD_DQ_PASS 8
 /* Bytes of slow memory the dQ pass moves, both phases (the version's
  * kernel not included; version 1 runs phase 0 alone, about half of it):

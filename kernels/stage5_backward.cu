@@ -35,7 +35,9 @@
  *
  * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace),
  * which with K centered (FA_BWD_CENTER_K, bwd-center) also forms c, K_c and
- * L' (bwd_prepass; a version of another file calls bwd_prepass_at). In
+ * L' (bwd_prepass; a version of another file calls bwd_prepass_at); with
+ * FA_BWD_DQ_PASS the pass of stage5_bwd_dq.cu then forms D from fp32 P and
+ * dP, and after the kernel replaces its dQ (tiled_backward, version 0). In
  * versions 1 to 3 the blocks of different key blocks run at once and all
  * add into the same dQ rows, so dQ is accumulated in fp32 (atomicAdd; a
  * post-pass rounds it to the dtype): the order of those additions, and so the

@@ -9,7 +9,8 @@
 #     versions 2 and 3, d = 96 for version 3, a bad flag, --dtype fp64, a
 #     missing input file, a malformed window, --kv-heads that do not divide
 #     --heads, --out without one --kernel and --dtype, the backward's --dq;
-#     for stage 5 the same kinds and --deterministic where a version has none;
+#     for stage 5 the same kinds and --deterministic where a version has none,
+#     and --accurate-dq with a bad value or where the dQ pass cannot run;
 #   - ./stage4 --sweep model and ./stage5 --sweep model: the IO models
 #     against stage 1's and stage 3's counts, with masks and grouped heads (no
 #     GPU needed);
@@ -112,6 +113,10 @@ expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
 expect_exit2 ./stage5 stage5-cli-large-n --kernel 1 --random --n 9000 --d 64
 expect_exit2 ./stage5 stage5-cli-kv-heads --random --n 64 --heads 4 --kv-heads 3
 expect_exit2 ./stage5 stage5-cli-window --random --n 64 --window 3
+expect_exit2 ./stage5 stage5-cli-accurate-dq-value --accurate-dq=fast
+expect_exit2 ./stage5 stage5-cli-dq-pass-fp32 --accurate-dq=full --dtype fp32
+expect_exit2 ./stage5 stage5-cli-dq-pass-d40 --accurate-dq=full --dtype bf16 --random --n 10 --d 40
+expect_exit2 ./stage5 stage5-cli-dq-pass-sweep --accurate-dq=full --sweep tests
 
 ./stage4 --sweep model || true   # prints its own PASS/FAIL lines
 ./stage5 --sweep model || true
