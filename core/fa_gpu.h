@@ -180,6 +180,11 @@ double fa_flops(int pass, const attn_params *p);
  * 128, no variable lengths. Never the default: the op's
  * accurate_dq="full". */
 #define FA_BWD_DQ_PASS 8
+/* FA_OK when the dQ pass takes dtype and p's head dimension (fp16/bf16, d
+ * a multiple of 16 up to 128), else FA_ERR_UNSUPPORTED with one line saying
+ * which; host code, no GPU needed (the pass also needs rows that start on
+ * 16 bytes, which fa_backward checks on the pointers). */
+int fa_bwd_dq_pass_supported(int dtype, const attn_params *p);
 /* Bytes of slow memory the dQ pass moves, both phases (the version's
  * kernel not included; version 1 runs phase 0 alone, about half of it):
  * the closed form of kernels/stage5_bwd_dq.cu, which Nsight Compute's

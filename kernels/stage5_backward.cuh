@@ -464,9 +464,9 @@ int bwd_prepass_at(const attn_params *p, const fa_ptrs *x, int flags, float *D, 
  * fp32) as rowsum(P * dP) from fp32 P and dP, before the version's kernel;
  * phase 1 writes dQ from fp32 dS split in two 16-bit parts, after it. K, sk
  * and L are what the version's kernel reads (K_c and L' when centered).
- * bwd_dq_pass_check: the limits (fp16/bf16, d a multiple of 16 up to 128,
- * rows on 16 bytes), FA_OK or one line; every caller runs it before its
- * first launch. */
+ * bwd_dq_pass_check: the limits (fa_bwd_dq_pass_supported's, and rows on
+ * 16 bytes), FA_OK or one line; every caller runs it before its first
+ * launch. */
 extern "C" int bwd_dq_pass_check(int dtype, const attn_params *p, const fa_ptrs *x);
 template <typename T>
 int bwd_dq_pass(int phase, const attn_params *p, const fa_ptrs *x, const T *K, fa_stride sk, const float *L,

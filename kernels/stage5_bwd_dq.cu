@@ -219,7 +219,7 @@ extern "C" double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p)
     return (double)p->B * p->H * (2 * es * d * (2 * q_rows + 2 * kv_rows) + 16 * Sq + es * Sq * d);
 }
 
-extern "C" int bwd_dq_pass_check(int dtype, const attn_params *p, const fa_ptrs *x)
+extern "C" int fa_bwd_dq_pass_supported(int dtype, const attn_params *p)
 {
     if (dtype == FA_FP32)
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_DQ_PASS (accurate_dq=\"full\") takes fp16 or bf16: "
@@ -227,6 +227,12 @@ extern "C" int bwd_dq_pass_check(int dtype, const attn_params *p, const fa_ptrs 
     if (p->d % 16 || p->d > 128)
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_DQ_PASS (accurate_dq=\"full\") takes a head dimension "
                             "that is a multiple of 16 up to 128, got %d", p->d);
+    return FA_OK;
+}
+
+extern "C" int bwd_dq_pass_check(int dtype, const attn_params *p, const fa_ptrs *x)
+{
+    if (int rc = fa_bwd_dq_pass_supported(dtype, p)) return rc;
     fa_stride s[8];
     fa_strides_of(p, x, s);
     const void *ptr[5] = {x->q, x->k, x->v, x->do_, x->dq};

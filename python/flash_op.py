@@ -592,9 +592,9 @@ def center_flag(accurate_dq):
     never restated here)."""
     if accurate_dq is None:
         return fa.BWD_CENTER_AUTO
-    if isinstance(accurate_dq, str) and accurate_dq == "full":
+    if accurate_dq == "full":
         return fa.BWD_DQ_PASS
-    if accurate_dq is True or accurate_dq is False:
+    if accurate_dq in (True, False):
         return fa.BWD_CENTER_K if accurate_dq else 0
     _fail(f"accurate_dq={accurate_dq!r}: must be None (auto), True, False or \"full\"")
 

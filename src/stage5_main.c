@@ -715,6 +715,15 @@ static int run_tests(const options *opt, int sm_count, const char *device)
     return bad;
 }
 
+/* The dQ pass's own limits for p in any of the dtypes (the library's rule,
+ * fa_bwd_dq_pass_supported; its line in fa_error_string()), 0 when none. */
+static int dq_pass_refused(const int *dtypes, int nd, const attn_params *p)
+{
+    for (int t = 0; t < nd; t++)
+        if (fa_bwd_dq_pass_supported(dtypes[t], p)) return 1;
+    return 0;
+}
+
 /* --sweep small: a few small problems that reach every code path (masks,
  * grouped heads, seqlen_q != seqlen_k, rows that see no key, keys nobody
  * sees, partial tiles, the deterministic mode), cheap enough to run under
@@ -734,8 +743,8 @@ static int run_small(const options *opt, const char *device, const int *versions
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_mode m = {true, i == 0, 0, NULL, device, NULL};
         attn_params p = gh_tcase_params(&cases[i]);
-        if ((g_flags & FA_BWD_DQ_PASS) && p.d % 16) {
-            printf("SKIP stage5 %s: the dQ pass (--accurate-dq=full) takes d a multiple of 16\n", cases[i].what);
+        if ((g_flags & FA_BWD_DQ_PASS) && dq_pass_refused(dtypes, nd, &p)) {
+            printf("SKIP stage5 %s: %s\n", cases[i].what, fa_error_string());
             continue;
         }
         gh_inputs pr;
@@ -932,12 +941,6 @@ int main(int argc, char **argv)
         if (opt.sweep && strcmp(opt.sweep, "small"))
             fatal(EXIT_BAD_INPUT, "--accurate-dq=full goes with --sweep small only (--sweep %s runs every dtype; "
                   "--sweep accuracy runs the dQ pass itself)", opt.sweep);
-        for (int t = 0; t < nd; t++)
-            if (dtypes[t] == FA_FP32)
-                fatal(EXIT_BAD_INPUT, "--accurate-dq=full takes --dtype fp16 or bf16: in fp32 nothing is rounded "
-                      "to 16 bits");
-        if (!opt.sweep && (opt.given & OPT_D) && (opt.d % 16 || opt.d > 128))
-            fatal(EXIT_BAD_INPUT, "--accurate-dq=full takes --d a multiple of 16 up to 128, got %d", opt.d);
     }
     /* Bad input is refused before looking for a GPU: files are read, the
      * shape and dtype checked against the chosen version. */
@@ -946,6 +949,8 @@ int main(int argc, char **argv)
     if (!opt.sweep) {
         gh_inputs_of_options(&pr, &opt);
         gh_check_problem(FA_BACKWARD, &pr.params, dtypes, nd, versions, nv, opt.kernel >= 0);
+        if ((g_flags & FA_BWD_DQ_PASS) && dq_pass_refused(dtypes, nd, &pr.params))
+            fatal(EXIT_BAD_INPUT, "--accurate-dq=full: %s", fa_error_string());
         if (opt.deterministic && opt.kernel >= 0 && !fa_version(FA_BACKWARD, opt.kernel)->deterministic)
             fatal(EXIT_BAD_INPUT, "--deterministic: backward v%d has no deterministic mode", opt.kernel);
     }

@@ -33,7 +33,6 @@ t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$D/summary.txt"; }
 run() { tag=$1; lim=$2; shift 2; timeout "$lim" "$@" > "$D/$tag.log" 2>&1; say "$tag exit $?"; }
 sh scripts/device/env.sh "sh scripts/device/final1.sh" > "$D/env.txt"
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 cat "$D/env.txt" >> "$D/summary.txt"
 
 # 1. timings (each under a limit, so that the suites keep their share of the call)
