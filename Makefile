@@ -145,7 +145,7 @@ sweep: stage2 stage3 stage8 $(BUILD)/test_cpu $(BUILD)/libfa_mask.so $(BUILD)/st
 	./stage3 --sweep formulas --csv data/cpu/formulas.csv
 	./stage2 --trace --csv data/cpu/online_trace.csv
 	$(BUILD)/test_cpu --csv data/cpu/exactness.csv
-	python3 scripts/chapter_example.py --csv data/cpu/chapter_example.csv \
+	python3 scripts/cpu/chapter_example.py --csv data/cpu/chapter_example.csv \
 	    --gradcheck-csv data/cpu/chapter_gradcheck.csv
 	$(BUILD)/stage3_accuracy --csv data/cpu/dq_accuracy.csv
 	$(BUILD)/stage3_accuracy --draws data/cpu/dq_draws.csv

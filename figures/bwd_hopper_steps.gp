@@ -4,8 +4,8 @@
 # 1), by sequence length, bf16; one panel per (mask, head dimension), causal
 # and non-causal never in one panel. Input: build/paper/bwd_hopper_steps.dat
 # (paper/gen/paper_bwd3.py, from data/gpu/bench_bwd.csv or
-# data/gpu/bwd_hopper_bench.csv, and steps the main file lacks from
-# data/gpu/bwd_hopper_bench_call2.csv), columns
+# data/gpu/studies/bwd_v3_steps/bench.csv, and steps the main file lacks from
+# data/gpu/studies/bwd_v3_steps/bench_steps_1_2.csv), columns
 #   curve d causal N over_cudnn tflops
 # curve names have '_' for spaces.
 if (!exists("dat")) dat = "build/paper/bwd_hopper_steps.dat"

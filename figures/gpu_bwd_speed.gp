@@ -2,7 +2,7 @@
 # forward's 4 B H N^2 d, halved under the causal mask) of every path measured
 # on the H200, by sequence length: one panel per head dimension, the top row
 # without a mask, the bottom row causal, bf16 (fp16 rows, where the file has
-# them, are left out). Input: data/gpu/bench_bwd.csv (scripts/bench_gpu.py),
+# them, are left out). Input: data/gpu/bench_bwd.csv (scripts/gpu/bench_gpu.py),
 # columns
 #   gpu,driver,cuda,torch,cudnn,commit,date,command,impl,pass,dtype,causal,
 #   B,H,N,d,median_ms,tflops,repeats,max_abs_diff,note

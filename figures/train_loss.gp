@@ -1,4 +1,4 @@
-# figures/train_loss.gp -- the small causal transformer of scripts/train_compare.py
+# figures/train_loss.gp -- the small causal transformer of scripts/gpu/train_compare.py
 # trained from one initialization on one sequence of batches, once per
 # attention path. Top: the training loss per step with our op and with
 # PyTorch's SDPA flash backend. Bottom: each run's loss minus sdpa_flash's at

@@ -5,11 +5,11 @@
 # not been measured yet), with PyTorch SDPA's cuDNN and flash backends from
 # the same run as horizontal lines (solid: cuDNN, dashed: flash; non-causal
 # darker, causal lighter).
-# Input: data/gpu/v3_steps.csv (scripts/v3_steps.sh: tests/gpu/v3_check
-# --time and scripts/v3_peers.py; columns device, impl, step, dtype, causal,
+# Input: data/gpu/v3_steps.csv (scripts/gpu/v3_steps.sh: tests/gpu/v3_check
+# --time and scripts/gpu/v3_peers.py; columns device, impl, step, dtype, causal,
 # B, H, N, d, median_ms, tflops, ...) and data/gpu/v3_predictions.csv (step,
 # d, causal, N, tflops_predicted: the prediction column of
-# data/gpu/v3_steps.md).
+# data/gpu/studies/fwd_v3_steps/steps.md).
 if (!exists("csv")) csv = "data/gpu/v3_steps.csv"
 if (!exists("pred")) pred = "data/gpu/v3_predictions.csv"
 if (!exists("NN")) NN = 8192

@@ -4,7 +4,7 @@
 # whose NVCC, GENCODE, NVCCFLAGS, GPU_OBJS and GPU_LIBS it uses).
 #
 #   make stage8_gpu && ./stage8_gpu --sweep tests     the kernels against the CPU stage 8
-#   make decode-gpu                                    the bandwidth measurement (kernels/gpu_data.mk)
+#   make gpu-data-apps                                    the bandwidth measurement (kernels/gpu_data.mk)
 #
 # The kernels' object is named stage8_decode_gpu.o (gpu.mk's GPU_OBJS leaves
 # the file out: build/stage8_decode.o is the CPU stage's) and also goes into

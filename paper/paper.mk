@@ -29,9 +29,9 @@ PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-
 paper-data: stage2 stage3 stage6         ## what the figures and claims read beyond data/: build/paper/ (the GPU tables, exactness and causal sweep where data/ has none)
 	@mkdir -p $(PAPER_DIR)
 	@python3 paper/gen/paper_gpu.py --out $(PAPER_DIR)
-	@python3 scripts/train_compare.py --summary $(PAPER_DIR)/train_loss.md
-	@python3 scripts/train_compare.py --compare-summary $(PAPER_DIR)/train_compare.md
-	@python3 scripts/bench_op_overhead.py --summary $(PAPER_DIR)/op_overhead.md
+	@python3 scripts/gpu/train_compare.py --summary $(PAPER_DIR)/train_loss.md
+	@python3 scripts/gpu/train_compare.py --compare-summary $(PAPER_DIR)/train_compare.md
+	@python3 scripts/gpu/bench_op_overhead.py --summary $(PAPER_DIR)/op_overhead.md
 	@python3 paper/gen/paper_decode.py --out $(PAPER_DIR)
 	@python3 paper/gen/paper_bwd3.py --out $(PAPER_DIR)
 	@if [ ! -s data/cpu/exactness.csv ]; then \

@@ -8,7 +8,7 @@ host code, no GPU needed):
   measured  at every measured point the auto mode centers only where the
             measured cost (time_ratio - 1) is under 3%, and centers every
             point measured under 1%; the csv's predicted_ratio and auto
-            columns are the rule's as built (scripts/dq_accuracy.py
+            columns are the rule's as built (scripts/gpu/dq_accuracy.py
             --rule-only rewrites them)
   rates     each measured version's center_rate is at least the highest
             FLOP/s (fa_flops over ms_keep_k) that version reached there and
@@ -87,7 +87,7 @@ def main():
         bad += [f"{x['label']}: measured {x['meas']:.2%} < {SURE:.0%} but not centered (cost {x['cost']:.2%})"
                 for x in pts if not x["auto"] and x["meas"] < SURE]
         bad += [f"{x['label']}: the csv's auto {x['r']['auto']} / predicted_ratio {x['r']['predicted_ratio']} are "
-                f"not the rule's {x['auto']} / {1 + x['cost']:.6f} (scripts/dq_accuracy.py --rule-only)"
+                f"not the rule's {x['auto']} / {1 + x['cost']:.6f} (scripts/gpu/dq_accuracy.py --rule-only)"
                 for x in pts if x["r"]["auto"] != str(x["auto"]) or
                 not abs(float(x["r"]["predicted_ratio"]) - 1 - x["cost"]) <= 1e-9 * (1 + x["cost"])]
         on = [x["meas"] for x in pts if x["auto"]]

@@ -306,7 +306,7 @@ done
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     echo "SKIP GPU make targets without a GPU: this machine has one"
 else
-    for t in bench-gpu train-gpu v3-check io-gpu ring-gpu; do
+    for t in gpu-data gpu-data-bench-fwd gpu-data-op v3-check gpu-data-ncu ring-gpu; do
         make -s --no-print-directory $t >"$tmp/out" 2>&1
         rc=$?
         if [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "^$t: .*\(not found\|no GPU\)" "$tmp/out"; then
@@ -315,13 +315,13 @@ else
             echo "FAIL make $t without a GPU: exit $rc, $(wc -l <"$tmp/out") lines: $(head -c 300 "$tmp/out")"
         fi
     done
-    # io-gpu on a GPU machine without Nsight Compute (GPU_MISSING emptied)
+    # gpu-data-ncu on a GPU machine without Nsight Compute (GPU_MISSING emptied)
     if [ -n "$(command -v nvcc)" ]; then
-        make -s --no-print-directory io-gpu GPU_MISSING= NCU= >"$tmp/out" 2>&1
+        make -s --no-print-directory gpu-data-ncu GPU_MISSING= NCU= >"$tmp/out" 2>&1
         rc=$?
-        [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "^io-gpu: skipped: ncu .* not found" "$tmp/out" \
-            && echo "PASS make io-gpu without ncu: one line, exit 0" \
-            || echo "FAIL make io-gpu without ncu: exit $rc: $(head -c 300 "$tmp/out")"
+        [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "^gpu-data-ncu: skipped: ncu .* not found" "$tmp/out" \
+            && echo "PASS make gpu-data-ncu without ncu: one line, exit 0" \
+            || echo "FAIL make gpu-data-ncu without ncu: exit $rc: $(head -c 300 "$tmp/out")"
     fi
 fi
 

@@ -5,7 +5,7 @@
 
 Reads only what this repository's programs wrote:
   data/cpu/*.csv      stages 2, 3 and 6 and the property tests (make sweep)
-  data/gpu/*.csv      the H200 runs (make bench-gpu, make io-gpu), ring.csv
+  data/gpu/*.csv      the H200 runs (make gpu-data-bench-fwd, make gpu-data-ncu), ring.csv
                       through paper/gen/paper_ring.py, v3_steps.csv and
                       v3_ncu.txt through paper/gen/paper_v3.py
   src/gpu_host.c, src/stage5_main.c
@@ -42,7 +42,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "scripts"))          # train_compare.py
+    os.path.abspath(__file__)))), "scripts", "gpu"))   # train_compare.py
 from claimlib import CLAIMS, QUOTES, Table, path  # noqa: E402
 import claims_cpu  # noqa: E402,F401  (registers the CPU claims first)
 import claims_gpu  # noqa: E402,F401  (then the GPU's)

@@ -142,7 +142,7 @@ def gradient_check(t):
     t.value("gradcheck_trunc", sci(trunc, 0))
     t.value("gradcheck_round", sci(rnd))
     # the chapter's own check, same seed, shape, entries and measure (absolute),
-    # run on the project's reference by scripts/chapter_example.py
+    # run on the project's reference by scripts/cpu/chapter_example.py
     cg_src = "data/cpu/chapter_gradcheck.csv"
     for k in ("cg_N", "cg_d", "cg_err", "cg_f", "cg_ufh", "cg_ratio", "cg_grad"):
         t.value(k, "not measured")

@@ -293,7 +293,7 @@ def fault_inputs(t):
 # ---------------------------------------------------------------------------
 @claim
 def torch_op(t):
-    """The training comparison's model and run (scripts/train_compare.py's
+    """The training comparison's model and run (scripts/gpu/train_compare.py's
     DEFAULTS), and what the op saves for the backward at that size."""
     import train_compare
     c = train_compare.DEFAULTS
@@ -307,8 +307,8 @@ def torch_op(t):
     t.value("train_P_elems", power(B * H * N * N))
     t.value("train_L_elems", power(B * H * N))
 
-    # the first training run, judged by the first rule (data/gpu/train_loss_first.csv)
-    first = path("data", "gpu", "train_loss_first.csv")
+    # the first training run, judged by the first rule (data/gpu/studies/train_first_rule/train_loss.csv)
+    first = path("data", "gpu", "studies", "train_first_rule", "train_loss.csv")
     for k in ("train_first_commit", "train_first_dev", "train_first_spread", "train_first_ratio",
               "train_first_rerun", "train_rerun"):
         t.value(k, "n/a")
@@ -323,7 +323,7 @@ def torch_op(t):
                   "not in the chapter",
                   f"largest drift of our runs from the fp32-attention run {summ['drift'][summ['worst']]:.4f} "
                   f"= {summ['ratio']:.2f} x the largest of PyTorch's bf16 runs: {summ['verdict']} (rule: <= 2 x); "
-                  "one draw, not a distribution", "data/gpu/train_loss.csv; scripts/train_compare.py")
+                  "one draw, not a distribution", "data/gpu/train_loss.csv; scripts/gpu/train_compare.py")
     else:
         t.row("Training with our op ends where PyTorch's kernels do", "not in the chapter",
               "not measured in this build: no data/gpu/train_loss.csv", "data/gpu/train_loss.csv")
@@ -372,7 +372,7 @@ def bwd_measured(t):
     paper/gen/paper_bwd.py): ratios to SDPA flash and cuDNN, determinism's
     cost, the bytes beside the IO model."""
     v = gen_values(t, "paper_bwd")
-    src = "data/gpu/bench_bwd.csv; data/gpu/io_bwd.csv; data/gpu/bwd_opcodes_v3.txt"
+    src = "data/gpu/bench_bwd.csv; data/gpu/io_bwd.csv; data/gpu/bwd_opcodes_v4.txt"
     if v["bwd_status"] != "present":
         t.row("The tiled backward on a GPU (stage 5)", "not in the chapter",
               "not measured in this build: no data/gpu/bench_bwd.csv", src)
@@ -391,7 +391,7 @@ def bwd_hopper(t):
     """Backward version 3 on Hopper (chapter 04c2, paper/gen/paper_bwd3.py):
     the issue's targets for it, each as measured, held or missed by how much."""
     v = gen_values(t, "paper_bwd3")
-    src = "data/gpu/bench_bwd.csv or data/gpu/bwd_hopper_bench.csv"
+    src = "data/gpu/bench_bwd.csv or data/gpu/studies/bwd_v3_steps/bench.csv"
     if v["hb_status"] != "present":
         t.row("Backward version 3 (Hopper) against cuDNN and SDPA flash", "not in the chapter",
               "not measured in this build: no version 3 rows in " + src, src)

@@ -15,12 +15,12 @@ Two files:
   data/cpu/dq_draws.csv     build/stage3_accuracy --draws (make sweep): the
                             same model over many draws of the one shape where
                             the H200's centered dQ misses twice math's
-  data/gpu/dq_accuracy.csv  scripts/dq_accuracy.py on the H200: every
+  data/gpu/dq_accuracy.csv  scripts/gpu/dq_accuracy.py on the H200: every
                             backward version (centered and not) beside SDPA's
                             backends, and the centering's cost in time beside
                             the rule's prediction per version (the run the
                             rule's rates were fitted to; tests/center_rule.py)
-  data/gpu/dq_pass.csv      the same script in a later run, with the dQ pass
+  data/gpu/studies/dq_pass/dq_pass.csv      the same script in a later run, with the dQ pass
                             too (ours_*_full, ms_full): its accuracy and cost
 
 The GPU table is written only when its file exists; otherwise the section
@@ -37,7 +37,7 @@ CPU = os.environ.get("PAPER_ACC_CPU", "data/cpu/dq_accuracy.csv")
 DRAWS = os.environ.get("PAPER_ACC_DRAWS", "data/cpu/dq_draws.csv")
 U = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}   # unit roundoff of the dtype (8 and 11 significant bits)
 GPU = os.environ.get("PAPER_ACC_GPU", "data/gpu/dq_accuracy.csv")
-PASS = os.environ.get("PAPER_ACC_PASS", "data/gpu/dq_pass.csv")
+PASS = os.environ.get("PAPER_ACC_PASS", "data/gpu/studies/dq_pass/dq_pass.csv")
 SEQLENS = (64, 192, 704, 1024)
 PEERS = (("sdpa_flash", "SDPA flash"), ("sdpa_cudnn", "cuDNN"), ("sdpa_efficient", "efficient"),
          ("sdpa_math", "math"))
@@ -168,7 +168,7 @@ def gpu_values():
         return v
     first = rows[0]
     v["acc_gpu_commit"], v["acc_gpu_date"], v["acc_gpu_gpu"] = first["commit"], first["date"], first["gpu"]
-    # the rule's columns: as the run wrote them, or recomputed later (scripts/dq_accuracy.py --rule-only)
+    # the rule's columns: as the run wrote them, or recomputed later (scripts/gpu/dq_accuracy.py --rule-only)
     v["acc_gpu_rule_commit"] = first["commit"]
     with open(GPU if os.path.isabs(GPU) else os.path.join(ROOT, GPU)) as f:
         for ln in f:
@@ -274,8 +274,8 @@ def gpu_values():
 
 
 def pass_values():
-    """The dQ pass (FA_BWD_DQ_PASS), from its own run (data/gpu/dq_pass.csv,
-    scripts/device/dq_pass.sh): every version's dQ with the pass against
+    """The dQ pass (FA_BWD_DQ_PASS), from its own run (data/gpu/studies/dq_pass/dq_pass.csv,
+    data/gpu/studies/dq_pass/dq_pass.sh): every version's dQ with the pass against
     SDPA math's of the same run, the backward's time with the pass over its
     time with K as given, the pass's own rate; and what that run's repeat
     of the centering's timings says of the rule's margins."""
@@ -339,17 +339,17 @@ def pass_values():
 
 
 def pass_ncu_values():
-    """Nsight Compute on the pass's two kernels (data/gpu/dq_pass_ncu/,
-    scripts/device/dq_pass_ncu.sh) against fa_bwd_dq_pass_bytes (its
+    """Nsight Compute on the pass's two kernels (data/gpu/studies/dq_pass_ncu/,
+    data/gpu/studies/dq_pass_ncu/dq_pass_ncu.sh) against fa_bwd_dq_pass_bytes (its
     model.csv): time, L2 reads and DRAM bytes per shape."""
     import paper_gpu
     v = {"acc_pass_ncu": "n/a"}
-    model = read("data/gpu/dq_pass_ncu/model.csv")
+    model = read("data/gpu/studies/dq_pass_ncu/model.csv")
     if not model:
         return v
     parts = []
     for m in model:
-        ks = paper_gpu.ncu_kernels(f"data/gpu/dq_pass_ncu/ncu_d{m['d']}_n{m['seqlen']}_c{m['causal']}.csv")
+        ks = paper_gpu.ncu_kernels(f"data/gpu/studies/dq_pass_ncu/ncu_d{m['d']}_n{m['seqlen']}_c{m['causal']}.csv")
         if len(ks) != 2:
             continue
         ms = [k["gpu__time_duration.sum"] / 1e6 for k in ks]

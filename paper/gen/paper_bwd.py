@@ -4,7 +4,7 @@
     python3 paper/gen/paper_bwd.py         prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
-by one call of scripts/device/final.sh:
+by make gpu-data (kernels/gpu_data.mk):
 
   data/gpu/bench_bwd.csv  TFLOP/s of one backward call (pass bwd) and of a
                           forward plus backward (pass fwdbwd) for every
@@ -33,8 +33,8 @@ from paper_gpu import span  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 IO = os.environ.get("PAPER_BWD_IO", "data/gpu/io_bwd.csv")
-OPS = {"ours": "data/gpu/bwd_opcodes_v3.txt", "flash": "data/gpu/bwd_opcodes_flash.txt",
-       "before": "data/gpu/bwd_opcodes_v3_before.txt"}   # version 3 before its second round
+OPS = {"ours": "data/gpu/bwd_opcodes_v4.txt", "flash": "data/gpu/bwd_opcodes_flash.txt",
+       "before": "data/gpu/studies/bwd_v4_steps/bwd_opcodes_v4_round1.txt"}   # version 3 before its second round
 # opcode groups of the instruction-count comparison
 INTEGER = ("IMAD", "LEA", "LOP3", "ISETP", "SHF", "IADD3", "SEL", "VIADD", "IABS", "VIADDMNMX", "VIMNMX",
            "PRMT", "MOV", "I2F", "F2I", "S2R", "LDC", "ULDC", "UIADD3", "ULEA", "UMOV", "USHF", "UISETP",
@@ -136,7 +136,7 @@ def opcode_values():
         v[f"bwd_op_{key}_flash"] = M(sum(ob.get(o, 0) for o in group))
     v["bwd_op_per_hmma_ours"] = f"{na / oa['HMMA']:.1f}" if oa.get("HMMA") else "n/a"
     v["bwd_op_per_hmma_flash"] = f"{nb / ob['HMMA']:.1f}" if ob.get("HMMA") else "n/a"
-    bit = full("data/gpu/final_bitwise.log")
+    bit = full("data/gpu/studies/bwd_v4_steps/bitwise_round2.log")
     if os.path.exists(bit):
         lines = [ln for ln in open(bit) if ln.startswith(("SAME", "DIFFERENT"))]
         same = sum(ln.startswith("SAME") for ln in lines)

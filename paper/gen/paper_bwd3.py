@@ -6,15 +6,15 @@
                                                  the figure's points (figures/bwd_hopper_steps.gp)
 
 claims.py takes values() into build/paper/values.tsv. The data, each file
-one device call of scripts/bench_gpu.py (same tensors for every path of a
+one device call of scripts/gpu/bench_gpu.py (same tensors for every path of a
 row's shape, peers timed in the same call):
 
   data/gpu/bench_bwd.csv          the final run's backward table, when it holds
                                   rows of backward version 3 (impl
                                   ours_v3_hopper, pass bwd); else
-  data/gpu/bwd_hopper_bench.csv   the run at the issue's shapes: bf16 and fp16,
+  data/gpu/studies/bwd_v3_steps/bench.csv   the run at the issue's shapes: bf16 and fp16,
                                   d 64 and 128, N 2048 to 16384, causal and not
-  data/gpu/bwd_hopper_bench_call2.csv
+  data/gpu/studies/bwd_v3_steps/bench_steps_1_2.csv
                                   the earlier call that timed step 1 beside
                                   step 2: used only for steps the main file
                                   lacks
@@ -40,10 +40,12 @@ from paper_gpu import span  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FINAL = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
-HOPPER = os.environ.get("PAPER_BWD3_CSV", "data/gpu/bwd_hopper_bench.csv")
-EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/bwd_hopper_bench_call2.csv")
-STEP3 = os.environ.get("PAPER_BWD3_STEP3_CSV", "data/gpu/bwd_step3.csv")   # steps 2 and 3 side by side
-NCU_DIR = os.environ.get("PAPER_NCU_DIR", "data/gpu/hopper_ncu")          # scripts/ncu_hopper.sh's files
+HOPPER = os.environ.get("PAPER_BWD3_CSV", "data/gpu/studies/bwd_v3_steps/bench.csv")
+EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/studies/bwd_v3_steps/bench_steps_1_2.csv")
+STEP3 = os.environ.get("PAPER_BWD3_STEP3_CSV", "data/gpu/studies/bwd_v3_steps/step3_vs_step2.csv")   # steps 2 and 3 side by side
+NCU_DIR = os.environ.get("PAPER_NCU_DIR", "data/gpu/hopper_ncu")          # scripts/gpu/ncu_hopper.sh's files
+# the passes around the main kernel after they were rewritten (a study)
+SIDE_NCU_DIR = os.environ.get("PAPER_SIDE_NCU_DIR", "data/gpu/studies/bwd_v3_steps/side_passes_ncu")
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 
 
@@ -62,7 +64,7 @@ def ncu_values(v):
     d 128 N 8192 without a mask and d 64 N 2048 causal, the main kernel's
     time, tensor-pipe use, instructions and shared-memory (MIO) throttle
     stalls beside cuDNN's, and the passes around it before and after they
-    were rewritten (the final run's files, final_*)."""
+    were rewritten (SIDE_NCU_DIR's files)."""
     def ncu_kernels(name):
         return paper_gpu.ncu_kernels(os.path.join(NCU_DIR, name))
     T, TP = "gpu__time_duration.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
@@ -82,7 +84,7 @@ def ncu_values(v):
         side = sum(k[T] for k in ours if k is not mo) / 1e3
         v[f"hb_ncu_side_{tag}"] = f"{side:.0f}"
         v[f"hb_ncu_side_cudnn_{tag}"] = f"{sum(k[T] for k in cud if k is not mc) / 1e3:.0f}"
-        fin = ncu_kernels(f"final_{sh}_ours.csv")
+        fin = paper_gpu.ncu_kernels(os.path.join(SIDE_NCU_DIR, f"ncu_{sh}_ours.csv"))
         if fin:
             mf = max(fin, key=lambda k: k[T])
             v[f"hb_ncu_side_final_{tag}"] = f"{sum(k[T] for k in fin if k is not mf) / 1e3:.0f}"
@@ -365,7 +367,7 @@ def main(argv):
     if out:
         if v["hb_status"] != "present":
             print("paper_bwd3.py: no backward version 3 rows in data/gpu/bench_bwd.csv or "
-                  "data/gpu/bwd_hopper_bench.csv; figure bwd_hopper_steps skipped")
+                  "data/gpu/studies/bwd_v3_steps/bench.csv; figure bwd_hopper_steps skipped")
         return 0
     return paper_gpu.print_values(v)
 

@@ -9,7 +9,7 @@ Writes into --out:
                   sweep): a table of the rows at seqlen_q = 1, d = 64 and
                   pages of 16 keys, with the split count of the rule marked,
                   and a line saying how many of all the rows match
-  decode_bw.md    from data/gpu/decode.csv (make decode-gpu, on the H200),
+  decode_bw.md    from data/gpu/decode.csv (make gpu-data-apps, on the H200),
                   when the repository has it: the bandwidth of the decode
                   kernel and of SDPA's best backend as fractions of the copy
                   bandwidth measured in the same run, against the targets;
@@ -76,7 +76,7 @@ def gpu_pieces(path, out_dir):
         if os.path.exists(fig):
             os.remove(fig)
         return ("The measurement on the H200 is pending: `data/gpu/decode.csv` is not in the repository "
-                "yet. `make decode-gpu` (or `scripts/device/decode.sh`) writes it; this section then shows "
+                "yet. `make gpu-data-apps` (or `scripts/device/decode.sh`) writes it; this section then shows "
                 "the kernel's bandwidth beside the copy's and SDPA's, measured in the same run, and the "
                 "targets held against them. No number is given here until then.\n")
     _, rows = read_csv(path)
@@ -135,7 +135,7 @@ def gpu_pieces(path, out_dir):
 
 def varlen_ncu_lines():
     """What Nsight Compute saw of the packed forward against the dense one
-    on the equal batch (data/gpu/varlen_ncu/, scripts/investigations/varlen_ncu.py):
+    on the equal batch (data/gpu/studies/varlen/ncu/, data/gpu/studies/varlen/varlen_ncu.py):
     a sentence, or nothing without the files."""
     import glob
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -147,7 +147,7 @@ def varlen_ncu_lines():
         rr = paper_gpu.ncu_kernels(os.path.relpath(f, ROOT))
         return rr[0] if rr else None
     pairs = []
-    for f in sorted(glob.glob(os.path.join(ROOT, "data", "gpu", "varlen_ncu", "ncu_fwd_*_dense.csv"))):
+    for f in sorted(glob.glob(os.path.join(ROOT, "data", "gpu", "studies", "varlen", "ncu", "ncu_fwd_*_dense.csv"))):
         g = f.replace("_dense.csv", "_varlen.csv")
         a, b = one(f), (one(g) if os.path.exists(g) else None)
         if a and b:
@@ -156,7 +156,7 @@ def varlen_ncu_lines():
         return []
     span = paper_gpu.span
     return ["", f"Nsight Compute on one forward each ({len(pairs)} shapes of the equal batch, "
-            "`data/gpu/varlen_ncu/`): the packed kernel took "
+            "`data/gpu/studies/varlen/ncu/`): the packed kernel took "
             f"{span([p[0] for p in pairs])} of the dense one's speed, issuing {span([p[1] for p in pairs])} times "
             f"its instructions with {span([p[2] for p in pairs])} times its DRAM bytes, on the same persistent grid, "
             f"its busiest multiprocessor at {span([p[3] for p in pairs])} of the average's cycles (dense: "
@@ -166,11 +166,11 @@ def varlen_ncu_lines():
 
 def varlen_piece(path):
     """Packed sequences against the dense kernels (data/gpu/varlen.csv,
-    scripts/bench_varlen.py): each row's time over the dense call's at the
+    scripts/gpu/bench_varlen.py): each row's time over the dense call's at the
     same total tokens, ours and SDPA flash (dense, and padded to the longest
     sequence where SDPA needs it)."""
     if not os.path.exists(path):
-        return "`data/gpu/varlen.csv` is not in the repository yet (`make varlen-gpu` writes it).\n"
+        return "`data/gpu/varlen.csv` is not in the repository yet (`make gpu-data-apps` writes it).\n"
     _, rows = read_csv(path)
     names = {"ours_varlen_equal": "ours packed, equal", "ours_varlen_mixed": "ours packed, mixed",
              "ours_padded": "ours padded", "sdpa_flash_dense": "SDPA flash dense",
@@ -184,7 +184,7 @@ def varlen_piece(path):
                      + " | ".join(f"{at[(i, *c)]:.3f}" if (i, *c) in at else "-" for i in impls) + " |")
     r0 = rows[0]
     lines += ["", f": Packed sequences (`flash_attn_varlen_func`) against the dense kernel at the same total tokens "
-              f"(useful TFLOP/s as `scripts/bench_varlen.py` counts them, over ours dense's; equal: every sequence "
+              f"(useful TFLOP/s as `scripts/gpu/bench_varlen.py` counts them, over ours dense's; equal: every sequence "
               f"of the same length; mixed: 16 lengths, log-uniform, the sum the same); {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, "
               f"commit {r0['commit']}, {r0['date']}. Data: `data/gpu/varlen.csv`."]
     lines += varlen_ncu_lines()

@@ -4,7 +4,7 @@
     python3 paper/gen/paper_gpu.py [--out build/paper]
 
 data/gpu/bench_fwd.csv and data/gpu/io_fwd.csv are written on the GPU machine
-(make bench-gpu). They may be absent (CI has no GPU): then this script writes
+(make gpu-data-bench-fwd). They may be absent (CI has no GPU): then this script writes
 nothing, prints one line saying so, and exits 0, and the paper says the data
 is absent. When present, it writes two small tables for gnuplot:
 

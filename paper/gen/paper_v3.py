@@ -4,12 +4,12 @@
     python3 paper/gen/paper_v3.py          prints the values, one "key<TAB>value" a line
 
 claims.py takes values() into build/paper/values.tsv. Two files, both written
-by one call of scripts/v3_steps.sh on the H200:
+by one call of scripts/gpu/v3_steps.sh on the H200:
 
   data/gpu/v3_steps.csv   TFLOP/s of every step of version 3 (rows ours_v3,
                           build/v3_check --time) beside SDPA's cuDNN and flash
                           backends (rows sdpa_cudnn, sdpa_flash,
-                          scripts/v3_peers.py) on the same tensors: bf16,
+                          scripts/gpu/v3_peers.py) on the same tensors: bf16,
                           d 64 and 128, three N, causal and not
   data/gpu/v3_ncu.txt     Nsight Compute's sections and metrics for a few
                           steps at one N (non-causal), d 64 and 128
@@ -18,7 +18,7 @@ by one call of scripts/v3_steps.sh on the H200:
                           synccheck over build/v3_check --small
 
 From them: the run's commit and shapes; per step, the geometric mean over the
-shapes and its ratio to cuDNN's (as scripts/v3_summary.py prints it); for the
+shapes and its ratio to cuDNN's (as scripts/gpu/v3_summary.py prints it); for the
 default step (FA_V3_DEFAULT_STEP, kernels/stage4_v3_hopper.h) the ratio to
 cuDNN and to flash per shape and in geometric mean, and the shapes where it
 is below cuDNN; each step's gain over the one before; the counters (tensor

@@ -22,4 +22,4 @@ echo "make stage7-gpu: exit $?; $(tail -n 1 "$OUT/stage7_tests.log" 2>/dev/null)
 grep -E '^(FAIL|SKIP) ' "$OUT/stage7_tests.log" 2>/dev/null | cut -c1-400
 timeout 200 make GPU_DATA="$OUT" ring-gpu > "$OUT/make_ring.log" 2>&1
 echo "make ring-gpu: exit $?"
-grep -E '^  (pass|fwd|bwd) |largest N' "$OUT/final_ring_scale.log" 2>/dev/null
+grep -E '^  (pass|fwd|bwd) |largest N' "$OUT/ring_scale.log" 2>/dev/null

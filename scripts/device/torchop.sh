@@ -1,7 +1,7 @@
 #!/bin/sh
 # scripts/device/torchop.sh -- the PyTorch op on a GPU machine in one device
 # call: make torchop-gpu (tests/gpu/test_flash_op.py against SDPA) and make
-# train-gpu (the small transformer trained with our op and with SDPA,
+# gpu-data-op (the small transformer trained with our op and with SDPA,
 # train_loss.csv with provenance), everything under $OUT. Run from the
 # repository root:
 #
@@ -19,8 +19,8 @@ timeout 300 make -j"$(nproc)" GPU_LOGS="$OUT" torchop-gpu > "$OUT/make_tests.log
 tests_rc=$?
 echo "make torchop-gpu: exit $tests_rc; $(tail -n 1 "$OUT/torchop_tests.log" 2>/dev/null)"
 grep -E '^(FAIL|SKIP) ' "$OUT/torchop_tests.log" 2>/dev/null | head -n 40
-timeout 300 make GPU_DATA="$OUT" train-gpu > "$OUT/make_train.log" 2>&1
+timeout 300 make GPU_DATA="$OUT" gpu-data-op > "$OUT/make_train.log" 2>&1
 train_rc=$?
-echo "make train-gpu: exit $train_rc"
-tail -n 6 "$OUT/final_train.log" 2>/dev/null
+echo "make gpu-data-op: exit $train_rc"
+tail -n 6 "$OUT/train_loss.log" 2>/dev/null
 [ "$tests_rc" -eq 0 ] && [ "$train_rc" -eq 0 ]

@@ -8,7 +8,7 @@
 # machine in the same absolute path; see docs: the binaries bake DATA_DIR)
 # it unpacks that instead of building; else make builds them here.
 #   1. the machine (env.txt);
-#   2. scripts/bench_varlen.py --csv $OUT/varlen.csv (make varlen-gpu's
+#   2. scripts/gpu/bench_varlen.py --csv $OUT/varlen.csv (make gpu-data-apps's
 #      command), alone on the GPU;
 #   3. at the same time, since they time nothing: tests/gpu/test_varlen_op.py,
 #      tests/gpu/test_flash_op.py (every part but the pip install), ./stage4
@@ -37,9 +37,9 @@ else
     make -j16 build/libfa_gpu.so stage4 stage5 >> "$log" 2>&1; echo "== build: exit $?" >> "$log"
 fi
 echo "== bench ($(( $(date +%s) - t0 )) s)" >> "$log"
-# (make varlen-gpu's command, called directly: with prebuilt binaries make
+# (make gpu-data-apps's command, called directly: with prebuilt binaries make
 # would see sources newer than them and rebuild)
-timeout 45 python3 scripts/bench_varlen.py --csv "$OUT/varlen.csv" >> "$log" 2>&1
+timeout 45 python3 scripts/gpu/bench_varlen.py --csv "$OUT/varlen.csv" >> "$log" 2>&1
 echo "== bench: exit $? ($(( $(date +%s) - t0 )) s)" >> "$log"
 PARTS=grad_tests,deterministic_tests,plumbing_tests,op_path_tests,compile_tests,graph_tests,strided_tests,empty_tests,stream_value_tests,flash_attn_func_tests
 ( timeout 75 sh tests/run.sh "python3 tests/gpu/test_varlen_op.py" > "$OUT/.varlen_op.log" 2>&1; echo "exit $?" >> "$OUT/.varlen_op.log" ) &

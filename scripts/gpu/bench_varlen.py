@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""bench_varlen.py -- packed sequences of different lengths (flash_attn_varlen_func)
+against the dense kernels at the same total tokens, and SDPA on padded batches.
+
+    python3 scripts/gpu/bench_varlen.py --csv data/gpu/varlen.csv     (make gpu-data-apps; an H200)
+    python3 scripts/gpu/bench_varlen.py --quick                        (a few rows, no CSV)
+
+bf16, H = 16 heads (H_kv = 16), d = 64 and 128, causal and not, B = 16
+sequences of --total (16384) tokens in all, forward and backward. Measured in
+the same run, on tensors made once:
+  ours_dense         the dense kernels (the op's choice: forward version 3,
+                     backward version 3 on Hopper) on B x N, N = total / B, in
+                     FlashAttention's (B, N, H, d) layout: the reference the
+                     target is stated against
+  ours_varlen_equal  the varlen kernels on the same 16 sequences of N tokens,
+                     packed (total, H, d): the same work, so the ratio to
+                     ours_dense is what the varlen plumbing costs (target:
+                     within 5%); max_abs_diff is its O against ours_dense's
+                     (0: bitwise)
+  ours_varlen_mixed  the varlen kernels on 16 sequences of mixed lengths
+                     (a fixed draw, log-uniform in [total/64, total/4],
+                     scaled to sum to total; `lengths` lists them)
+  ours_padded        the dense kernels on the mixed batch padded to its
+                     longest sequence (B x max_len; the padding computed too)
+  sdpa_flash_padded  torch's SDPA flash backend on the same padded batch
+                     (SDPA has no varlen; without a mask the padding is
+                     computed, as a padded batch would be)
+  sdpa_flash_dense   SDPA flash on B x N, beside ours_dense
+Every row: median_ms of --repeats runs (CUDA events around each, the L2
+overwritten before each -- which also keeps the GPU busy while Python
+enqueues the call, so the op's Python layer is not timed; ours through the
+op's implementation functions, the argument checks left out), useful_tflops
+(FLOPs of the sequences' own rows, per sequence as the FlashAttention papers
+count them: forward 4 len^2 d H, halved when causal; backward 2.5 x, over
+median_ms: padding is not useful work), vs_dense (ours_dense's median_ms over
+this row's for the equal batch; for the mixed batch useful_tflops over
+ours_dense's), and provenance columns (GPU, driver, CUDA, torch, commit,
+date, command). The CSV is written to a temporary file and moved into place
+at the end: a failed run leaves the old file as it was.
+"""
+import math
+import os
+import random
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import gpu_timing  # noqa: E402  (scripts/)
+import provenance  # noqa: E402
+
+COLUMNS = provenance.COLUMNS + ["impl", "pass", "dtype", "d", "H", "causal", "B", "total_tokens", "max_len",
+                                "median_ms", "useful_tflops", "vs_dense", "repeats", "max_abs_diff", "lengths", "note"]
+
+
+def mixed_lengths(B, total, seed=19):
+    rng = random.Random(seed)
+    lo, hi = math.log(total / 64), math.log(total / 4)
+    raw = [math.exp(rng.uniform(lo, hi)) for _ in range(B)]
+    s = sum(raw)
+    lens = [max(1, int(round(x * total / s))) for x in raw]
+    lens[lens.index(max(lens))] += total - sum(lens)
+    return lens
+
+
+def main(argv):
+    ap = gpu_timing.bench_parser(__doc__, "d 128, causal, forward only, no CSV")
+    ap.add_argument("--total", type=int, default=16384)
+    ap.add_argument("--batch", type=int, default=16)
+    a = ap.parse_args(argv[1:])
+    if not gpu_timing.bench_output(a, "bench_varlen.py"):
+        return 2
+    if a.repeats < 1 or a.batch < 1 or a.total < a.batch or a.total % a.batch:
+        print("bench_varlen.py: error: --repeats >= 1; --total a multiple of --batch", file=sys.stderr)
+        return 2
+    torch = gpu_timing.torch_on_gpu("bench_varlen.py: error")
+    if torch is None:
+        return 2
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import flash_op
+    import varlen_op
+
+    dev, bf = "cuda", torch.bfloat16
+    H, B, total = 16, a.batch, a.total
+    N = total // B
+    prov = provenance.record(argv)
+
+    def timed(fn):   # one warm-up (plans, attributes), then the median of a.repeats, the L2 flushed before each
+        return gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
+
+    def flops(lens, d, causal, pass_):
+        f = sum(4.0 * n * n * d * H * (0.5 if causal else 1.0) for n in lens)
+        return f if pass_ == "fwd" else 2.5 * f
+
+    rows = []
+    dims = [128] if a.quick else [64, 128]
+    causals = [True] if a.quick else [False, True]
+    passes = ["fwd"] if a.quick else ["fwd", "bwd"]
+    mixed = mixed_lengths(B, total)
+    L = max(mixed)
+    t0 = time.time()
+    for d in dims:
+        scale = 1.0 / math.sqrt(d)
+        for causal in causals:
+            left, right = (-1, 0) if causal else (-1, -1)
+            # the equal batch: dense (B, N, H, d) and the same rows packed (B N, H, d)
+            q, k, v, do = (torch.randn(B, N, H, d, device=dev, dtype=bf) for _ in range(4))
+            qp, kp, vp, dop = (t.reshape(B * N, H, d) for t in (q, k, v, do))
+            cu_eq = torch.arange(0, total + 1, N, dtype=torch.int32, device=dev)
+            # the mixed batch, packed, and padded to its longest
+            cu_mx = torch.tensor([0] + [sum(mixed[:i + 1]) for i in range(B)], dtype=torch.int32, device=dev)
+            qpad, kpad, vpad, dopad = (torch.randn(B, L, H, d, device=dev, dtype=bf) for _ in range(4))
+
+            def dense_fwd(q=q, k=k, v=v):
+                return flash_op._fwd_impl(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
+                                          left, right, True, -1, -1, False, False)
+
+            def vl_fwd(q, k, v, cu, mx):
+                return varlen_op._fwd_impl(q, k, v, cu, cu, mx, mx, scale, left, right, -1, -1, False, False)
+
+            o_d, l_d = dense_fwd()
+            o_v, l_v = vl_fwd(qp, kp, vp, cu_eq, N)
+            o_m, l_m = vl_fwd(qp, kp, vp, cu_mx, L)
+            o_p, l_p = dense_fwd(qpad, kpad, vpad)
+            # o_d is (B, H, N, d) over (B, N, H, d) memory: its rows in the packed order
+            diff = (o_v.float() - o_d.transpose(1, 2).reshape(total, H, d).float()).abs().max().item()
+            torch.cuda.synchronize()
+            for pass_ in passes:
+                if pass_ == "fwd":
+                    impls = {
+                        "ours_dense": (lambda: dense_fwd(), [N] * B, B, N),
+                        "ours_varlen_equal": (lambda: vl_fwd(qp, kp, vp, cu_eq, N), [N] * B, B, N),
+                        "ours_varlen_mixed": (lambda: vl_fwd(qp, kp, vp, cu_mx, L), mixed, B, L),
+                        "ours_padded": (lambda: dense_fwd(qpad, kpad, vpad), mixed, B, L),
+                    }
+                else:
+                    impls = {
+                        "ours_dense": (lambda: flash_op._bwd_impl(
+                            do.transpose(1, 2), q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o_d,
+                            l_d, scale, left, right, -1, False), [N] * B, B, N),
+                        "ours_varlen_equal": (lambda: varlen_op._bwd_impl(
+                            dop, qp, kp, vp, o_v, l_v, cu_eq, cu_eq, N, N, scale, left, right, -1, False),
+                            [N] * B, B, N),
+                        "ours_varlen_mixed": (lambda: varlen_op._bwd_impl(
+                            dop, qp, kp, vp, o_m, l_m, cu_mx, cu_mx, L, L, scale, left, right, -1, False),
+                            mixed, B, L),
+                        "ours_padded": (lambda: flash_op._bwd_impl(
+                            dopad.transpose(1, 2), qpad.transpose(1, 2), kpad.transpose(1, 2),
+                            vpad.transpose(1, 2), o_p, l_p, scale, left, right, -1, False), mixed, B, L),
+                    }
+                # SDPA flash: (B, H, S, d) views, the padded batch and the equal one
+                for nm, (qq, kk, vv, dd, lens, S) in {
+                        "sdpa_flash_dense": (q, k, v, do, [N] * B, N),
+                        "sdpa_flash_padded": (qpad, kpad, vpad, dopad, mixed, L)}.items():
+                    qs, ks, vs = (t.transpose(1, 2).detach().requires_grad_(pass_ == "bwd") for t in (qq, kk, vv))
+                    ds = dd.transpose(1, 2)
+
+                    def sd(qs=qs, ks=ks, vs=vs):
+                        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                            return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+                    if pass_ == "fwd":
+                        impls[nm] = (sd, lens, B, S)
+                    else:
+                        os_ = sd()
+                        impls[nm] = (lambda os_=os_, ds=ds, qs=qs, ks=ks, vs=vs:
+                                     torch.autograd.grad(os_, (qs, ks, vs), ds, retain_graph=True), lens, B, S)
+                t_dense = tf_dense = float("nan")
+                for impl, (fn, lens, bb, S) in impls.items():
+                    try:
+                        ms = timed(fn)
+                        note = ""
+                    except Exception as e:  # noqa: BLE001 (a backend that refuses: a row saying so)
+                        ms, note = float("nan"), f"failed: {str(e).splitlines()[0][:100]}"
+                    tf = flops(lens, d, causal, pass_) / (ms * 1e9) if ms == ms else float("nan")
+                    if impl == "ours_dense":
+                        t_dense, tf_dense = ms, tf
+                    # equal batches: time against ours_dense's; mixed and padded: useful rate
+                    vs_d = tf / tf_dense if ("mixed" in impl or "padded" in impl) else t_dense / ms
+                    rows.append(dict(prov, impl=impl, dtype="bf16", d=d, H=H, causal=int(causal), B=bb,
+                                     total_tokens=sum(lens), max_len=S, median_ms=f"{ms:.4f}",
+                                     useful_tflops=f"{tf:.1f}", vs_dense=f"{vs_d:.3f}", repeats=a.repeats,
+                                     max_abs_diff=(f"{diff:.3g}" if impl == "ours_varlen_equal" and pass_ == "fwd"
+                                                   else ""),
+                                     lengths=" ".join(map(str, lens)) if "mixed" in impl or "padded" in impl else "",
+                                     note=note, **{"pass": pass_}))
+                    r = rows[-1]
+                    print(f"{impl:18s} {pass_} d{d} causal={int(causal)} {r['median_ms']:>8s} ms "
+                          f"{r['useful_tflops']:>6s} TFLOP/s vs_dense {r['vs_dense']}", flush=True)
+    print(f"# {time.time() - t0:.1f} s; mixed lengths {mixed}")
+    if a.csv:
+        gpu_timing.write_rows(a.csv, COLUMNS, rows, lambda r, c: str(r.get(c, "")).replace(",", ";"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,99 @@
+"""scripts/gpu/gpu_timing.py -- what the GPU measurement scripts share: torch on
+a CUDA machine (or one line on stderr saying what is missing), the time of
+one call by CUDA events with the L2 overwritten before each, so that every
+call reads its inputs from DRAM as a first touch would, and the benchmarks'
+common flags and CSV writing. Used by bench_gpu.py, bench_decode.py,
+bench_varlen.py, bench_op_overhead.py, train_compare.py and v3_peers.py
+(from scripts/: `import gpu_timing`).
+
+    torch = gpu_timing.torch_on_gpu("bench_decode")   # None: say so, exit 2
+    ms, runs = gpu_timing.median_ms(torch, fn, repeats=15)
+
+Timing: `warmup` calls, then up to `repeats` calls, each between two CUDA
+events with the flush outside them; stops early after 5 calls once
+`budget_ms` of timed calls have run; the median of the calls timed.
+"""
+import argparse
+import os
+import sys
+
+
+def torch_on_gpu(prog):
+    """The torch module where torch and a CUDA GPU are there; else None,
+    after one line on stderr naming what is missing (the caller exits 2)."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{prog}: torch is not installed (it runs on the GPU machine)", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print(f"{prog}: no CUDA GPU here", file=sys.stderr)
+        return None
+    return torch
+
+
+_FLUSH = {}
+
+
+def flush_l2(torch):
+    """Overwrite the L2 (a buffer twice its size, kept between calls)."""
+    dev = torch.cuda.current_device()
+    if dev not in _FLUSH:
+        size = 2 * torch.cuda.get_device_properties(dev).L2_cache_size
+        _FLUSH[dev] = torch.empty(size, dtype=torch.uint8, device="cuda")
+    _FLUSH[dev].zero_()
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def median_ms(torch, fn, repeats, warmup=3, budget_ms=None):
+    """(median milliseconds, calls timed) of fn(), L2 flushed before each."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for r in range(repeats):
+        flush_l2(torch)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+        if budget_ms is not None and r >= 4 and sum(times) > budget_ms:
+            break
+    return median(times), len(times)
+
+
+def bench_parser(doc, quick_help):
+    """A benchmark's flags: --csv FILE, --quick (quick_help), --repeats R
+    (default 10); the caller adds its own and calls bench_output."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--csv", help="write the rows here (with provenance columns)")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--repeats", type=int, default=10)
+    return ap
+
+
+def bench_output(a, prog):
+    """True when the run has somewhere to go (--csv or --quick); else one
+    line saying so (the caller exits 2)."""
+    if a.csv or a.quick:
+        return True
+    print(f"{prog}: error: give --csv FILE (or --quick)", file=sys.stderr)
+    return False
+
+
+def write_rows(path, columns, rows, cell):
+    """The header line and one line per row (cell(row, column) -> text) into
+    path + ".tmp", then moved onto path: a failed run leaves the old file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(",".join(columns) + "\n")
+        for r in rows:
+            f.write(",".join(cell(r, c) for c in columns) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,611 @@
+#!/usr/bin/env python3
+"""train_compare.py -- a small causal transformer trained with our attention op and with SDPA.
+
+The real use of python/flash_op.py: a byte-level GPT (4 layers, d_model 256,
+4 heads of d = 64, context 512) trained on the text this repository ships
+(chapters/*.md, then src/*.c, src/*.h, kernels/*.cu, kernels/*.cuh, each
+group in sorted order, concatenated), from ONE initialization and ONE
+sequence of batches (both drawn from --seed), once per attention path:
+
+    ours             flash_attention(q, k, v, causal=True): our kernels,
+                     forward and backward, the best version the table has
+    ours_rerun       the same again (our default backward adds dQ in no
+                     fixed order, so a rerun moves the trajectory)
+    ours_v2          our versions 2 (forward and backward), FlashAttention-2's
+                     schedule, instead of the best the table has
+    sdpa_flash       torch's scaled_dot_product_attention, flash backend
+    sdpa_flash_rerun the same again (what a rerun of one kernel moves)
+    sdpa_cudnn       cuDNN backend            (skipped where it does not run)
+    sdpa_efficient   memory-efficient backend (skipped where it does not run)
+    fp32_math        the reference: attention in fp32 (SDPA's math backend on
+                     q, k, v converted to fp32, autocast off inside), the
+                     result rounded back to bf16
+
+Everything but the attention is the same torch code, in bf16 autocast with
+fp32 weights and AdamW, so the runs differ only by rounding, which bf16
+training amplifies from step to step. The comparison:
+    final loss   the mean training loss of the last 50 steps of a run
+    drift        |final(run) - final(fp32_math)|: how far a run ends from
+                 the run whose attention is not rounded to bf16 inside
+    bf16 noise   the largest drift of PyTorch's bf16 runs (sdpa_*): how far
+                 kernels that PyTorch ships as correct end from the
+                 reference
+    verdict      PASS when the drift of every run of ours is <= 2 x noise
+                 (twice, as in the gradient checks' error rule)
+The first rule (the chapter says why it was replaced) took as noise the
+spread among PyTorch's bf16 runs; those round P alike and follow one
+trajectory, so their spread measured only the order of dQ's atomic
+additions, not what bf16 rounding moves. Both numbers are printed.
+
+Usage (on a GPU machine; make build/libfa_gpu.so first):
+    python3 scripts/gpu/train_compare.py --csv data/gpu/train_loss.csv
+    python3 scripts/gpu/train_compare.py --steps 50 --csv /tmp/t.csv     # a quick look
+    python3 scripts/gpu/train_compare.py --compare --steps 200 --seeds 3 \
+        --csv data/gpu/train_compare.csv
+        (eager and torch.compile(fullgraph=True), ours and SDPA flash, and
+        fp32_math as each seed's reference: per run and seed the final loss,
+        its drift from fp32_math's, ms per step; a table over the seeds.
+        About 3 minutes on an H200, most of it compilation; --budget S stops
+        adding seeds after S seconds, 150 by default)
+    python3 scripts/gpu/train_compare.py --summary build/paper/train_loss.md
+        (no GPU and no torch needed: the Markdown table of the comparison
+        from the CSV, for the paper; writes nothing when the CSV is absent)
+Output: one line per 50 steps per run, then the comparison; the CSV has one
+row per (run, step): run, step, loss, loss minus sdpa_flash's loss at that
+step, learning rate, and the provenance columns gpu, driver, cuda, torch,
+commit, date, command (scripts/gpu/provenance.py). Exit 0 when the verdict is
+PASS, 1 when FAIL, 2 on bad usage or when our op cannot run the problem.
+Cost on an H200: about 10 s per run of 500 steps, under a minute in all.
+"""
+import argparse
+import contextlib
+import csv
+import glob
+import hashlib
+import math
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gpu_timing  # noqa: E402  (scripts/, this script's own folder)
+import provenance as prov  # noqa: E402
+
+REF = "sdpa_flash"
+LAST = 50    # steps averaged into a run's final loss
+RUNS = ["ours", "ours_rerun", "ours_v2", "sdpa_flash", "sdpa_flash_rerun", "sdpa_cudnn", "sdpa_efficient",
+        "fp32_math"]
+FP32 = "fp32_math"   # the reference run of the verdict
+CORPUS = ["chapters/*.md", "src/*.c", "src/*.h", "kernels/*.cu", "kernels/*.cuh"]
+DEVICE = "cuda"
+# The model and the run, as the paper describes them (paper/gen/claims.py reads
+# this table, so that chapter 4b2's numbers are the script's own).
+DEFAULTS = {"steps": 500, "layers": 4, "d_model": 256, "heads": 4, "context": 512, "batch": 16,
+            "lr": 1e-3, "seed": 0}
+PROV_COLS = prov.COLUMNS
+
+
+# ---------------------------------------------------------------------------
+# The comparison (no torch: the paper build runs it on the committed CSV)
+# ---------------------------------------------------------------------------
+def summarize(losses, last=LAST):
+    """losses: {run: [loss per step]}. Returns a dict with each run's final
+    loss (mean of the last `last` steps), each run's drift from fp32_math,
+    the bf16 noise (the largest drift of PyTorch's bf16 runs), the spread
+    among PyTorch's bf16 runs (the first rule's noise), and the verdict on
+    our runs."""
+    n = min(len(v) for v in losses.values())
+    k = min(last, n)
+    final = {r: sum(v[n - k:n]) / k for r, v in losses.items()}
+    torch_runs = [r for r in losses if r.startswith("sdpa_")]
+    ours = [r for r in losses if r.startswith("ours")]
+    spread = (max(final[r] for r in torch_runs) - min(final[r] for r in torch_runs)) if torch_runs else None
+    out = {"steps": n, "last": k, "final": final, "spread": spread,
+           "step0": {r: v[0] for r, v in losses.items()}, "verdict": "NONE"}
+    if FP32 in final and torch_runs and ours:
+        drift = {r: abs(final[r] - final[FP32]) for r in final if r != FP32}
+        noise_run = max(torch_runs, key=lambda r: drift[r])
+        noise = drift[noise_run]
+        worst = max(ours, key=lambda r: drift[r])
+        out.update(drift=drift, noise=noise, noise_run=noise_run, worst=worst,
+                   ratio=drift[worst] / noise if noise > 0 else math.inf,
+                   verdict="PASS" if drift[worst] <= 2 * noise else "FAIL")
+    return out
+
+
+def report_lines(s):
+    """The comparison as plain lines (the training log)."""
+    lines = [f"final loss = mean of the last {s['last']} of {s['steps']} steps:"]
+    for r, f in s["final"].items():
+        d = s.get("drift", {}).get(r)
+        lines.append(f"  {r:18s} {f:.5f}   (step 0: {s['step0'][r]:.5f})"
+                     + ("" if d is None else f"   drift from {FP32}: {d:.5f}"))
+    if s["spread"] is not None:
+        lines.append(f"spread among PyTorch's bf16 runs (the first rule's noise): {s['spread']:.5f}")
+    if s["verdict"] in ("PASS", "FAIL"):
+        lines.append(f"bf16 noise: largest drift of PyTorch's bf16 runs = {s['noise']:.5f} ({s['noise_run']})")
+        lines.append(f"ours: largest drift {s['drift'][s['worst']]:.5f} ({s['worst']}) = {s['ratio']:.2f} x noise; "
+                     f"rule <= 2 x noise: {s['verdict']}")
+    else:
+        lines.append(f"no verdict: need {FP32}, a PyTorch bf16 run and a run of ours")
+    return lines
+
+
+def read_csv(path):
+    """{run: [loss per step]} and the first row's provenance, from our CSV."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
+    losses = {}
+    for row in rows:
+        losses.setdefault(row["run"], {})[int(row["step"])] = float(row["loss"])
+    return ({r: [v[i] for i in sorted(v)] for r, v in losses.items()},
+            {c: rows[0].get(c, "") for c in PROV_COLS} if rows else {})
+
+
+def write_summary(csv_path, md_path):
+    """The paper's table (Markdown) from the CSV; removes md_path when there is no CSV."""
+    if prov.summary_rows("train_compare", csv_path, md_path, "training table") is None:
+        return 0
+    losses, p = read_csv(csv_path)
+    s = summarize(losses)
+    rows = ["| run | loss at step 0 | final loss (mean of the last %d steps) | drift from `%s` |"
+            % (s["last"], FP32), "|---|---:|---:|---:|"]
+    for r, f in s["final"].items():
+        d = s.get("drift", {}).get(r)
+        rows.append(f"| `{r}` | {s['step0'][r]:.4f} | {f:.4f} | {'' if d is None else f'{d:.4f}'} |")
+    text = "\n".join(rows) + "\n\n"
+    if s["verdict"] in ("PASS", "FAIL"):
+        text += (f"The bf16 noise, the largest drift of PyTorch's bf16 runs from `{FP32}`, is "
+                 f"{s['noise']:.4f} (`{s['noise_run']}`). The largest drift of our runs is "
+                 f"{s['drift'][s['worst']]:.4f} (`{s['worst']}`), {s['ratio']:.2f} times that noise "
+                 f"({'within' if s['verdict'] == 'PASS' else 'outside'} the rule of at most twice the noise). ")
+    if s["spread"] is not None:
+        text += f"PyTorch's bf16 runs end within {s['spread']:.4f} of each other"
+        if "ours" in s["final"] and REF in s["final"] and s["spread"] > 0:
+            dev = abs(s["final"]["ours"] - s["final"][REF])
+            text += (f"; under the first rule, which took that spread as the noise, `ours` (off `{REF}` by "
+                     f"{dev:.4f}) is {dev / s['spread']:.2f} times it "
+                     f"({'within' if dev <= 2 * s['spread'] else 'outside'} twice the spread)")
+        text += ". "
+    text += f"{s['steps']} steps per run; {run_facts(p)}.\n"
+    return write_md(md_path, csv_path, text)
+
+
+def run_facts(p):
+    """The provenance of a run as the summaries state it, from a CSV row p."""
+    return (f"{p.get('gpu', '?')}, driver {p.get('driver', '?')}, CUDA {p.get('cuda', '?')}, "
+            f"torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, {p.get('date', '?')}")
+
+
+def write_md(md_path, csv_path, text):
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(f"train_compare: wrote {md_path} from {csv_path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# The model and the training (torch, on a GPU)
+# ---------------------------------------------------------------------------
+def corpus_bytes():
+    """The training text: CORPUS's files in a fixed order, one blank line apart."""
+    parts = []
+    for pattern in CORPUS:
+        for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
+            with open(path, "rb") as f:
+                parts.append(f.read())
+    return b"\n\n".join(parts)
+
+
+def build(torch, nn, F, cfg):
+    """The model class: pre-LayerNorm GPT blocks, attention pluggable."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            D = cfg.d_model
+            self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+            self.qkv = nn.Linear(D, 3 * D, bias=False)
+            self.proj = nn.Linear(D, D, bias=False)
+            self.fc = nn.Linear(D, 4 * D, bias=False)
+            self.out = nn.Linear(4 * D, D, bias=False)
+
+        def forward(self, x, attn):
+            B, N, D = x.shape
+            # (B, N, 3D) -> three (B, H, N, d) views, SDPA's layout
+            q, k, v = self.qkv(self.ln1(x)).view(B, N, 3, cfg.heads, D // cfg.heads).permute(2, 0, 3, 1, 4)
+            y = attn(q, k, v)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, N, D))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(256, cfg.d_model)
+            self.pos = nn.Embedding(cfg.context, cfg.d_model)
+            self.blocks = nn.ModuleList(Block() for _ in range(cfg.layers))
+            self.ln = nn.LayerNorm(cfg.d_model)
+            for name, p in self.named_parameters():
+                if p.dim() == 2:
+                    nn.init.normal_(p, std=0.02 / (math.sqrt(2 * cfg.layers) if name.endswith(
+                        ("proj.weight", "out.weight")) else 1.0))
+
+        def forward(self, idx, attn):
+            x = self.tok(idx) + self.pos.weight[: idx.shape[1]]
+            for b in self.blocks:
+                x = b(x, attn)
+            return self.ln(x) @ self.tok.weight.T   # tied output layer: (B, N, 256)
+
+    return GPT
+
+
+def attention_paths(torch, F):
+    """name -> attn(q, k, v), causal, (B, H, N, d) in and out."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    flash_op = import_op()
+    flash_attention = flash_op.flash_attention
+
+    def sdpa(backend):
+        def attn(q, k, v):
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return attn
+
+    def fp32_math(q, k, v):
+        # autocast would send SDPA back to bf16: off, and fp32 in and out
+        with torch.autocast(DEVICE, enabled=False), sdpa_kernel([SDPBackend.MATH]):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True).to(q.dtype)
+
+    return {"ours": lambda q, k, v: flash_attention(q, k, v, causal=True),
+            "ours_rerun": lambda q, k, v: flash_attention(q, k, v, causal=True),
+            "ours_v2": lambda q, k, v: flash_attention(q, k, v, causal=True, version=2),
+            FP32: fp32_math,
+            "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+            "sdpa_flash_rerun": sdpa(SDPBackend.FLASH_ATTENTION),
+            "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+            "sdpa_efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION)}
+
+
+def import_op():
+    """The op: the repository's python/ (the library this checkout builds),
+    else the installed package."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    try:
+        import flash_op
+    except ImportError:
+        from flashattn_stages import flash_op
+    return flash_op
+
+
+def lr_at(step, cfg):
+    """Linear warm-up over the first 10% of steps, then cosine down to lr / 10."""
+    warm = max(1, cfg.steps // 10)
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    t = (step - warm) / max(1, cfg.steps - warm)
+    return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * t)))
+
+
+def train_step(torch, F, fn, model, opt, batches, step, cfg, attn):
+    """One optimizer step on batches[step] through fn (the model itself, or its
+    torch.compile'd form), bf16 autocast, clipped gradients; the loss, detached."""
+    for g in opt.param_groups:
+        g["lr"] = lr_at(step, cfg)
+    xy = batches[step].long()
+    x, y = xy[:, :-1], xy[:, 1:]
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        logits = fn(x, attn)
+    loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def train(torch, F, GPT, init, batches, attn, cfg):
+    """One run from `init`; returns the loss of every step (floats) and seconds."""
+    model = GPT().to(DEVICE)
+    model.load_state_dict(init)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    losses = torch.empty(cfg.steps, device=DEVICE)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for step in range(cfg.steps):
+        losses[step] = train_step(torch, F, model, model, opt, batches, step, cfg, attn)
+    torch.cuda.synchronize()
+    return losses.tolist(), time.perf_counter() - t0
+
+
+def run_training(args):
+    torch = gpu_timing.torch_on_gpu("train_compare")
+    if torch is None:
+        return 2
+    import torch.nn as nn
+    import torch.nn.functional as F
+    cfg = args
+    text = corpus_bytes()
+    data = torch.tensor(list(text), dtype=torch.uint8)
+    print(f"corpus: {len(text)} bytes ({', '.join(CORPUS)}), sha256 {hashlib.sha256(text).hexdigest()[:16]}")
+    print(f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads of d = "
+          f"{cfg.d_model // cfg.heads}, context {cfg.context}, batch {cfg.batch}, {cfg.steps} steps, "
+          f"AdamW lr {cfg.lr}, bf16 autocast, seed {cfg.seed}")
+    # one initialization and one sequence of batches for every run
+    torch.manual_seed(cfg.seed)
+    GPT = build(torch, nn, F, cfg)
+    init = {k: v.detach().clone() for k, v in GPT().state_dict().items()}
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    starts = torch.randint(0, len(text) - cfg.context - 1, (cfg.steps, cfg.batch), generator=g)
+    batches = data[starts[:, :, None] + torch.arange(cfg.context + 1)].to(DEVICE)   # (steps, batch, context+1)
+
+    paths = attention_paths(torch, F)
+    # our op must run the problem (causal, d, bf16) before anything is trained
+    probe = torch.randn(1, cfg.heads, cfg.context, cfg.d_model // cfg.heads, device=DEVICE,
+                        dtype=torch.bfloat16, requires_grad=True)
+    try:
+        paths["ours"](probe, probe, probe).float().sum().backward()
+    except ValueError as e:
+        print(f"train_compare: our op cannot train this model: {e}", file=sys.stderr)
+        return 2
+    flash_op = import_op()
+    p = flash_op.problem(probe, probe, causal=True)
+    dt = flash_op.DTYPE_CODES[torch.bfloat16]
+    fv = flash_op.choose_version(flash_op.fa.FORWARD, dt, p)
+    bv = flash_op.choose_version(flash_op.fa.BACKWARD, dt, p)
+    print(f"ours: forward v{fv}, backward v{bv} (the best the table has for bf16, causal, d = {p.d})")
+
+    losses, seconds = {}, {}
+    for name in [r for r in RUNS if r in args.runs]:
+        try:
+            losses[name], seconds[name] = train(torch, F, GPT, init, batches, paths[name], cfg)
+        except (RuntimeError, ValueError) as e:   # a backend or version that does not run here
+            if name == "ours":
+                raise
+            print(f"{name:18s} skipped: {str(e).strip().splitlines()[0][:120]}")
+            continue
+        ls = losses[name]
+        marks = " ".join(f"{s}:{ls[s]:.3f}" for s in range(0, cfg.steps, max(1, cfg.steps // 10)))
+        print(f"{name:18s} {seconds[name]:6.1f} s ({1e3 * seconds[name] / cfg.steps:.1f} ms/step)  "
+              f"loss by step {marks} last:{ls[-1]:.3f}", flush=True)
+        if not all(math.isfinite(x) for x in ls):
+            print(f"{name:18s} has non-finite losses")
+
+    if args.csv:
+        pv = prov.record(sys.argv)
+        ref = losses.get(REF)
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["run", "step", "loss", "loss_minus_" + REF, "lr"] + PROV_COLS)
+            for name, ls in losses.items():
+                for s, x in enumerate(ls):
+                    w.writerow([name, s, f"{x:.6f}", "" if ref is None else f"{x - ref[s]:.6f}",
+                                f"{lr_at(s, cfg):.6g}"] + [pv[c] for c in PROV_COLS])
+        print(f"wrote {args.csv} ({sum(len(v) for v in losses.values())} rows)")
+    s = summarize(losses)
+    for line in report_lines(s):
+        print(line)
+    return {"PASS": 0, "FAIL": 1}.get(s["verdict"], 1)
+
+
+# ---------------------------------------------------------------------------
+# --compare: eager and torch.compile, our op and SDPA flash, several seeds
+# ---------------------------------------------------------------------------
+COMPARE_RUNS = [("ours", "eager"), ("ours", "compiled"), ("sdpa_flash", "eager"),
+                ("sdpa_flash", "compiled"), (FP32, "eager")]
+COMPARE_COLS = ["run", "mode", "seed", "steps", "final_loss", "drift_from_" + FP32,
+                "ms_per_step", "compile_s"]
+TIMED_FROM = 10   # step time: steps TIMED_FROM.. (the first ones include compilation)
+
+
+def compare_training(args):
+    """For each seed (a fresh initialization and batch sequence): every run
+    of COMPARE_RUNS trained --steps steps from the same start. Per run: the
+    final loss (mean of the last LAST steps, or of all when fewer), its drift
+    |final - final(fp32_math)| on that seed, the time per step from step
+    TIMED_FROM on and the seconds of the first TIMED_FROM steps (which hold
+    the compilation). One model object per run is compiled once and reloaded
+    for each seed, so a seed does not recompile. Seeds stop being added when
+    --budget seconds have passed (the table says how many ran)."""
+    torch = gpu_timing.torch_on_gpu("train_compare")
+    if torch is None:
+        return 2
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    cfg = args
+    flash_op = import_op()
+    text = corpus_bytes()
+    data = torch.tensor(list(text), dtype=torch.uint8)
+    GPT = build(torch, nn, F, cfg)
+
+    def ours(q, k, v):
+        return flash_op.flash_attention(q, k, v, causal=True)
+
+    def sdpa(q, k, v):   # the backend is chosen around the whole run (sdpa_kernel below)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def fp32_math(q, k, v):
+        with torch.autocast(DEVICE, enabled=False):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True).to(q.dtype)
+
+    attn_of = {"ours": ours, "sdpa_flash": sdpa, FP32: fp32_math}
+    backend_of = {"ours": None, "sdpa_flash": SDPBackend.FLASH_ATTENTION, FP32: SDPBackend.MATH}
+    models, compiled = {}, {}
+    for run, mode in COMPARE_RUNS:
+        models[(run, mode)] = GPT().to(DEVICE)
+        m = models[(run, mode)]
+        compiled[(run, mode)] = torch.compile(m, fullgraph=True) if mode == "compiled" else m
+    rows, failed, t_start = [], [], time.perf_counter()
+    for i in range(args.seeds):
+        if i > 0 and time.perf_counter() - t_start > args.budget:
+            print(f"--budget {args.budget:.0f} s reached: {i} of {args.seeds} seeds ran")
+            break
+        seed = args.seed + i
+        torch.manual_seed(seed)
+        init = {k: v.detach().clone() for k, v in GPT().state_dict().items()}
+        g = torch.Generator().manual_seed(seed + 1)
+        starts = torch.randint(0, len(text) - cfg.context - 1, (cfg.steps, cfg.batch), generator=g)
+        batches = data[starts[:, :, None] + torch.arange(cfg.context + 1)].to(DEVICE)
+        final = {}
+        for run, mode in COMPARE_RUNS:
+            model, fn = models[(run, mode)], compiled[(run, mode)]
+            model.load_state_dict(init)
+            be = backend_of[run]
+            ctx = sdpa_kernel([be]) if be is not None else contextlib.nullcontext()
+            try:
+                with ctx:
+                    ls, ms, first = train_steps(torch, F, model, fn, batches, attn_of[run], cfg)
+            except Exception as e:  # noqa: BLE001 (one run that fails is one line; the others still run)
+                print(f"seed {seed} {run:11s} {mode:8s} FAILED: {type(e).__name__}: "
+                      f"{str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}", flush=True)
+                failed.append((run, mode, seed))
+                continue
+            k = min(LAST, len(ls))
+            final[(run, mode)] = sum(ls[-k:]) / k
+            rows.append({"run": run, "mode": mode, "seed": seed, "steps": cfg.steps,
+                         "final_loss": final[(run, mode)], "ms_per_step": ms, "compile_s": first})
+            print(f"seed {seed} {run:11s} {mode:8s} final {final[(run, mode)]:.5f}  "
+                  f"{ms:7.2f} ms/step  first {TIMED_FROM} steps {first:6.1f} s", flush=True)
+        ref = final.get((FP32, "eager"), math.nan)   # NaN drifts when the reference failed
+        for r in rows:
+            if r["seed"] == seed:
+                r["drift_from_" + FP32] = abs(r["final_loss"] - ref)
+    lines = compare_table(rows)
+    for ln in lines:
+        print(ln)
+    if args.csv:
+        pv = prov.record(sys.argv)
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(COMPARE_COLS + PROV_COLS)
+            for r in rows:
+                w.writerow([r["run"], r["mode"], r["seed"], r["steps"], f"{r['final_loss']:.6f}",
+                            f"{r['drift_from_' + FP32]:.6f}", f"{r['ms_per_step']:.4f}",
+                            f"{r['compile_s']:.3f}"] + [pv[c] for c in PROV_COLS])
+        print(f"wrote {args.csv} ({len(rows)} rows)")
+    if failed:
+        print(f"train_compare: {len(failed)} run(s) failed: "
+              + ", ".join(f"{r} {m} seed {s}" for r, m, s in failed))
+        return 1
+    return 0
+
+
+def compare_table(rows):
+    """Per (run, mode) over the seeds: mean ms/step, mean and largest drift
+    from fp32_math, and our drift over SDPA flash's in the same mode."""
+    by = {}
+    for r in rows:
+        by.setdefault((r["run"], r["mode"]), []).append(r)
+    if not rows:
+        return ["no run finished"]
+    seeds = len({r["seed"] for r in rows})
+    out = [f"over {seeds} seed(s), {rows[0]['steps'] if rows else 0} steps each; drift = "
+           f"|final loss - final loss of {FP32}| on the same seed",
+           f"{'run':12s} {'mode':9s} {'ms/step':>8s} {'drift mean':>11s} {'drift max':>10s}"]
+    for (run, mode), rs in by.items():
+        ms = sum(r["ms_per_step"] for r in rs) / len(rs)
+        dr = [r["drift_from_" + FP32] for r in rs]
+        out.append(f"{run:12s} {mode:9s} {ms:8.2f} {sum(dr) / len(dr):11.5f} {max(dr):10.5f}")
+    for mode in ("eager", "compiled"):
+        a, b = by.get(("ours", mode)), by.get(("sdpa_flash", mode))
+        if a and b:
+            da = sum(r["drift_from_" + FP32] for r in a) / len(a)
+            db = sum(r["drift_from_" + FP32] for r in b) / len(b)
+            ta = sum(r["ms_per_step"] for r in a) / len(a)
+            tb = sum(r["ms_per_step"] for r in b) / len(b)
+            out.append(f"{mode}: ours / sdpa_flash step time {ta / tb:.3f}x, mean drift "
+                       + (f"{da / db:.2f}x" if db > 0 else f"{da:.5f} (sdpa_flash 0)"))
+    return out
+
+
+def write_compare_summary(csv_path, md_path):
+    """The --compare table (Markdown) from its CSV, for the paper: per run and
+    mode the mean ms/step and the mean and largest drift over the seeds.
+    Needs no torch; removes md_path when there is no CSV."""
+    raw = prov.summary_rows("train_compare", csv_path, md_path)
+    if raw is None:
+        return 0
+    rows = [{"run": r["run"], "mode": r["mode"], "seed": int(r["seed"]), "steps": int(r["steps"]),
+             "ms_per_step": float(r["ms_per_step"]), "drift_from_" + FP32: float(r["drift_from_" + FP32])}
+            for r in raw]
+    by = {}
+    for r in rows:
+        by.setdefault((r["run"], r["mode"]), []).append(r)
+    seeds = len({r["seed"] for r in rows})
+    out = ["| run | mode | ms per step | drift from `%s`, mean | largest |" % FP32, "|---|---|---:|---:|---:|"]
+    for (run, mode), rs in by.items():
+        dr = [r["drift_from_" + FP32] for r in rs]
+        out.append(f"| `{run}` | {mode} | {sum(r['ms_per_step'] for r in rs) / len(rs):.2f} | "
+                   f"{sum(dr) / len(dr):.4f} | {max(dr):.4f} |")
+    p = raw[0] if raw else {}
+    text = "\n".join(out) + f"\n\n{seeds} seeds, {rows[0]['steps'] if rows else 0} steps each; {run_facts(p)}.\n"
+    return write_md(md_path, csv_path, text)
+
+
+def train_steps(torch, F, model, fn, batches, attn, cfg):
+    """cfg.steps steps of `fn` (the model, compiled or not) with a fresh
+    AdamW; returns the losses, ms per step from step TIMED_FROM on, and the
+    seconds of the steps before it."""
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    losses = torch.empty(cfg.steps, device=DEVICE)
+    torch.cuda.synchronize()
+    t0 = t1 = time.perf_counter()
+    for step in range(cfg.steps):
+        if step == min(TIMED_FROM, cfg.steps - 1):
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+        losses[step] = train_step(torch, F, fn, model, opt, batches, step, cfg, attn)
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    timed = cfg.steps - min(TIMED_FROM, cfg.steps - 1)
+    return losses.tolist(), 1e3 * (t2 - t1) / timed, t1 - t0
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--csv", help="write every (run, step) loss here")
+    ap.add_argument("--summary", metavar="MD", help="only write the Markdown table from --from-csv")
+    ap.add_argument("--from-csv", default=os.path.join(ROOT, "data", "gpu", "train_loss.csv"))
+    ap.add_argument("--steps", type=int, default=DEFAULTS["steps"])
+    ap.add_argument("--layers", type=int, default=DEFAULTS["layers"])
+    ap.add_argument("--d-model", type=int, default=DEFAULTS["d_model"])
+    ap.add_argument("--heads", type=int, default=DEFAULTS["heads"])
+    ap.add_argument("--context", type=int, default=DEFAULTS["context"])
+    ap.add_argument("--batch", type=int, default=DEFAULTS["batch"])
+    ap.add_argument("--lr", type=float, default=DEFAULTS["lr"])
+    ap.add_argument("--seed", type=int, default=DEFAULTS["seed"])
+    ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of " + ",".join(RUNS))
+    ap.add_argument("--compare", action="store_true",
+                    help="eager and compiled, ours and SDPA flash, over --seeds seeds (--csv: "
+                    "data/gpu/train_compare.csv)")
+    ap.add_argument("--seeds", type=int, default=3, help="with --compare: seeds (default 3)")
+    ap.add_argument("--compare-summary", metavar="MD",
+                    help="only write the Markdown table of --compare's CSV (--from-csv, default "
+                    "data/gpu/train_compare.csv); no torch needed")
+    ap.add_argument("--budget", type=float, default=150.0,
+                    help="with --compare: no further seed once this many seconds have passed")
+    args = ap.parse_args(argv)
+    if args.summary:
+        return write_summary(args.from_csv, args.summary)
+    if args.compare_summary:
+        src = args.from_csv if "--from-csv" in argv else os.path.join(ROOT, "data", "gpu", "train_compare.csv")
+        return write_compare_summary(src, args.compare_summary)
+    if args.compare:
+        if args.steps < 2 or args.seeds < 1 or args.d_model % args.heads or args.context < 2:
+            print("train_compare: bad arguments (sizes, --steps >= 2, --seeds >= 1)", file=sys.stderr)
+            return 2
+        return compare_training(args)
+    args.runs = args.runs.split(",")
+    bad = [r for r in args.runs if r not in RUNS]
+    if bad or args.steps < 1 or args.d_model % args.heads or args.layers < 1 or args.context < 2:
+        print(f"train_compare: bad arguments ({'unknown runs ' + ','.join(bad) if bad else 'sizes'})",
+              file=sys.stderr)
+        return 2
+    return run_training(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
