@@ -11,28 +11,37 @@ each (every sequence at the full length, so SDPA needs no padding), pages of
   copy              a device-to-device copy of 2 GiB: bytes read + written /
                     time, the bandwidth a kernel that reads each byte once can
                     hope for (the row's gbps; frac_of_copy is 1)
-  ours_decode       python/decode_op.py, the split count of the rule
-                    (decode_num_splits, core/decode_plan.h) for this GPU's SMs
-                    and the kernel's CTAs per SM;
-                    pages in order, so the rows are SDPA's
-  ours_decode_shuffled  the same with the block table shuffled (timing only)
+  ours_decode       our package's public entry flash_attn_with_kvcache
+                    (python/decode_op.py) in its preferred layout: q
+                    (B, 1, H, d), the paged cache (pages, page_size, H_kv, d),
+                    the block table; num_splits=0, the rule's count
+                    (decode_num_splits, core/decode_plan.h); its own layout
+                    copies of q and O are part of the call; pages in order
+  ours_decode_shuffled  the same with the block table shuffled
   ours_splits       B = 1 and 4, H_kv = 8, seqlen_k 8k and 32k: every split
-                    count 1, 2, 4, ..., 128 (the rule measured against its
-                    alternatives; note says which one the rule takes)
+                    count 1, 2, 4, ..., 128 through the same entry (the rule
+                    measured against its alternatives; note says which one
+                    the rule takes)
   sdpa_flash, sdpa_efficient, sdpa_cudnn, sdpa_math
-                    torch's scaled_dot_product_attention with one backend, on
-                    the same K, V viewed as (B, H_kv, seqlen_k, d) with
-                    enable_gqa=True; a backend that refuses grouped heads gets
-                    K, V expanded to H heads where memory allows (note says
-                    so; its bytes moved are then H / H_kv times the cache's),
+                    torch's public scaled_dot_product_attention with one
+                    backend, in its preferred layout: q (B, H, 1, d) and K, V
+                    (B, H_kv, seqlen_k, d) contiguous, made once, with
+                    enable_gqa=True; the backend chosen by sdpa_kernel,
+                    entered once around all of its timed calls. A backend
+                    that refuses grouped heads runs on K, V expanded to H
+                    heads where memory allows, as its own row NAME_expanded
+                    (its bytes moved are then H / H_kv times the cache's);
                     math only up to 2 GB of cache
-For every row: median_ms (CUDA events, median of --repeats runs, the L2
-overwritten before each run -- a 512 MiB write, which also keeps the GPU busy
-while Python enqueues the call, so no launch overhead is timed; ours is timed
-through its launcher on tensors made once, the op's layout copies left out), cache_bytes (K and V of all sequences, read
-once), gbps = cache_bytes / time, frac_of_copy = gbps / the copy's, and
-max_abs_diff of the output against ours_decode's. Rows carry provenance
-columns (GPU, driver, CUDA, torch, commit, date, command). Shapes whose cache
+For every row: median_ms (CUDA events, median of --repeats calls, the L2
+overwritten before each call -- a 512 MiB write, which also keeps the GPU busy
+while Python enqueues the call, so little launch overhead is timed),
+graph_ms (the same call captured once into a CUDA graph and replayed, which
+takes the host's overhead out for every implementation alike; empty where
+the call cannot be captured, note says why), how_called (the call as timed),
+cache_bytes (K and V of all sequences, read once), gbps = cache_bytes /
+median_ms, frac_of_copy = gbps / the copy's, and max_abs_diff of the output
+against ours_decode's. Inputs are made once per shape, before any timing.
+Rows carry provenance columns (scripts/gpu/provenance.py). Shapes whose cache
 exceeds --max-cache-gb are skipped with a line; the whole run stops adding
 shapes after --budget-s seconds (default 180: under four minutes with set-up).
 The CSV is written to a temporary file and moved into place only at the end:
@@ -51,7 +60,7 @@ import gpu_timing  # noqa: E402  (scripts/)
 import provenance as prov  # noqa: E402
 
 COLUMNS = prov.COLUMNS + ["impl", "dtype", "B", "H", "H_kv", "d", "seqlen_k", "page_size", "num_splits", "median_ms",
-                          "cache_bytes", "gbps", "frac_of_copy", "repeats", "max_abs_diff", "note"]
+                          "graph_ms", "how_called", "cache_bytes", "gbps", "frac_of_copy", "repeats", "max_abs_diff", "note"]
 
 
 def main(argv):
@@ -80,13 +89,18 @@ def main(argv):
     pv = prov.record(argv)
     rows = []
 
-    def timed(fn):   # the median of a.repeats runs after one warm-up, the L2 flushed before each
-        return gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
+    def timed(fn):   # (median ms, graph-replay ms or None, why not) of a.repeats calls, the L2 flushed before each
+        ms = gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
+        gms, why = gpu_timing.graph_ms(torch, fn, a.repeats, warmup=1)
+        return ms, gms, why
 
-    def row(impl, B, H_kv, L, splits, ms, cache_bytes, diff, note, copy_gbps):
+    def row(impl, B, H_kv, L, splits, t, how, cache_bytes, diff, note, copy_gbps):
+        ms, gms, why = t
         gbps = cache_bytes / (ms * 1e-3) / 1e9
+        note = "; ".join(x for x in (note, why) if x)
         r = dict(pv, impl=impl, dtype="bf16", B=B, H=H, H_kv=H_kv, d=d, seqlen_k=L, page_size=P,
-                 num_splits=splits, median_ms=f"{ms:.4f}", cache_bytes=cache_bytes, gbps=f"{gbps:.1f}",
+                 num_splits=splits, median_ms=f"{ms:.4f}", graph_ms="" if gms is None else f"{gms:.4f}",
+                 how_called=how, cache_bytes=cache_bytes, gbps=f"{gbps:.1f}",
                  frac_of_copy=f"{gbps / copy_gbps:.3f}" if copy_gbps else "", repeats=a.repeats,
                  max_abs_diff="" if diff is None else f"{diff:.3e}", note=note)
         rows.append(r)
@@ -97,9 +111,10 @@ def main(argv):
     n = 1 << 31
     src = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
     dst = torch.empty_like(src)
-    ms = timed(lambda: dst.copy_(src))
-    copy_gbps = 2 * n / (ms * 1e-3) / 1e9
-    row("copy", 0, 0, 0, "", ms, 2 * n, None, "device-to-device copy of 2 GiB: bytes read + written", copy_gbps)
+    t = timed(lambda: dst.copy_(src))
+    copy_gbps = 2 * n / (t[0] * 1e-3) / 1e9
+    row("copy", 0, 0, 0, "", t, "dst.copy_(src)", 2 * n, None, "device-to-device copy of 2 GiB: bytes read + written",
+        copy_gbps)
     del src, dst
     torch.cuda.empty_cache()
 
@@ -129,78 +144,58 @@ def main(argv):
         p = decode_op.DecodeParams(B, H, Hkv, d, 1, P, L // P, B * L // P, 1.0 / math.sqrt(d), -1, -1)
         rule = lib.fa_decode_num_splits(decode_op.fa.BF16, ctypes.byref(p), L, sms)
 
+        how_ours = ("flash_attn_with_kvcache(q (B,1,H,d), k_cache, v_cache (pages,page_size,H_kv,d), cache_seqlens, "
+                    "block_table, num_splits={}, check_tables=False)")
+
         def ours(splits, t=table):
-            return decode_op.flash_attn_with_kvcache(q, kp, vp, lens, t, num_splits=splits, check_tables=False)
+            return lambda: decode_op.flash_attn_with_kvcache(q, kp, vp, lens, t, num_splits=splits, check_tables=False)
 
-        # What is timed is the launcher alone (the split and combine kernels)
-        # on tensors made once: the op's own layout changes of q and out are
-        # kernels of their own, not part of the decoding step.
-        q_bhsd = q.transpose(1, 2).contiguous()
-        o_bhsd = torch.empty_like(q_bhsd)
-        lse = torch.empty(B, H, 1, dtype=torch.float32, device=dev)
-
-        def launcher(splits, t=table):
-            nb = lib.fa_decode_workspace_bytes(ctypes.byref(p), splits)
-            ws = torch.empty(max(nb, 16), dtype=torch.uint8, device=dev)
-            x = decode_op.DecodePtrs(q_bhsd.data_ptr(), kp.data_ptr(), vp.data_ptr(), t.data_ptr(), lens.data_ptr(),
-                                     o_bhsd.data_ptr(), lse.data_ptr(), ws.data_ptr(), nb)
-            stream = torch.cuda.current_stream().cuda_stream
-
-            def fn():
-                decode_op.fa.check(lib, lib.fa_decode(decode_op.fa.BF16, ctypes.byref(p), splits, ctypes.byref(x),
-                                                      stream))
-                return o_bhsd
-            return fn, ws
-
-        base = ours(rule)
-        fn, ws = launcher(rule)
-        fn()
-        same = torch.equal(o_bhsd.transpose(1, 2), base)
-        ms = timed(fn)
-        row("ours_decode", B, Hkv, L, rule, ms, cache_bytes, 0.0,
-            f"the rule's splits ({sms} SMs, {lib.fa_decode_ctas_per_sm(decode_op.fa.BF16, d)} CTAs each)"
-            + ("" if same else "; LAUNCHER OUTPUT DIFFERS FROM THE OP'S"), copy_gbps)
+        base = ours(0)()
+        row("ours_decode", B, Hkv, L, rule, timed(ours(0)), how_ours.format(0), cache_bytes, 0.0,
+            f"the rule's splits ({sms} SMs, {lib.fa_decode_ctas_per_sm(decode_op.fa.BF16, d)} CTAs each)", copy_gbps)
         shuffled = table.view(-1)[torch.randperm(npg, device=dev)].view(B, L // P).contiguous()
-        fn, ws = launcher(rule, shuffled)
-        ms = timed(fn)
-        row("ours_decode_shuffled", B, Hkv, L, rule, ms, cache_bytes, None, "block table shuffled", copy_gbps)
+        row("ours_decode_shuffled", B, Hkv, L, rule, timed(ours(0, shuffled)), how_ours.format(0), cache_bytes,
+            None, "block table shuffled", copy_gbps)
         if Hkv == 8 and B in (1, 4) and L in (8192, 32768):
-            for s in [1, 2, 4, 8, 16, 32, 64, 128]:
-                if s > max(1, (L // 64) // 2) and s > 1:
+            for sp in [1, 2, 4, 8, 16, 32, 64, 128]:
+                if sp > max(1, (L // 64) // 2) and sp > 1:
                     break
-                fn, ws = launcher(s)
-                ms = timed(fn)
-                diff = (fn().transpose(1, 2).float() - base.float()).abs().max().item()
-                row("ours_splits", B, Hkv, L, s, ms, cache_bytes, diff, "the rule's" if s == rule else "", copy_gbps)
-            fn, ws = launcher(rule)
-        qh = q.transpose(1, 2)                          # (B, H, 1, d)
-        kh, vh = kd.transpose(1, 2), vd.transpose(1, 2)  # (B, H_kv, L, d), strided views of the same bytes
+                diff = (ours(sp)().float() - base.float()).abs().max().item()
+                row("ours_splits", B, Hkv, L, sp, timed(ours(sp)), how_ours.format(sp), cache_bytes, diff,
+                    "the rule's" if sp == rule else "", copy_gbps)
+        # SDPA's preferred layout, made once: q (B, H, 1, d), K, V (B, H_kv, L, d) contiguous
+        qh = q.transpose(1, 2).contiguous()
+        kh, vh = kd.transpose(1, 2).contiguous(), vd.transpose(1, 2).contiguous()
         for name, be in backends:
             if name == "sdpa_math" and cache_bytes > 2e9:
                 continue
-            note, fn = "enable_gqa", None
+            impl, kk, vv, gqa = name, kh, vh, True
+            how = f"scaled_dot_product_attention(q (B,H,1,d), k, v (B,H_kv,L,d) contiguous, enable_gqa=True) " \
+                  f"in sdpa_kernel({be.name})"
             try:
                 with sdpa_kernel(be):
-                    out = F.scaled_dot_product_attention(qh, kh, vh, enable_gqa=True)
-                fn = lambda be=be: _sdpa(F, sdpa_kernel, be, qh, kh, vh, True)  # noqa: E731
+                    out = F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=True)
             except RuntimeError:
                 if cache_bytes * H / Hkv > a.max_cache_gb * 1e9 or Hkv == H:
                     print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
                     continue
-                ke, ve = kh.repeat_interleave(H // Hkv, dim=1), vh.repeat_interleave(H // Hkv, dim=1)
+                impl, gqa = name + "_expanded", False
+                kk, vv = kh.repeat_interleave(H // Hkv, dim=1), vh.repeat_interleave(H // Hkv, dim=1)
+                how = f"scaled_dot_product_attention(q (B,H,1,d), k, v expanded to (B,H,L,d)) in sdpa_kernel({be.name})"
                 try:
                     with sdpa_kernel(be):
-                        out = F.scaled_dot_product_attention(qh, ke, ve)
+                        out = F.scaled_dot_product_attention(qh, kk, vv)
                 except RuntimeError:
                     print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
-                    del ke, ve
+                    del kk, vv
                     continue
-                note = f"K, V expanded to {H} heads (moves {H // Hkv}x the cache's bytes)"
-                fn = lambda be=be, ke=ke, ve=ve: _sdpa(F, sdpa_kernel, be, qh, ke, ve, False)  # noqa: E731
-            ms = timed(fn)
+            with sdpa_kernel(be):
+                t = timed(lambda kk=kk, vv=vv, gqa=gqa: F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=gqa))
             diff = (out.transpose(1, 2).float() - base.float()).abs().max().item()
-            row(name, B, Hkv, L, "", ms, cache_bytes, diff, note, copy_gbps)
-            del fn, out
+            row(impl, B, Hkv, L, "", t, how, cache_bytes, diff,
+                f"K, V expanded to {H} heads (moves {H // Hkv}x the cache's bytes)" if not gqa else "", copy_gbps)
+            del out, kk, vv
+        del kh, vh, qh
         del kd, vd, kp, vp, q, base
         torch.cuda.empty_cache()
 
@@ -209,12 +204,6 @@ def main(argv):
         gpu_timing.write_rows(a.csv, COLUMNS, rows, lambda r, c: _csv(r[c]))
         print(f"bench_decode.py: wrote {a.csv}")
     return 0
-
-
-def _sdpa(F, sdpa_kernel, be, q, k, v, gqa):
-    with sdpa_kernel(be):
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa) if gqa else \
-            F.scaled_dot_product_attention(q, k, v)
 
 
 def _csv(x):

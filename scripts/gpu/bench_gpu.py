@@ -59,7 +59,7 @@ except ImportError:
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DTYPES = {"fp32": ("float32", fa.FP32), "fp16": ("float16", fa.FP16), "bf16": ("bfloat16", fa.BF16)}
 HEADER = ("gpu,driver,cuda,torch,cudnn,commit,date,command,impl,pass,dtype,causal,B,H,N,d,"
-          "median_ms,tflops,repeats,max_abs_diff,note")
+          "median_ms,tflops,repeats,max_abs_diff,note,graph_ms,how_called")
 PASS_FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}
 
 
@@ -154,6 +154,69 @@ class Torch:
         return self.q.grad
 
 
+def public_op():
+    """Our package's public flash_attn_func (FlashAttention's interface), or
+    None where the package does not load."""
+    for mod in ("flashattn_stages.flash_attn_interface", "flash_attn_interface"):
+        try:
+            return __import__(mod, fromlist=["flash_attn_func"]).flash_attn_func
+        except ImportError:
+            continue
+    return None
+
+
+class OpPublic:
+    """Our package's public entry, flash_attn_func, in its own preferred
+    layout (B, N, H, d), made once from the (B, H, N, d) inputs before any
+    timing; the version is the op's own choice, its layout copies (if any)
+    are part of the call; the backward through autograd, as a user calls it."""
+
+    def __init__(self, func, q, k, v, do, causal):
+        self.func, self.causal = func, causal
+        self.q, self.k, self.v = (t.transpose(1, 2).contiguous().requires_grad_(True) for t in (q, k, v))
+        self.do = do.transpose(1, 2).contiguous()
+        self.out = None
+
+    def _forward(self):
+        return self.func(self.q, self.k, self.v, causal=self.causal)
+
+    def fwd(self):
+        with torch.no_grad():
+            return self._forward().transpose(1, 2)
+
+    def bwd(self):
+        if self.out is None:
+            self.out = self._forward()
+        self.q.grad = self.k.grad = self.v.grad = None
+        self.out.backward(self.do, retain_graph=True)
+        return self.q.grad.transpose(1, 2)
+
+    def fwdbwd(self):
+        self.q.grad = self.k.grad = self.v.grad = None
+        self._forward().backward(self.do)
+        return self.q.grad.transpose(1, 2)
+
+
+# how each implementation is called (the how_called column)
+HOW = {
+    "ours": "the library's C entry fa_forward/fa_backward at this version through ctypes (python/fa.py); "
+            "q, k, v, O, dO (B,H,N,d) contiguous, O, L, dQ, dK, dV and workspace allocated once",
+    "ours_op": "flash_attn_func(q, k, v (B,N,H,d) contiguous, causal=) of our package; backward by autograd",
+    "sdpa": "torch.nn.functional.scaled_dot_product_attention(q, k, v (B,H,N,d) contiguous, is_causal=) "
+            "in sdpa_kernel({}); backward by autograd",
+    "torch_materialized": "softmax(q @ k^T * scale, masked) @ v in torch, (B,H,N,d); backward by autograd",
+}
+
+
+def how_called(name):
+    if name == "ours_op" or name == "torch_materialized":
+        return HOW[name]
+    if name.startswith("sdpa_"):
+        return HOW["sdpa"].format({"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION",
+                                   "sdpa_efficient": "EFFICIENT_ATTENTION"}.get(name, name))
+    return HOW["ours"]
+
+
 def time_ms(fn, repeats):
     """Median of per-call CUDA-event times, after 3 warm-ups, L2 flushed before
     each, at most about a second of timed calls (gpu_timing.py)."""
@@ -194,8 +257,13 @@ def impls(lib, q, k, v, do, causal, max_ws):
             out.append((info.label() + "_det",
                         lambda b=info: Ours(lib, fwd[2], b, q, k, v, do, causal, max_ws, deterministic=True),
                         None, info))
+    op = public_op()
+    if op is not None:
+        out.append(("ours_op", lambda: OpPublic(op, q, k, v, do, causal), None, None))
+    # every SDPA backend that runs the problem, each as itself
     out.append(("sdpa_flash", lambda: Torch(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal), None, None))
     out.append(("sdpa_cudnn", lambda: Torch(SDPBackend.CUDNN_ATTENTION, q, k, v, do, causal), None, None))
+    out.append(("sdpa_efficient", lambda: Torch(SDPBackend.EFFICIENT_ATTENTION, q, k, v, do, causal), None, None))
     out.append(("torch_materialized", lambda: Torch(None, q, k, v, do, causal), None, None))
     return [x for x in out if IMPL_FILTER is None or x[0] in IMPL_FILTER]
 
@@ -210,11 +278,12 @@ def bench(args, lib, prov):
             files[ps] = by_path[path]
     rows = []
 
-    def emit(impl, ps, dt, causal, B, H, N, d, ms, tflops, reps, diff, note):
+    def emit(impl, ps, dt, causal, B, H, N, d, ms, tflops, reps, diff, note, gms, how):
         cells = [prov[k] for k in ("gpu", "driver", "cuda", "torch", "cudnn", "commit", "date", "command")]
         cells += [impl, ps, dt, str(int(causal)), str(B), str(H), str(N), str(d),
                   "" if ms is None else f"{ms:.4f}", "" if tflops is None else f"{tflops:.2f}",
-                  "" if reps is None else str(reps), "" if diff is None else f"{diff:.3e}", note]
+                  "" if reps is None else str(reps), "" if diff is None else f"{diff:.3e}", note,
+                  "" if gms is None else f"{gms:.4f}", how]
         line = ",".join('"' + c.replace('"', "'") + '"' if ("," in c or '"' in c) else c for c in cells)
         rows.append((impl, ps, dt, causal, N, d, tflops, note))
         if ps in files:
@@ -255,18 +324,20 @@ def bench(args, lib, prov):
                         if N > args.slow_max_n and ("_tiled" in name or "materialized" in name):
                             for ps in passes:
                                 measured.append((label(ps), ps, None, None,
-                                                 f"skipped: slow path, N > --slow-max-n {args.slow_max_n}", None))
+                                                 f"skipped: slow path, N > --slow-max-n {args.slow_max_n}", None,
+                                                 None, how_called(name0)))
                             continue
                         try:
                             obj = make()
                         except Skip as e:
                             for ps in passes:
-                                measured.append((label(ps), ps, None, None, str(e), None))
+                                measured.append((label(ps), ps, None, None, str(e), None, None, how_called(name0)))
                             continue
                         except Exception as e:
                             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                             for ps in passes:
-                                measured.append((label(ps), ps, None, None, "failed: " + msg[:160], None))
+                                measured.append((label(ps), ps, None, None, "failed: " + msg[:160], None, None,
+                                                 how_called(name0)))
                             continue
                         for ps in passes:
                             fn = getattr(obj, ps)
@@ -276,29 +347,32 @@ def bench(args, lib, prov):
                                 out = fn()
                                 torch.cuda.synchronize()
                                 ms, reps = time_ms(fn, args.repeats)
-                                measured.append((label(ps), ps, ms, reps, "", out.float().clone()))
+                                # the same call replayed from a CUDA graph: no host overhead, for every path alike
+                                gms, why = gpu_timing.graph_ms(torch, fn, args.repeats)
+                                measured.append((label(ps), ps, ms, reps, why, out.float().clone(), gms,
+                                                 how_called(name0)))
                             except Exception as e:
                                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                                 if name.startswith("sdpa") and dt == "fp32":
                                     msg = "not supported: SDPA flash/cuDNN backends take fp16/bf16 only"
                                 else:
                                     msg = "failed: " + msg[:160]
-                                measured.append((label(ps), ps, None, None, msg, None))
+                                measured.append((label(ps), ps, None, None, msg, None, None, how_called(name0)))
                         del obj
                         torch.cuda.empty_cache()
                     # accuracy on the same tensors: max |O - O_flash| (fwd) or |dQ - dQ_flash| (bwd)
                     for ps in args.passes:
                         base = {m[0]: m[5] for m in measured if m[1] == ps and m[5] is not None}
                         bname = "sdpa_flash" if "sdpa_flash" in base else "ours_v0_materialized"
-                        for name, ps2, ms, reps, note, o in measured:
+                        for name, ps2, ms, reps, note, o, gms, how in measured:
                             if ps2 != ps:
                                 continue
                             diff = None
                             if o is not None and bname in base and name != bname:
                                 diff = (o - base[bname]).abs().max().item()
-                                note = note or f"diff vs {bname}"
+                                note = "; ".join(x for x in (note, f"diff vs {bname}") if x)
                             emit(name, ps, dt, causal, B, H, N, d, ms,
-                                 None if ms is None else flops[ps] / (ms * 1e-3) / 1e12, reps, diff, note)
+                                 None if ms is None else flops[ps] / (ms * 1e-3) / 1e12, reps, diff, note, gms, how)
                     del q, k, v, do, measured
                     torch.cuda.empty_cache()
     for f in set(files.values()):
@@ -309,7 +383,7 @@ def bench(args, lib, prov):
 def summary(rows):
     """The table the reply quotes: TFLOP/s by (pass, dtype, causal, d, N) and
     our best version against the peers."""
-    names = sorted({r[0] for r in rows if r[0].startswith("ours")}) + ["sdpa_flash", "sdpa_cudnn",
+    names = sorted({r[0] for r in rows if r[0].startswith("ours")}) + ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
                                                                         "torch_materialized"]
     for ps in ("fwd", "bwd", "fwdbwd"):
         keys = sorted({(r[2], r[3], r[5], r[4]) for r in rows if r[1] == ps})
@@ -407,7 +481,7 @@ def speed_table(rows, fname, ps):
         if r["impl"] not in impls_:
             impls_.append(r["impl"])
     ours = sorted(i for i in impls_ if i.startswith("ours"))
-    peers = [i for i in ("sdpa_flash", "sdpa_cudnn", "torch_materialized") if i in impls_]
+    peers = [i for i in ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "torch_materialized") if i in impls_]
     cols = ours + peers
     out = [f"Speed, pass {ps} (TFLOP/s = {SPEED_FLOPS[ps]} / median time, halved when causal): {r0['gpu']}, "
            f"driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, cuDNN {r0['cudnn']}, commit "

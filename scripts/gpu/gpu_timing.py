@@ -8,6 +8,7 @@ bench_varlen.py, bench_op_overhead.py, train_compare.py and v3_peers.py
 
     torch = gpu_timing.torch_on_gpu("bench_decode")   # None: say so, exit 2
     ms, runs = gpu_timing.median_ms(torch, fn, repeats=15)
+    ms, why = gpu_timing.graph_ms(torch, fn, repeats=15)   # the same call replayed from a CUDA graph
 
 Timing: `warmup` calls, then up to `repeats` calls, each between two CUDA
 events with the flush outside them; stops early after 5 calls once
@@ -67,6 +68,40 @@ def median_ms(torch, fn, repeats, warmup=3, budget_ms=None):
         if budget_ms is not None and r >= 4 and sum(times) > budget_ms:
             break
     return median(times), len(times)
+
+
+def graph_ms(torch, fn, repeats, warmup=3):
+    """(median milliseconds, "") of fn() captured once into a CUDA graph and
+    replayed, L2 flushed before each replay as in median_ms: the call's
+    device time without the host's launch overhead, for every implementation
+    alike. (None, why) when fn cannot be captured (a host synchronization, an
+    allocation the caching allocator cannot serve inside the capture)."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001  (any capture failure is reported, not raised)
+        torch.cuda.synchronize()
+        return None, f"not capturable: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
+    times = []
+    for _ in range(repeats):
+        flush_l2(torch)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        graph.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+    del graph
+    return median(times), ""
 
 
 def bench_parser(doc, quick_help):
