@@ -8,8 +8,8 @@ against the dense kernels at the same total tokens, and SDPA on padded batches.
 bf16, H = 16 heads (H_kv = 16), d = 64 and 128, causal and not, B = 16
 sequences of --total (16384) tokens in all, forward and backward. Measured in
 the same run, on tensors made once:
-  ours_dense         the dense kernels (the op's choice: forward version 3,
-                     backward version 3 on Hopper) on B x N, N = total / B, in
+  ours_dense         flash_attn_func (the op's choice of version: forward 3,
+                     backward 3 on Hopper) on B x N, N = total / B, in
                      FlashAttention's (B, N, H, d) layout: the reference the
                      target is stated against
   ours_varlen_equal  the varlen kernels on the same 16 sequences of N tokens,
@@ -26,10 +26,16 @@ the same run, on tensors made once:
                      (SDPA has no varlen; without a mask the padding is
                      computed, as a padded batch would be)
   sdpa_flash_dense   SDPA flash on B x N, beside ours_dense
-Every row: median_ms of --repeats runs (CUDA events around each, the L2
-overwritten before each -- which also keeps the GPU busy while Python
-enqueues the call, so the op's Python layer is not timed; ours through the
-op's implementation functions, the argument checks left out), useful_tflops
+Ours is called through the package's public entries, each in its own
+layout (flash_attn_func on (B, S, H, d), flash_attn_varlen_func on the packed
+(total, H, d)), SDPA through scaled_dot_product_attention on (B, H, S, d)
+contiguous; every input made once before any timing; backward by autograd
+for both. Every row: median_ms of --repeats calls (CUDA events around each,
+the L2 overwritten before each -- which also keeps the GPU busy while Python
+enqueues the call), graph_ms (the same call replayed from a CUDA graph: no
+host overhead, for every row alike; empty where it cannot be captured, note
+says why), how_called, vs_padded (the packed mixed batch's useful rate over
+the padded batch's: the comparison a user who would otherwise pad makes), useful_tflops
 (FLOPs of the sequences' own rows, per sequence as the FlashAttention papers
 count them: forward 4 len^2 d H, halved when causal; backward 2.5 x, over
 median_ms: padding is not useful work), vs_dense (ours_dense's median_ms over
@@ -51,7 +57,8 @@ import gpu_timing  # noqa: E402  (scripts/)
 import provenance  # noqa: E402
 
 COLUMNS = provenance.COLUMNS + ["impl", "pass", "dtype", "d", "H", "causal", "B", "total_tokens", "max_len",
-                                "median_ms", "useful_tflops", "vs_dense", "repeats", "max_abs_diff", "lengths", "note"]
+                                "median_ms", "useful_tflops", "vs_dense", "repeats", "max_abs_diff", "lengths", "note",
+                                "graph_ms", "how_called", "vs_padded"]
 
 
 def mixed_lengths(B, total, seed=19):
@@ -79,16 +86,17 @@ def main(argv):
         return 2
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    import flash_op
-    import varlen_op
+    from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
 
     dev, bf = "cuda", torch.bfloat16
     H, B, total = 16, a.batch, a.total
     N = total // B
     prov = provenance.record(argv)
 
-    def timed(fn):   # one warm-up (plans, attributes), then the median of a.repeats, the L2 flushed before each
-        return gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
+    def timed(fn):   # (median ms, graph-replay ms or None, why not): one warm-up, a.repeats calls, the L2 flushed
+        ms = gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
+        gms, why = gpu_timing.graph_ms(torch, fn, a.repeats, warmup=1)
+        return ms, gms, why
 
     def flops(lens, d, causal, pass_):
         f = sum(4.0 * n * n * d * H * (0.5 if causal else 1.0) for n in lens)
@@ -102,9 +110,7 @@ def main(argv):
     L = max(mixed)
     t0 = time.time()
     for d in dims:
-        scale = 1.0 / math.sqrt(d)
         for causal in causals:
-            left, right = (-1, 0) if causal else (-1, -1)
             # the equal batch: dense (B, N, H, d) and the same rows packed (B N, H, d)
             q, k, v, do = (torch.randn(B, N, H, d, device=dev, dtype=bf) for _ in range(4))
             qp, kp, vp, dop = (t.reshape(B * N, H, d) for t in (q, k, v, do))
@@ -113,74 +119,81 @@ def main(argv):
             cu_mx = torch.tensor([0] + [sum(mixed[:i + 1]) for i in range(B)], dtype=torch.int32, device=dev)
             qpad, kpad, vpad, dopad = (torch.randn(B, L, H, d, device=dev, dtype=bf) for _ in range(4))
 
-            def dense_fwd(q=q, k=k, v=v):
-                return flash_op._fwd_impl(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale,
-                                          left, right, True, -1, -1, False, False)
+            # our package's public entries, each in its own layout: flash_attn_func on (B, S, H, d),
+            # flash_attn_varlen_func on the packed (total, H, d); leaves made once, before any timing
+            sets = {"dense": (q, k, v, do), "equal": (qp, kp, vp, dop), "mixed": (qp, kp, vp, dop),
+                    "padded": (qpad, kpad, vpad, dopad)}
+            cu = {"equal": (cu_eq, N), "mixed": (cu_mx, L)}
 
-            def vl_fwd(q, k, v, cu, mx):
-                return varlen_op._fwd_impl(q, k, v, cu, cu, mx, mx, scale, left, right, -1, -1, False, False)
+            def op_call(kind, qq, kk, vv):
+                if kind in cu:
+                    c, mx = cu[kind]
+                    return flash_attn_varlen_func(qq, kk, vv, c, c, mx, mx, causal=causal)
+                return flash_attn_func(qq, kk, vv, causal=causal)
 
-            o_d, l_d = dense_fwd()
-            o_v, l_v = vl_fwd(qp, kp, vp, cu_eq, N)
-            o_m, l_m = vl_fwd(qp, kp, vp, cu_mx, L)
-            o_p, l_p = dense_fwd(qpad, kpad, vpad)
-            # o_d is (B, H, N, d) over (B, N, H, d) memory: its rows in the packed order
-            diff = (o_v.float() - o_d.transpose(1, 2).reshape(total, H, d).float()).abs().max().item()
+            with torch.no_grad():
+                o_d = op_call("dense", q, k, v)
+                o_v = op_call("equal", qp, kp, vp)
+            diff = (o_v.float() - o_d.reshape(total, H, d).float()).abs().max().item()
             torch.cuda.synchronize()
+            shape = {"dense": ([N] * B, B, N), "equal": ([N] * B, B, N), "mixed": (mixed, B, L), "padded": (mixed, B, L)}
             for pass_ in passes:
-                if pass_ == "fwd":
-                    impls = {
-                        "ours_dense": (lambda: dense_fwd(), [N] * B, B, N),
-                        "ours_varlen_equal": (lambda: vl_fwd(qp, kp, vp, cu_eq, N), [N] * B, B, N),
-                        "ours_varlen_mixed": (lambda: vl_fwd(qp, kp, vp, cu_mx, L), mixed, B, L),
-                        "ours_padded": (lambda: dense_fwd(qpad, kpad, vpad), mixed, B, L),
-                    }
-                else:
-                    impls = {
-                        "ours_dense": (lambda: flash_op._bwd_impl(
-                            do.transpose(1, 2), q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o_d,
-                            l_d, scale, left, right, -1, False), [N] * B, B, N),
-                        "ours_varlen_equal": (lambda: varlen_op._bwd_impl(
-                            dop, qp, kp, vp, o_v, l_v, cu_eq, cu_eq, N, N, scale, left, right, -1, False),
-                            [N] * B, B, N),
-                        "ours_varlen_mixed": (lambda: varlen_op._bwd_impl(
-                            dop, qp, kp, vp, o_m, l_m, cu_mx, cu_mx, L, L, scale, left, right, -1, False),
-                            mixed, B, L),
-                        "ours_padded": (lambda: flash_op._bwd_impl(
-                            dopad.transpose(1, 2), qpad.transpose(1, 2), kpad.transpose(1, 2),
-                            vpad.transpose(1, 2), o_p, l_p, scale, left, right, -1, False), mixed, B, L),
-                    }
-                # SDPA flash: (B, H, S, d) views, the padded batch and the equal one
+                impls = {}
+                # the padded row before the mixed one: the mixed row's vs_padded reads it
+                for kind, name in (("dense", "ours_dense"), ("equal", "ours_varlen_equal"),
+                                   ("padded", "ours_padded"), ("mixed", "ours_varlen_mixed")):
+                    qq, kk, vv, dd = sets[kind]
+                    how = ("flash_attn_varlen_func(q, k, v (total,H,d), cu_seqlens, max_seqlen, causal=)"
+                           if kind in cu else "flash_attn_func(q, k, v (B,S,H,d), causal=)")
+                    if pass_ == "fwd":
+                        def fn(kind=kind, qq=qq, kk=kk, vv=vv):
+                            with torch.no_grad():
+                                return op_call(kind, qq, kk, vv)
+                    else:
+                        qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (qq, kk, vv))
+                        og = op_call(kind, qg, kg, vg)
+                        fn = (lambda og=og, dd=dd, qg=qg, kg=kg, vg=vg:
+                              torch.autograd.grad(og, (qg, kg, vg), dd, retain_graph=True))
+                        how += "; backward by autograd"
+                    impls[name] = (fn, *shape[kind], how)
+                # SDPA flash (no varlen): its (B, H, S, d) layout, contiguous, made once; the padded
+                # batch and the equal one
                 for nm, (qq, kk, vv, dd, lens, S) in {
                         "sdpa_flash_dense": (q, k, v, do, [N] * B, N),
                         "sdpa_flash_padded": (qpad, kpad, vpad, dopad, mixed, L)}.items():
-                    qs, ks, vs = (t.transpose(1, 2).detach().requires_grad_(pass_ == "bwd") for t in (qq, kk, vv))
-                    ds = dd.transpose(1, 2)
+                    qs, ks, vs = (t.transpose(1, 2).contiguous().requires_grad_(pass_ == "bwd") for t in (qq, kk, vv))
+                    ds = dd.transpose(1, 2).contiguous()
+                    how = "scaled_dot_product_attention(q, k, v (B,H,S,d) contiguous, is_causal=) in sdpa_kernel(FLASH)"
 
                     def sd(qs=qs, ks=ks, vs=vs):
                         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                             return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
                     if pass_ == "fwd":
-                        impls[nm] = (sd, lens, B, S)
+                        impls[nm] = (sd, lens, B, S, how)
                     else:
                         os_ = sd()
                         impls[nm] = (lambda os_=os_, ds=ds, qs=qs, ks=ks, vs=vs:
-                                     torch.autograd.grad(os_, (qs, ks, vs), ds, retain_graph=True), lens, B, S)
-                t_dense = tf_dense = float("nan")
-                for impl, (fn, lens, bb, S) in impls.items():
+                                     torch.autograd.grad(os_, (qs, ks, vs), ds, retain_graph=True), lens, B, S,
+                                     how + "; backward by autograd")
+                t_dense = tf_dense = tf_padded = float("nan")
+                for impl, (fn, lens, bb, S, how) in impls.items():
                     try:
-                        ms = timed(fn)
-                        note = ""
+                        ms, gms, note = timed(fn)
                     except Exception as e:  # noqa: BLE001 (a backend that refuses: a row saying so)
-                        ms, note = float("nan"), f"failed: {str(e).splitlines()[0][:100]}"
+                        ms, gms, note = float("nan"), None, f"failed: {str(e).splitlines()[0][:100]}"
                     tf = flops(lens, d, causal, pass_) / (ms * 1e9) if ms == ms else float("nan")
                     if impl == "ours_dense":
                         t_dense, tf_dense = ms, tf
+                    if impl == "ours_padded":
+                        tf_padded = tf
                     # equal batches: time against ours_dense's; mixed and padded: useful rate
                     vs_d = tf / tf_dense if ("mixed" in impl or "padded" in impl) else t_dense / ms
                     rows.append(dict(prov, impl=impl, dtype="bf16", d=d, H=H, causal=int(causal), B=bb,
                                      total_tokens=sum(lens), max_len=S, median_ms=f"{ms:.4f}",
-                                     useful_tflops=f"{tf:.1f}", vs_dense=f"{vs_d:.3f}", repeats=a.repeats,
+                                     graph_ms="" if gms is None else f"{gms:.4f}", how_called=how,
+                                     useful_tflops=f"{tf:.1f}", vs_dense=f"{vs_d:.3f}",
+                                     vs_padded=(f"{tf / tf_padded:.3f}" if impl == "ours_varlen_mixed" else ""),
+                                     repeats=a.repeats,
                                      max_abs_diff=(f"{diff:.3g}" if impl == "ours_varlen_equal" and pass_ == "fwd"
                                                    else ""),
                                      lengths=" ".join(map(str, lens)) if "mixed" in impl or "padded" in impl else "",
