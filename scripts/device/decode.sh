@@ -18,7 +18,7 @@
 #      compute-sanitizer memcheck, racecheck, synccheck, initcheck;
 #   4. python3 tests/gpu/test_decode_op.py: the PyTorch entry against SDPA
 #      (the twice-PyTorch rule);
-#   5. make gpu-data-apps GPU_DATA=$OUT (scripts/gpu/bench_decode.py): the bandwidth
+#   5. scripts/gpu/bench_decode.py (make gpu-data-apps's first command): the bandwidth
 #      measurement (data/gpu/decode.csv to be), at most about four minutes.
 # Files under ${OUT:-/tmp}: decode.log (every command's whole output),
 # decode.csv, decode_ptxas.txt, env.txt. Standard output: FAIL and SKIP lines
@@ -57,10 +57,6 @@ fi
 cp build/decode_ptxas.txt "$OUT/decode_ptxas.txt" 2>/dev/null
 run gpu-suite sh tests/run.sh "sh tests/gpu/stage8.sh"
 run decode-op sh tests/run.sh "python3 tests/gpu/test_decode_op.py"
-if [ "${FA_PREBUILT:-0}" = 1 ]; then
-    run bench timeout 240 python3 scripts/gpu/bench_decode.py --csv "$OUT/decode.csv" --budget-s "${DECODE_BENCH_BUDGET:-180}"
-else
-    run bench timeout 240 make -s gpu-data-apps GPU_DATA="$OUT"
-fi
+run bench timeout 240 python3 scripts/gpu/bench_decode.py --csv "$OUT/decode.csv" --budget-s "${DECODE_BENCH_BUDGET:-180}"
 grep -E '^(copy|ours|sdpa)' "$log" | cut -c1-160
 say "scripts/device/decode.sh: done in $(( $(date +%s) - t_start )) s"

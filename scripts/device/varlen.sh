@@ -8,8 +8,8 @@
 # machine in the same absolute path; see docs: the binaries bake DATA_DIR)
 # it unpacks that instead of building; else make builds them here.
 #   1. the machine (env.txt);
-#   2. scripts/gpu/bench_varlen.py --csv $OUT/varlen.csv (make gpu-data-apps's
-#      command), alone on the GPU;
+#   2. scripts/gpu/bench_varlen.py --csv $OUT/varlen.csv (one of make
+#      gpu-data-apps's commands), alone on the GPU;
 #   3. at the same time, since they time nothing: tests/gpu/test_varlen_op.py,
 #      tests/gpu/test_flash_op.py (every part but the pip install), ./stage4
 #      --sweep tests and ./stage5 --sweep tests, each through tests/run.sh
