@@ -60,8 +60,14 @@ gpu-data-readme:                         ## data/gpu/README.md: the table of fil
 	python3 scripts/gpu/data_readme.py --out $(GPU_DATA)/README.md
 
 ifeq ($(GPU_MISSING),)
-gpu-data: $(GPU_DATA_TARGETS)            ## every canonical file of data/gpu/ at one commit (one H200, under 25 minutes)
-	@$(MAKE) -s gpu-data-readme
+# The parts one after another whatever -jN says (they time the one GPU), each
+# part's wall time printed; a part that fails does not stop the others, and
+# gpu-data fails after the README is written.
+gpu-data:                                ## every canonical file of data/gpu/ at one commit (one H200, under 25 minutes)
+	@rc=0; for p in $(GPU_DATA_PARTS); do t0=$$(date +%s); \
+	    $(MAKE) --no-print-directory gpu-data-$$p || { rc=1; echo "gpu-data-$$p: FAILED"; }; \
+	    echo "gpu-data-$$p: $$(( $$(date +%s) - t0 )) s"; done; \
+	$(MAKE) -s --no-print-directory gpu-data-readme; exit $$rc
 
 gpu-data-env:                            ## data/gpu/env.txt: the GPU, driver, clocks, nvcc, torch of the run
 	@mkdir -p $(GPU_DATA)
