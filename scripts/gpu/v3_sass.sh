@@ -4,7 +4,8 @@
 # engine), SYNCS (mbarrier operations), USETMAXREG (setmaxnreg), and the ones
 # that must be absent: LDL/STL (local memory: a spilled or dynamically
 # indexed register array). Needs cuobjdump and nvdisasm on the PATH.
-obj=${1:-build/stage4_v3_hopper.o}
+# (default: the first build/stage4*_v3_hopper.o, forward version 3's object)
+obj=${1:-$(ls build/stage4*_v3_hopper.o 2>/dev/null | head -n 1)}
 cuobjdump --dump-sass "$obj" | awk '
 # names: v3_kernel<T, D, STEP> as "v3 bf16 d128 step5", the test kernels shortened
 function pretty(f,    t, m, parts) {
