@@ -124,13 +124,13 @@ def describe(path):
 
 
 def study_question(readme):
-    """The first line of a study's `## Question` section."""
+    """The first paragraph of a study's `## Question` section, on one line."""
     try:
         text = open(readme).read()
     except OSError:
         return "(no README.md)"
-    m = re.search(r"^## Question\s*\n+(.+)$", text, re.M)
-    return m.group(1).strip() if m else "(no Question section)"
+    m = re.search(r"^## Question\s*\n+((?:.+\n?)+)", text, re.M)
+    return " ".join(m.group(1).split()) if m else "(no Question section)"
 
 
 def page(mk_path=MK, data=DATA):
