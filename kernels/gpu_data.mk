@@ -54,7 +54,7 @@ GPU_DATA_RAW             := io_fwd_ncu_raw.csv io_fwd_map.json io_bwd_ncu_raw.cs
 TEST_SUITES += "python3 tests/scripts_referenced.py"
 
 GPU_DATA_TARGETS := $(addprefix gpu-data-,$(GPU_DATA_PARTS))
-.PHONY: gpu-data gpu-data-readme $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
+.PHONY: gpu-data gpu-data-readme gpu-data-commit $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
 
 gpu-data-readme:                         ## data/gpu/README.md: the table of files, targets and columns, from the files (no GPU)
 	python3 scripts/gpu/data_readme.py --out $(GPU_DATA)/README.md
@@ -69,7 +69,12 @@ gpu-data:                                ## every canonical file of data/gpu/ at
 	    echo "gpu-data-$$p: $$(( $$(date +%s) - t0 )) s"; done; \
 	$(MAKE) -s --no-print-directory gpu-data-readme; exit $$rc
 
-gpu-data-env:                            ## data/gpu/env.txt: the GPU, driver, clocks, nvcc, torch of the run
+# Every file names the commit it was measured at: without .git (the lent GPU
+# machine's copy of the tree) FA_COMMIT must say it, before any work.
+gpu-data-commit:
+	@[ -n "$(FA_COMMIT)" ] || { echo "gpu-data: no commit to name: run in a git checkout or give FA_COMMIT=<commit>" >&2; exit 2; }
+
+gpu-data-env: gpu-data-commit  ## data/gpu/env.txt: the GPU, driver, clocks, nvcc, torch of the run
 	@mkdir -p $(GPU_DATA)
 	{ $(PROV_LINE) "make gpu-data-env"; \
 	  nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,clocks.mem --format=csv; nvcc --version; } \
@@ -77,7 +82,7 @@ gpu-data-env:                            ## data/gpu/env.txt: the GPU, driver, c
 
 # The GPU tests, logged (the paper quotes their counts), and ./stage4 with
 # no shape flags (the real input and two random shapes, every version).
-gpu-data-tests: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so  ## data/gpu/gpu_test.log (make gpu-test), stage4_default.csv, .log
+gpu-data-tests: gpu-data-commit stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so  ## data/gpu/gpu_test.log (make gpu-test), stage4_default.csv, .log
 	@mkdir -p $(GPU_DATA)
 	{ $(PROV_LINE) "make gpu-test"; $(MAKE) -s gpu-test; echo "exit $$?"; } > $(GPU_DATA)/gpu_test.log 2>&1
 	./stage4 --csv $(BUILD)/stage4_default.csv > $(BUILD)/stage4_default.log
@@ -87,12 +92,12 @@ gpu-data-tests: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so  ## data/g
 # The benchmarks: bf16 over the papers' grid, then fp16 at two lengths,
 # appended to the same file without its header line.
 BENCH := python3 scripts/gpu/bench_gpu.py --repeats 8
-gpu-data-bench-fwd: $(BUILD)/libfa_gpu.so  ## data/gpu/bench_fwd.csv: every forward version beside SDPA's backends, bf16 and fp16
+gpu-data-bench-fwd: gpu-data-commit $(BUILD)/libfa_gpu.so  ## data/gpu/bench_fwd.csv: every forward version beside SDPA's backends, bf16 and fp16
 	@mkdir -p $(GPU_DATA)
 	$(BENCH) --passes fwd --csv $(GPU_DATA)/bench_fwd.csv --dtypes bf16 --slow-max-n 4096
 	$(BENCH) --passes fwd --csv $(BUILD)/bench_fwd_fp16.csv --dtypes fp16 --ns 2048,8192 --slow-max-n 2048
 	tail -n +2 $(BUILD)/bench_fwd_fp16.csv | grep -v '^#' >> $(GPU_DATA)/bench_fwd.csv
-gpu-data-bench-bwd: $(BUILD)/libfa_gpu.so  ## data/gpu/bench_bwd.csv: every backward version (and forward + backward) beside SDPA's backends
+gpu-data-bench-bwd: gpu-data-commit $(BUILD)/libfa_gpu.so  ## data/gpu/bench_bwd.csv: every backward version (and forward + backward) beside SDPA's backends
 	@mkdir -p $(GPU_DATA)
 	$(BENCH) --passes bwd,fwdbwd --bwd-csv $(GPU_DATA)/bench_bwd.csv --dtypes bf16 --slow-max-n 4096
 	$(BENCH) --passes bwd,fwdbwd --bwd-csv $(BUILD)/bench_bwd_fp16.csv --dtypes fp16 --ns 2048,8192 --slow-max-n 2048
@@ -105,7 +110,7 @@ gpu-data-bench-bwd: $(BUILD)/libfa_gpu.so  ## data/gpu/bench_bwd.csv: every back
 OPCODE_METRICS := sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,launch__block_size
 OPCODE_RUN := python3 scripts/gpu/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2
 OPCODE_NCU := --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -c 1
-gpu-data-ncu: $(BUILD)/libfa_gpu.so      ## Nsight Compute: data/gpu/io_fwd.csv, io_bwd.csv, bwd_opcodes_v4.txt, bwd_opcodes_flash.txt, bwd_v4_ncu_*, hopper_ncu/
+gpu-data-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## Nsight Compute: data/gpu/io_fwd.csv, io_bwd.csv, bwd_opcodes_v4.txt, bwd_opcodes_flash.txt, bwd_v4_ncu_*, hopper_ncu/
 	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
 	set -e; mkdir -p $(GPU_DATA); \
 	NCU=$(NCU1) sh scripts/gpu/ncu_io.sh $(GPU_DATA)/io_fwd.csv fwd; \
@@ -125,7 +130,7 @@ gpu-data-ncu: $(BUILD)/libfa_gpu.so      ## Nsight Compute: data/gpu/io_fwd.csv,
 # Forward version 3's steps: tests, timings beside SDPA, sanitizers and
 # Nsight Compute, in one staged script (scripts/gpu/v3_steps.sh).
 V3_OUT := $(BUILD)/v3_out
-gpu-data-hopper:                         ## forward version 3's steps: data/gpu/v3_steps.csv, v3_tests.log, v3_sanitize.log, v3_ncu.txt
+gpu-data-hopper: gpu-data-commit  ## forward version 3's steps: data/gpu/v3_steps.csv, v3_tests.log, v3_sanitize.log, v3_ncu.txt
 	@mkdir -p $(GPU_DATA)
 	OUT=$(V3_OUT) bash scripts/gpu/v3_steps.sh
 	for f in v3_steps.csv v3_tests.log v3_sanitize.log v3_ncu.txt; do \
@@ -133,7 +138,7 @@ gpu-data-hopper:                         ## forward version 3's steps: data/gpu/
 
 # The PyTorch op: its cost per call at small shapes beside SDPA's, a small
 # transformer trained with it and with SDPA, eager and compiled.
-gpu-data-op: $(BUILD)/libfa_gpu.so       ## the op: data/gpu/op_overhead.csv, train_loss.csv, train_loss.log, train_compare.csv
+gpu-data-op: gpu-data-commit $(BUILD)/libfa_gpu.so  ## the op: data/gpu/op_overhead.csv, train_loss.csv, train_loss.log, train_compare.csv
 	@mkdir -p $(GPU_DATA)
 	python3 scripts/gpu/bench_op_overhead.py --csv $(GPU_DATA)/op_overhead.csv
 	{ $(PROV_LINE) "python3 scripts/gpu/train_compare.py --csv train_loss.csv"; \
@@ -144,7 +149,7 @@ gpu-data-op: $(BUILD)/libfa_gpu.so       ## the op: data/gpu/op_overhead.csv, tr
 # version (K centered, as given, with the dQ pass) beside SDPA's backends,
 # then stage 5's far-logit tests (their log keeps its exit status: a failed
 # test must not lose the table).
-gpu-data-apps: stage5 $(BUILD)/libfa_gpu.so  ## decode, varlen, dQ accuracy: data/gpu/decode.csv, varlen.csv, dq_accuracy.csv, dq_accuracy_stage5.log
+gpu-data-apps: gpu-data-commit stage5 $(BUILD)/libfa_gpu.so  ## decode, varlen, dQ accuracy: data/gpu/decode.csv, varlen.csv, dq_accuracy.csv, dq_accuracy_stage5.log
 	@mkdir -p $(GPU_DATA)
 	python3 scripts/gpu/bench_decode.py --csv $(GPU_DATA)/decode.csv
 	python3 scripts/gpu/bench_varlen.py --csv $(GPU_DATA)/varlen.csv

@@ -1,6 +1,6 @@
 #!/bin/bash
 # scripts/gpu/v3_steps.sh -- one call on a Hopper GPU machine (make gpu-data-hopper) that builds
-# version 3 (kernels/stage4_v3_hopper.cu), checks every step of it against
+# version 3 (kernels/stage4_fwd_v3_hopper.cu), checks every step of it against
 # the fp64 reference, times every step beside SDPA flash and cuDNN, and runs
 # compute-sanitizer and Nsight Compute on it; a compact summary comes last.
 #
@@ -31,7 +31,7 @@ set -u
 OUT=${OUT:-build/v3_out}
 mkdir -p "$OUT"
 BUDGET=${V3_BUDGET_S:-240}
-# the steps of version 3 (kernels/stage4_v3_hopper.h: FA_V3_STEPS)
+# the steps of version 3 (kernels/stage4_fwd_v3_hopper.h: FA_V3_STEPS)
 # (the header's name: the first kernels/stage4*_v3_hopper.h)
 V3_H=$(ls kernels/stage4*_v3_hopper.h | head -n 1)
 V3_O=build/$(basename "$V3_H" .h).o
