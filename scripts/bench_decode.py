@@ -46,7 +46,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 import gpu_timing  # noqa: E402  (scripts/)
 import provenance as prov  # noqa: E402
 
@@ -70,7 +69,7 @@ def main(argv):
         return 2
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    import decode_op
+    from flashattn_stages import decode_op
     t_start = time.time()
     dev = "cuda"
     dtype = torch.bfloat16

@@ -46,7 +46,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 import gpu_timing  # noqa: E402  (scripts/)
 import provenance  # noqa: E402
 
@@ -79,8 +78,7 @@ def main(argv):
         return 2
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    import flash_op
-    import varlen_op
+    from flashattn_stages import flash_op, varlen_op
 
     dev, bf = "cuda", torch.bfloat16
     H, B, total = 16, a.batch, a.total

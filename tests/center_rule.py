@@ -37,8 +37,7 @@ import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import fa  # noqa: E402
+from flashattn_stages import fa  # noqa: E402
 
 CSV = os.path.join(ROOT, "data", "gpu", "dq_accuracy.csv")
 NAMES = ("center rule: measured cost", "center rule: measured rates", "center rule: k/N per version",

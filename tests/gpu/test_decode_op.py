@@ -37,9 +37,7 @@ if not torch.cuda.is_available():
     skips.skip_all(GROUPS, "no CUDA GPU")
 if not os.path.exists(os.path.join(ROOT, "build", "libfa_gpu.so")):
     skips.skip_all(GROUPS, "build/libfa_gpu.so is not built")
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import decode_op  # noqa: E402
-import flash_op  # noqa: E402
+from flashattn_stages import decode_op, flash_op  # noqa: E402
 
 flash_op.poison_outputs = True
 DEV = "cuda"

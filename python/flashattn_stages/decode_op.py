@@ -1,8 +1,7 @@
 """decode_op.py -- stage 8's decode kernels as a PyTorch entry, shaped like
 FlashAttention's flash_attn_with_kvcache.
 
-    import sys; sys.path.insert(0, "python")          # from the repository root
-    from decode_op import flash_attn_with_kvcache
+    from flashattn_stages import flash_attn_with_kvcache
     out = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens,
                                   block_table=table, causal=True)
 
@@ -28,7 +27,7 @@ combine. Not supported (as FlashAttention's k=, v=, rotary arguments): appending
 new keys to the cache; the caller writes them into its pages first.
 
 How: the kernels of kernels/stage8_decode.cu in build/libfa_gpu.so, loaded
-once by flash_op.library() (the op's own loader: one handle for both), called
+once by fa.library() (one handle for every entry), called
 through ctypes on torch's current stream with the tensors' device pointers
 and a workspace for the partials from torch's allocator. Inference only: no
 autograd (decoding needs none).
@@ -43,69 +42,30 @@ callers that guarantee them). fa.FaError when a CUDA call fails.
 import contextlib
 import ctypes
 import math
-import os
-import sys
+
+from . import fa, flash_op   # flash_op first: it says in one line when torch is missing
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flash_op  # noqa: E402  (the op's package: its library() loads build/libfa_gpu.so)
-
-fa = flash_op.fa
 NAME = "flash_attn_with_kvcache"
 DTYPES = {torch.float16: fa.FP16, torch.bfloat16: fa.BF16}
 MAX_SPLITS = 128      # DECODE_MAX_SPLITS
 PAGE_SIZES = (256, 128, 64, 32, 16)
 
 
-class DecodeParams(ctypes.Structure):
-    """decode_params (core/decode_plan.h), field by field."""
-    _fields_ = [("B", ctypes.c_int), ("H", ctypes.c_int), ("H_kv", ctypes.c_int), ("d", ctypes.c_int),
-                ("seqlen_q", ctypes.c_int), ("page_size", ctypes.c_int), ("pages_per_seq", ctypes.c_int),
-                ("num_pages", ctypes.c_int), ("softmax_scale", ctypes.c_double),
-                ("window_size_left", ctypes.c_int), ("window_size_right", ctypes.c_int)]
-
-
-class DecodePtrs(ctypes.Structure):
-    """fa_decode_ptrs (core/fa_decode.h)."""
-    _fields_ = [("q", ctypes.c_void_p), ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
-                ("block_table", ctypes.c_void_p), ("cache_seqlens", ctypes.c_void_p), ("o", ctypes.c_void_p),
-                ("softmax_lse", ctypes.c_void_p), ("workspace", ctypes.c_void_p),
-                ("workspace_bytes", ctypes.c_size_t)]
-
-
-_LIB = None
-
+DecodeParams, DecodePtrs = fa.DecodeParams, fa.DecodePtrs
 
 
 def _new_output(shape, dtype, device):
-    """An output tensor, NaN-filled when flash_op.poison_outputs is set (the
-    tests set it, so an entry the kernels never write shows as NaN)."""
-    if flash_op.poison_outputs:
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
-    return torch.empty(shape, dtype=dtype, device=device)
+    return flash_op.new_output(shape, dtype, device)
+
 
 def library():
-    """build/libfa_gpu.so (flash_op's handle) with the decode entry points' types set."""
-    global _LIB
-    if _LIB is None:
-        try:
-            lib = flash_op.library()
-        except ValueError as e:
-            _fail(str(e).split(": ", 1)[-1])
-        i, vp, P = ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(DecodeParams)
-        try:
-            for name, args, res in [("fa_decode_check", [i, P, i], i),
-                                    ("fa_decode_workspace_bytes", [P, i], ctypes.c_size_t),
-                                    ("fa_decode_num_splits", [i, P, i, i], i),
-                                    ("fa_decode_ctas_per_sm", [i, i], i),
-                                    ("fa_decode", [i, P, i, ctypes.POINTER(DecodePtrs), vp], i)]:
-                f = getattr(lib, name)
-                f.argtypes, f.restype = args, res
-        except AttributeError:
-            _fail("build/libfa_gpu.so has no decode kernels (rebuild it: make build/libfa_gpu.so)")
-        _LIB = lib
-    return _LIB
+    """The library (fa.library(), the handle every entry shares), which must carry the decode kernels."""
+    lib = fa.library()
+    if not lib.has_decode:
+        _fail(f"{fa.library_path()} has no decode kernels (rebuild it: make build/libfa_gpu.so)")
+    return lib
 
 
 def _fail(msg):
@@ -181,7 +141,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None
         _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
     dtype_code = DTYPES[q.dtype]
     if lib.fa_decode_check(dtype_code, ctypes.byref(p), num_splits) != fa.OK:
-        _fail(lib.fa_error_string().decode())
+        _fail(fa.error_text(lib))
     qh = q.transpose(1, 2).contiguous()                       # (B, H, seqlen_q, d)
     kc, vc = kc.contiguous(), vc.contiguous()
     table, cache_seqlens = table.contiguous(), cache_seqlens.contiguous()

@@ -23,11 +23,7 @@ flash_attn_varlen_func takes sequences of different lengths packed along
 the rows (q (total_q, H, d), cu_seqlens_q int32 (B + 1,)); its op is
 varlen_op.py's, its softmax_lse (H, total_q).
 """
-try:
-    from . import flash_op, varlen_op
-except ImportError:
-    import flash_op
-    import varlen_op
+from . import flash_op, varlen_op
 
 
 def _refuse(msg):

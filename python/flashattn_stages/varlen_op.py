@@ -22,10 +22,11 @@ cu_seqlens -> dQ, dK, dV), each with a fake (meta) implementation and the
 backward registered as the forward's autograd formula, so torch.compile
 (fullgraph=True) and CUDA graphs take them as two opaque nodes. They call
 fa_forward_varlen and fa_backward_varlen of libfa_gpu.so through fa.py on
-torch's current stream; the version is the highest of the table whose row
-says `varlen` and that runs the problem (fa_check_varlen), rows that say
-`prefer` first as in flash_op (backward 3 on Hopper, then 4), chosen once
-per signature.
+torch's current stream; the version is flash_op.choose_version's (the one
+chooser of every entry) with fa_check_varlen as the test: the highest of the
+table that runs the packed problem, rows that say `prefer` first (backward 3
+on Hopper, then 4), chosen once per signature; the plans are kept per thread
+(flash_op.plan_cache), as the dense entry's are.
 
 Errors: ValueError of one line. flash_attn_varlen_func checks shapes,
 dtypes and devices of every argument, and in eager mode also the contents
@@ -39,13 +40,9 @@ core/varlen.h, but compute nothing meaningful from bad ones).
 import ctypes
 import math
 
-import torch
+from . import fa, flash_op   # flash_op first: it says in one line when torch is missing
 
-try:   # installed as the package flashattn_stages, or python/ on sys.path
-    from . import fa, flash_op
-except ImportError:
-    import fa
-    import flash_op
+import torch
 
 NS = flash_op.NAMESPACE
 
@@ -55,54 +52,25 @@ def _fail(msg):
 
 
 _NOT_READ = 16   # a non-NULL device address that fa_check_varlen never dereferences
-_PLANS = {}   # signature -> (version, params, varlen struct, ptrs, workspace bytes) or the error line
-
-
-def _choose(pass_, dt, p, vl, requested, deterministic):
-    """The version: `requested` checked, or the highest whose row says varlen,
-    those whose row says `prefer` first (flash_op.choose_version's order)."""
-    lib = flash_op.library()
-    names = {fa.FORWARD: "forward", fa.BACKWARD: "backward"}
-    rows = sorted(fa.versions(lib, pass_), key=lambda r: (-r.prefer, -r.version))
-    if requested >= 0:
-        rows = [r for r in rows if r.version == requested]
-        if not rows:
-            return f"version={requested}: the {names[pass_]} has no such version"
-    why = {}
-    for r in rows:
-        name = r.name.decode()
-        if deterministic and not r.deterministic:
-            why[name] = "no deterministic mode"
-        elif lib.fa_check_varlen(pass_, r.version, dt, ctypes.byref(p), ctypes.byref(vl)) == fa.OK:
-            return r.version
-        else:
-            why[name] = lib.fa_error_string().decode()
-    return (f"no {names[pass_]} version runs this varlen problem ("
-            + "; ".join(f"{n}: {w}" for n, w in why.items()) + ")")
 
 
 def _plan(pass_, q, k, B, max_q, max_k, scale, left, right, requested, deterministic):
+    """(version, params, varlen struct, ptrs, workspace bytes, dtype) of this
+    signature, from this thread's cache (flash_op.plan_cache("varlen"))."""
     total_q, H, d = q.shape
     total_k, H_kv = k.shape[0], k.shape[1]
     dt = flash_op.DTYPE_CODES[q.dtype]
     key = (pass_, dt, B, H, H_kv, total_q, total_k, max_q, max_k, d, scale, left, right, requested,
            deterministic, q.get_device())
-    pl = _PLANS.get(key)
+    plans = flash_op.plan_cache("varlen")
+    pl = plans.get(key)
     if pl is None:
         p = fa.Params(B, H, H_kv, max(max_q, 1), max(max_k, 1), d, scale, left, right)
         # the check reads no array: placeholders until a call sets the real ones
         vl = fa.Varlen(_NOT_READ, _NOT_READ, total_q, total_k)
-        got = _choose(pass_, dt, p, vl, requested, deterministic)
-        if isinstance(got, str):
-            pl = got
-        else:
-            ws = flash_op.library().fa_workspace_bytes_varlen(pass_, got, dt, ctypes.byref(p), ctypes.byref(vl))
-            pl = (got, p, vl, fa.Ptrs(), ws, dt)
-        if len(_PLANS) >= 4096:
-            _PLANS.clear()
-        _PLANS[key] = pl
-    if isinstance(pl, str):
-        _fail(pl)
+        got = flash_op.cached_version(pass_, dt, p, ("varlen",) + key, requested, deterministic, vl, _fail)
+        ws = flash_op.library().fa_workspace_bytes_varlen(pass_, got, dt, ctypes.byref(p), ctypes.byref(vl))
+        pl = plans[key] = (got, p, vl, fa.Ptrs(), ws, dt)
     return pl
 
 
@@ -131,10 +99,7 @@ def _strides(t, st):
 
 
 def _new(shape, like, dtype=None):
-    dtype = like.dtype if dtype is None else dtype
-    if flash_op.poison_outputs:
-        return torch.full(shape, float("nan"), dtype=dtype, device=like.device)
-    return torch.empty(shape, dtype=dtype, device=like.device)
+    return flash_op.new_output(shape, like.dtype if dtype is None else dtype, like.device)
 
 
 def _run(pass_, pl, flags, index):
@@ -297,7 +262,7 @@ def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
     base = both.data_ptr()
     if lib.fa_varlen_check(base, base + 4 * (B + 1), B, q.shape[0], k.shape[0], max_seqlen_q,
                            max_seqlen_k) != fa.OK:
-        _fail(lib.fa_error_string().decode())
+        _fail(fa.error_text(lib))
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
