@@ -131,7 +131,7 @@ def main(argv):
         rule = lib.fa_decode_num_splits(decode_op.fa.BF16, ctypes.byref(p), L, sms)
 
         def ours(splits, t=table):
-            return decode_op.flash_attn_with_kvcache(q, kp, vp, lens, t, num_splits=splits, check_tables=False)
+            return decode_op.kvcache_decode(q, kp, vp, lens, t, num_splits=splits, check_tables=False)
 
         # What is timed is the launcher alone (the split and combine kernels)
         # on tensors made once: the op's own layout changes of q and out are

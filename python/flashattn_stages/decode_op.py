@@ -1,30 +1,45 @@
-"""decode_op.py -- stage 8's decode kernels as a PyTorch entry, shaped like
-FlashAttention's flash_attn_with_kvcache.
+"""decode_op.py -- FlashAttention's flash_attn_with_kvcache over stage 8's decode
+kernels, and those kernels as an entry of their own (kvcache_decode).
 
     from flashattn_stages import flash_attn_with_kvcache
-    out = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens,
-                                  block_table=table, causal=True)
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lens,
+                                  rotary_cos=cos, rotary_sin=sin, causal=True)
 
-Shapes are FlashAttention's:
-  q                 (B, seqlen_q, H, d), seqlen_q 1 to 16
-  k_cache, v_cache  paged: (num_pages, page_size, H_kv, d) with block_table
-                    (B, pages_per_seq) int32, page_size a power of two in
-                    [16, 256]; or, without block_table, (B, seqlen_cache, H_kv,
-                    d), which is the same cache with pages of the largest such
-                    power of two that divides seqlen_cache, in order
-  cache_seqlens     an int or a (B,) int32 tensor: the keys of each sequence
-  out               (B, seqlen_q, H, d) in q's dtype; with
-                    return_softmax_lse=True also softmax_lse (B, H, seqlen_q)
-                    fp32 (natural log, -inf for a row that sees no key, whose
-                    out row is 0)
-dtypes float16 and bfloat16, d = 64 or 128, H a multiple of H_kv (grouped
-heads). The mask is core/mask.h's per sequence, aligned bottom-right: query i
-of sequence b sits at key i + cache_seqlens[b] - seqlen_q; causal=True is
-window_size right = 0. num_splits=0 takes the split count of
-decode_num_splits (core/decode_plan.h) for this GPU's SMs and the kernel's CTAs
-per SM; 1 runs without the
-combine. Not supported (as FlashAttention's k=, v=, rotary arguments): appending
-new keys to the cache; the caller writes them into its pages first.
+flash_attn_with_kvcache takes FlashAttention 2's arguments (release 2.8.3),
+names, order and defaults: q (B, seqlen_q, H, d); k_cache, v_cache (B_cache,
+seqlen_cache, H_kv, d), or paged (num_pages, page_size, H_kv, d) with
+block_table (B, pages_per_seq) int32; k, v (B, seqlen_new, H_kv, d) written
+into the cache in place at rows cache_seqlens[b] .. + seqlen_new - 1 (of
+cache row cache_batch_idx[b], or through block_table), after rotary
+embedding of k when rotary_cos, rotary_sin (seqlen_ro, rotary_dim / 2) are
+given: k at positions cache_seqlens[b] + i; q likewise where causal or a
+window is set, else every query at cache_seqlens[b]; pairs (0, 1), (2, 3)
+... when rotary_interleaved, else (i, i + rotary_dim / 2); the last d -
+rotary_dim columns untouched. The keys of sequence b are then cache rows
+cache_leftpad[b] (0 without it) .. cache_seqlens[b] + seqlen_new - 1, masked
+as their own problem (core/mask.h, aligned bottom-right; causal sets
+window right = 0). cache_seqlens: an int, a (B,) int32 tensor, or None (the
+whole cache). out (B, seqlen_q, H, d); with return_softmax_lse also
+softmax_lse (B, H, seqlen_q) fp32, -inf for a row that sees no key (its out
+row 0). softcap > 0 and alibi_slopes are refused in one line.
+
+How: the rotary embedding and the cache update are torch operations here
+(exact: the same arithmetic as a reference in fp32, rounded once to the
+cache's dtype). The attention runs the decode kernels (kvcache_decode)
+where they take the problem as it stands (fa_decode_check: fp16, bf16, d 64
+or 128, at most 16 query rows, pages of 16 to 256 keys, no leftpad or batch
+index); any other problem has its keys gathered packed and runs through
+the varlen entry (varlen_op.varlen_any: every head dimension and dtype the
+dense passes take), without autograd.
+
+kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, ...)
+is the decode kernels alone: shapes as above but seqlen_q 1 to 16, fp16
+and bf16, d = 64 or 128, a paged cache with pages a power of two in [16,
+256] or, without block_table, (B, seqlen_cache, H_kv, d) with seqlen_cache a
+multiple of 16 (pages of the largest such power of two that divides it, in
+order). num_splits=0 takes the split count of decode_num_splits
+(core/decode_plan.h) for this GPU's SMs and the kernel's CTAs per SM; 1
+runs without the combine.
 
 How: the kernels of kernels/stage8_decode.cu in build/libfa_gpu.so, loaded
 once by fa.library() (one handle for every entry), called
@@ -43,7 +58,7 @@ import contextlib
 import ctypes
 import math
 
-from . import fa, flash_op   # flash_op first: it says in one line when torch is missing
+from . import fa, flash_op, varlen_op   # flash_op first: it says in one line when torch is missing
 
 import torch
 
@@ -90,10 +105,10 @@ def _as_pages(k_cache, v_cache, block_table):
     return kc, vc, table
 
 
-def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax_scale=None,
-                            causal=False, window_size=(-1, -1), num_splits=0, return_softmax_lse=False,
-                            check_tables=True):
-    """One decoding step against a (paged) KV cache; see the module's text for shapes and rules."""
+def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax_scale=None, causal=False,
+                   window_size=(-1, -1), num_splits=0, return_softmax_lse=False, check_tables=True):
+    """One decoding step of the decode kernels against a (paged) KV cache;
+    see the module's text for shapes and rules."""
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
             _fail(f"{name} must be a CUDA tensor")
@@ -155,6 +170,184 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None
         stream = torch.cuda.current_stream(q.device).cuda_stream
         fa.check(lib, lib.fa_decode(dtype_code, ctypes.byref(p), num_splits, ctypes.byref(ptrs), stream))
     out = o.transpose(1, 2).contiguous()                      # (B, seqlen_q, H, d)
+    return (out, lse) if return_softmax_lse else out
+
+
+def check_block_table(block_table, B, page_size, num_pages, cu_seqlens_k=None, lens=None):
+    """One line (ValueError) unless block_table is a (B, pages_per_seq)
+    int32 CUDA tensor whose entries for each sequence's keys (lens, or the
+    differences of cu_seqlens_k) are pages in [0, num_pages) and fit its
+    row. Reads the table and the lengths on the host."""
+    if not isinstance(block_table, torch.Tensor) or block_table.dim() != 2 or block_table.shape[0] != B \
+            or block_table.dtype != torch.int32 or not block_table.is_cuda:
+        _fail(f"block_table: expected a ({B}, pages_per_seq) int32 CUDA tensor")
+    if lens is None:
+        lens = cu_seqlens_k.long().diff()
+    lens = lens.cpu().long()
+    cap = block_table.shape[1] * page_size
+    bad = (lens > cap).nonzero()
+    if len(bad):
+        b = int(bad[0])
+        _fail(f"sequence {b} has {int(lens[b])} keys: past block_table's {block_table.shape[1]} pages "
+              f"of {page_size}")
+    t = block_table.cpu()
+    used = torch.arange(t.shape[1])[None, :] < ((lens + page_size - 1) // page_size)[:, None]
+    bad = (((t < 0) | (t >= num_pages)) & used).nonzero()
+    if len(bad):
+        b, j = (int(x) for x in bad[0])
+        _fail(f"block_table[{b}][{j}] = {int(t[b, j])}: must be a page in [0, {num_pages})")
+
+
+def apply_rotary(x, cos, sin, offsets, interleaved, per_row=True):
+    """x (B, S, heads, d) with its first rotary_dim = 2 * cos.shape[1]
+    columns rotated by the angles of rows offsets[b] + i of cos, sin
+    (seqlen_ro, rotary_dim / 2) (per_row False: row offsets[b] for every i):
+    pairs (2j, 2j + 1) when interleaved, else (j, j + rotary_dim / 2);
+    x1' = x1 cos - x2 sin, x2' = x1 sin + x2 cos in fp32, rounded once to
+    x's dtype. The other columns are x's."""
+    S, half = x.shape[1], cos.shape[1]
+    steps = torch.arange(S, device=x.device) if per_row else torch.zeros(S, dtype=torch.long, device=x.device)
+    pos = offsets.to(device=x.device, dtype=torch.long)[:, None] + steps[None, :]
+    if pos.numel() and int(pos.max()) >= cos.shape[0]:
+        _fail(f"rotary_cos has {cos.shape[0]} rows: position {int(pos.max())} needs more")
+    c = cos.float()[pos][:, :, None, :]                           # (B, S, 1, rotary_dim / 2)
+    sn = sin.float()[pos][:, :, None, :]
+    xr = x[..., :2 * half].float()
+    if interleaved:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        out = torch.stack([x1 * c - x2 * sn, x1 * sn + x2 * c], dim=-1).flatten(-2)
+    else:
+        x1, x2 = xr[..., :half], xr[..., half:]
+        out = torch.cat([x1 * c - x2 * sn, x1 * sn + x2 * c], dim=-1)
+    return torch.cat([out.to(x.dtype), x[..., 2 * half:]], dim=-1)
+
+
+def _decode_takes(lib, q, page, H_kv, pages_per_seq, num_pages, scale, left, right, leftpad, batch_idx):
+    """True when the decode kernels take this problem as it stands (fa_decode_check and the layout)."""
+    if not lib.has_decode or q.dtype not in DTYPES or leftpad is not None or batch_idx is not None:
+        return False
+    if page is None or page not in PAGE_SIZES:
+        return False
+    B, Sq, H, d = q.shape
+    p = DecodeParams(B, H, H_kv, d, Sq, page, pages_per_seq, num_pages, scale, left, right)
+    return lib.fa_decode_check(DTYPES[q.dtype], ctypes.byref(p), 1) == fa.OK
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+    """FlashAttention's flash_attn_with_kvcache: append k, v (rotated) to the
+    cache in place, then attention of q (rotated) over each sequence's keys;
+    see the module's text for shapes and rules."""
+    if softcap is not None and softcap > 0:
+        _fail(f"softcap={softcap!r}: soft-capping is not implemented, only 0.0 runs")
+    if alibi_slopes is not None:
+        _fail("alibi_slopes: ALiBi is not implemented, only None runs")
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(t, torch.Tensor) or not t.is_cuda or t.dim() != 4:
+            _fail(f"{name} must be a 4-d CUDA tensor")
+    if k_cache.shape != v_cache.shape or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        _fail(f"k_cache {tuple(k_cache.shape)} {k_cache.dtype}, v_cache {tuple(v_cache.shape)} {v_cache.dtype}: "
+              f"expected one shape and q's dtype {q.dtype}")
+    B, Sq, H, d = q.shape
+    H_kv = k_cache.shape[2]
+    if k_cache.shape[3] != d:
+        _fail(f"k_cache head dimension {k_cache.shape[3]} != q's {d}")
+    if H_kv < 1 or H % H_kv:
+        _fail(f"q has {H} heads, k_cache {H_kv}: the query heads must be a multiple of the key/value heads")
+    if (k is None) != (v is None):
+        _fail("k and v: give both or neither")
+    if not isinstance(num_splits, int) or not 0 <= num_splits <= MAX_SPLITS:
+        _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
+    dev = q.device
+    paged = block_table is not None
+    if paged:
+        num_pages, page = k_cache.shape[0], k_cache.shape[1]
+        if cache_batch_idx is not None:
+            _fail("cache_batch_idx with block_table: the table names each sequence's pages, give one or the other")
+        cap = block_table.shape[1] * page if isinstance(block_table, torch.Tensor) and block_table.dim() == 2 else 0
+    else:
+        cap = k_cache.shape[1]
+    if cache_seqlens is None:
+        cache_seqlens = cap
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((B,), cache_seqlens, dtype=torch.int32, device=dev)
+    if not isinstance(cache_seqlens, torch.Tensor) or cache_seqlens.shape != (B,) or \
+            cache_seqlens.dtype != torch.int32 or cache_seqlens.device != dev:
+        _fail(f"cache_seqlens: expected an int or a ({B},) int32 tensor on {dev}")
+    for name, t in (("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
+        if t is not None and (not isinstance(t, torch.Tensor) or t.shape != (B,) or t.dtype != torch.int32
+                              or t.device != dev):
+            _fail(f"{name}: expected a ({B},) int32 tensor on {dev}")
+    S_new = 0
+    if k is not None:
+        if k.dim() != 4 or k.shape != v.shape or k.shape[0] != B or k.shape[2:] != k_cache.shape[2:] \
+                or k.dtype != q.dtype or v.dtype != q.dtype:
+            _fail(f"k {tuple(k.shape)}, v {tuple(v.shape)}: expected ({B}, seqlen_new, {H_kv}, {d}) in {q.dtype}")
+        S_new = k.shape[1]
+    left, right = flash_op.window_of(causal, window_size)
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    lens = cache_seqlens.long()
+    total = lens + S_new
+    start = cache_leftpad.long() if cache_leftpad is not None else torch.zeros_like(lens)
+    host_total, host_start = total.cpu(), start.cpu()
+    bad = ((host_total > cap) | (host_start < 0) | (host_start > host_total - S_new) |
+           (host_total < S_new)).nonzero()
+    if len(bad):
+        b = int(bad[0])
+        _fail(f"sequence {b}: cache_leftpad {int(host_start[b])}, cache_seqlens {int(host_total[b]) - S_new} "
+              f"and {S_new} new keys do not fit a cache of {cap} (0 <= leftpad <= cache_seqlens, "
+              f"cache_seqlens + seqlen_new <= {cap})")
+    if cache_batch_idx is not None:
+        rows = cache_batch_idx.cpu()
+        if bool(((rows < 0) | (rows >= k_cache.shape[0])).any()):
+            _fail(f"cache_batch_idx: entries must be in [0, {k_cache.shape[0]})")
+    if paged:
+        check_block_table(block_table, B, page, num_pages, lens=host_total)
+    if rotary_cos is not None or rotary_sin is not None:
+        if rotary_cos is None or rotary_sin is None or rotary_cos.shape != rotary_sin.shape \
+                or rotary_cos.dim() != 2 or 2 * rotary_cos.shape[1] > d:
+            _fail("rotary_cos, rotary_sin: expected two (seqlen_ro, rotary_dim / 2) tensors, rotary_dim <= d")
+        per_row = causal or (left, right) != (-1, -1)
+        q = apply_rotary(q, rotary_cos, rotary_sin, lens, rotary_interleaved, per_row)
+        if k is not None:
+            k = apply_rotary(k, rotary_cos, rotary_sin, lens, rotary_interleaved)
+    with torch.no_grad():
+        if k is not None:   # the new keys and values into the cache, in place
+            cu_new = torch.arange(B + 1, device=dev, dtype=torch.long) * S_new
+            b_of = torch.repeat_interleave(torch.arange(B, device=dev), S_new)
+            pos = lens.to(dev)[b_of] + (torch.arange(B * S_new, device=dev) - cu_new[:-1][b_of])
+            if paged:
+                idx = (block_table.long()[b_of, pos // page], pos % page)
+            else:
+                row = b_of if cache_batch_idx is None else cache_batch_idx.long()[b_of]
+                idx = (row, pos)
+            k_cache.index_put_(idx, k.reshape(B * S_new, H_kv, d))
+            v_cache.index_put_(idx, v.reshape(B * S_new, H_kv, d))
+        lib = fa.library()
+        if not paged and k_cache.shape[0] == B and cap % 16 == 0:
+            page_dense = next(p for p in PAGE_SIZES if cap % p == 0)
+            takes = _decode_takes(lib, q, page_dense, H_kv, cap // page_dense, B * (cap // page_dense), scale,
+                                  left, right, cache_leftpad, cache_batch_idx)
+        elif paged:
+            takes = _decode_takes(lib, q, page, H_kv, block_table.shape[1], num_pages, scale, left, right,
+                                  cache_leftpad, None)
+        else:
+            takes = False
+        if takes:
+            out, lse = kvcache_decode(q, k_cache, v_cache, total.to(torch.int32), block_table, scale, causal,
+                                      (left, right), num_splits, True, check_tables=False)
+        else:
+            cu_k = torch.zeros(B + 1, dtype=torch.int32, device=dev)
+            cu_k[1:] = torch.cumsum(total - start, 0)
+            kp = varlen_op.gather_pages(k_cache, block_table, cu_k, start, cache_batch_idx)
+            vp = varlen_op.gather_pages(v_cache, block_table, cu_k, start, cache_batch_idx)
+            cu_q = torch.arange(B + 1, dtype=torch.int32, device=dev) * Sq
+            o, L = varlen_op.varlen_any(q.reshape(B * Sq, H, d), kp, vp, cu_q, cu_k, Sq,
+                                        int((host_total - host_start).max()) if B else 0, scale, left, right)
+            out = o.view(B, Sq, H, d)
+            lse = L.view(H, B, Sq).permute(1, 0, 2).contiguous()
     return (out, lse) if return_softmax_lse else out
 
 

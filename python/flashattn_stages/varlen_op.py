@@ -43,6 +43,7 @@ import math
 from . import fa, flash_op   # flash_op first: it says in one line when torch is missing
 
 import torch
+import torch.nn.functional as F
 
 NS = flash_op.NAMESPACE
 
@@ -274,3 +275,75 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     return varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), scale,
                       left, right, fv, bv, need, bool(deterministic))
+
+
+def _is_unsupported(e):
+    """True for the chooser's "no ... version runs this varlen problem" (not a bad argument)."""
+    return "version runs this varlen problem" in str(e)
+
+
+def _per_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, left, right, deterministic):
+    """O, L of packed q, k, v through the dense op, one sequence at a time:
+    the same numbers per sequence (each is its own problem, core/mask.h),
+    for what no varlen version runs (d above 128, fp32, a GPU without the
+    varlen kernels). Autograd goes through the slices and the concatenation.
+    Reads cu_seqlens on the host (one copy)."""
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    outs, lses = [], []
+    for b in range(len(cq) - 1):
+        qb = q[cq[b]:cq[b + 1]].unsqueeze(0).transpose(1, 2)   # (1, H, seqlen_q, d)
+        kb = k[ck[b]:ck[b + 1]].unsqueeze(0).transpose(1, 2)
+        vb = v[ck[b]:ck[b + 1]].unsqueeze(0).transpose(1, 2)
+        o, lse = flash_op.attention(qb, kb, vb, softmax_scale, left, right, False, None, deterministic)
+        outs.append(o[0].transpose(0, 1))                     # (seqlen_q, H, d)
+        lses.append(lse[0])                                   # (H, seqlen_q)
+    return torch.cat(outs, 0), torch.cat(lses, 1)
+
+
+def varlen_any(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+               left=-1, right=-1, deterministic=False):
+    """varlen_attention for every head dimension and dtype the dense op
+    takes: the varlen kernels at d itself, else at d padded with zero
+    columns up to a multiple of 64 they take (exact: a zero column adds
+    nothing to Q K^T and gives a zero output column, cut off again;
+    softmax_scale stays 1/sqrt(d)), else the dense op per sequence
+    (_per_sequence). Returns O (total_q, H, d), L (H, total_q) fp32."""
+    check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    d = q.shape[2]
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    for d_run in [d] + [m for m in (64, 128) if m > d]:
+        pad = (0, d_run - d)
+        try:
+            o, lse = varlen_attention(*(F.pad(t, pad) if d_run > d else t for t in (q, k, v)), cu_seqlens_q,
+                                      cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, left, right, None,
+                                      deterministic)
+        except ValueError as e:
+            if not _is_unsupported(e):
+                raise
+            continue
+        return (o[..., :d] if d_run > d else o), lse
+    q, k, v, scale = flash_op.autocast_and_scale(q, k, v, scale, _fail)
+    return _per_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, left, right, deterministic)
+
+
+def gather_pages(cache, block_table, cu_seqlens_k, start=None, batch_index=None):
+    """The keys (or values) of each sequence from a cache, packed
+    (total_k, H_kv, d) as cu_seqlens_k lays them out: sequence b's j-th
+    key is cache position start[b] + j (start: None for 0) of its pages,
+    block_table (B, pages_per_seq) int32 into cache (num_pages, page_size,
+    H_kv, d); without block_table, of cache[batch_index[b]] (B_cache,
+    seqlen_cache, H_kv, d), batch_index None for b. An index copy
+    (differentiable); the total is read on the host."""
+    B = cu_seqlens_k.shape[0] - 1
+    dev = cache.device
+    cu = cu_seqlens_k.to(device=dev, dtype=torch.long)
+    total = int(cu[-1])
+    seq = torch.repeat_interleave(torch.arange(B, device=dev), cu[1:] - cu[:-1], output_size=total)
+    pos = torch.arange(total, device=dev) - cu[:-1][seq]
+    if start is not None:
+        pos = pos + start.to(device=dev, dtype=torch.long)[seq]
+    if block_table is not None:
+        page = cache.shape[1]
+        return cache[block_table.to(device=dev, dtype=torch.long)[seq, pos // page], pos % page]
+    rows = seq if batch_index is None else batch_index.to(device=dev, dtype=torch.long)[seq]
+    return cache[rows, pos]

@@ -57,7 +57,7 @@ for n in mine:
     assert n == "flashattn_stages" or n.startswith("flashattn_stages."), ("a module outside the package", n)
 files = [sys.modules[n].__file__ for n in mine]
 assert len(set(files)) == len(files), ("one file loaded as two modules", mine)
-for m in (decode_op, varlen_op, flash_op, flash_attn_interface):
+for m in (decode_op, varlen_op, flash_op):
     assert m.fa is fa, (m.__name__, "has its own fa")
     assert m.fa.FaError is FaError
 for m in (decode_op, varlen_op, flash_attn_interface):
@@ -152,7 +152,7 @@ def install_check(lib):
         if r.returncode != 0:
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
             result(False, "package-install", f"pip install exited {r.returncode}: {tail[0][:200]}")
-            print(f"SKIP package-installed: nothing installed")
+            print("SKIP package-installed: nothing installed")
             return
         bad = []
         info = [d for d in os.listdir(target) if d.endswith(".dist-info")]
