@@ -169,6 +169,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 -include kernels/gpu_data.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
+-include tests/fa_suite/fa_suite.mk
 
 gpu: $(GPU_TARGETS)                      ## build the CUDA programs: stage4, stage5, build/v3_check, build/libfa_gpu.so, stage8_gpu, stage7 (with NCCL); nothing without nvcc
 
