@@ -11,9 +11,10 @@ What it does, after collection:
   1. leaves out, by parameter, exactly the cases that need what this
      project does not compute -- dropout (dropout_p > 0), ALiBi (alibi
      True), soft-capping (softcap > 0) -- and says how many, per reason;
-  2. with --fa-sample N (N > 0), keeps N of the rest, drawn with
-     random.Random(--fa-seed) from the node ids in sorted order, so the
-     same N and seed pick the same cases on every machine (0: all);
+  2. with --fa-sample N (N > 0), keeps N of the rest, spread evenly over
+     the test functions and drawn with random.Random(--fa-seed) from the
+     node ids in sorted order, so the same N and seed pick the same cases
+     on every machine (0: all);
   3. with --fa-log PATH, writes the provenance (the suite's tag, commit and
      sha256 from third_party/flash-attention/PROVENANCE; this repository's
      commit; GPU, torch, Python; the command) and, per test function, the
@@ -71,6 +72,27 @@ def _needs(item):
     return [why for why, name, on in NEEDS if name in params and on(params[name])]
 
 
+def _sample(items, n, seed):
+    """n of items, the same on every machine for one seed, spread evenly over
+    the test functions: each function's cases shuffled (node ids sorted,
+    then random.Random(seed)), then taken one per function in turn until n
+    (a function with fewer cases gives what it has)."""
+    rng = random.Random(seed)
+    by_fn = collections.defaultdict(list)
+    for it in sorted(items, key=lambda it: it.nodeid):
+        by_fn[_function(it)].append(it)
+    queues = []
+    for fn in sorted(by_fn):
+        rng.shuffle(by_fn[fn])
+        queues.append(by_fn[fn])
+    out = []
+    while len(out) < n:
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop())
+    return out
+
+
 def pytest_collection_modifyitems(session, config, items):
     st = config._fa
     keep, dropped = [], []
@@ -88,8 +110,7 @@ def pytest_collection_modifyitems(session, config, items):
             keep.append(it)
     n = config.getoption("--fa-sample")
     if 0 < n < len(keep):
-        order = sorted(keep, key=lambda it: it.nodeid)
-        chosen = set(id(it) for it in random.Random(config.getoption("--fa-seed")).sample(order, n))
+        chosen = set(id(it) for it in _sample(keep, n, config.getoption("--fa-seed")))
         for it in keep:
             if id(it) not in chosen:
                 st["not_sampled"][_function(it)] += 1

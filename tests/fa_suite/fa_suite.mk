@@ -11,7 +11,7 @@
 # Both log provenance and per-function counts to $(GPU_DATA)/ and say in one
 # line why they skip where there is no GPU, torch or suite file
 # (tests/fa_suite/run.sh). make gpu-test runs the sample as one suite line.
-FA_SUITE_SAMPLE ?= 800
+FA_SUITE_SAMPLE ?= 832
 FA_SUITE_SEED ?= 0
 FA_SUITE_ARGS = --fa-sample $(FA_SUITE_SAMPLE) --fa-seed $(FA_SUITE_SEED)
 FA_SUITE_LIB := $(if $(GPU_MISSING),,$(BUILD)/libfa_gpu.so)
