@@ -143,12 +143,7 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
         if len(bad):
             b = int(bad[0])
             _fail(f"cache_seqlens[{b}] = {int(lens[b])}: must be in [0, {cap}] ({table.shape[1]} pages of {page} keys)")
-        t = table.cpu()
-        used = torch.arange(t.shape[1])[None, :] < ((lens + page - 1) // page)[:, None]
-        bad = (((t < 0) | (t >= num_pages)) & used).nonzero()
-        if len(bad):
-            b, j = (int(x) for x in bad[0])
-            _fail(f"block_table[{b}][{j}] = {int(t[b, j])}: must be a page in [0, {num_pages})")
+        _check_pages(table, lens, page, num_pages)
     if num_splits == 0:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         num_splits = lib.fa_decode_num_splits(DTYPES[q.dtype], ctypes.byref(p), int(lens.max()) if B else 0, sms)
@@ -190,7 +185,13 @@ def check_block_table(block_table, B, page_size, num_pages, cu_seqlens_k=None, l
         b = int(bad[0])
         _fail(f"sequence {b} has {int(lens[b])} keys: past block_table's {block_table.shape[1]} pages "
               f"of {page_size}")
-    t = block_table.cpu()
+    _check_pages(block_table, lens, page_size, num_pages)
+
+
+def _check_pages(table, lens, page_size, num_pages):
+    """One line unless every entry of table (B, pages_per_seq) that holds
+    keys of its sequence (lens (B,) on the host) is a page in [0, num_pages)."""
+    t = table.cpu()
     used = torch.arange(t.shape[1])[None, :] < ((lens + page_size - 1) // page_size)[:, None]
     bad = (((t < 0) | (t >= num_pages)) & used).nonzero()
     if len(bad):
@@ -222,6 +223,40 @@ def apply_rotary(x, cos, sin, offsets, interleaved, per_row=True):
     return torch.cat([out.to(x.dtype), x[..., 2 * half:]], dim=-1)
 
 
+def _append(k_cache, v_cache, k, v, lens, block_table, cache_batch_idx):
+    """k, v (B, seqlen_new, H_kv, d) written into the caches in place at
+    positions lens[b] .. lens[b] + seqlen_new - 1 of sequence b: through
+    block_table's pages, or in cache row cache_batch_idx[b] (b without it)."""
+    B, S_new = k.shape[0], k.shape[1]
+    dev = k.device
+    b_of = torch.repeat_interleave(torch.arange(B, device=dev), S_new)
+    pos = lens.to(dev)[b_of] + torch.arange(S_new, device=dev).repeat(B)
+    if block_table is not None:
+        page = k_cache.shape[1]
+        idx = (block_table.long()[b_of, pos // page], pos % page)
+    else:
+        idx = (b_of if cache_batch_idx is None else cache_batch_idx.long()[b_of], pos)
+    k_cache.index_put_(idx, k.reshape(B * S_new, *k.shape[2:]))
+    v_cache.index_put_(idx, v.reshape(B * S_new, *v.shape[2:]))
+
+
+def _attend_packed(q, k_cache, v_cache, start, total, block_table, cache_batch_idx, scale, left, right):
+    """out (B, seqlen_q, H, d), lse (B, H, seqlen_q) of q over the keys
+    start[b] .. total[b] - 1 of each sequence's cache, gathered packed
+    (varlen_op.gather_pages) and run by the varlen entry (varlen_any)."""
+    B, Sq, H, d = q.shape
+    dev = q.device
+    n = total - start
+    cu_k = torch.zeros(B + 1, dtype=torch.int32, device=dev)
+    cu_k[1:] = torch.cumsum(n, 0)
+    kp = varlen_op.gather_pages(k_cache, block_table, cu_k, start, cache_batch_idx)
+    vp = varlen_op.gather_pages(v_cache, block_table, cu_k, start, cache_batch_idx)
+    cu_q = torch.arange(B + 1, dtype=torch.int32, device=dev) * Sq
+    o, L = varlen_op.varlen_any(q.reshape(B * Sq, H, d), kp, vp, cu_q, cu_k, Sq, int(n.max()) if B else 0,
+                                scale, left, right)
+    return o.view(B, Sq, H, d), L.view(H, B, Sq).permute(1, 0, 2).contiguous()
+
+
 def _decode_takes(lib, q, page, H_kv, pages_per_seq, num_pages, scale, left, right, leftpad, batch_idx):
     """True when the decode kernels take this problem as it stands (fa_decode_check and the layout)."""
     if not lib.has_decode or q.dtype not in DTYPES or leftpad is not None or batch_idx is not None:
@@ -240,10 +275,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     """FlashAttention's flash_attn_with_kvcache: append k, v (rotated) to the
     cache in place, then attention of q (rotated) over each sequence's keys;
     see the module's text for shapes and rules."""
-    if softcap is not None and softcap > 0:
-        _fail(f"softcap={softcap!r}: soft-capping is not implemented, only 0.0 runs")
-    if alibi_slopes is not None:
-        _fail("alibi_slopes: ALiBi is not implemented, only None runs")
+    from .flash_attn_interface import check_extras   # (that module imports this one)
+    check_extras(NAME, 0.0, softcap, alibi_slopes)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if not isinstance(t, torch.Tensor) or not t.is_cuda or t.dim() != 4:
             _fail(f"{name} must be a 4-d CUDA tensor")
@@ -314,17 +347,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if k is not None:
             k = apply_rotary(k, rotary_cos, rotary_sin, lens, rotary_interleaved)
     with torch.no_grad():
-        if k is not None:   # the new keys and values into the cache, in place
-            cu_new = torch.arange(B + 1, device=dev, dtype=torch.long) * S_new
-            b_of = torch.repeat_interleave(torch.arange(B, device=dev), S_new)
-            pos = lens.to(dev)[b_of] + (torch.arange(B * S_new, device=dev) - cu_new[:-1][b_of])
-            if paged:
-                idx = (block_table.long()[b_of, pos // page], pos % page)
-            else:
-                row = b_of if cache_batch_idx is None else cache_batch_idx.long()[b_of]
-                idx = (row, pos)
-            k_cache.index_put_(idx, k.reshape(B * S_new, H_kv, d))
-            v_cache.index_put_(idx, v.reshape(B * S_new, H_kv, d))
+        if k is not None:
+            _append(k_cache, v_cache, k, v, lens, block_table, cache_batch_idx)
         lib = fa.library()
         if not paged and k_cache.shape[0] == B and cap % 16 == 0:
             page_dense = next(p for p in PAGE_SIZES if cap % p == 0)
@@ -339,15 +363,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             out, lse = kvcache_decode(q, k_cache, v_cache, total.to(torch.int32), block_table, scale, causal,
                                       (left, right), num_splits, True, check_tables=False)
         else:
-            cu_k = torch.zeros(B + 1, dtype=torch.int32, device=dev)
-            cu_k[1:] = torch.cumsum(total - start, 0)
-            kp = varlen_op.gather_pages(k_cache, block_table, cu_k, start, cache_batch_idx)
-            vp = varlen_op.gather_pages(v_cache, block_table, cu_k, start, cache_batch_idx)
-            cu_q = torch.arange(B + 1, dtype=torch.int32, device=dev) * Sq
-            o, L = varlen_op.varlen_any(q.reshape(B * Sq, H, d), kp, vp, cu_q, cu_k, Sq,
-                                        int((host_total - host_start).max()) if B else 0, scale, left, right)
-            out = o.view(B, Sq, H, d)
-            lse = L.view(H, B, Sq).permute(1, 0, 2).contiguous()
+            out, lse = _attend_packed(q, k_cache, v_cache, start, total, block_table, cache_batch_idx, scale,
+                                      left, right)
     return (out, lse) if return_softmax_lse else out
 
 
