@@ -3,7 +3,7 @@ K by default (fa_bwd_center_cost, fa_bwd_center_auto in core/fa_gpu.h, per
 backward version), held to the H200's measurements of the centering's cost
 (data/gpu/dq_accuracy.csv, kind=time rows: each tensor-core backward with
 and without the pre-pass, bf16, B N = 16384, H d = 2048) and to what the
-header says of it, through the library's own entry points (python/fa.py;
+header says of it, through the library's own entry points (python/flashattn_stages/fa.py;
 host code, no GPU needed):
   measured  at every measured point the auto mode centers only where the
             measured cost (time_ratio - 1) is under 3%, and centers every
