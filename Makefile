@@ -10,6 +10,9 @@ CFLAGS  += -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-funct
 CPPFLAGS += -Icore -Isrc -DDATA_DIR='"$(CURDIR)/data"' -D_POSIX_C_SOURCE=200809L
 LDLIBS  += -lm
 BUILD   := build
+# The Python package flashattn_stages (python/flashattn_stages/) for every
+# test and script make runs, ahead of any installed copy.
+export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 # The harness every program links: flags, inputs, provenance, .npy files.
 HARNESS_SRCS := common outputs npy
@@ -132,7 +135,7 @@ TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test
                $(BUILD)/test_decode $(BUILD)/test_varlen "$(ASAN)/test_varlen --quick" "sh tests/emulate_decode.sh" \
                "sh tests/emulate_center.sh" "sh tests/io_mutants.sh" \
                "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/layers.py" \
-               "python3 tests/test_reference.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
+               "python3 tests/test_reference.py" "python3 tests/python/test_package.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
                "$(ASAN)/test_ring --quick" "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"
 
 # ---- measured data of the CPU stages (read by the figures and the claims) ----
@@ -166,6 +169,7 @@ setup:                                    ## the one set-up command: NumPy, Pand
 -include kernels/gpu_data.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
+-include tests/fa_suite/fa_suite.mk
 
 gpu: $(GPU_TARGETS)                      ## build the CUDA programs: stage4, stage5, build/v3_check, build/libfa_gpu.so, stage8_gpu, stage7 (with NCCL); nothing without nvcc
 

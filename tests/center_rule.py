@@ -3,7 +3,7 @@ K by default (fa_bwd_center_cost, fa_bwd_center_auto in core/fa_gpu.h, per
 backward version), held to the H200's measurements of the centering's cost
 (data/gpu/dq_accuracy.csv, kind=time rows: each tensor-core backward with
 and without the pre-pass, bf16, B N = 16384, H d = 2048) and to what the
-header says of it, through the library's own entry points (python/fa.py;
+header says of it, through the library's own entry points (python/flashattn_stages/fa.py;
 host code, no GPU needed):
   measured  at every measured point the auto mode centers only where the
             measured cost (time_ratio - 1) is under 3%, and centers every
@@ -37,8 +37,7 @@ import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import fa  # noqa: E402
+from flashattn_stages import fa  # noqa: E402
 
 CSV = os.path.join(ROOT, "data", "gpu", "dq_accuracy.csv")
 NAMES = ("center rule: measured cost", "center rule: measured rates", "center rule: k/N per version",

@@ -55,7 +55,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu"))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 import gpu_timing  # noqa: E402  (scripts/)
 import provenance as prov  # noqa: E402
 
@@ -79,7 +78,7 @@ def main(argv):
         return 2
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    import decode_op
+    from flashattn_stages import decode_op
     t_start = time.time()
     dev = "cuda"
     dtype = torch.bfloat16
@@ -144,11 +143,12 @@ def main(argv):
         p = decode_op.DecodeParams(B, H, Hkv, d, 1, P, L // P, B * L // P, 1.0 / math.sqrt(d), -1, -1)
         rule = lib.fa_decode_num_splits(decode_op.fa.BF16, ctypes.byref(p), L, sms)
 
-        how_ours = ("flash_attn_with_kvcache(q (B,1,H,d), k_cache, v_cache (pages,page_size,H_kv,d), cache_seqlens, "
-                    "block_table, num_splits={}, check_tables=False)")
+        how_ours = ("flashattn_stages.flash_attn_with_kvcache(q (B,1,H,d), k_cache, v_cache (pages,page_size,H_kv,d), "
+                    "cache_seqlens=, block_table=, num_splits={})")
 
         def ours(splits, t=table):
-            return lambda: decode_op.flash_attn_with_kvcache(q, kp, vp, lens, t, num_splits=splits, check_tables=False)
+            return lambda: decode_op.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
+                                                             num_splits=splits)
 
         base = ours(0)()
         row("ours_decode", B, Hkv, L, rule, timed(ours(0)), how_ours.format(0), cache_bytes, 0.0,

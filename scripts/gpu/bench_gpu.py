@@ -46,8 +46,7 @@ import gpu_timing   # scripts/, this script's own folder
 import provenance as prov
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))   # the binding of the C interface
-import fa  # noqa: E402
+from flashattn_stages import fa  # noqa: E402  (the binding of the C interface; PYTHONPATH=python)
 
 try:   # --tables needs no GPU and no torch
     import torch

@@ -138,8 +138,7 @@ def main(argv):
         return 2
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import flash_op
+    from flashattn_stages import flash_op
 
     def ours(q, k, v):
         return flash_op.flash_attention(q, k, v)

@@ -52,7 +52,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu"))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 import gpu_timing  # noqa: E402  (scripts/)
 import provenance  # noqa: E402
 
@@ -86,7 +85,7 @@ def main(argv):
         return 2
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
+    from flashattn_stages import flash_attn_func, flash_attn_varlen_func
 
     dev, bf = "cuda", torch.bfloat16
     H, B, total = 16, a.batch, a.total

@@ -43,9 +43,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))   # fa.py, the binding of the C interface
 sys.path.insert(0, HERE)
-import fa            # noqa: E402
+from flashattn_stages import fa  # noqa: E402
 import provenance as prov   # noqa: E402
 
 try:   # --rule-only needs neither torch nor a GPU

@@ -30,7 +30,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 
 
 def main():
@@ -55,7 +54,7 @@ def main():
                    for _ in range(4))
     causal = bool(a.causal)
     if a.impl == "ours":
-        import flash_op
+        from flashattn_stages import flash_op
 
         def fwd(q, k, v):
             return flash_op.flash_attention(q, k, v, causal=causal, accurate_dq=accurate_dq)

@@ -268,13 +268,8 @@ def attention_paths(torch, F):
 
 
 def import_op():
-    """The op: the repository's python/ (the library this checkout builds),
-    else the installed package."""
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    try:
-        import flash_op
-    except ImportError:
-        from flashattn_stages import flash_op
+    """The op: the package flashattn_stages (installed, or python/ on PYTHONPATH as make sets it)."""
+    from flashattn_stages import flash_op
     return flash_op
 
 

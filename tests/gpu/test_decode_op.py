@@ -6,7 +6,7 @@ Part of `make test` and `make gpu-test`; SKIP lines, never PASS, where torch, a
 CUDA GPU or build/libfa_gpu.so (with the decode kernels) is missing.
 
 On fresh random inputs (the seed is printed; FA_SEED=N replays), for each case
-of CASES in float16 and bfloat16: flash_attn_with_kvcache's out and
+of CASES in float16 and bfloat16: kvcache_decode's out and
 softmax_lse against reference_kvcache in float64 (SDPA's math backend per
 sequence on the dense K, V gathered from the pages, core/mask.h's mask), with
 pages in shuffled order and sequences of length 0 and 1 in the batch.
@@ -37,9 +37,7 @@ if not torch.cuda.is_available():
     skips.skip_all(GROUPS, "no CUDA GPU")
 if not os.path.exists(os.path.join(ROOT, "build", "libfa_gpu.so")):
     skips.skip_all(GROUPS, "build/libfa_gpu.so is not built")
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import decode_op  # noqa: E402
-import flash_op  # noqa: E402
+from flashattn_stages import decode_op, flash_op  # noqa: E402
 
 flash_op.poison_outputs = True
 DEV = "cuda"
@@ -83,7 +81,7 @@ def rel(x, ref):
 
 def check_case(name, dtype, args, causal, window, g):
     q, kc, vc, lens, table = args
-    out, lse = decode_op.flash_attn_with_kvcache(q, kc, vc, lens, table, causal=causal, window_size=window,
+    out, lse = decode_op.kvcache_decode(q, kc, vc, lens, table, causal=causal, window_size=window,
                                                  return_softmax_lse=True)
     ref, rlse = decode_op.reference_kvcache(q, kc, vc, lens, table, causal=causal, window_size=window)
     torch_out, _ = decode_op.reference_kvcache(q, kc, vc, lens, table, causal=causal, window_size=window,
@@ -112,7 +110,7 @@ def main():
         a = dict(q=q, k_cache=kc, v_cache=vc, cache_seqlens=lens, block_table=table)
         a.update(kw)
         try:
-            decode_op.flash_attn_with_kvcache(**a)
+            decode_op.kvcache_decode(**a)
             errs.append(f"{why}: no error")
         except ValueError as e:
             s = str(e)
@@ -138,11 +136,11 @@ def main():
                 traceback.print_exc()
         # splits: 1 vs the rule and 7; bitwise on short sequences
         q, kc, vc, lens, table = make(5, 16, 4, 2, 128, 32, 64, dtype, g, short=True)
-        o1 = decode_op.flash_attn_with_kvcache(q, kc, vc, lens, table, causal=True, num_splits=1)
-        o7 = decode_op.flash_attn_with_kvcache(q, kc, vc, lens, table, causal=True, num_splits=7)
+        o1 = decode_op.kvcache_decode(q, kc, vc, lens, table, causal=True, num_splits=1)
+        o7 = decode_op.kvcache_decode(q, kc, vc, lens, table, causal=True, num_splits=7)
         q, kc, vc, lens2, table2 = make(3, 16, 4, 2, 128, 32, 5000, dtype, g)
-        a = decode_op.flash_attn_with_kvcache(q, kc, vc, lens2, table2, num_splits=1)
-        b = decode_op.flash_attn_with_kvcache(q, kc, vc, lens2, table2, num_splits=0)
+        a = decode_op.kvcache_decode(q, kc, vc, lens2, table2, num_splits=1)
+        b = decode_op.kvcache_decode(q, kc, vc, lens2, table2, num_splits=0)
         ref, _ = decode_op.reference_kvcache(q, kc, vc, lens2, table2)
         e1, e0 = rel(a, ref), rel(b, ref)
         ok = torch.equal(o1, o7) and e0 <= max(EPS[dtype], 2 * e1)
@@ -155,9 +153,9 @@ def main():
         vd = torch.randn(B, S, 2, 64, generator=g, device=DEV).to(dtype)
         q = torch.randn(B, 1, 8, 64, generator=g, device=DEV).to(dtype)
         lens3 = torch.tensor([0, 77, 512], dtype=torch.int32, device=DEV)
-        u = decode_op.flash_attn_with_kvcache(q, kd, vd, lens3, num_splits=3)
+        u = decode_op.kvcache_decode(q, kd, vd, lens3, num_splits=3)
         t = torch.arange(B * 2, dtype=torch.int32, device=DEV).view(B, 2)
-        pg = decode_op.flash_attn_with_kvcache(q, kd.reshape(B * 2, 256, 2, 64), vd.reshape(B * 2, 256, 2, 64),
+        pg = decode_op.kvcache_decode(q, kd.reshape(B * 2, 256, 2, 64), vd.reshape(B * 2, 256, 2, 64),
                                                lens3, t, num_splits=3)
         print(f"{'PASS' if torch.equal(u, pg) else 'FAIL'} decode_op-unpaged {str(dtype)[6:]}: "
               f"(B, seqlen_cache, H_kv, d) equals the same cache as pages of 256, bitwise")

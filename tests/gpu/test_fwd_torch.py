@@ -29,8 +29,7 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import fa  # noqa: E402
+from flashattn_stages import fa  # noqa: E402
 
 try:
     import numpy as np

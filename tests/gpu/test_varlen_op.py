@@ -64,11 +64,10 @@ import sys
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 GROUPS = ["varlen-errors", "varlen-fwd", "varlen-grad", "varlen-poison", "varlen-compile"]
 
-import fa  # noqa: E402  (needs no torch)
+from flashattn_stages import fa  # noqa: E402  (needs no torch)
 
 # name: (H, H_kv, d, lens_q, lens_k (None: lens_q), causal, window_size, dtypes)
 CASES = {
@@ -145,8 +144,8 @@ if not os.path.exists(fa.library_path()):
     skip_all("build/libfa_gpu.so is not built (make build/libfa_gpu.so)")
     sys.exit(0)
 
-import flash_op  # noqa: E402
-from flash_attn_interface import flash_attn_func, flash_attn_varlen_func  # noqa: E402
+from flashattn_stages import flash_op  # noqa: E402
+from flashattn_stages.flash_attn_interface import flash_attn_func, flash_attn_varlen_func  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 EPS = {"fp16": 2.0 ** -10, "bf16": 2.0 ** -7}

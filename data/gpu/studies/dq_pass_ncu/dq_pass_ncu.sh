@@ -20,8 +20,7 @@ SHAPES="128 8192 0
 64 2048 1"
 echo "$SHAPES" | python3 -c '
 import ctypes, subprocess, sys
-sys.path.insert(0, "python")
-import fa
+from flashattn_stages import fa
 lib = fa.load()
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 print(f"# fa_bwd_dq_pass_bytes at commit {commit}; bf16, B N = 16384, H d = 2048")

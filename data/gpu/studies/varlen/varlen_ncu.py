@@ -16,7 +16,6 @@ import os
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), *[".."] * 4))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 
 
 def main():
@@ -26,8 +25,7 @@ def main():
     ap.add_argument("--impl", choices=["dense", "varlen"], required=True)
     a = ap.parse_args()
     import torch
-    import flash_op
-    import varlen_op
+    from flashattn_stages import flash_op, varlen_op
     B, N, H, d = 16, 1024, 2048 // a.d, a.d
     scale, (left, right) = 1.0 / math.sqrt(d), ((-1, 0) if a.causal else (-1, -1))
     g = torch.Generator(device="cuda").manual_seed(0)

@@ -1,14 +1,18 @@
-"""fa.py -- the one Python binding of the library's C interface
-(core/fa_gpu.h), through ctypes, for every Python tool (scripts/bench_gpu.py,
-scripts/train_compare.py, the tests) and the PyTorch op (flash_op.py beside
-it). Installed as flashattn_stages.fa (pyproject.toml); from the repository,
-with python/ on sys.path, as plain `fa`.
+"""flashattn_stages.fa -- the one Python binding of the library's C interface
+(core/fa_gpu.h, core/fa_decode.h), through ctypes, for every Python tool
+(scripts/bench_gpu.py, scripts/train_compare.py, the tests) and the PyTorch
+entries beside it (flash_op, varlen_op, decode_op). Needs no torch.
 
-It mirrors attn_params (core/attn_params.h), fa_stride, fa_ptrs and
-fa_version_info field by field, loads libfa_gpu.so, and reads the table of
-versions from the library, so a new kernel version needs no change here.
+It mirrors attn_params (core/attn_params.h), fa_stride, fa_ptrs,
+fa_version_info and decode_params field by field, loads libfa_gpu.so once
+(library(): every entry shares that handle; library_path() says where it is
+looked for), and reads the table of versions from the library, so a new
+kernel version needs no change here. Errors: FaError, the one exception
+class for what the library reports (a failed CUDA call, a library that
+cannot be loaded); the library's one-line message is its text, with any
+command-line flag it names given as the argument's name (error_text).
 
-    lib = fa.load()                       # library_path(): see there
+    lib = fa.library()                    # loaded once; fa.load(path) for another copy
     for v in fa.versions(lib, fa.FORWARD): print(v.version, v.name, v.what)
     p = fa.params(B, H, N, d, H_kv=H, seqlen_k=N, window=(-1, 0))   # causal
     fa.check(lib.fa_forward(2, fa.BF16, ctypes.byref(p), ctypes.byref(ptrs), stream))
@@ -19,9 +23,14 @@ here needs torch.
 import ctypes
 import math
 import os
+import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)   # the repository, when this file is its python/fa.py
+# the repository, when this file is its python/flashattn_stages/fa.py
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# The interface version this binding mirrors; checked against the library's
+# fa_abi_version() where the library has that entry.
+ABI_VERSION = 1
 FORWARD, BACKWARD = 0, 1
 FP32, FP16, BF16 = 0, 1, 2
 DTYPE_NAMES = {FP32: "fp32", FP16: "fp16", BF16: "bf16"}
@@ -83,19 +92,56 @@ def params(B, H, N, d, H_kv=None, seqlen_k=None, window=(-1, -1), softmax_scale=
                   window[0], window[1])
 
 
+class DecodeParams(ctypes.Structure):
+    """decode_params (core/decode_plan.h), field by field."""
+    _fields_ = [("B", ctypes.c_int), ("H", ctypes.c_int), ("H_kv", ctypes.c_int), ("d", ctypes.c_int),
+                ("seqlen_q", ctypes.c_int), ("page_size", ctypes.c_int), ("pages_per_seq", ctypes.c_int),
+                ("num_pages", ctypes.c_int), ("softmax_scale", ctypes.c_double),
+                ("window_size_left", ctypes.c_int), ("window_size_right", ctypes.c_int)]
+
+
+class DecodePtrs(ctypes.Structure):
+    """fa_decode_ptrs (core/fa_decode.h)."""
+    _fields_ = [("q", ctypes.c_void_p), ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
+                ("block_table", ctypes.c_void_p), ("cache_seqlens", ctypes.c_void_p), ("o", ctypes.c_void_p),
+                ("softmax_lse", ctypes.c_void_p), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_size_t)]
+
+
+class FaError(RuntimeError):
+    """What the library reports: a failed CUDA call, or a library that cannot be loaded."""
+
+
+class LibraryNotLoaded(FaError, OSError):
+    """The library cannot be loaded: an FaError, and the OSError ctypes raises."""
+
+
 def library_path():
-    """Where the library is: $FA_LIBRARY when set; else libfa_gpu.so beside
-    this file (the installed package carries it); else the repository's
+    """Where the library is: $FA_GPU_LIB when set; else libfa_gpu.so inside
+    the package (`pip install .` puts it there); else the repository's
     build/libfa_gpu.so (make build/libfa_gpu.so)."""
-    if os.environ.get("FA_LIBRARY"):
-        return os.environ["FA_LIBRARY"]
+    if os.environ.get("FA_GPU_LIB"):
+        return os.environ["FA_GPU_LIB"]
     here = os.path.join(HERE, "libfa_gpu.so")
     return here if os.path.exists(here) else os.path.join(ROOT, "build", "libfa_gpu.so")
 
 
 def load(path=None):
-    """The library (library_path() unless given) with every entry point's argument types set."""
-    lib = ctypes.CDLL(path or library_path())
+    """The library at `path` (library_path() unless given), every entry
+    point's argument types set, its interface version checked where it has
+    fa_abi_version. FaError of one line when it cannot be loaded."""
+    path = path or library_path()
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise LibraryNotLoaded(f"flashattn_stages: cannot load {path} (make build/libfa_gpu.so, pip install ., "
+                      f"or set FA_GPU_LIB): {str(e).splitlines()[0]}") from None
+    if hasattr(lib, "fa_abi_version"):
+        lib.fa_abi_version.argtypes, lib.fa_abi_version.restype = [], ctypes.c_int
+        got = lib.fa_abi_version()
+        if got != ABI_VERSION:
+            raise LibraryNotLoaded(f"flashattn_stages: {path} has interface version {got}, this package "
+                          f"mirrors version {ABI_VERSION}: rebuild one to match the other")
     i, vp, d, sz = ctypes.c_int, ctypes.c_void_p, ctypes.c_double, ctypes.c_size_t
     P, X, VL = ctypes.POINTER(Params), ctypes.POINTER(Ptrs), ctypes.POINTER(Varlen)
     sig = {
@@ -128,20 +174,59 @@ def load(path=None):
         "fa_marker": ([i], i),
         "fa_error_string": ([], ctypes.c_char_p),
     }
+    DP = ctypes.POINTER(DecodeParams)
+    decode = {   # present when the library carries the decode kernels (kernels/stage8_decode.cu)
+        "fa_decode_check": ([i, DP, i], i),
+        "fa_decode_workspace_bytes": ([DP, i], sz),
+        "fa_decode_num_splits": ([i, DP, i, i], i),
+        "fa_decode_ctas_per_sm": ([i, i], i),
+        "fa_decode": ([i, DP, i, ctypes.POINTER(DecodePtrs), vp], i),
+    }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
         f.argtypes, f.restype = args, res
+    lib.has_decode = all(hasattr(lib, n) for n in decode)
+    if lib.has_decode:
+        for name, (args, res) in decode.items():
+            f = getattr(lib, name)
+            f.argtypes, f.restype = args, res
     return lib
 
 
-class FaError(RuntimeError):
-    pass
+_LIB = None
+
+
+def library():
+    """The library, loaded once per process (load(library_path())): the one
+    handle the dense, varlen and decode entries share."""
+    global _LIB
+    if _LIB is None:
+        _LIB = load()
+    return _LIB
+
+
+# command-line flags a library message may name -> the argument's name
+_FLAG_NAMES = {"kernel": "version", "kv-heads": "H_kv", "batch": "B", "seqlen-k": "seqlen_k",
+               "page-size": "page_size", "splits": "num_splits"}
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?:[ =]([^\s:,]+))?")
+
+
+def error_text(lib):
+    """The library's last one-line message, with a command-line flag it
+    names (--kernel 2, --dtype fp32, --deterministic) written as the
+    argument (version=2, dtype=fp32, deterministic=True)."""
+    msg = lib.fa_error_string().decode()
+
+    def arg(m):
+        name = _FLAG_NAMES.get(m.group(1), m.group(1).replace("-", "_"))
+        return f"{name}={m.group(2) if m.group(2) is not None else 'True'}"
+    return _FLAG.sub(arg, msg)
 
 
 def check(lib, rc):
     """Raise FaError with the library's one-line message unless rc is FA_OK."""
     if rc != OK:
-        raise FaError(lib.fa_error_string().decode())
+        raise FaError(error_text(lib))
 
 
 def versions(lib, pass_):

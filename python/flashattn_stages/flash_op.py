@@ -1,8 +1,6 @@
 """flash_op.py -- the project's CUDA kernels as a PyTorch op with autograd.
 
-    from flashattn_stages import flash_attention      # installed (pip install .)
-    import sys; sys.path.insert(0, "python")          # or from the repository root:
-    from flash_op import flash_attention
+    from flashattn_stages import flash_attention      # pip install ., or PYTHONPATH=python
     o = flash_attention(q, k, v, causal=True)          # as F.scaled_dot_product_attention
     o.float().pow(2).sum().backward()                  # dQ, dK, dV from our backward
 
@@ -51,26 +49,29 @@ multiples of 16 bytes does, for any version).
 
 Errors: a ValueError of one line naming what is wrong (shape, dtype, device,
 window, a problem no kernel version runs), raised before any launch;
-fa.FaError (a RuntimeError) when a CUDA call fails. Nothing here needs a GPU
-to import; the library is looked for where fa.library_path() says.
+fa.FaError (a RuntimeError) when a CUDA call fails or the library cannot be
+loaded. Nothing here needs a GPU to import; the library is fa.library(),
+the one handle the varlen and decode entries share.
+
+What the three entries (dense here, varlen_op, decode_op) share lives here
+once: the version chooser (choose_version), the per-thread plan caches
+(plan_cache), the output allocator (new_output) and the workspace.
 """
 import ctypes
 import math
 import threading
 
-import torch
-
-try:   # installed as the package flashattn_stages, or python/ on sys.path
-    from . import fa
+try:
+    import torch
 except ImportError:
-    import fa
+    raise ImportError("flashattn_stages: the PyTorch entries need torch (pip install torch); "
+                      "flashattn_stages.fa works without it") from None
+
+from . import fa
 
 DTYPE_CODES = {torch.float32: fa.FP32, torch.float16: fa.FP16, torch.bfloat16: fa.BF16}
 PASS_NAMES = {fa.FORWARD: "forward", fa.BACKWARD: "backward"}
-# The operators' namespace: the installed package and the repository's copy
-# register under different names, so one process may import both.
-NAMESPACE = "flashattn_stages" if __package__ else "flashattn_stages_repo"
-_LIB = None
+NAMESPACE = "flashattn_stages"   # the operators' namespace: torch.ops.flashattn_stages
 # True: outputs start as NaN instead of uninitialized memory (which may hold
 # a previous call's right answer), so an element a kernel never writes shows.
 # The tests set it; it costs one fill per output.
@@ -81,16 +82,8 @@ eager_fast_path = True
 
 
 def library():
-    """libfa_gpu.so, loaded once (ValueError of one line when it is not built)."""
-    global _LIB
-    if _LIB is None:
-        path = fa.library_path()
-        try:
-            _LIB = fa.load(path)
-        except OSError as e:
-            raise ValueError(f"flash_attention: cannot load {path} (make build/libfa_gpu.so, "
-                             f"or pip install .): {str(e).splitlines()[0]}") from None
-    return _LIB
+    """libfa_gpu.so, loaded once (fa.library(); fa.FaError of one line when it cannot be)."""
+    return fa.library()
 
 
 def _fail(msg):
@@ -98,9 +91,15 @@ def _fail(msg):
 
 
 def window_of(causal, window_size):
-    """(left, right) of core/mask.h from SDPA-style arguments: causal=True means
-    right = 0 (left stays as given: (W - 1, 0) is a causal window of W keys)."""
+    """(left, right) of core/mask.h from FlashAttention's arguments:
+    window_size any pair of ints (tuple, list, a tensor of two), -1
+    unbounded; causal=True sets right = 0 whatever right was, as
+    FlashAttention does (left stays: (W - 1, 0) is a causal window of W keys)."""
     # (indexing, not a generator: torch.compile traces this function)
+    if isinstance(window_size, torch.Tensor):
+        if window_size.numel() != 2:
+            _fail(f"window_size of shape {tuple(window_size.shape)}: expected a pair (left, right)")
+        window_size = window_size.reshape(2).tolist()
     if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
         _fail(f"window_size={window_size!r}: expected a pair (left, right) of ints, -1 unbounded")
     try:
@@ -110,8 +109,6 @@ def window_of(causal, window_size):
     if left < -1 or right < -1:
         _fail(f"window_size={window_size!r}: each side is -1 (unbounded) or >= 0")
     if causal:
-        if right not in (-1, 0):
-            _fail(f"causal=True with window_size={window_size!r}: causal means right = 0")
         right = 0
     return left, right
 
@@ -139,61 +136,80 @@ def _row(pass_, version):
     return r
 
 
-def choose_version(pass_, dtype_code, p, deterministic=False):
-    """The highest-numbered version of the table (core/versions.def) that
-    runs this problem and dtype on this GPU, those whose row says `prefer`
-    first: the table numbers versions from the materialized baseline (0) up
-    through faster kernels, so the highest that accepts the problem is the
-    fastest one it has, but for a row marked faster than the numbers above
-    it (backward 3 on Hopper). ValueError listing each version's reason
-    otherwise. Not cached (see _version)."""
+def choose_version(pass_, dtype_code, p, deterministic=False, requested=-1, vl=None, fail=_fail):
+    """The version that runs this problem (p, an fa.Params; vl, an fa.Varlen
+    for packed sequences, checked by fa_check_varlen instead of
+    fa_check_supported): `requested` (>= 0) checked, or else the
+    highest-numbered version of the table (core/versions.def) that runs the
+    problem and dtype on this GPU, those whose row says `prefer` first: the
+    table numbers versions from the materialized baseline (0) up through
+    faster kernels, so the highest that accepts the problem is the fastest
+    one it has, but for a row marked faster than the numbers above it
+    (backward 3 on Hopper). One line (fail, ValueError) listing each
+    version's reason otherwise. The one chooser of the dense, varlen and
+    decode entries; not cached (the plans are)."""
     lib = library()
+    kind = "varlen problem" if vl is not None else "problem"
+
+    def runs(version):
+        if vl is not None:
+            return lib.fa_check_varlen(pass_, version, dtype_code, ctypes.byref(p), ctypes.byref(vl)) == fa.OK
+        return lib.fa_check_supported(pass_, version, dtype_code, ctypes.byref(p)) == fa.OK
+    rows = sorted(fa.versions(lib, pass_), key=lambda r: (-r.prefer, -r.version))
+    if requested >= 0:
+        row = next((r for r in rows if r.version == requested), None)
+        if row is None:
+            fail(f"version={requested}: the {PASS_NAMES[pass_]} has no such version")
+        if not runs(requested):
+            fail(f"version={requested}: {fa.error_text(lib)}")
+        if deterministic and not row.deterministic:
+            fail(f"deterministic=True: {PASS_NAMES[pass_]} version {requested} has no deterministic mode")
+        return requested
     why = {}   # version name -> the library's reason
-    for row in sorted(fa.versions(lib, pass_), key=lambda r: (-r.prefer, -r.version)):
+    for row in rows:
         name = row.name.decode()
         if deterministic and not row.deterministic:
             why[name] = "no deterministic mode"
-        elif lib.fa_check_supported(pass_, row.version, dtype_code, ctypes.byref(p)) == fa.OK:
+        elif runs(row.version):
             return row.version
         else:
-            why[name] = lib.fa_error_string().decode()
+            why[name] = fa.error_text(lib)
     if not why:
-        _fail(f"the library has no {PASS_NAMES[pass_]} version")
+        fail(f"the library has no {PASS_NAMES[pass_]} version")
     if len(set(why.values())) == 1:   # one reason for all: say it once
-        _fail(f"no {PASS_NAMES[pass_]} version runs this problem: {next(iter(why.values()))}")
-    _fail(f"no {PASS_NAMES[pass_]} version runs this problem ("
-          + "; ".join(f"{n}: {w}" for n, w in why.items()) + ")")
+        fail(f"no {PASS_NAMES[pass_]} version runs this {kind}: {next(iter(why.values()))}")
+    fail(f"no {PASS_NAMES[pass_]} version runs this {kind} ("
+         + "; ".join(f"{n}: {w}" for n, w in why.items()) + ")")
 
 
 def check_version(pass_, version, dtype_code, p, deterministic=False):
     """ValueError of one line unless `version` runs this problem here."""
-    lib = library()
-    if lib.fa_check_supported(pass_, version, dtype_code, ctypes.byref(p)) != fa.OK:
-        _fail(f"version={version}: {lib.fa_error_string().decode()}")
-    if deterministic and not lib.fa_version(pass_, version).contents.deterministic:
-        _fail(f"deterministic=True: {PASS_NAMES[pass_]} version {version} has no deterministic mode")
-    return version
+    return choose_version(pass_, dtype_code, p, deterministic, version)
 
 
 # (pass, dtype, sizes, mask, scale, deterministic, requested version, device)
 # -> the version, or the ValueError's message for a problem no version runs.
 # The choice depends on the GPU (the device index is in the key) and on
-# FA_V3_STEP, read once per signature here.
+# FA_V3_STEP, read once per signature here. Shared by the dense and varlen
+# entries (their keys differ in their first field's tag); a lock keeps the
+# size check and the insertion together across threads.
 _VERSIONS = {}
+_VERSIONS_LOCK = threading.Lock()
 _CACHE_LIMIT = 4096   # signatures kept per cache
 
 
-def _version(pass_, dt, p, key, requested, deterministic):
+def cached_version(pass_, dt, p, key, requested, deterministic, vl=None, fail=_fail):
+    """choose_version once per signature `key` (ValueError again from the cache)."""
     got = _VERSIONS.get(key)
     if got is None:
         try:
-            got = (choose_version(pass_, dt, p, deterministic) if requested < 0
-                   else check_version(pass_, requested, dt, p, deterministic))
+            got = choose_version(pass_, dt, p, deterministic, requested, vl, fail)
         except ValueError as e:
             got = str(e)
-        if len(_VERSIONS) >= _CACHE_LIMIT:
-            _VERSIONS.clear()
-        _VERSIONS[key] = got
+        with _VERSIONS_LOCK:
+            if len(_VERSIONS) >= _CACHE_LIMIT:
+                _VERSIONS.clear()
+            _VERSIONS[key] = got
     if isinstance(got, str):
         raise ValueError(got)
     return got
@@ -205,15 +221,23 @@ class _Plan:
     __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes", "strides_set")
 
 
-_tls = threading.local()   # per thread: signature -> _Plan (the structures are written per call)
+_tls = threading.local()   # per thread: signature -> plan (the structures are written per call)
 
 
-def _plans():
-    try:
-        return _tls.plans
-    except AttributeError:
-        _tls.plans = {}
-        return _tls.plans
+def plan_cache(name):
+    """This thread's plan cache `name` ("dense", "varlen"): a dict from a
+    problem's signature to its plan, whose ctypes structures each call
+    writes its pointers into, hence one per thread; cleared when it holds
+    _CACHE_LIMIT signatures (shapes that vary without end)."""
+    caches = getattr(_tls, "caches", None)
+    if caches is None:
+        caches = _tls.caches = {}
+    c = caches.get(name)
+    if c is None:
+        c = caches[name] = {}
+    elif len(c) >= _CACHE_LIMIT:
+        c.clear()
+    return c
 
 
 def _plan(pass_, q, k, scale, left, right, requested, deterministic):
@@ -223,19 +247,17 @@ def _plan(pass_, q, k, scale, left, right, requested, deterministic):
     dt = DTYPE_CODES[q.dtype]
     key = (pass_, dt, B, H, H_kv, Sq, Sk, d, scale, left, right, requested, deterministic,
            q.get_device())
-    plans = _plans()
+    plans = plan_cache("dense")
     pl = plans.get(key)
     if pl is None:
         p = _params(B, H, H_kv, Sq, Sk, d, scale, left, right)
         pl = _Plan()
-        pl.version = _version(pass_, dt, p, key, requested, deterministic)
+        pl.version = cached_version(pass_, dt, p, ("dense",) + key, requested, deterministic)
         pl.strided = bool(_row(pass_, pl.version).strided)
         pl.params, pl.ptrs = p, fa.Ptrs()
         pl.p_ref, pl.x_ref = ctypes.byref(pl.params), ctypes.byref(pl.ptrs)
         pl.ws_bytes = library().fa_workspace_bytes(pass_, pl.version, dt, pl.p_ref)
         pl.strides_set = False   # the structure's strides are all zero (contiguous)
-        if len(plans) >= _CACHE_LIMIT:   # shapes that vary without end: start again
-            plans.clear()
         plans[key] = pl
     return pl
 
@@ -311,7 +333,7 @@ def _workspace(nbytes, index, stream):
 
 def _call(pass_, pl, dt, flags, index):
     """One call of fa_forward/fa_backward on torch's current stream of GPU `index`."""
-    lib = _LIB
+    lib = fa.library()
     x = pl.ptrs
     stream = _raw_stream(index)
     if pl.ws_bytes:
@@ -337,11 +359,17 @@ def _launch(lib, pass_, pl, dt, flags, stream):
     return lib.fa_backward(pl.version, dt, pl.p_ref, pl.x_ref, flags, stream)
 
 
-def _new(shape, like, dtype=None):
-    dtype = like.dtype if dtype is None else dtype
+def new_output(shape, dtype, device):
+    """An output tensor of every entry (dense, varlen, decode): uninitialized,
+    or NaN-filled when poison_outputs is set (the tests set it, so an
+    element a kernel never writes shows)."""
     if poison_outputs:
-        return torch.full(shape, float("nan"), dtype=dtype, device=like.device)
-    return torch.empty(shape, dtype=dtype, device=like.device)
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _new(shape, like, dtype=None):
+    return new_output(shape, like.dtype if dtype is None else dtype, like.device)
 
 
 def _out_strides(q, out_bshd):

@@ -22,10 +22,11 @@ cu_seqlens -> dQ, dK, dV), each with a fake (meta) implementation and the
 backward registered as the forward's autograd formula, so torch.compile
 (fullgraph=True) and CUDA graphs take them as two opaque nodes. They call
 fa_forward_varlen and fa_backward_varlen of libfa_gpu.so through fa.py on
-torch's current stream; the version is the highest of the table whose row
-says `varlen` and that runs the problem (fa_check_varlen), rows that say
-`prefer` first as in flash_op (backward 3 on Hopper, then 4), chosen once
-per signature.
+torch's current stream; the version is flash_op.choose_version's (the one
+chooser of every entry) with fa_check_varlen as the test: the highest of the
+table that runs the packed problem, rows that say `prefer` first (backward 3
+on Hopper, then 4), chosen once per signature; the plans are kept per thread
+(flash_op.plan_cache), as the dense entry's are.
 
 Errors: ValueError of one line. flash_attn_varlen_func checks shapes,
 dtypes and devices of every argument, and in eager mode also the contents
@@ -39,13 +40,10 @@ core/varlen.h, but compute nothing meaningful from bad ones).
 import ctypes
 import math
 
-import torch
+from . import fa, flash_op   # flash_op first: it says in one line when torch is missing
 
-try:   # installed as the package flashattn_stages, or python/ on sys.path
-    from . import fa, flash_op
-except ImportError:
-    import fa
-    import flash_op
+import torch
+import torch.nn.functional as F
 
 NS = flash_op.NAMESPACE
 
@@ -55,54 +53,25 @@ def _fail(msg):
 
 
 _NOT_READ = 16   # a non-NULL device address that fa_check_varlen never dereferences
-_PLANS = {}   # signature -> (version, params, varlen struct, ptrs, workspace bytes) or the error line
-
-
-def _choose(pass_, dt, p, vl, requested, deterministic):
-    """The version: `requested` checked, or the highest whose row says varlen,
-    those whose row says `prefer` first (flash_op.choose_version's order)."""
-    lib = flash_op.library()
-    names = {fa.FORWARD: "forward", fa.BACKWARD: "backward"}
-    rows = sorted(fa.versions(lib, pass_), key=lambda r: (-r.prefer, -r.version))
-    if requested >= 0:
-        rows = [r for r in rows if r.version == requested]
-        if not rows:
-            return f"version={requested}: the {names[pass_]} has no such version"
-    why = {}
-    for r in rows:
-        name = r.name.decode()
-        if deterministic and not r.deterministic:
-            why[name] = "no deterministic mode"
-        elif lib.fa_check_varlen(pass_, r.version, dt, ctypes.byref(p), ctypes.byref(vl)) == fa.OK:
-            return r.version
-        else:
-            why[name] = lib.fa_error_string().decode()
-    return (f"no {names[pass_]} version runs this varlen problem ("
-            + "; ".join(f"{n}: {w}" for n, w in why.items()) + ")")
 
 
 def _plan(pass_, q, k, B, max_q, max_k, scale, left, right, requested, deterministic):
+    """(version, params, varlen struct, ptrs, workspace bytes, dtype) of this
+    signature, from this thread's cache (flash_op.plan_cache("varlen"))."""
     total_q, H, d = q.shape
     total_k, H_kv = k.shape[0], k.shape[1]
     dt = flash_op.DTYPE_CODES[q.dtype]
     key = (pass_, dt, B, H, H_kv, total_q, total_k, max_q, max_k, d, scale, left, right, requested,
            deterministic, q.get_device())
-    pl = _PLANS.get(key)
+    plans = flash_op.plan_cache("varlen")
+    pl = plans.get(key)
     if pl is None:
         p = fa.Params(B, H, H_kv, max(max_q, 1), max(max_k, 1), d, scale, left, right)
         # the check reads no array: placeholders until a call sets the real ones
         vl = fa.Varlen(_NOT_READ, _NOT_READ, total_q, total_k)
-        got = _choose(pass_, dt, p, vl, requested, deterministic)
-        if isinstance(got, str):
-            pl = got
-        else:
-            ws = flash_op.library().fa_workspace_bytes_varlen(pass_, got, dt, ctypes.byref(p), ctypes.byref(vl))
-            pl = (got, p, vl, fa.Ptrs(), ws, dt)
-        if len(_PLANS) >= 4096:
-            _PLANS.clear()
-        _PLANS[key] = pl
-    if isinstance(pl, str):
-        _fail(pl)
+        got = flash_op.cached_version(pass_, dt, p, ("varlen",) + key, requested, deterministic, vl, _fail)
+        ws = flash_op.library().fa_workspace_bytes_varlen(pass_, got, dt, ctypes.byref(p), ctypes.byref(vl))
+        pl = plans[key] = (got, p, vl, fa.Ptrs(), ws, dt)
     return pl
 
 
@@ -131,10 +100,7 @@ def _strides(t, st):
 
 
 def _new(shape, like, dtype=None):
-    dtype = like.dtype if dtype is None else dtype
-    if flash_op.poison_outputs:
-        return torch.full(shape, float("nan"), dtype=dtype, device=like.device)
-    return torch.empty(shape, dtype=dtype, device=like.device)
+    return flash_op.new_output(shape, like.dtype if dtype is None else dtype, like.device)
 
 
 def _run(pass_, pl, flags, index):
@@ -297,7 +263,7 @@ def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
     base = both.data_ptr()
     if lib.fa_varlen_check(base, base + 4 * (B + 1), B, q.shape[0], k.shape[0], max_seqlen_q,
                            max_seqlen_k) != fa.OK:
-        _fail(lib.fa_error_string().decode())
+        _fail(fa.error_text(lib))
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
@@ -309,3 +275,75 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     return varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), scale,
                       left, right, fv, bv, need, bool(deterministic))
+
+
+def _is_unsupported(e):
+    """True for the chooser's "no ... version runs this varlen problem" (not a bad argument)."""
+    return "version runs this varlen problem" in str(e)
+
+
+def _per_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, left, right, deterministic):
+    """O, L of packed q, k, v through the dense op, one sequence at a time:
+    the same numbers per sequence (each is its own problem, core/mask.h),
+    for what no varlen version runs (d above 128, fp32, a GPU without the
+    varlen kernels). Autograd goes through the slices and the concatenation.
+    Reads cu_seqlens on the host (one copy)."""
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    outs, lses = [], []
+    for b in range(len(cq) - 1):
+        qb = q[cq[b]:cq[b + 1]].unsqueeze(0).transpose(1, 2)   # (1, H, seqlen_q, d)
+        kb = k[ck[b]:ck[b + 1]].unsqueeze(0).transpose(1, 2)
+        vb = v[ck[b]:ck[b + 1]].unsqueeze(0).transpose(1, 2)
+        o, lse = flash_op.attention(qb, kb, vb, softmax_scale, left, right, False, None, deterministic)
+        outs.append(o[0].transpose(0, 1))                     # (seqlen_q, H, d)
+        lses.append(lse[0])                                   # (H, seqlen_q)
+    return torch.cat(outs, 0), torch.cat(lses, 1)
+
+
+def varlen_any(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+               left=-1, right=-1, deterministic=False):
+    """varlen_attention for every head dimension and dtype the dense op
+    takes: the varlen kernels at d itself, else at d padded with zero
+    columns up to a multiple of 64 they take (exact: a zero column adds
+    nothing to Q K^T and gives a zero output column, cut off again;
+    softmax_scale stays 1/sqrt(d)), else the dense op per sequence
+    (_per_sequence). Returns O (total_q, H, d), L (H, total_q) fp32."""
+    check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    d = q.shape[2]
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    for d_run in [d] + [m for m in (64, 128) if m > d]:
+        pad = (0, d_run - d)
+        try:
+            o, lse = varlen_attention(*(F.pad(t, pad) if d_run > d else t for t in (q, k, v)), cu_seqlens_q,
+                                      cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, left, right, None,
+                                      deterministic)
+        except ValueError as e:
+            if not _is_unsupported(e):
+                raise
+            continue
+        return (o[..., :d] if d_run > d else o), lse
+    q, k, v, scale = flash_op.autocast_and_scale(q, k, v, scale, _fail)
+    return _per_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, scale, left, right, deterministic)
+
+
+def gather_pages(cache, block_table, cu_seqlens_k, start=None, batch_index=None):
+    """The keys (or values) of each sequence from a cache, packed
+    (total_k, H_kv, d) as cu_seqlens_k lays them out: sequence b's j-th
+    key is cache position start[b] + j (start: None for 0) of its pages,
+    block_table (B, pages_per_seq) int32 into cache (num_pages, page_size,
+    H_kv, d); without block_table, of cache[batch_index[b]] (B_cache,
+    seqlen_cache, H_kv, d), batch_index None for b. An index copy
+    (differentiable); the total is read on the host."""
+    B = cu_seqlens_k.shape[0] - 1
+    dev = cache.device
+    cu = cu_seqlens_k.to(device=dev, dtype=torch.long)
+    total = int(cu[-1])
+    seq = torch.repeat_interleave(torch.arange(B, device=dev), cu[1:] - cu[:-1], output_size=total)
+    pos = torch.arange(total, device=dev) - cu[:-1][seq]
+    if start is not None:
+        pos = pos + start.to(device=dev, dtype=torch.long)[seq]
+    if block_table is not None:
+        page = cache.shape[1]
+        return cache[block_table.to(device=dev, dtype=torch.long)[seq, pos // page], pos % page]
+    rows = seq if batch_index is None else batch_index.to(device=dev, dtype=torch.long)[seq]
+    return cache[rows, pos]

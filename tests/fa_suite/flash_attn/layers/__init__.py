@@ -1,0 +1,1 @@
+"""flash_attn.layers of the shim (rotary only)."""
