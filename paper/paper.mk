@@ -17,7 +17,7 @@ PAPER_DIR  := $(BUILD)/paper
 FIG_DIR    := $(BUILD)/figures
 CHAPTERS   := $(sort $(wildcard chapters/*.md))
 PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-code.lua \
-                 --metadata=values:$(PAPER_DIR)/values.tsv --number-sections --resource-path=.
+                 --metadata=values:$(PAPER_DIR)/values.tsv --number-sections --toc-depth=2 --resource-path=.
 
 .PHONY: figures paper paper-data paper-solutions
 
