@@ -23,8 +23,8 @@ set grid xtics ytics mxtics mytics lc rgb "#dddddd" lw 0.5
 set key top left box opaque samplen 2 spacing 1.1
 set border lw 0.8
 # one colour per algorithm/pass, the same in every figure
-c_naive_f = "#b2182b"; c_naive_b = "#ef8a62"
-c_tiled_f = "#2166ac"; c_tiled_b = "#67a9cf"
+c_naive_f = "#b2182b"; c_naive_b = "#e66101"
+c_tiled_f = "#2166ac"; c_tiled_b = "#1a9850"
 c_other = "#4d4d4d"
 # line types 1-8 for figures that draw one line per implementation: dark,
 # distinct colours (no yellow on white)

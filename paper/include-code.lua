@@ -425,13 +425,13 @@ function Div(div)
     local roman = ({"I", "II", "III", "IV", "V", "VI"})[parts] or tostring(parts)
     part_numbers[id] = roman
     if FORMAT:match("latex") then
-      return pandoc.RawBlock("latex", "\\part{" .. title .. "}\\label{" .. id .. "}")
+      return pandoc.RawBlock("latex", "\\clearpage\\part{" .. title .. "}\\label{" .. id .. "}")
     end
     return pandoc.Header(1, pandoc.Inlines({pandoc.Str("Part " .. roman .. ". " .. title)}),
                          pandoc.Attr(id, {"unnumbered", "part"}, {{"part-number", roman}}))
   end
   if div.classes:includes("appendix") then
-    if FORMAT:match("latex") then return pandoc.RawBlock("latex", "\\appendix") end
+    if FORMAT:match("latex") then return pandoc.RawBlock("latex", "\\clearpage\\appendix") end
     return {}
   end
   if div.classes:includes("requires") then

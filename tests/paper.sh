@@ -23,7 +23,8 @@
 #      with its source (tests/paper_numbers.py), and nothing cited from
 #      outside the repository;
 #   9. every cross-reference is generated from a heading's id, none typed,
-#      none unresolved in the PDF (tests/paper_refs.py);
+#      none unresolved in the PDF (tests/paper_refs.py), and the main text
+#      names no commit and tells no run history (tests/paper_history.py);
 #  10. every quotation of the textbook is in it word for word
 #      (tests/paper_quotes.py; SKIP where the textbook is not on the machine).
 # Without pandoc or pdflatex it prints SKIP lines (`make setup` installs them).
@@ -47,6 +48,7 @@ if [ -n "$missing" ]; then
              "paper: exercises woven in" "paper: instructor's edition" "paper: no exercise answers in the learner's edition" \
              "paper: exercises in order" "paper: numbers generated or cited" \
              "paper: no typed cross-reference" "paper: cross-references resolve" \
+             "paper: no run history in the main text" \
              "paper: textbook quotations"; do
         skip "$t" "not installed:$missing (make setup)"
     done
@@ -282,6 +284,8 @@ else
 fi
 # cross-references generated, none typed, none left unresolved in the PDF
 python3 tests/paper_refs.py "$tmp/paper.txt"
+# the main text states facts about the code and data, not the runs' history
+python3 tests/paper_history.py
 
 # ---- 8. numbers generated or cited; nothing cited from outside --------------------
 out=$(python3 tests/paper_numbers.py 2>&1)

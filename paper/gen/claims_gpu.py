@@ -104,7 +104,7 @@ def h200(t):
     v0, v1 = by.get("ours_v0_materialized"), by.get("ours_v1_tiled")
     claim_text = "The IO model predicts a GPU's DRAM bytes (H200, Figure 2's shape, fp16, forward)"
     if not (v0 and v1):
-        t.row(claim_text, "our model (chapters 1 and 3)",
+        t.row(claim_text, "our model (stages 1 and 3)",
               f"not measured in this build: no Figure 2 rows in {paper_gpu.IO}", "data/gpu/")
         return
     B, H, N, d = 64, 16, 1024, 64
@@ -160,7 +160,7 @@ def h200(t):
         t.value("v0_sweep_N_lo", str(ns[0]))
         t.value("v0_sweep_N_hi", str(ns[-1]))
     l2sm = paper_gpu.fnum(v1, "l2_sm")
-    t.row(claim_text, "our IO model (chapters 1 and 3); " + QUOTES["q_fa1_theorem2"].markdown(),
+    t.row(claim_text, "our IO model (stages 1 and 3); " + QUOTES["q_fa1_theorem2"].markdown(),
           f"version 0 as measured (commit {t.values['io_fwd_commit']}, $S$ stored in fp16 by "
           f"cuBLAS): DRAM {paper_gpu.dram_of(v0) / 1e9:.2f} GB, model "
           f"{paper_gpu.fnum(v0, 'model') / 1e9:.2f} GB (today's version 0 keeps $S$ in fp32: "
