@@ -379,10 +379,11 @@ def bwd_measured(t):
         return
     t.row(f"The tiled backward on a GPU (stage 5; H200, bf16, $N \\ge$ {v['bwd_N_lo']}, {v['bwd_nshapes']} shapes)",
           "not in the chapter (its backward is NumPy on the CPU)",
-          f"version 3: {v['bwd_v3_flash']} x SDPA flash (mean {v['bwd_v3_flash_gm']}), {v['bwd_v3_cudnn']} x cuDNN; "
+          f"version 4 (mma.sync, 128 keys): {v['bwd_v3_flash']} x SDPA flash (mean {v['bwd_v3_flash_gm']}), "
+          f"{v['bwd_v3_cudnn']} x cuDNN; "
           f"version 2: {v['bwd_v2_flash']} x flash; the goal, version 2 >= 1.0 x flash, not met. "
           f"bytes the SMs request from L2 by loads and stores: {v['bwd_io_v3_sm_ratio']} x the IO "
-          f"model (v3), {v['bwd_io_v2_sm_ratio']} x (v2): the model's $\\mathrm{{d}}Q$ accumulation "
+          f"model (version 4), {v['bwd_io_v2_sm_ratio']} x (v2): the model's $\\mathrm{{d}}Q$ accumulation "
           "is done by atomic reductions, which that count leaves out", src)
 
 
