@@ -478,7 +478,7 @@ def causal(t):
 
 
 # ---------------------------------------------------------------------------
-# Masks (chapter 3b, stage 6): data/cpu/window_sweep.csv, memory_vs_n.csv,
+# Masks (chapters/14-masks.md, stage 6): data/cpu/window_sweep.csv, memory_vs_n.csv,
 # lse_error.csv, masks_property.csv, and one run of ./stage6
 # ---------------------------------------------------------------------------
 EX4_W = 256      # exercise 4's closing question: N = 4096, W = 256, Br = Bc = 64

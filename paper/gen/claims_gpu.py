@@ -131,7 +131,7 @@ def h200(t):
     if paper_gpu.fnum(v0, "model") != then or s_dtype != "fp16":
         sys.exit(f"claims.py: {paper_gpu.IO}'s version-0 row at Figure 2's shape is no longer the "
                  f"fp16-S kernel the text describes (model {paper_gpu.fnum(v0, 'model'):.0f} bytes, "
-                 f"S written by {gemm or '?'}); rewrite chapter 4's account of it")
+                 f"S written by {gemm or '?'}); rewrite the account of it in chapters/20-gpu-forward.md")
     t.value("io_fwd_commit", v0.get("commit") or "?")
     t.value("v0_gemm_then", gemm)
     t.value("v0_s_dtype_then", s_dtype)
@@ -233,7 +233,7 @@ def gpu_speed_and_traffic(t):
 
 
 # ---------------------------------------------------------------------------
-# The fault inputs of stage 5's tests (chapter 4b): what the rounding of an
+# The fault inputs of stage 5's tests (chapters/21-gpu-backward.md): what the rounding of an
 # fp32 L does to P there, from the generators' own constants
 # ---------------------------------------------------------------------------
 def _fp32_half_ulp_log2(x):
@@ -288,7 +288,7 @@ def fault_inputs(t):
 
 
 # ---------------------------------------------------------------------------
-# The PyTorch op (chapter 4b2) and version 3 (chapter 4c): the settings their
+# The PyTorch op (chapters/22-pytorch-op.md) and version 3 (chapters/23-hopper.md): the settings their
 # scripts run, and data/gpu/v3_steps.csv when present
 # ---------------------------------------------------------------------------
 @claim
@@ -368,7 +368,7 @@ def v3_measured(t):
 
 @claim
 def bwd_measured(t):
-    """What the final device run measured of the GPU backward (chapter 04b,
+    """What the final device run measured of the GPU backward (chapters/21-gpu-backward.md,
     paper/gen/paper_bwd.py): ratios to SDPA flash and cuDNN, determinism's
     cost, the bytes beside the IO model."""
     v = gen_values(t, "paper_bwd")
@@ -389,7 +389,7 @@ def bwd_measured(t):
 
 @claim
 def bwd_hopper(t):
-    """Backward version 3 on Hopper (chapter 04c2, paper/gen/paper_bwd3.py):
+    """Backward version 3 on Hopper (chapters/24-hopper-backward.md, paper/gen/paper_bwd3.py):
     the issue's targets for it, each as measured, held or missed by how much."""
     v = gen_values(t, "paper_bwd3")
     src = "data/gpu/bench_bwd.csv or data/gpu/bwd_hopper_bench.csv"
@@ -410,7 +410,7 @@ def bwd_hopper(t):
 
 @claim
 def ring(t):
-    """Stage 7 (chapter 04d): exercise 2 by the merge rule, and data/gpu/ring.csv
+    """Stage 7 (chapters/25-multi-gpu.md): exercise 2 by the merge rule, and data/gpu/ring.csv
     when present (paper/gen/paper_ring.py)."""
     import paper_ring
     gen_values(t, "paper_ring")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""paper/gen/paper_accuracy.py -- the numbers and the table of chapter 04b's
+"""paper/gen/paper_accuracy.py -- the numbers and the table of chapters/21-gpu-backward.md's
 section on dQ's accuracy when every logit sits far from zero.
 
     python3 paper/gen/paper_accuracy.py [--out DIR]   prints "key<TAB>value" lines;
