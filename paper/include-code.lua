@@ -432,7 +432,8 @@ function Div(div)
   end
   if div.classes:includes("appendix") then
     if FORMAT:match("latex") then return pandoc.RawBlock("latex", "\\clearpage\\appendix") end
-    return {}
+    -- HTML: a marker for heading_numbers, which letters the chapters after it
+    return pandoc.Div({}, pandoc.Attr("", {"appendix-start"}))
   end
   if div.classes:includes("requires") then
     local path = div.attributes["file"]
@@ -455,6 +456,7 @@ end
 -- empty link [](#id) replaced by its number.
 local function heading_numbers(blocks)
   local numbers, counts = {}, {0, 0, 0, 0, 0, 0}
+  local lettered = false   -- after the appendix marker: A, B, ... (as LaTeX's \appendix)
   local function visit(bs)
     for _, b in ipairs(bs) do
       if b.t == "Header" and b.classes:includes("part") then
@@ -465,8 +467,15 @@ local function heading_numbers(blocks)
           for l = b.level + 1, 6 do counts[l] = 0 end
           local parts_of = {}
           for l = 1, b.level do parts_of[#parts_of + 1] = tostring(counts[l]) end
+          if lettered then
+            parts_of[1] = string.char(string.byte("A") + counts[1] - 1)
+            b.attributes["number"] = table.concat(parts_of, ".")   -- the HTML writer's number
+          end
           if b.identifier ~= "" then numbers[b.identifier] = table.concat(parts_of, ".") end
         end
+      elseif b.t == "Div" and b.classes:includes("appendix-start") then
+        lettered = true
+        counts[1] = 0
       elseif b.t == "Div" then
         visit(b.content)
       end
