@@ -20,7 +20,7 @@ spaced(s) = strstrt(s, "_") ? s[1:strstrt(s, "_") - 1] . " " . spaced(s[strstrt(
 set logscale x 2
 set xrange [1448:23170]
 set xtics ("2048" 2048, "4096" 4096, "8192" 8192, "16384" 16384)
-set yrange [0:1.15]
+set yrange [0:*]   # autoscaled above: no point clipped
 set ytics 0.2
 set ylabel "backward TFLOP/s / cuDNN's"
 set bmargin 0

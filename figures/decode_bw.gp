@@ -6,15 +6,16 @@
 # build/paper/decode_bw.csv (paper/gen/paper_decode.py, from data/gpu/decode.csv).
 if (!exists("dat")) dat = "build/paper/decode_bw.csv"
 W = 6.5
-Hgt = 2.8
+Hgt = 3.6
 load "figures/style.gp"
 set multiplot layout 1, 2
 set logscale x 2
 set format x "2^{%L}"
 set xlabel "keys per sequence (seqlen\\_k)"
 set ylabel "fraction of copy bandwidth"
-set yrange [0:1.1]
-set key bottom right font ",6" spacing 0.8
+set yrange [0:*]   # autoscaled above: no point clipped
+# the legend below each panel, outside the data, naming both kinds of line
+set key outside below center horizontal maxrows 2 font ",8" spacing 1.0 samplen 2
 sel(h, b) = ($1 == h && $2 == b)
 do for [h in "8 32"] {
     hh = int(h)
@@ -22,6 +23,6 @@ do for [h in "8 32"] {
     plot for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):4 with linespoints \
              pt 7 ps 0.5 lt i dt 1 title sprintf("ours B = %s", word("1 4 16 64", i)), \
          for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):5 with linespoints \
-             pt 6 ps 0.5 lt i dt 2 notitle
+             pt 6 ps 0.5 lt i dt 2 title sprintf("SDPA B = %s", word("1 4 16 64", i))
 }
 unset multiplot

@@ -25,7 +25,7 @@ set ylabel "max |error| (fp64)"
 set yrange [3e-20:1e-4]
 set xrange [0:*]
 set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 3 font ",9" box opaque
+set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 3 font ",8" box opaque
 plot \
   csv using (chk("forward_O_max_abs") ? $3 : NaN):(pos($8)) with points pt 7 ps 0.5 lc rgb c_tiled_f title "forward O (abs)", \
   csv using (chk("forward_L_max_abs") ? $3 : NaN):(pos($8)) with points pt 6 ps 0.5 lc rgb "#1b7837" title "forward L (abs)", \

@@ -56,7 +56,7 @@ do for [c = 0:1] {
             plot for [k = 1:words(these)] csv using \
                  (((strcol(10) eq "bwd" || strcol(10) eq "backward") && strcol(11) eq "bf16" && causal(strcol(12)) == c && \
                    $16 == dd + 0 && strcol(9) eq word(these, k)) ? $15 : NaN):18 \
-                 smooth unique with linespoints pt colour(word(these, k)) ps 0.6 \
+                 smooth unique with linespoints pt colour(word(these, k)) ps 0.9 \
                  lc colour(word(these, k)) title word(these, k)
         }
     }

@@ -23,16 +23,16 @@ set grid xtics ytics mxtics mytics lc rgb "#dddddd" lw 0.5
 set key top left box opaque samplen 2 spacing 1.1
 set border lw 0.8
 # one colour per algorithm/pass, the same in every figure
-c_naive_f = "#b2182b"; c_naive_b = "#ef8a62"
-c_tiled_f = "#2166ac"; c_tiled_b = "#67a9cf"
+c_naive_f = "#b2182b"; c_naive_b = "#e66101"
+c_tiled_f = "#2166ac"; c_tiled_b = "#1a9850"
 c_other = "#4d4d4d"
-# line types 1-8 for figures that draw one line per implementation: dark,
-# distinct colours (no yellow on white)
-set linetype 1 lc rgb "#7b3294"
-set linetype 2 lc rgb "#1b7837"
-set linetype 3 lc rgb "#2166ac"
-set linetype 4 lc rgb "#d6604d"
-set linetype 5 lc rgb "#b8860b"
+# line types 1-8 for figures that draw one line per implementation: hues
+# apart from one another (a colour-blind-safe set), none yellow on white
+set linetype 1 lc rgb "#0072b2"
+set linetype 2 lc rgb "#d55e00"
+set linetype 3 lc rgb "#009e73"
+set linetype 4 lc rgb "#cc79a7"
+set linetype 5 lc rgb "#8c6d00"
 set linetype 6 lc rgb "#000000"
-set linetype 7 lc rgb "#c51b7d"
-set linetype 8 lc rgb "#4d4d4d"
+set linetype 7 lc rgb "#56b4e9"
+set linetype 8 lc rgb "#7f7f7f"

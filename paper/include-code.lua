@@ -49,11 +49,25 @@ It also does three small things the chapters need:
                                   the C file F when given.
   ::: {.learner} :::              contents shown only in the learner's
                                   edition (what stands there instead of an
-                                  exercise's answer).
+                                  exercise's answer); [text]{.learner} and
+                                  [text]{.instructor} the same inline.
   ::: {.include-md file="F" solutions-file="G"} :::
                                   as include-md, G in the instructor's
                                   edition (the claims table with the
                                   exercises' answers).
+  ::: {.part #id title="T"} :::   a part of the book: "Part I. T" (\part in
+                                  LaTeX, an unnumbered top heading in HTML);
+                                  the parts are numbered I, II, ... in order,
+                                  and [](#id) gives the part's numeral.
+  ::: {.appendix} :::             the chapters after it are appendices
+                                  (\appendix in LaTeX: lettered A, B, ...;
+                                  HTML numbers them on).
+  [](#id)                         the number of the part, chapter or section whose
+                                  heading carries {#id}: \ref{id} in LaTeX,
+                                  the number HTML gives it otherwise. An empty
+                                  link to an id no heading has fails the
+                                  build; chapters never type a number
+                                  (tests/paper_refs.py).
 
 Errors (missing file, missing region, region marked twice, unclosed region,
 unknown value) stop the build with a message naming the file and the region.
@@ -62,6 +76,8 @@ unknown value) stop the build with a message naming the file and the region.
 local values = nil       -- key -> string, loaded on first use
 local values_file = nil  -- path, from the metadata
 local solutions = false  -- the instructor's edition, from the metadata
+local parts = 0          -- parts seen so far (for their numerals in HTML)
+local part_numbers = {}  -- a part's id -> its numeral
 
 local function fail(msg)
   io.stderr:write("include-code.lua: error: " .. msg .. "\n")
@@ -263,6 +279,15 @@ local function load_values()
 end
 
 function Span(span)
+  -- [text]{.learner} / [text]{.instructor}: inline text of one edition only
+  if span.classes:includes("learner") then
+    if solutions then return {} end
+    return span.content
+  end
+  if span.classes:includes("instructor") then
+    if not solutions then return {} end
+    return span.content
+  end
   local quote = span.classes:includes("q")
   if not span.classes:includes("m") and not quote then return nil end
   local key = pandoc.utils.stringify(span.content)
@@ -393,6 +418,23 @@ function Div(div)
     end
     return blocks
   end
+  if div.classes:includes("part") then
+    parts = parts + 1
+    local title = div.attributes["title"] or fail("a part needs title=\"...\"")
+    local id = div.identifier ~= "" and div.identifier or ("part-" .. parts)
+    local roman = ({"I", "II", "III", "IV", "V", "VI"})[parts] or tostring(parts)
+    part_numbers[id] = roman
+    if FORMAT:match("latex") then
+      return pandoc.RawBlock("latex", "\\clearpage\\part{" .. title .. "}\\label{" .. id .. "}")
+    end
+    return pandoc.Header(1, pandoc.Inlines({pandoc.Str("Part " .. roman .. ". " .. title)}),
+                         pandoc.Attr(id, {"unnumbered", "part"}, {{"part-number", roman}}))
+  end
+  if div.classes:includes("appendix") then
+    if FORMAT:match("latex") then return pandoc.RawBlock("latex", "\\clearpage\\appendix") end
+    -- HTML: a marker for heading_numbers, which letters the chapters after it
+    return pandoc.Div({}, pandoc.Attr("", {"appendix-start"}))
+  end
   if div.classes:includes("requires") then
     local path = div.attributes["file"]
     if path and file_exists(path) then return div.content end
@@ -409,6 +451,58 @@ function Meta(meta)
   return nil
 end
 
+-- Cross-references: every heading's id and number (as --number-sections
+-- numbers them: unnumbered headings skipped, deeper levels reset), then each
+-- empty link [](#id) replaced by its number.
+local function heading_numbers(blocks)
+  local numbers, counts = {}, {0, 0, 0, 0, 0, 0}
+  local lettered = false   -- after the appendix marker: A, B, ... (as LaTeX's \appendix)
+  local function visit(bs)
+    for _, b in ipairs(bs) do
+      if b.t == "Header" and b.classes:includes("part") then
+        numbers[b.identifier] = b.attributes["part-number"]
+      elseif b.t == "Header" then
+        if not b.classes:includes("unnumbered") and b.level <= 6 then
+          counts[b.level] = counts[b.level] + 1
+          for l = b.level + 1, 6 do counts[l] = 0 end
+          local parts_of = {}
+          for l = 1, b.level do parts_of[#parts_of + 1] = tostring(counts[l]) end
+          if lettered then
+            parts_of[1] = string.char(string.byte("A") + counts[1] - 1)
+            b.attributes["number"] = table.concat(parts_of, ".")   -- the HTML writer's number
+          end
+          if b.identifier ~= "" then numbers[b.identifier] = table.concat(parts_of, ".") end
+        end
+      elseif b.t == "Div" and b.classes:includes("appendix-start") then
+        lettered = true
+        counts[1] = 0
+      elseif b.t == "Div" then
+        visit(b.content)
+      end
+    end
+  end
+  visit(blocks)
+  return numbers
+end
+
+local function CrossRefs(doc)
+  local numbers = heading_numbers(doc.blocks)
+  for id, roman in pairs(part_numbers) do numbers[id] = roman end
+  return doc:walk({Link = function(link)
+    if #link.content > 0 then return nil end
+    local id = link.target:match("^#(.+)$")
+    if not id then return nil end
+    if not numbers[id] then
+      fail("cross-reference [](#" .. id .. "): no numbered heading has the id '" .. id .. "'")
+    end
+    if FORMAT:match("latex") then
+      return pandoc.RawInline("latex", "\\ref{" .. id .. "}")
+    end
+    link.content = pandoc.Inlines({pandoc.Str(numbers[id])})
+    return link
+  end})
+end
+
 -- Meta first, so that the values file is known before any Span is seen;
 -- Div before CodeBlock/Span so that absent-data sections are dropped whole.
 local function MissingInclude(div)
@@ -422,4 +516,5 @@ return {
   {Meta = Meta},
   {Div = Div},
   {CodeBlock = CodeBlock, Span = Span, Div = MissingInclude},
+  {Pandoc = CrossRefs},
 }

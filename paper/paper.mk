@@ -11,13 +11,14 @@
 #
 # Needs pandoc, pdflatex (texlive), gnuplot and python3: `make setup`.
 # Listings come from the sources through paper/include-code.lua; measured
-# numbers in the text come from build/paper/values.tsv (paper/gen/claims.py).
+# numbers in the text come from build/paper/values.tsv (paper/gen/claims.py);
+# the appendix's provenance table from data/ itself (paper/gen/provenance.py).
 
 PAPER_DIR  := $(BUILD)/paper
 FIG_DIR    := $(BUILD)/figures
 CHAPTERS   := $(sort $(wildcard chapters/*.md))
 PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-code.lua \
-                 --metadata=values:$(PAPER_DIR)/values.tsv --number-sections --resource-path=.
+                 --metadata=values:$(PAPER_DIR)/values.tsv --number-sections --toc-depth=2 --resource-path=.
 
 .PHONY: figures paper paper-data paper-solutions
 
@@ -50,6 +51,7 @@ figures: paper-data                      ## every figure of the paper, from data
 
 paper: figures                           ## the woven paper: build/paper/flashattention.pdf and .html
 	@python3 paper/gen/claims.py --out $(PAPER_DIR)
+	@python3 paper/gen/provenance.py --out $(PAPER_DIR)
 	pandoc $(PANDOC_COMMON) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
 	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention.pdf
 	pandoc $(PANDOC_COMMON) --toc --standalone --self-contained --mathml --css=paper/paper.css \
@@ -62,6 +64,7 @@ paper: figures                           ## the woven paper: build/paper/flashat
 SOLUTIONS_META := --metadata=solutions:true --metadata=subtitle:"Instructor's edition, with the exercises solved"
 paper-solutions: figures                 ## the instructor's edition: build/paper/flashattention-solutions.pdf (and .html)
 	@python3 paper/gen/claims.py --out $(PAPER_DIR)
+	@python3 paper/gen/provenance.py --out $(PAPER_DIR)
 	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
 	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention-solutions.pdf
 	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --standalone --self-contained --mathml --css=paper/paper.css \

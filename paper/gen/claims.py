@@ -9,7 +9,7 @@ Reads only what this repository's programs wrote:
                       through paper/gen/paper_ring.py, v3_steps.csv and
                       v3_ncu.txt through paper/gen/paper_v3.py
   src/gpu_host.c, src/stage5_main.c
-                      the constants of stage 5's fault inputs (chapter 4b's
+                      the constants of stage 5's fault inputs (chapters/21-gpu-backward.md's
                       arithmetic on them), and kernels/stage4_v3_hopper.h's
                       default step: settings the text must follow
   OUT/lse_probe.npy   the L that one run of ./stage3 --lse saves here
@@ -20,7 +20,7 @@ and writes, into OUT only,
                   says (quoted, with where) | measured here | data | erratum;
                   the exercises' answers left to claims-solutions.md, the
                   instructor's edition's table
-  block_rules.md  the three block-size rules side by side (chapter 3)
+  block_rules.md  the three block-size rules side by side (chapters/12-tiled.md)
   values.tsv      "key<TAB>value": every measured number the chapters show
                   as [key]{.m}, and every quotation as [key]{.q} (Markdown,
                   with its source), see paper/include-code.lua.

@@ -104,7 +104,7 @@ def h200(t):
     v0, v1 = by.get("ours_v0_materialized"), by.get("ours_v1_tiled")
     claim_text = "The IO model predicts a GPU's DRAM bytes (H200, Figure 2's shape, fp16, forward)"
     if not (v0 and v1):
-        t.row(claim_text, "our model (chapters 1 and 3)",
+        t.row(claim_text, "our model (stages 1 and 3)",
               f"not measured in this build: no Figure 2 rows in {paper_gpu.IO}", "data/gpu/")
         return
     B, H, N, d = 64, 16, 1024, 64
@@ -131,7 +131,7 @@ def h200(t):
     if paper_gpu.fnum(v0, "model") != then or s_dtype != "fp16":
         sys.exit(f"claims.py: {paper_gpu.IO}'s version-0 row at Figure 2's shape is no longer the "
                  f"fp16-S kernel the text describes (model {paper_gpu.fnum(v0, 'model'):.0f} bytes, "
-                 f"S written by {gemm or '?'}); rewrite chapter 4's account of it")
+                 f"S written by {gemm or '?'}); rewrite the account of it in chapters/20-gpu-forward.md")
     t.value("io_fwd_commit", v0.get("commit") or "?")
     t.value("v0_gemm_then", gemm)
     t.value("v0_s_dtype_then", s_dtype)
@@ -160,7 +160,7 @@ def h200(t):
         t.value("v0_sweep_N_lo", str(ns[0]))
         t.value("v0_sweep_N_hi", str(ns[-1]))
     l2sm = paper_gpu.fnum(v1, "l2_sm")
-    t.row(claim_text, "our IO model (chapters 1 and 3); " + QUOTES["q_fa1_theorem2"].markdown(),
+    t.row(claim_text, "our IO model (stages 1 and 3); " + QUOTES["q_fa1_theorem2"].markdown(),
           f"version 0 as measured (commit {t.values['io_fwd_commit']}, $S$ stored in fp16 by "
           f"cuBLAS): DRAM {paper_gpu.dram_of(v0) / 1e9:.2f} GB, model "
           f"{paper_gpu.fnum(v0, 'model') / 1e9:.2f} GB (today's version 0 keeps $S$ in fp32: "
@@ -233,7 +233,7 @@ def gpu_speed_and_traffic(t):
 
 
 # ---------------------------------------------------------------------------
-# The fault inputs of stage 5's tests (chapter 4b): what the rounding of an
+# The fault inputs of stage 5's tests (chapters/21-gpu-backward.md): what the rounding of an
 # fp32 L does to P there, from the generators' own constants
 # ---------------------------------------------------------------------------
 def _fp32_half_ulp_log2(x):
@@ -288,7 +288,7 @@ def fault_inputs(t):
 
 
 # ---------------------------------------------------------------------------
-# The PyTorch op (chapter 4b2) and version 3 (chapter 4c): the settings their
+# The PyTorch op (chapters/22-pytorch-op.md) and version 3 (chapters/23-hopper.md): the settings their
 # scripts run, and data/gpu/v3_steps.csv when present
 # ---------------------------------------------------------------------------
 @claim
@@ -368,7 +368,7 @@ def v3_measured(t):
 
 @claim
 def bwd_measured(t):
-    """What the final device run measured of the GPU backward (chapter 04b,
+    """What the final device run measured of the GPU backward (chapters/21-gpu-backward.md,
     paper/gen/paper_bwd.py): ratios to SDPA flash and cuDNN, determinism's
     cost, the bytes beside the IO model."""
     v = gen_values(t, "paper_bwd")
@@ -379,16 +379,17 @@ def bwd_measured(t):
         return
     t.row(f"The tiled backward on a GPU (stage 5; H200, bf16, $N \\ge$ {v['bwd_N_lo']}, {v['bwd_nshapes']} shapes)",
           "not in the chapter (its backward is NumPy on the CPU)",
-          f"version 3: {v['bwd_v3_flash']} x SDPA flash (mean {v['bwd_v3_flash_gm']}), {v['bwd_v3_cudnn']} x cuDNN; "
+          f"version 4 (mma.sync, 128 keys): {v['bwd_v3_flash']} x SDPA flash (mean {v['bwd_v3_flash_gm']}), "
+          f"{v['bwd_v3_cudnn']} x cuDNN; "
           f"version 2: {v['bwd_v2_flash']} x flash; the goal, version 2 >= 1.0 x flash, not met. "
           f"bytes the SMs request from L2 by loads and stores: {v['bwd_io_v3_sm_ratio']} x the IO "
-          f"model (v3), {v['bwd_io_v2_sm_ratio']} x (v2): the model's $\\mathrm{{d}}Q$ accumulation "
+          f"model (version 4), {v['bwd_io_v2_sm_ratio']} x (v2): the model's $\\mathrm{{d}}Q$ accumulation "
           "is done by atomic reductions, which that count leaves out", src)
 
 
 @claim
 def bwd_hopper(t):
-    """Backward version 3 on Hopper (chapter 04c2, paper/gen/paper_bwd3.py):
+    """Backward version 3 on Hopper (chapters/24-hopper-backward.md, paper/gen/paper_bwd3.py):
     the issue's targets for it, each as measured, held or missed by how much."""
     v = gen_values(t, "paper_bwd3")
     src = "data/gpu/bench_bwd.csv or data/gpu/studies/bwd_v3_steps/bench.csv"
@@ -409,7 +410,7 @@ def bwd_hopper(t):
 
 @claim
 def ring(t):
-    """Stage 7 (chapter 04d): exercise 2 by the merge rule, and data/gpu/ring.csv
+    """Stage 7 (chapters/25-multi-gpu.md): exercise 2 by the merge rule, and data/gpu/ring.csv
     when present (paper/gen/paper_ring.py)."""
     import paper_ring
     gen_values(t, "paper_ring")

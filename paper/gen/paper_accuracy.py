@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""paper/gen/paper_accuracy.py -- the numbers and the table of chapter 04b's
+"""paper/gen/paper_accuracy.py -- the numbers and the table of chapters/21-gpu-backward.md's
 section on dQ's accuracy when every logit sits far from zero.
 
     python3 paper/gen/paper_accuracy.py [--out DIR]   prints "key<TAB>value" lines;
@@ -65,6 +65,14 @@ def fmt(x, digits=2):
         return "0"
     e = math.floor(math.log10(abs(x)))
     return f"{x:.{max(digits - 1 - e, 0)}f}" if -3 <= e < 4 else f"{x:.{digits - 1}e}"
+
+
+def fmt_cell(x, digits=2):
+    """fmt for a narrow table cell: fixed point down to 1e-6, so that no
+    exponent's minus sign gives the PDF's column a place to wrap (4.1e-/04)."""
+    if x == x and x != 0 and -6 <= math.floor(math.log10(abs(x))) < -3:
+        return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}"
+    return fmt(x, digits)
 
 
 def cpu_values():
@@ -430,13 +438,13 @@ def write_table(out):
                     r = cell.get(impl)
                     if r is None or r["err_dQ"] == "":
                         return "--"
-                    return fmt(num(r["err_dQ"]))
+                    return fmt_cell(num(r["err_dQ"]))
                 row = [f"{N} {'causal' if causal == '1' else 'full'}"] + [e(o) for o in ours]
                 if last:
                     row.append(e(last + "_keep_k"))
                     if full_of:
                         f = full_of.get((dtype, str(N), causal, last + "_full"))
-                        row.append("--" if f is None or f["err_dQ"] == "" else fmt(num(f["err_dQ"])))
+                        row.append("--" if f is None or f["err_dQ"] == "" else fmt_cell(num(f["err_dQ"])))
                 row += [e(impl) for impl, _ in PEERS]
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")

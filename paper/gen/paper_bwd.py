@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""paper/gen/paper_bwd.py -- the numbers chapter 04b (the GPU backward) quotes from the H200 run.
+"""paper/gen/paper_bwd.py -- the numbers chapters/21-gpu-backward.md (the GPU backward) quotes from the H200 run.
 
     python3 paper/gen/paper_bwd.py         prints the values, one "key<TAB>value" a line
 
@@ -232,7 +232,7 @@ def values():
             gb = lambda r, k: float(r[k]) / 1e9  # noqa: E731
             v["bwd_io_N"], v["bwd_io_d"] = r3["N"], r3["d"]
             v["bwd_io_v3_model"], v["bwd_io_v2_model"] = f"{gb(r3, 'model_bytes'):.1f}", f"{gb(r2, 'model_bytes'):.1f}"
-            # l2: all L2 traffic; l2sm: chapter 4's metric, the bytes the SMs
+            # l2: all L2 traffic; l2sm: the GPU forward chapter's metric, the bytes the SMs
             # request from L2 by loads and stores
             # (lts__t_sectors_srcunit_tex_op_read + _op_write)
             for tag, col, ratio in (("l2", "l2_bytes", "ratio"), ("l2sm", "l2_from_sm_bytes", "sm_ratio")):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""paper/gen/paper_v3.py -- the numbers chapter 04c (version 3, Hopper) quotes from its device run.
+"""paper/gen/paper_v3.py -- the numbers chapters/23-hopper.md (version 3, Hopper) quotes from its device run.
 
     python3 paper/gen/paper_v3.py          prints the values, one "key<TAB>value" a line
 
@@ -39,7 +39,7 @@ NCU = os.environ.get("PAPER_V3_NCU", "data/gpu/v3_ncu.txt")
 TESTS = os.environ.get("PAPER_V3_TESTS", "data/gpu/v3_tests.log")
 SANITIZE = os.environ.get("PAPER_V3_SANITIZE", "data/gpu/v3_sanitize.log")
 
-# ncu metric -> the key fragment chapter 04c uses
+# ncu metric -> the key fragment chapters/23-hopper.md uses
 NCU_METRICS = {
     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor",
     "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active": "xu",
@@ -212,7 +212,7 @@ def values():
 
 
 def ncu_values(profiled=(1, 7, 8)):
-    """The counters chapter 04c quotes: v3_ncu_<metric>_<d>_<step> for the
+    """The counters chapters/23-hopper.md quotes: v3_ncu_<metric>_<d>_<step> for the
     steps v3_steps.sh profiles, "n/a" where the file lacks them."""
     ncu, nN, ncausal = read_ncu()
     v = {"v3_ncu_N": grouped(nN) if ncu else "n/a",

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""tests/paper_history.py -- the main text states facts about the code and data, not their history.
+
+    python3 tests/paper_history.py
+
+The main text is every chapter before the one that opens the appendices
+(`::: {.appendix}`). Its prose may not name a commit (a hash, or a
+[..._commit]{.m} value), a run in the order it happened ("the first device
+run", "a later run", "this session", "call 2") or what code used to be ("as
+first written", "became the default"). A figure's caption may carry its
+data's provenance, commit included, and so may the appendices: those lines
+(starting with "![") and files are not read. Fenced code and inline code are
+left out, so a file name such as bwd_hopper_bench_call2.csv is not prose.
+
+Prints PASS/FAIL lines (tests/run.sh protocol).
+"""
+import glob
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+HISTORY = re.compile(
+    r"(?<![\w./-])[0-9a-f]{7,40}(?![\w.-])"          # a commit hash
+    r"|\[\w*commit\w*\]\{\.m\}"                       # a commit read from the data
+    r"|\bthis session\b|\b(first|second|third|last|final|later|earlier) (device )?(run|call|measurement)s?\b"
+    r"|\bdevice (run|call)s?\b|\bcall \d\b|\bas first written\b|\bat first\b"
+    r"|\bbecame the default\b|\bwe first\b|\bused to\b|\bno longer (is|are|does)\b",
+    re.IGNORECASE)
+
+
+def prose(text):
+    out, fence = [], None
+    for line in text.split("\n"):
+        m = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence is None and m:
+            fence = m.group(1)
+            out.append("")
+            continue
+        if fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+            out.append("")
+            continue
+        if line.startswith("!["):            # a caption: provenance belongs there
+            out.append("")
+            continue
+        out.append(re.sub(r"`[^`]*`", "``", line))
+    return "\n".join(out)
+
+
+def main():
+    chapters = sorted(glob.glob(os.path.join(ROOT, "chapters", "*.md")))
+    main_text = []
+    for path in chapters:
+        if re.search(r"^:::+\s*\{\.appendix\}", open(path, encoding="utf-8").read(), re.M):
+            break
+        main_text.append(path)
+    if not main_text or len(main_text) == len(chapters):
+        print("FAIL paper: no run history in the main text: no chapter opens the appendices "
+              "(::: {.appendix}), so the main text has no end")
+        return 1
+    found = []
+    for path in main_text:
+        body = prose(open(path, encoding="utf-8").read())
+        for m in HISTORY.finditer(body):
+            no = body.count("\n", 0, m.start()) + 1
+            found.append(f"{os.path.relpath(path, ROOT)}:{no}: '{' '.join(m.group(0).split())}'")
+    if found:
+        print(f"FAIL paper: no run history in the main text: {len(found)} found: " + "; ".join(found[:8]))
+        return 1
+    print(f"PASS paper: no run history in the main text ({len(main_text)} chapters before the "
+          f"appendices: no commit, no run told in order)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

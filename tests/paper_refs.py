@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""tests/paper_refs.py -- every cross-reference in the book is generated, none typed.
+
+    python3 tests/paper_refs.py [PAPER.txt]
+
+The chapters name a part, chapter or section by the id of its heading,
+`chapter [](#sec:tiled)`, and paper/include-code.lua writes the number
+(\\ref in LaTeX, the HTML's own numbering otherwise). A number typed by hand
+("chapter 4", "section 3.2", "Part II", "table 2", "figure 14", "chapter 4b")
+goes stale the day a chapter moves, so this test fails on any, in the prose
+of chapters/*.md (fenced code, inline code and HTML comments left out).
+References to other documents are not the book's numbering and stand as
+typed when the words before them say whose they are ("its section 3.2", "the
+FlashAttention paper's Figure 2"): EXTERNAL lists those lead-ins.
+
+It also fails when an empty link [](#id) names an id that no heading or part
+of the chapters carries, and, given PAPER.txt (pdftotext of the PDF), when
+LaTeX left a reference unresolved ("??").
+
+Prints PASS/FAIL lines (tests/run.sh protocol).
+"""
+import glob
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TYPED = re.compile(
+    r"\b(chapters?|sections?|appendix|appendices|parts?|figures?|tables?|listings?)"
+    r"\s+(\d[\w.]*|[IVX]+\b|[A-H]\b)", re.IGNORECASE)
+# words right before a typed number that make it another document's numbering
+EXTERNAL = re.compile(r"(\bits|paper's|textbook's|FlashAttention-2's|FlashAttention's)\s+$",
+                      re.IGNORECASE)
+REF = re.compile(r"\[\]\(#([^)\s]+)\)")
+HEADING_ID = re.compile(r"^#+ .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
+PART_ID = re.compile(r"^:::+\s*\{[^}]*\.part\b[^}]*#([\w:.-]+)|^:::+\s*\{[^}]*#([\w:.-]+)[^}]*\.part\b")
+
+
+def prose(text):
+    """The text with fenced code, inline code and HTML comments blanked (line numbers kept)."""
+    text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    out, fence = [], None
+    for line in text.split("\n"):
+        m = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence is None and m:
+            fence = m.group(1)[0] * len(m.group(1))
+            out.append("")
+            continue
+        if fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+            out.append("")
+            continue
+        out.append(re.sub(r"`[^`]*`", "``", line))
+    return "\n".join(out)
+
+
+def main():
+    chapters = sorted(glob.glob(os.path.join(ROOT, "chapters", "*.md")))
+    if not chapters:
+        print("FAIL paper: cross-references generated: no chapters/*.md")
+        return 1
+    typed, ids, refs = [], set(), []
+    for path in chapters:
+        name = os.path.relpath(path, ROOT)
+        text = open(path, encoding="utf-8").read()
+        for line in text.split("\n"):
+            m = HEADING_ID.match(line) or PART_ID.match(line)
+            if m:
+                ids.add(next(g for g in m.groups() if g))
+        body = prose(text)   # matched whole: a reference may break across lines
+        for m in TYPED.finditer(body):
+            if EXTERNAL.search(body[max(0, m.start() - 40):m.start()]):
+                continue
+            no = body.count("\n", 0, m.start()) + 1
+            typed.append(f"{name}:{no}: '{' '.join(m.group(0).split())}'")
+        for m in REF.finditer(body):
+            refs.append((f"{name}:{body.count(chr(10), 0, m.start()) + 1}", m.group(1)))
+    ok = True
+    if typed:
+        ok = False
+        print(f"FAIL paper: no typed cross-reference: {len(typed)} typed, write [](#id) "
+              f"instead: " + "; ".join(typed[:8]))
+    else:
+        print(f"PASS paper: no typed cross-reference in {len(chapters)} chapters "
+              f"({len(refs)} generated ones)")
+    dangling = [f"{where}: #{i}" for where, i in refs if i not in ids]
+    if not refs:
+        ok = False
+        print("FAIL paper: cross-references resolve: the chapters make no [](#id) reference at all")
+    elif dangling:
+        ok = False
+        print("FAIL paper: cross-references resolve: no heading carries " + "; ".join(dangling[:8]))
+    else:
+        print(f"PASS paper: cross-references resolve ({len(refs)} references to "
+              f"{len({i for _, i in refs})} of {len(ids)} heading ids)")
+    if len(sys.argv) > 1:
+        txt = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+        n = txt.count("??")
+        if n:
+            ok = False
+            print(f"FAIL paper: references resolved in the PDF: {n} '??' in {sys.argv[1]}")
+        else:
+            print("PASS paper: references resolved in the PDF (no '??')")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
