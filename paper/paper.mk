@@ -12,7 +12,7 @@
 # Needs pandoc, pdflatex (texlive), gnuplot and python3: `make setup`.
 # Listings come from the sources through paper/include-code.lua; measured
 # numbers in the text come from build/paper/values.tsv (paper/gen/claims.py);
-# the appendix's provenance table from data/ itself (paper/gen/provenance.py).
+# the appendix's provenance table from data/ itself (paper/gen/data_sources.py).
 
 PAPER_DIR  := $(BUILD)/paper
 FIG_DIR    := $(BUILD)/figures
@@ -51,7 +51,7 @@ figures: paper-data                      ## every figure of the paper, from data
 
 paper: figures                           ## the woven paper: build/paper/flashattention.pdf and .html
 	@python3 paper/gen/claims.py --out $(PAPER_DIR)
-	@python3 paper/gen/provenance.py --out $(PAPER_DIR)
+	@python3 paper/gen/data_sources.py --out $(PAPER_DIR)
 	pandoc $(PANDOC_COMMON) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
 	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention.pdf
 	pandoc $(PANDOC_COMMON) --toc --standalone --self-contained --mathml --css=paper/paper.css \
@@ -64,7 +64,7 @@ paper: figures                           ## the woven paper: build/paper/flashat
 SOLUTIONS_META := --metadata=solutions:true --metadata=subtitle:"Instructor's edition, with the exercises solved"
 paper-solutions: figures                 ## the instructor's edition: build/paper/flashattention-solutions.pdf (and .html)
 	@python3 paper/gen/claims.py --out $(PAPER_DIR)
-	@python3 paper/gen/provenance.py --out $(PAPER_DIR)
+	@python3 paper/gen/data_sources.py --out $(PAPER_DIR)
 	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --pdf-engine=pdflatex --default-image-extension=pdf \
 	    $(CHAPTERS) -o $(PAPER_DIR)/flashattention-solutions.pdf
 	pandoc $(PANDOC_COMMON) $(SOLUTIONS_META) --toc --standalone --self-contained --mathml --css=paper/paper.css \

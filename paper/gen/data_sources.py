@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""paper/gen/provenance.py -- the data-provenance table of the book's appendix.
+"""paper/gen/data_sources.py -- the data-provenance table of the book's appendix.
 
-    python3 paper/gen/provenance.py --out build/paper
+    python3 paper/gen/data_sources.py --out build/paper
 
 Writes OUT/provenance.md: one row per CSV file under data/ that the programs
 and scripts wrote, with the commit, date and command that wrote it, read from
@@ -81,7 +81,7 @@ def main():
     args = ap.parse_args()
     data = os.path.join(ROOT, "data")
     if not os.path.isdir(data):
-        print(f"provenance.py: error: no directory {data}", file=sys.stderr)
+        print(f"data_sources.py: error: no directory {data}", file=sys.stderr)
         return 2
     files = sorted(glob.glob(os.path.join(data, "*", "*.csv")))
     lines = ["| file | commit | date | command |",
@@ -92,7 +92,7 @@ def main():
             lines.append(f"| {cell(rel) if i == 0 else ''} | {commit} | {date} | {cell(command)} |")
     lines += ["", f": Where each data file of the book comes from: {len(files)} CSV files under "
               "`data/`, each row read from the file's own provenance lines or columns "
-              "(`paper/gen/provenance.py`). A GPU table that holds rows of several runs has one "
+              "(`paper/gen/data_sources.py`). A GPU table that holds rows of several runs has one "
               "line per commit; long commands are cut (the file holds them whole)."]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "provenance.md"), "w", encoding="utf-8") as f:
