@@ -1,7 +1,7 @@
 # kernels/gpu.mk -- the CUDA stages (included by the top-level Makefile).
 #
 # Where nvcc is found: builds stage4 and stage5 (host programs
-# src/stage4_main.c, src/stage5_main.c, plain C, linked with the kernels of
+# src/programs/stage4_main.c, src/programs/stage5_main.c, plain C, linked with the kernels of
 # kernels/*.cu and cuBLAS) and build/libfa_gpu.so
 # (the same entry points, core/fa_gpu.h, for the Python tools through
 # ctypes: python/fa.py). Code is
@@ -40,7 +40,7 @@ GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
 TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
 # The kernels and the library's entry points: every .cu of kernels/ but
-# stage 7's helper (kernels/stage7.mk links that one), one object each; a
+# stage 7's helper (mk/stage7.mk links that one), one object each; a
 # version is its file plus its row of core/versions.def, nothing here.
 GPU_HDRS := $(wildcard core/*.h core/*.def kernels/*.cuh kernels/*.h)
 GPU_OBJS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(filter-out kernels/stage7_ring.cu kernels/stage8_decode.cu,$(wildcard kernels/*.cu)))
@@ -49,11 +49,11 @@ $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
-# The GPU host programs: one link list each (Makefile's link_program lists:
-# the main, then src/ without main), the kernels and cuBLAS. src/gpu_host.c
-# is the host code the GPU stages share.
-LINK_stage4 := stage4_main gpu_host $(LINK_stage3)
-LINK_stage5 := stage5_main gpu_host $(LINK_stage3)
+# The GPU host programs: one link list each (mk/programs.mk's link lists:
+# the main, then the library sources), the kernels and cuBLAS.
+# src/gpu/gpu_host.c is the host code the GPU stages share.
+LINK_stage4 := src/programs/stage4_main src/gpu/gpu_host $(LIB_stage3)
+LINK_stage5 := src/programs/stage5_main src/gpu/gpu_host $(LIB_stage3)
 define link_gpu_program
 $(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)
 	$$(NVCC) $$(GENCODE) $$^ -o $$@ $$(GPU_LIBS) -lm

@@ -382,7 +382,7 @@ done
     for s in ./stage4 ./stage5; do [ -x $s ] && $s --sweep model; done
 } >"$tmp/prose" 2>&1
 leaks=""
-for f in $(grep -ohE '\b[a-z][a-z0-9]*_[a-z0-9_]+\(' src/*.h core/*.h | tr -d '(' | sort -u); do
+for f in $(grep -ohE '\b[a-z][a-z0-9]*_[a-z0-9_]+\(' src/*/*.h core/*.h | tr -d '(' | sort -u); do
     grep -qw "$f" "$tmp/prose" && leaks="$leaks $f"
 done
 [ -z "$leaks" ] && echo "PASS the stages' output names no function of the sources ($(wc -l <"$tmp/prose") lines read)" \
@@ -419,7 +419,7 @@ outs_unchanged "stage3 stopped by a signal"
 # through outputs_finish, which renames its staged files into place: one that
 # does not would lose what it wrote.
 lost=""
-for f in $(grep -l "int main(" src/*.c tests/*.c tests/gpu/*.c exercises/*/*.c 2>/dev/null); do
+for f in $(grep -l "int main(" src/*/*.c tests/*/*.c exercises/*/*.c 2>/dev/null); do
     if grep -qE "csv_open\(|gh_csv_open\(|save_(q_like|kv_like|rows|tensor)\(|gh_save\(" "$f" &&
         ! grep -q "outputs_finish(" "$f"; then lost="$lost $f"; fi
 done
