@@ -45,6 +45,12 @@ include mk/cpu_data.mk
 -include paper/paper.mk
 -include exercises/exercises.mk
 
+# Help lines of the GPU files that kernels/gpu.mk builds.
+ifneq ($(strip $(NVCC)),)
+$(BUILD)/libfa_gpu.so:                    ## the kernels as one shared library (python/, through ctypes)
+$(BUILD)/v3_check:                        ## version 3 (Hopper): its piece tests and every step against fp64
+endif
+
 gpu: $(GPU_TARGETS)                       ## build the CUDA programs: stage4, stage5, build/v3_check, build/libfa_gpu.so, stage8_gpu, stage7 (with NCCL); nothing without nvcc
 
 setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot
