@@ -39,6 +39,7 @@ include mk/programs.mk
 include mk/cpu_tests.mk
 include mk/cpu_data.mk
 -include kernels/gpu.mk
+-include mk/gpu_tests.mk
 -include mk/stage7.mk
 -include mk/stage8.mk
 -include kernels/gpu_data.mk

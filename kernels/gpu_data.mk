@@ -71,12 +71,12 @@ hopper-ncu-gpu: $(BUILD)/libfa_gpu.so    ## data/gpu/hopper_ncu/*.csv: Nsight Co
 
 # The final run's test logs: both GPU suites, compute-sanitizer on the
 # backward, the PyTorch op's checks.
-final-tests-gpu: stage4 stage5 $(BUILD)/libfa_gpu.so  ## data/gpu/final_stage4_tests.log, final_stage5_tests.log, final_sanitize.log, final_flash_op.log
+final-tests-gpu: stage4 stage5 $(STAGE5_TESTS) $(BUILD)/libfa_gpu.so  ## data/gpu/final_stage4_tests.log, final_stage5_tests.log, final_sanitize.log, final_flash_op.log
 	-./stage4 --sweep tests > $(GPU_DATA)/final_stage4_tests.log 2>&1
-	-./stage5 --sweep tests > $(GPU_DATA)/final_stage5_tests.log 2>&1
+	-$(STAGE5_TESTS) --sweep tests > $(GPU_DATA)/final_stage5_tests.log 2>&1
 	: > $(GPU_DATA)/final_sanitize.log
 	-for tool in memcheck racecheck synccheck initcheck; do echo "== $$tool" >> $(GPU_DATA)/final_sanitize.log; \
-	    $(SANITIZER) --tool $$tool --error-exitcode 9 ./stage5 --sweep small >> $(GPU_DATA)/final_sanitize.log 2>&1; done
+	    $(SANITIZER) --tool $$tool --error-exitcode 9 $(STAGE5_TESTS) --sweep small >> $(GPU_DATA)/final_sanitize.log 2>&1; done
 	-python3 tests/gpu/test_flash_op.py > $(GPU_DATA)/final_flash_op.log 2>&1
 
 bitwise-gpu: stage5                      ## data/gpu/final_bitwise.log: this stage5 against OLD_STAGE5=<binary>, byte for byte
@@ -105,9 +105,9 @@ varlen-gpu: $(BUILD)/libfa_gpu.so        ## packed sequences vs the dense kernel
 # given) beside SDPA's backends, and the centering's cost at the bench
 # shapes beside its prediction; then stage 5's far-logit tests (their log
 # keeps its exit status: a failed test must not lose the table).
-accuracy-gpu: stage5 $(BUILD)/libfa_gpu.so  ## dQ accuracy and the centering's cost: data/gpu/dq_accuracy.csv, dq_accuracy_stage5.log
+accuracy-gpu: $(STAGE5_TESTS) $(BUILD)/libfa_gpu.so  ## dQ accuracy and the centering's cost: data/gpu/dq_accuracy.csv, dq_accuracy_stage5.log
 	python3 scripts/dq_accuracy.py --csv $(GPU_DATA)/dq_accuracy.csv
-	{ ./stage5 --sweep accuracy; echo "exit $$?"; } > $(GPU_DATA)/dq_accuracy_stage5.log 2>&1
+	{ $(STAGE5_TESTS) --sweep accuracy; echo "exit $$?"; } > $(GPU_DATA)/dq_accuracy_stage5.log 2>&1
 
 # Checks of one stage on the GPU machine (scripts/device/stage5.sh, torchop.sh):
 # logs under GPU_LOGS, not data/gpu, since no chapter cites them.
@@ -116,13 +116,13 @@ accuracy-gpu: stage5 $(BUILD)/libfa_gpu.so  ## dQ accuracy and the centering's c
 # nothing); a run's exit status is the last line of its log.
 STAGE5_SAN_RUNS := memcheck:: initcheck:: racecheck:1:fp32 racecheck:2:bf16 synccheck:1:fp16 synccheck:2:fp16 \
                    racecheck:3:fp16 synccheck:3:bf16
-stage5-gpu: stage5                       ## stage 5 on the GPU: ./stage5 timed, --sweep tests, compute-sanitizer (logs in GPU_LOGS)
+stage5-gpu: stage5 $(STAGE5_TESTS)       ## stage 5 on the GPU: ./stage5 timed, --sweep tests, compute-sanitizer (logs in GPU_LOGS)
 	@mkdir -p $(GPU_LOGS)
 	-./stage5 --csv $(GPU_LOGS)/stage5_default.csv > $(GPU_LOGS)/stage5_default.log 2>&1
-	-./stage5 --sweep tests > $(GPU_LOGS)/stage5_tests.log 2>&1
+	-$(STAGE5_TESTS) --sweep tests > $(GPU_LOGS)/stage5_tests.log 2>&1
 	for run in $(STAGE5_SAN_RUNS); do \
 	    tool=$${run%%:*}; rest=$${run#*:}; k=$${rest%%:*}; dt=$${rest#*:}; \
-	    ( $(SANITIZER) --tool $$tool --error-exitcode 9 ./stage5 --sweep small $${k:+--kernel $$k} $${dt:+--dtype $$dt} \
+	    ( $(SANITIZER) --tool $$tool --error-exitcode 9 $(STAGE5_TESTS) --sweep small $${k:+--kernel $$k} $${dt:+--dtype $$dt} \
 	        > $(GPU_LOGS)/san_$$tool$${k:+_v$$k}.log 2>&1; echo "exit $$?" >> $(GPU_LOGS)/san_$$tool$${k:+_v$$k}.log ) & \
 	done; wait
 # The PyTorch op's checks against SDPA (the training run is train-gpu).

@@ -8,7 +8,7 @@ Reads only what this repository's programs wrote:
   data/gpu/*.csv      the H200 runs (make bench-gpu, make io-gpu), ring.csv
                       through paper/gen/paper_ring.py, v3_steps.csv and
                       v3_ncu.txt through paper/gen/paper_v3.py
-  src/gpu/gpu_host.c, src/programs/stage5_main.c
+  src/gpu/gpu_host.c, tests/gpu/stage5_tests.c
                       the constants of stage 5's fault inputs (chapter 4b's
                       arithmetic on them), and kernels/stage4_v3_hopper.h's
                       default step: settings the text must follow

@@ -419,11 +419,11 @@ int gh_judge(const char *who, const attn_params *p, gh_tensor t, const gh_err *e
     return 1;
 }
 
-uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device)
+uint64_t gh_tests_seed(const char *stage, const char *program, const options *opt, const char *device)
 {
     uint64_t seed = (opt->given & OPT_SEED) ? opt->seed : fresh_seed();
-    printf("%s GPU tests on %s; seed %llu (replay: ./%s --sweep tests --seed %llu)\n", stage, device,
-           (unsigned long long)seed, stage, (unsigned long long)seed);
+    printf("%s GPU tests on %s; seed %llu (replay: %s --sweep tests --seed %llu)\n", stage, device,
+           (unsigned long long)seed, program, (unsigned long long)seed);
     return seed;
 }
 

@@ -174,8 +174,9 @@ extern const gh_tcase gh_size_cases[GH_SIZE_CASES];
 size_t gh_shared_cases(int sm_count, gh_tcase *out);
 
 /* The first line of a test suite, "<stage> GPU tests on <device>; seed S
- * (replay: ...)"; returns S: --seed if given, else a fresh one. */
-uint64_t gh_tests_seed(const char *stage, const options *opt, const char *device);
+ * (replay: <program> --sweep tests --seed S)"; returns S: --seed if given,
+ * else a fresh one. */
+uint64_t gh_tests_seed(const char *stage, const char *program, const options *opt, const char *device);
 /* "<stage> <what> <shape>" (gh_describe), the name of a test. */
 void gh_test_name(const char *stage, const char *what, const attn_params *p, char *buf, size_t n);
 /* For each case i: random inputs from seed0 + i, passed to fn with the

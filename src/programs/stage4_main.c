@@ -483,7 +483,7 @@ static int run_case(void *ctx, const gh_inputs *in, const char *name)
 
 static int run_tests(const options *opt, int sm_count, const char *device)
 {
-    uint64_t seed = gh_tests_seed("stage4", opt, device);
+    uint64_t seed = gh_tests_seed("stage4", "./stage4", opt, device);
     const int big = sm_count + 18 + (sm_count % 2);   /* B H above the SM count, even */
     /* Besides gh_size_cases and gh_shared_cases: d = 24 and 72 (v1's tiles
      * of 32 and 80 columns part empty; v2 and v3 refuse them), masks and
