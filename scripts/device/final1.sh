@@ -22,7 +22,7 @@
 #      compute-sanitizer tool); the op's suites; stage 8's and varlen's;
 #      varlen again with backward 3's step 1 and its poison test under
 #      memcheck, racecheck and synccheck.
-#      ./stage5 --sweep accuracy. Each lane ends with tests/run.sh's counts line; the summary adds them.
+#      build/tests/gpu/stage5_tests --sweep accuracy. Each lane ends with tests/run.sh's counts line; the summary adds them.
 # Every file lands under $OUT/final/, packed as $OUT/final.tgz.
 set -u
 OUT=${OUT:-/tmp}
