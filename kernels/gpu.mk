@@ -52,7 +52,7 @@ $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 # The GPU host programs: one link list each (mk/programs.mk's link lists:
 # the main, then the library sources), the kernels and cuBLAS.
 # src/gpu/gpu_host.c is the host code the GPU stages share.
-LINK_stage4 := src/programs/stage4_main src/gpu/gpu_host $(LIB_stage3)
+LINK_stage4 := src/programs/stage4_main src/gpu/stage4_runs src/gpu/gpu_host $(LIB_stage3)
 LINK_stage5 := src/programs/stage5_main src/gpu/stage5_runs src/gpu/gpu_host $(LIB_stage3)
 define link_gpu_program
 $(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)

@@ -71,8 +71,8 @@ hopper-ncu-gpu: $(BUILD)/libfa_gpu.so    ## data/gpu/hopper_ncu/*.csv: Nsight Co
 
 # The final run's test logs: both GPU suites, compute-sanitizer on the
 # backward, the PyTorch op's checks.
-final-tests-gpu: stage4 stage5 $(STAGE5_TESTS) $(BUILD)/libfa_gpu.so  ## data/gpu/final_stage4_tests.log, final_stage5_tests.log, final_sanitize.log, final_flash_op.log
-	-./stage4 --sweep tests > $(GPU_DATA)/final_stage4_tests.log 2>&1
+final-tests-gpu: stage4 stage5 $(STAGE4_TESTS) $(STAGE5_TESTS) $(BUILD)/libfa_gpu.so  ## data/gpu/final_stage4_tests.log, final_stage5_tests.log, final_sanitize.log, final_flash_op.log
+	-$(STAGE4_TESTS) --sweep tests > $(GPU_DATA)/final_stage4_tests.log 2>&1
 	-$(STAGE5_TESTS) --sweep tests > $(GPU_DATA)/final_stage5_tests.log 2>&1
 	: > $(GPU_DATA)/final_sanitize.log
 	-for tool in memcheck racecheck synccheck initcheck; do echo "== $$tool" >> $(GPU_DATA)/final_sanitize.log; \

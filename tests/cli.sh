@@ -379,7 +379,7 @@ done
 {
     ./stage1 --random --n 32; ./stage2; ./stage3; ./stage3 --random --n 64 --rule io; ./stage6
     ./stage6 --random --n 64; ./stage6 --random --n 4096 --d 8 --window 15,0 --check rows
-    for s in ./stage4 ./stage5; do [ -x $s ] && $s --sweep model; done
+    for s in build/tests/gpu/stage4_tests build/tests/gpu/stage5_tests; do [ -x $s ] && $s --sweep model; done
 } >"$tmp/prose" 2>&1
 leaks=""
 for f in $(grep -ohE '\b[a-z][a-z0-9]*_[a-z0-9_]+\(' src/*/*.h core/*.h | tr -d '(' | sort -u); do

@@ -11,10 +11,10 @@
 #     --heads, --out without one --kernel and --dtype, the backward's --dq;
 #     for stage 5 the same kinds and --deterministic where a version has none,
 #     and --accurate-dq with a bad value or where the dQ pass cannot run;
-#   - ./stage4 --sweep model and build/tests/gpu/stage5_tests --sweep model: the IO models
+#   - build/tests/gpu/stage4_tests --sweep model and build/tests/gpu/stage5_tests --sweep model: the IO models
 #     against stage 1's and stage 3's counts, with masks and grouped heads (no
 #     GPU needed);
-#   - ./stage4 --sweep tests: forward versions 0 to 3 (3 on Hopper only) in
+#   - build/tests/gpu/stage4_tests --sweep tests: forward versions 0 to 3 (3 on Hopper only) in
 #     fp32, fp16 and bf16 against the CPU fp64 reference on fresh random
 #     inputs (the seed is printed): N = 1, 17, 113, 1023, 4097; d = 16 to
 #     128; B H above the number of SMs; causal, windows, seqlen_q != seqlen_k
@@ -63,12 +63,13 @@ skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
 
-# stage 5's test suite is its own program (tests/gpu/stage5_tests.c)
+# the test suites of stages 4 and 5 are programs of their own (tests/gpu/)
+S4T=build/tests/gpu/stage4_tests
 S5T=build/tests/gpu/stage5_tests
-export S5T   # the sanitizer lines below run it through sh -c
-if [ ! -x ./stage4 ] || [ ! -x ./stage5 ] || [ ! -x $S5T ]; then
-    echo "SKIP stage4-cli: ./stage4, ./stage5 or $S5T not built (nvcc not found)"
-    echo "SKIP stage5-cli: ./stage4, ./stage5 or $S5T not built (nvcc not found)"
+export S4T S5T   # the sanitizer lines below run them through sh -c
+if [ ! -x ./stage4 ] || [ ! -x ./stage5 ] || [ ! -x $S4T ] || [ ! -x $S5T ]; then
+    echo "SKIP stage4-cli: ./stage4, ./stage5 or their test programs not built (nvcc not found)"
+    echo "SKIP stage5-cli: ./stage4, ./stage5 or their test programs not built (nvcc not found)"
     echo "SKIP stage4-model: ./stage4 not built (nvcc not found)"
     echo "SKIP stage5-model: ./stage5 not built (nvcc not found)"
     skip_gpu "./stage4 or ./stage5 not built (nvcc not found)"
@@ -105,7 +106,7 @@ expect_exit2 ./stage4 stage4-cli-kv-heads --random --n 64 --heads 8 --kv-heads 5
 expect_exit2 ./stage4 stage4-cli-outputs-need-one-run --out /tmp/stage4_o_never_written.npy
 expect_exit2 ./stage4 stage4-cli-outputs-need-dtype --kernel 1 --lse /tmp/stage4_l_never_written.npy
 expect_exit2 ./stage4 stage4-cli-no-gradients --dq /tmp/stage4_dq_never_written.npy
-expect_exit2 ./stage4 stage4-cli-sweep-with-shape --sweep tests --causal
+expect_exit2 $S4T stage4-cli-sweep-with-shape --sweep tests --causal
 expect_exit2 ./stage4 stage4-cli-large-n --kernel 1 --random --n 9000 --d 64
 
 expect_exit2 ./stage5 stage5-cli-v3-fp32 --kernel 3 --dtype fp32
@@ -121,7 +122,7 @@ expect_exit2 ./stage5 stage5-cli-dq-pass-fp32 --accurate-dq=full --dtype fp32
 expect_exit2 ./stage5 stage5-cli-dq-pass-d40 --accurate-dq=full --dtype bf16 --random --n 10 --d 40
 expect_exit2 $S5T stage5-cli-dq-pass-sweep --accurate-dq=full --sweep tests
 
-./stage4 --sweep model || true   # prints its own PASS/FAIL lines
+$S4T --sweep model || true   # prints its own PASS/FAIL lines
 $S5T --sweep model || true
 
 probe=$(./stage5 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
@@ -129,7 +130,7 @@ case "$probe" in
 *"no CUDA GPU"*) skip_gpu "no CUDA GPU here"; exit 0 ;;
 esac
 
-./stage4 --sweep tests || true   # prints its own PASS/FAIL lines
+$S4T --sweep tests || true   # prints its own PASS/FAIL lines
 $S5T --sweep tests || true
 
 # A good run's outputs are renamed into place (each a .npy) and leave no
