@@ -36,7 +36,7 @@ TEST_DEPS   += stage7
 # src/gpu/stage7_schedule.c) sees the CUDA runtime's and NCCL's headers as
 # system headers (their own warnings are not ours).
 STAGE7_CPPFLAGS := -isystem $(CUDA_INC) -isystem $(NCCL_INC)
-STAGE7_HOST := src/programs/stage7_main src/gpu/stage7_schedule
+STAGE7_HOST := src/programs/stage7_main src/gpu/stage7_schedule src/gpu/stage7_checks src/gpu/stage7_timing
 $(patsubst %,$(BUILD)/%.o,$(STAGE7_HOST)): CPPFLAGS += $(STAGE7_CPPFLAGS)
 $(BUILD)/stage7_ring_kernels.o: kernels/stage7_ring.cu core/stage7_ring.h core/merge.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@

@@ -41,7 +41,6 @@ OVER = {
     "src/programs/stage1_main.c:main",
     "src/programs/stage2_main.c:main",
     "src/programs/stage3_main.c:main",
-    "src/programs/stage7_main.c",
     "src/programs/stage7_main.c:main",
     "src/programs/stage8_main.c:main",
     "tests/cpu/test_decode.c:main",
