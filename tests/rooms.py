@@ -37,7 +37,6 @@ OVER = {
     "scripts/extract_input.py:main",
     "src/cpu/stage3_accuracy.c:run_config",
     "src/cpu/stage3_tiled.c:flash_backward",
-    "src/cpu/stage6_masks.c",
     "src/programs/stage1_main.c:main",
     "src/programs/stage2_main.c:main",
     "src/programs/stage3_main.c:main",

@@ -1,8 +1,9 @@
 /*
- * stage6_masks.h -- stage 6's checks and sweeps (src/cpu/stage6_masks.c),
- * called by ./stage6's command line (src/programs/stage6_main.c). Each
- * returns 0 when every check passes, EXIT_CHECK_FAILED otherwise; bad
- * input is fatal(EXIT_BAD_INPUT) before any work.
+ * stage6_masks.h -- stage 6's checks (src/cpu/stage6_masks.c) and sweeps
+ * (src/cpu/stage6_sweeps.c), called by ./stage6's command line
+ * (src/programs/stage6_main.c). Each returns 0 when every check passes,
+ * EXIT_CHECK_FAILED otherwise; bad input is fatal(EXIT_BAD_INPUT) before
+ * any work.
  */
 #ifndef STAGE6_MASKS_H
 #define STAGE6_MASKS_H

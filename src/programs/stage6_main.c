@@ -1,21 +1,12 @@
 /*
  * src/programs/stage6_main.c -- ./stage6's command line: masks as one
- * definition, the tour, one problem, the sweeps (src/cpu/stage6_masks.c).
+ * definition, the tour, one problem (src/cpu/stage6_masks.c), the sweeps
+ * (src/cpu/stage6_sweeps.c).
  */
-#include <float.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/time.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common.h"
-#include "mask.h"
-#include "stage1_naive.h"
-#include "stage3_tiled.h"
 #include "stage6_masks.h"
 
 static const char USAGE[] =
