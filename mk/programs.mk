@@ -24,7 +24,7 @@ LIB_stage8 := src/cpu/stage8_decode src/cpu/merge $(LIB_stage2)
 CPU_PROGRAMS := stage1 stage2 stage3 stage6 stage8
 LINK_stage1 := src/programs/stage1_main $(LIB_stage1)             ## naive attention (fp64 reference)
 LINK_stage2 := src/programs/stage2_main $(LIB_stage2)             ## online softmax
-LINK_stage3 := src/programs/stage3_main $(LIB_stage3)             ## tiled FlashAttention, CPU
+LINK_stage3 := src/programs/stage3_main src/cpu/stage3_sweeps $(LIB_stage3)             ## tiled FlashAttention, CPU
 LINK_stage6 := src/programs/stage6_main src/cpu/stage6_masks src/cpu/stage6_sweeps $(LIB_stage3)  ## masks: causal, window, Sq != Sk, grouped heads; long sequences
 LINK_stage8 := src/programs/stage8_main $(LIB_stage8)             ## decoding: split-KV merged by the online softmax's rule, a paged cache, per-sequence lengths
 PROGRAMS := $(CPU_PROGRAMS) stage4 stage5 stage7 stage8_gpu

@@ -39,7 +39,6 @@ OVER = {
     "src/cpu/stage3_tiled.c:flash_backward",
     "src/programs/stage1_main.c:main",
     "src/programs/stage2_main.c:main",
-    "src/programs/stage3_main.c:main",
     "src/programs/stage7_main.c:main",
     "src/programs/stage8_main.c:main",
     "tests/cpu/test_decode.c:main",
