@@ -37,10 +37,7 @@ OVER = {
     "scripts/extract_input.py:main",
     "src/cpu/stage3_accuracy.c:run_config",
     "src/cpu/stage3_tiled.c:flash_backward",
-    "src/programs/stage1_main.c:main",
-    "src/programs/stage2_main.c:main",
     "src/programs/stage7_main.c:main",
-    "src/programs/stage8_main.c:main",
     "tests/cpu/test_decode.c:main",
     "tests/gpu/v3_check.c",
 }

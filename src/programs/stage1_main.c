@@ -22,6 +22,68 @@ static const char USAGE[] =
 
 static int report(const char *what, double err, double tol) { return report_check(what, 44, err, tol); }
 
+/* The rows of P sum to 1, or to 0 for a row that sees no key: checked on
+ * head 0's P, rebuilt by one more forward pass. Returns the largest
+ * deviation; *empty_rows counts the rows that see no key. */
+static double head0_row_sums(const attn_problem *prob, size_t *empty_rows)
+{
+    const attn_params *p = &prob->params;
+    int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d;
+    size_t SS = (size_t)Sq * Sk, qd = (size_t)Sq * d;
+    double row_sum_err = 0;
+    double *S = xmalloc(SS, sizeof(double), "S"), *P = xmalloc(SS, sizeof(double), "P");
+    double *o = xmalloc(qd, sizeof(double), "O"), *l = xmalloc((size_t)Sq, sizeof(double), "L");
+    naive_forward(p, prob->Q, prob->K, prob->V, S, P, o, l, NULL);
+    for (int i = 0; i < Sq; i++) {
+        double sum = 0;
+        for (int j = 0; j < Sk; j++) sum += P[(size_t)i * Sk + j];
+        bool empty = l[i] == -INFINITY;
+        *empty_rows += empty;
+        row_sum_err = nanmax(row_sum_err, fabs(sum - (empty ? 0.0 : 1.0)));
+    }
+    free(S); free(P); free(o); free(l);
+    return row_sum_err;
+}
+
+/* Gradient check by central differences on a small slice of head 0: the
+ * first queries and keys form a problem of their own. 1 when it fails. */
+static int check_gradients(const attn_problem *prob)
+{
+    char what[96];
+    attn_problem g = problem_slice(prob, 12, 8);
+    const attn_params *gp = &g.params;
+    size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp);
+    double *buf = xmalloc(2 * gq + 2 * gk + attn_rows(gp), sizeof(double), "gradcheck buffers");
+    double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
+    naive_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, o, l, gdq, gdk, gdv, NULL, NULL, NULL,
+                              NULL);
+    snprintf(what, sizeof what, "backward vs central differences (head 0, %d queries, %d keys, d = %d)",
+             gp->seqlen_q, gp->seqlen_k, gp->d);
+    int failed = report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), TOL_GRADCHECK);
+    free(buf);
+    free_problem(&g);
+    return failed;
+}
+
+/* The real input carries the model's own attention output: our fp64
+ * attention O (nq entries) must reproduce it to within the model's fp32
+ * rounding. 1 when it does not; a missing file is said and skipped. */
+static int check_model_output(const double *O, size_t nq)
+{
+    int failed = 0;
+    npy_array om;
+    char err[256], path[512];
+    snprintf(path, sizeof path, "%s/o_model.npy", DEFAULT_INPUT_DIR);
+    if (npy_read(path, &om, err, sizeof err) == 0 && om.numel == nq) {
+        err_stats e = compare("O vs model", O, om.data, nq, INFINITY, 0, 0);
+        failed += report("O vs the model's own fp32 output (rel. norm)", e.rel_norm, TOL_MODEL_OUTPUT);
+        npy_free(&om);
+    } else if (om.data == NULL) {
+        printf("  (no %s: model output check skipped)\n", path);
+    }
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     options opt;
@@ -57,23 +119,8 @@ int main(int argc, char **argv)
                               &t_fwd, &t_bwd);
     naive_require_finite_scores(L, p);
 
-    /* The rows of P sum to 1, or to 0 for a row that sees no key: checked on
-     * head 0's P, rebuilt by one more forward pass. */
-    double row_sum_err = 0;
     size_t empty_rows = 0;
-    {
-        double *S = xmalloc(SS, sizeof(double), "S"), *P = xmalloc(SS, sizeof(double), "P");
-        double *o = xmalloc(qd, sizeof(double), "O"), *l = xmalloc((size_t)Sq, sizeof(double), "L");
-        naive_forward(p, prob.Q, prob.K, prob.V, S, P, o, l, NULL);
-        for (int i = 0; i < Sq; i++) {
-            double sum = 0;
-            for (int j = 0; j < Sk; j++) sum += P[(size_t)i * Sk + j];
-            bool empty = l[i] == -INFINITY;
-            empty_rows += empty;
-            row_sum_err = nanmax(row_sum_err, fabs(sum - (empty ? 0.0 : 1.0)));
-        }
-        free(S); free(P); free(o); free(l);
-    }
+    double row_sum_err = head0_row_sums(&prob, &empty_rows);
 
     int failed = 0;
     printf("checks (fp64)\n");
@@ -85,38 +132,11 @@ int main(int argc, char **argv)
                               count_nonfinite(dQ, nq, false) + count_nonfinite(dK, nkv, false) +
                               count_nonfinite(dV, nkv, false)), 0);
 
-    /* Gradient check by central differences on a small slice of head 0: the
-     * first queries and keys form a problem of their own. */
-    {
-        attn_problem g = problem_slice(&prob, 12, 8);
-        const attn_params *gp = &g.params;
-        size_t gq = attn_q_numel(gp), gk = attn_kv_numel(gp);
-        double *buf = xmalloc(2 * gq + 2 * gk + attn_rows(gp), sizeof(double), "gradcheck buffers");
-        double *o = buf, *gdq = o + gq, *gdk = gdq + gq, *gdv = gdk + gk, *l = gdv + gk;
-        naive_attention_all_heads(gp, g.Q, g.K, g.V, g.dO, o, l, gdq, gdk, gdv, NULL, NULL, NULL,
-                                  NULL);
-        snprintf(what, sizeof what, "backward vs central differences (head 0, %d queries, %d keys, d = %d)",
-                 gp->seqlen_q, gp->seqlen_k, gp->d);
-        failed += report(what, gradcheck_central(gp, g.Q, g.K, g.V, g.dO, gdq, gdk, gdv, 1e-5), TOL_GRADCHECK);
-        free(buf);
-        free_problem(&g);
-    }
+    failed += check_gradients(&prob);
 
-    /* The real input carries the model's own attention output: our fp64
-     * attention must reproduce it to within the model's fp32 rounding. */
     if (!(opt.given & (OPT_INPUTS | OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS)) &&
-        !(opt.given & OPT_SCALE)) {
-        npy_array om;
-        char err[256], path[512];
-        snprintf(path, sizeof path, "%s/o_model.npy", DEFAULT_INPUT_DIR);
-        if (npy_read(path, &om, err, sizeof err) == 0 && om.numel == nq) {
-            err_stats e = compare("O vs model", O, om.data, nq, INFINITY, 0, 0);
-            failed += report("O vs the model's own fp32 output (rel. norm)", e.rel_norm, TOL_MODEL_OUTPUT);
-            npy_free(&om);
-        } else if (om.data == NULL) {
-            printf("  (no %s: model output check skipped)\n", path);
-        }
-    }
+        !(opt.given & OPT_SCALE))
+        failed += check_model_output(O, nq);
 
     /* fp32 arithmetic, compared with fp64. */
     double *O32 = NULL, *dQ32 = NULL, *dK32 = NULL, *dV32 = NULL, *L32 = NULL;

@@ -72,6 +72,80 @@ static int report_rows(const char *what, row_errors e, int N)
     return bad;
 }
 
+/* --trace: --logits (default 3,1,6,2) streamed in blocks of --block
+ * (default 2), every step printed, against the two-pass softmax; with --csv
+ * the same trace at full precision. 0 when the streamed L is the two-pass
+ * one within TOL_TRACE_L, else EXIT_CHECK_FAILED. */
+static int run_trace(const options *opt, int argc, char **argv)
+{
+    static const double example[] = {3, 1, 6, 2};
+    const double *x = opt->n_logits ? opt->logits : example;
+    int N = opt->n_logits ? opt->n_logits : 4;
+    int block = (opt->given & OPT_BLOCK) ? opt->block : 2;
+    double out, L, L_ref;
+    printf("stage2 --trace: %d logits in blocks of %d\n", N, block);
+    online_softmax_weighted_sum(x, NULL, N, 0, block, &out, &L, NULL, stdout);
+    two_pass_softmax_weighted_sum(x, NULL, N, 0, &out, &L_ref);
+    double m = -INFINITY, l = 0;
+    for (int j = 0; j < N; j++) m = fmax(m, x[j]);
+    /* every logit masked: the sum is empty (l = 0, L = -inf), and
+     * exp(-inf - -inf) would print NaN */
+    if (m > -INFINITY)
+        for (int j = 0; j < N; j++) l += exp(x[j] - m);
+    printf(fabs(L_ref) < 1e6 ? "  two-pass: m = %g, l = sum exp(x - max) = %.6f, L = %.7f\n"
+                             : "  two-pass: m = %g, l = sum exp(x - max) = %.6f, L = %.9g\n",
+           m, l, L_ref);
+    if (opt->csv) {
+        /* The same trace, every number at full precision, for the paper
+         * and the exercise's cross-checks: one row per block, then the
+         * streamed and the two-pass results. */
+        FILE *f = csv_open(opt->csv, argc, argv, "step,block_logits,m,alpha,l,L");
+        double sm = -INFINITY, sl = 0, sL, a;
+        for (int j0 = 0, b = 1; j0 < N; j0 += block, b++) {
+            int nb = N - j0 < block ? N - j0 : block;
+            online_softmax_update(&sm, &sl, NULL, x + j0, NULL, nb, 0, 0, &a);
+            fprintf(f, "%d,", b);
+            for (int j = 0; j < nb; j++) fprintf(f, "%s%.17g", j ? ";" : "", x[j0 + j]);
+            fprintf(f, ",%.17g,%.17g,%.17g,\n", sm, a, sl);
+        }
+        online_softmax_finalize(sm, sl, NULL, 0, &sL);
+        fprintf(f, "streamed,,%.17g,,%.17g,%.17g\n", sm, sl, sL);
+        fprintf(f, "two_pass,,%.17g,,%.17g,%.17g\n", m, l, L_ref);
+        csv_close(f);
+    }
+    /* L == L_ref first: an all-masked row has L = L_ref = -inf, and
+     * -inf - -inf is NaN */
+    bool same = L == L_ref || fabs(L - L_ref) <= TOL_TRACE_L * fmax(1.0, fabs(L_ref));
+    return same ? 0 : EXIT_CHECK_FAILED;
+}
+
+/* Every query row i of every head of problem p streams its logits
+ * scale * q_i . k_j over the keys, in blocks of 1, 16, 32 and 64, against
+ * the two-pass softmax (check_row); the errors of all of them. */
+static row_errors real_input_rows(const attn_problem *p, double scale)
+{
+    const attn_params *ap = &p->params;
+    int Sk = ap->seqlen_k, d_in = ap->d;
+    double *row = xmalloc((size_t)Sk, sizeof(double), "logit row");
+    row_errors real = {0};
+    int real_blocks[] = {1, 16, 32, 64};
+    for (int b = 0; b < ap->B; b++)
+        for (int h = 0; h < ap->H; h++) {
+            const double *Q = p->Q + attn_q_offset(ap, b, h), *K = p->K + attn_kv_offset(ap, b, h);
+            const double *Vh = p->V + attn_kv_offset(ap, b, h);
+            for (int i = 0; i < ap->seqlen_q; i++) {
+                for (int j = 0; j < Sk; j++) {
+                    double acc = 0;
+                    for (int c = 0; c < d_in; c++) acc += Q[(size_t)i * d_in + c] * K[(size_t)j * d_in + c];
+                    row[j] = acc * scale;
+                }
+                check_row(row, Vh, Sk, d_in, real_blocks, 4, &real);
+            }
+        }
+    free(row);
+    return real;
+}
+
 int main(int argc, char **argv)
 {
     options opt;
@@ -85,47 +159,7 @@ int main(int argc, char **argv)
     if (opt.trace && (opt.given & (OPT_N | OPT_D | OPT_INPUTS)))
         fatal(EXIT_BAD_INPUT, "--trace streams --logits; --n, --d and input files are for the checks");
 
-    if (opt.trace) {
-        static const double example[] = {3, 1, 6, 2};
-        const double *x = opt.n_logits ? opt.logits : example;
-        int N = opt.n_logits ? opt.n_logits : 4;
-        int block = (opt.given & OPT_BLOCK) ? opt.block : 2;
-        double out, L, L_ref;
-        printf("stage2 --trace: %d logits in blocks of %d\n", N, block);
-        online_softmax_weighted_sum(x, NULL, N, 0, block, &out, &L, NULL, stdout);
-        two_pass_softmax_weighted_sum(x, NULL, N, 0, &out, &L_ref);
-        double m = -INFINITY, l = 0;
-        for (int j = 0; j < N; j++) m = fmax(m, x[j]);
-        /* every logit masked: the sum is empty (l = 0, L = -inf), and
-         * exp(-inf - -inf) would print NaN */
-        if (m > -INFINITY)
-            for (int j = 0; j < N; j++) l += exp(x[j] - m);
-        printf(fabs(L_ref) < 1e6 ? "  two-pass: m = %g, l = sum exp(x - max) = %.6f, L = %.7f\n"
-                                 : "  two-pass: m = %g, l = sum exp(x - max) = %.6f, L = %.9g\n",
-               m, l, L_ref);
-        if (opt.csv) {
-            /* The same trace, every number at full precision, for the paper
-             * and the exercise's cross-checks: one row per block, then the
-             * streamed and the two-pass results. */
-            FILE *f = csv_open(opt.csv, argc, argv, "step,block_logits,m,alpha,l,L");
-            double sm = -INFINITY, sl = 0, sL, a;
-            for (int j0 = 0, b = 1; j0 < N; j0 += block, b++) {
-                int nb = N - j0 < block ? N - j0 : block;
-                online_softmax_update(&sm, &sl, NULL, x + j0, NULL, nb, 0, 0, &a);
-                fprintf(f, "%d,", b);
-                for (int j = 0; j < nb; j++) fprintf(f, "%s%.17g", j ? ";" : "", x[j0 + j]);
-                fprintf(f, ",%.17g,%.17g,%.17g,\n", sm, a, sl);
-            }
-            online_softmax_finalize(sm, sl, NULL, 0, &sL);
-            fprintf(f, "streamed,,%.17g,,%.17g,%.17g\n", sm, sl, sL);
-            fprintf(f, "two_pass,,%.17g,,%.17g,%.17g\n", m, l, L_ref);
-            csv_close(f);
-        }
-        /* L == L_ref first: an all-masked row has L = L_ref = -inf, and
-         * -inf - -inf is NaN */
-        bool same = L == L_ref || fabs(L - L_ref) <= TOL_TRACE_L * fmax(1.0, fabs(L_ref));
-        return outputs_finish(same ? 0 : EXIT_CHECK_FAILED);
-    }
+    if (opt.trace) return outputs_finish(run_trace(&opt, argc, argv));
 
     /* Here --n and --d shape the random rows below, not this input. */
     options real_opt = opt;
@@ -185,28 +219,11 @@ int main(int argc, char **argv)
 
     /* The real input: every query row i of every head streams the logits
      * softmax_scale * q_i . k_j over the keys, in blocks. */
-    int Sk = ap->seqlen_k, d_in = ap->d;
-    double *row = xmalloc((size_t)Sk, sizeof(double), "logit row");
-    row_errors real = {0};
-    int real_blocks[] = {1, 16, 32, 64};
-    for (int b = 0; b < ap->B; b++)
-        for (int h = 0; h < ap->H; h++) {
-            const double *Q = p.Q + attn_q_offset(ap, b, h), *K = p.K + attn_kv_offset(ap, b, h);
-            const double *Vh = p.V + attn_kv_offset(ap, b, h);
-            for (int i = 0; i < ap->seqlen_q; i++) {
-                for (int j = 0; j < Sk; j++) {
-                    double acc = 0;
-                    for (int c = 0; c < d_in; c++) acc += Q[(size_t)i * d_in + c] * K[(size_t)j * d_in + c];
-                    row[j] = acc * scale;
-                }
-                check_row(row, Vh, Sk, d_in, real_blocks, 4, &real);
-            }
-        }
+    row_errors real = real_input_rows(&p, scale);
     snprintf(what, sizeof what, "%s: %zu query rows of %d logits, d = %d, blocks 1, 16, 32, 64",
-             (opt.given & OPT_INPUTS) ? "input files" : "real input", attn_rows(ap), Sk, d_in);
-    failed += report_rows(what, real, Sk);
+             (opt.given & OPT_INPUTS) ? "input files" : "real input", attn_rows(ap), ap->seqlen_k, ap->d);
+    failed += report_rows(what, real, ap->seqlen_k);
     io_bad += real.io_bad;
-    free(row);
     free_problem(&p);
 
     printf("streams whose counted IO was not N + N d reads and d + 1 writes: %d (%s)\n", io_bad,

@@ -108,6 +108,129 @@ static int run_sweep(const char *csv_path, int sms, int ctas, uint64_t seed, int
     return bad ? EXIT_CHECK_FAILED : 0;
 }
 
+/* The problem, the cache's pages and tables, and the split count of this run. */
+static void print_problem(const decode_problem *x, int S, int rule, int max_len, int sms, int ctas, uint64_t seed)
+{
+    const decode_params *p = &x->p;
+    int G = p->H / p->H_kv, Sq = p->seqlen_q, d = p->d;
+    printf("stage8: decoding against a paged KV cache (CPU, fp64), seed %llu\n", (unsigned long long)seed);
+    printf("  B = %d sequences, H = %d query heads on H_kv = %d (groups of %d), seqlen_q = %d, d = %d, "
+           "softmax_scale = %.6g, window = (%d, %d)\n", p->B, p->H, p->H_kv, G, Sq, d, p->softmax_scale,
+           p->window_size_left, p->window_size_right);
+    printf("  pages of %d keys, %d per block table (capacity %lld), pool of %d pages; cache_seqlens =",
+           p->page_size, p->pages_per_seq, (long long)decode_capacity(p), p->num_pages);
+    for (int b = 0; b < p->B && b < 16; b++) printf(" %d", x->lens[b]);
+    printf("%s\n", p->B > 16 ? " ..." : "");
+    printf("  block table of sequence %d:", p->B - 1);
+    for (int j = 0; j < p->pages_per_seq && j < 12; j++) printf(" %d", x->table[(size_t)(p->B - 1) * p->pages_per_seq + j]);
+    printf("%s\n", p->pages_per_seq > 12 ? " ..." : "");
+    printf("  splits: %d%s; the rule (decode_num_splits) for B H_kv = %d work units, %d keys, %d SMs of %d CTAs "
+           "gives %d\n", S, S == rule ? " (the rule's)" : " (--splits)", p->B * p->H_kv, max_len, sms, ctas, rule);
+    printf("\n");
+}
+
+/* The errors of a run's outputs against stage 1 on each sequence's dense
+ * K, V (O, L with S splits; O1, L1 with one), relative to max|V| and
+ * max(1, max|L|); the entries of empty sequences other than O = 0,
+ * L = -inf; the rows where only split 0 holds keys and the merge must hand
+ * it back bit for bit, and how many sequences of those differ. */
+typedef struct {
+    double O, L, O1, L1, empty_bad;
+    size_t bitwise_rows, bitwise_bad;
+} decode_errors;
+
+static decode_errors against_stage1(const decode_problem *x, int S, const double *O, const double *L,
+                                    const double *O1, const double *L1)
+{
+    const decode_params *p = &x->p;
+    int Sq = p->seqlen_q, d = p->d;
+    size_t pool = (size_t)p->num_pages * p->page_size * p->H_kv * p->d;
+    double eO = 0, eL = 0, eO1 = 0, eL1 = 0, empty_bad = 0;
+    double mV = max_abs_finite(x->V, pool);
+    size_t bitwise_rows = 0, bitwise_bad = 0;
+    for (int b = 0; b < p->B; b++) {
+        int len = x->lens[b], lo, hi, k0, k1;
+        size_t qo = (size_t)b * p->H * Sq * d, ro = (size_t)b * p->H * Sq;
+        decode_key_range(p, len, &lo, &hi);
+        /* Only split 0 holds keys: every other partial is empty, so the
+         * merge must hand split 0's result back bit for bit. */
+        decode_split_range(hi - lo, S, 0, &k0, &k1);
+        if (k1 - k0 == hi - lo) {
+            bitwise_rows += (size_t)p->H * Sq;
+            bitwise_bad += memcmp(O + qo, O1 + qo, (size_t)p->H * Sq * d * sizeof(double)) != 0 ||
+                           memcmp(L + ro, L1 + ro, (size_t)p->H * Sq * sizeof(double)) != 0;
+        }
+        if (len == 0) {   /* nothing to see: O = 0, L = -inf exactly */
+            for (size_t k = 0; k < (size_t)p->H * Sq * d; k++) empty_bad += O[qo + k] != 0.0;
+            for (size_t k = 0; k < (size_t)p->H * Sq; k++) empty_bad += L[ro + k] != -INFINITY;
+            continue;
+        }
+        attn_params ap = {1, p->H, p->H_kv, Sq, len, d, p->softmax_scale, p->window_size_left,
+                          p->window_size_right};
+        size_t kvn = (size_t)p->H_kv * len * d;
+        double *Kd = xmalloc(2 * kvn + (size_t)p->H * Sq * (d + 1), sizeof(double), "dense K, V"), *Vd = Kd + kvn;
+        double *rO = Vd + kvn, *rL = rO + (size_t)p->H * Sq * d;
+        decode_gather_dense(p, x->K, x->table, b, len, Kd);
+        decode_gather_dense(p, x->V, x->table, b, len, Vd);
+        naive_attention_all_heads(&ap, x->Q + qo, Kd, Vd, NULL, rO, rL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        double Ls = fmax(1.0, max_abs_finite(rL, (size_t)p->H * Sq));
+        eO = nanmax(eO, rel_err(O + qo, rO, (size_t)p->H * Sq * d, mV));
+        eL = nanmax(eL, rel_err(L + ro, rL, (size_t)p->H * Sq, Ls));
+        eO1 = nanmax(eO1, rel_err(O1 + qo, rO, (size_t)p->H * Sq * d, mV));
+        eL1 = nanmax(eL1, rel_err(L1 + ro, rL, (size_t)p->H * Sq, Ls));
+        free(Kd);
+    }
+    decode_errors er = {eO, eL, eO1, eL1, empty_bad, bitwise_rows, bitwise_bad};
+    return er;
+}
+
+/* Slow-memory traffic counted while running against stage8_decode.h's
+ * closed forms, with S splits and with one, and the bytes a GPU would move;
+ * the number of counts off their formula. */
+static int print_traffic(const decode_problem *x, const decode_pair *run, int S)
+{
+    const decode_params *p = &x->p;
+    int failed = 0, d = p->d;
+    decode_io c = decode_io_counted(&run->io[0], &run->io[1], S), fm = decode_io_formula(p, x->lens, S);
+    decode_io c1 = decode_io_counted(&run->io[2], &run->io[3], 1), fm1 = decode_io_formula(p, x->lens, 1);
+    printf("\nslow-memory traffic, counted while running (elements; the closed form of stage8_decode.h)\n");
+    printf("  %-34s %13s %13s %6s   %s\n", "", "counted", "formula", "equal", "formula");
+#define ROW(name, a, b, text)                                                                           \
+    do {                                                                                                 \
+        printf("  %-34s %13llu %13llu %6s   %s\n", name, (unsigned long long)(a), (unsigned long long)(b), \
+               (a) == (b) ? "yes" : "NO", text);                                                         \
+        failed += (a) != (b);                                                                            \
+    } while (0)
+    ROW("cache K, V (each row once)", c.cache, fm.cache, "2 d H_kv sum_b (hi_b - lo_b)");
+    ROW("Q (once per split with a key)", c.q, fm.q, "H seqlen_q d sum_b nonempty_b");
+    ROW("partials written", c.partials_written, fm.partials_written, "B H seqlen_q (d + 1) num_splits");
+    ROW("partials read by the merge", c.partials_read, fm.partials_read, "the same");
+    ROW("O, L written", c.out, fm.out, "B H seqlen_q (d + 1)");
+    ROW("total", decode_io_total(c), decode_io_total(fm), "");
+    ROW("total with one split", decode_io_total(c1), decode_io_total(fm1), "no partials");
+#undef ROW
+    double gb = gpu_bytes(c, d), gb1 = gpu_bytes(c1, d);
+    printf("  on the GPU (cache, Q, O in 2 bytes; L, partials in 4): %.6g bytes with %d splits, %.6g with one;\n"
+           "  the cache is %.1f%% of them, the partials %.2f%%; wall time %.4f s\n",
+           gb, S, gb1, 100.0 * 2.0 * (double)c.cache / gb,
+           100.0 * 4.0 * (double)(c.partials_written + c.partials_read) / gb, run->seconds);
+    return failed;
+}
+
+/* The sequences' lengths (B of them): --lens a,b,... when given; else an
+ * empty sequence, a one-key one, the full capacity cap, random between. */
+static void lens_of_flags(const char *lens_flag, int B, int cap, rng_t *rng, int *lens)
+{
+    if (lens_flag) {
+        parse_list("--lens", lens_flag, lens, (size_t)B, -(1L << 31) + 1, (1L << 31) - 1);
+        return;
+    }
+    for (int b = 0; b < B; b++) lens[b] = rng_int(rng, cap >= 2 ? 2 : 0, cap);
+    if (B >= 3) lens[0] = 0;
+    if (B >= 2) lens[B >= 3] = 1;
+    lens[B - 1] = cap;
+}
+
 int main(int argc, char **argv)
 {
     stage8_flags f;
@@ -160,15 +283,7 @@ int main(int argc, char **argv)
     x.lens = xmalloc((size_t)p->B, sizeof(int), "cache_seqlens");
     rng_t rng;
     rng_seed(&rng, opt.seed);
-    if (f.lens) {
-        parse_list("--lens", f.lens, x.lens, (size_t)p->B, -(1L << 31) + 1, (1L << 31) - 1);
-    } else {
-        /* an empty sequence, a one-key one, the full one, random between */
-        for (int b = 0; b < p->B; b++) x.lens[b] = rng_int(&rng, cap >= 2 ? 2 : 0, cap);
-        if (p->B >= 3) x.lens[0] = 0;
-        if (p->B >= 2) x.lens[p->B >= 3] = 1;
-        x.lens[p->B - 1] = cap;
-    }
+    lens_of_flags(f.lens, p->B, cap, &rng, x.lens);
     {
         /* validate against what the table would hold before drawing it */
         int *probe = table;
@@ -188,21 +303,8 @@ int main(int argc, char **argv)
     decode_problem_draw(&x, &rng, 0, 1, table);
     free(table);
 
-    int G = p->H / p->H_kv, Sq = p->seqlen_q, d = p->d;
-    printf("stage8: decoding against a paged KV cache (CPU, fp64), seed %llu\n", (unsigned long long)opt.seed);
-    printf("  B = %d sequences, H = %d query heads on H_kv = %d (groups of %d), seqlen_q = %d, d = %d, "
-           "softmax_scale = %.6g, window = (%d, %d)\n", p->B, p->H, p->H_kv, G, Sq, d, p->softmax_scale,
-           p->window_size_left, p->window_size_right);
-    printf("  pages of %d keys, %d per block table (capacity %lld), pool of %d pages; cache_seqlens =",
-           p->page_size, p->pages_per_seq, (long long)decode_capacity(p), p->num_pages);
-    for (int b = 0; b < p->B && b < 16; b++) printf(" %d", x.lens[b]);
-    printf("%s\n", p->B > 16 ? " ..." : "");
-    printf("  block table of sequence %d:", p->B - 1);
-    for (int j = 0; j < p->pages_per_seq && j < 12; j++) printf(" %d", x.table[(size_t)(p->B - 1) * p->pages_per_seq + j]);
-    printf("%s\n", p->pages_per_seq > 12 ? " ..." : "");
-    printf("  splits: %d%s; the rule (decode_num_splits) for B H_kv = %d work units, %d keys, %d SMs of %d CTAs "
-           "gives %d\n", S, S == rule ? " (the rule's)" : " (--splits)", p->B * p->H_kv, max_len, sms, ctas, rule);
-    printf("\n");
+    int Sq = p->seqlen_q, d = p->d;
+    print_problem(&x, S, rule, max_len, sms, ctas, opt.seed);
 
     size_t nq = (size_t)p->B * p->H * Sq * d, rows = (size_t)p->B * p->H * Sq;
     double *out = xmalloc(2 * (nq + rows), sizeof(double), "outputs");
@@ -213,41 +315,9 @@ int main(int argc, char **argv)
 
     /* The reference: stage 1 on each sequence's dense K, V. */
     int failed = 0;
-    double eO = 0, eL = 0, eO1 = 0, eL1 = 0, empty_bad = 0;
-    double mV = max_abs_finite(x.V, pool);
-    size_t bitwise_rows = 0, bitwise_bad = 0;
-    for (int b = 0; b < p->B; b++) {
-        int len = x.lens[b], lo, hi, k0, k1;
-        size_t qo = (size_t)b * p->H * Sq * d, ro = (size_t)b * p->H * Sq;
-        decode_key_range(p, len, &lo, &hi);
-        /* Only split 0 holds keys: every other partial is empty, so the
-         * merge must hand split 0's result back bit for bit. */
-        decode_split_range(hi - lo, S, 0, &k0, &k1);
-        if (k1 - k0 == hi - lo) {
-            bitwise_rows += (size_t)p->H * Sq;
-            bitwise_bad += memcmp(O + qo, O1 + qo, (size_t)p->H * Sq * d * sizeof(double)) != 0 ||
-                           memcmp(L + ro, L1 + ro, (size_t)p->H * Sq * sizeof(double)) != 0;
-        }
-        if (len == 0) {   /* nothing to see: O = 0, L = -inf exactly */
-            for (size_t k = 0; k < (size_t)p->H * Sq * d; k++) empty_bad += O[qo + k] != 0.0;
-            for (size_t k = 0; k < (size_t)p->H * Sq; k++) empty_bad += L[ro + k] != -INFINITY;
-            continue;
-        }
-        attn_params ap = {1, p->H, p->H_kv, Sq, len, d, p->softmax_scale, p->window_size_left,
-                          p->window_size_right};
-        size_t kvn = (size_t)p->H_kv * len * d;
-        double *Kd = xmalloc(2 * kvn + (size_t)p->H * Sq * (d + 1), sizeof(double), "dense K, V"), *Vd = Kd + kvn;
-        double *rO = Vd + kvn, *rL = rO + (size_t)p->H * Sq * d;
-        decode_gather_dense(p, x.K, x.table, b, len, Kd);
-        decode_gather_dense(p, x.V, x.table, b, len, Vd);
-        naive_attention_all_heads(&ap, x.Q + qo, Kd, Vd, NULL, rO, rL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-        double Ls = fmax(1.0, max_abs_finite(rL, (size_t)p->H * Sq));
-        eO = nanmax(eO, rel_err(O + qo, rO, (size_t)p->H * Sq * d, mV));
-        eL = nanmax(eL, rel_err(L + ro, rL, (size_t)p->H * Sq, Ls));
-        eO1 = nanmax(eO1, rel_err(O1 + qo, rO, (size_t)p->H * Sq * d, mV));
-        eL1 = nanmax(eL1, rel_err(L1 + ro, rL, (size_t)p->H * Sq, Ls));
-        free(Kd);
-    }
+    decode_errors er = against_stage1(&x, S, O, L, O1, L1);
+    double eO = er.O, eL = er.L, eO1 = er.O1, eL1 = er.L1, empty_bad = er.empty_bad;
+    size_t bitwise_rows = er.bitwise_rows, bitwise_bad = er.bitwise_bad;
     char what[96];
     printf("checks (against stage 1 on the dense K, V of each sequence; errors relative to max|V| "
            "and max(1, max|L|))\n");
@@ -267,29 +337,7 @@ int main(int argc, char **argv)
            decode_sram_elements(p), run.sram_high <= decode_sram_elements(p) ? "ok" : "FAIL");
     failed += run.sram_high > decode_sram_elements(p);
 
-    decode_io c = decode_io_counted(&run.io[0], &run.io[1], S), fm = decode_io_formula(p, x.lens, S);
-    decode_io c1 = decode_io_counted(&run.io[2], &run.io[3], 1), fm1 = decode_io_formula(p, x.lens, 1);
-    printf("\nslow-memory traffic, counted while running (elements; the closed form of stage8_decode.h)\n");
-    printf("  %-34s %13s %13s %6s   %s\n", "", "counted", "formula", "equal", "formula");
-#define ROW(name, a, b, text)                                                                           \
-    do {                                                                                                 \
-        printf("  %-34s %13llu %13llu %6s   %s\n", name, (unsigned long long)(a), (unsigned long long)(b), \
-               (a) == (b) ? "yes" : "NO", text);                                                         \
-        failed += (a) != (b);                                                                            \
-    } while (0)
-    ROW("cache K, V (each row once)", c.cache, fm.cache, "2 d H_kv sum_b (hi_b - lo_b)");
-    ROW("Q (once per split with a key)", c.q, fm.q, "H seqlen_q d sum_b nonempty_b");
-    ROW("partials written", c.partials_written, fm.partials_written, "B H seqlen_q (d + 1) num_splits");
-    ROW("partials read by the merge", c.partials_read, fm.partials_read, "the same");
-    ROW("O, L written", c.out, fm.out, "B H seqlen_q (d + 1)");
-    ROW("total", decode_io_total(c), decode_io_total(fm), "");
-    ROW("total with one split", decode_io_total(c1), decode_io_total(fm1), "no partials");
-#undef ROW
-    double gb = gpu_bytes(c, d), gb1 = gpu_bytes(c1, d);
-    printf("  on the GPU (cache, Q, O in 2 bytes; L, partials in 4): %.6g bytes with %d splits, %.6g with one;\n"
-           "  the cache is %.1f%% of them, the partials %.2f%%; wall time %.4f s\n",
-           gb, S, gb1, 100.0 * 2.0 * (double)c.cache / gb,
-           100.0 * 4.0 * (double)(c.partials_written + c.partials_read) / gb, run.seconds);
+    failed += print_traffic(&x, &run, S);
 
     printf("\nstage8: %s\n", failed ? "FAILED" : "all checks passed");
     free(out);
