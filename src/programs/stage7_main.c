@@ -98,6 +98,57 @@ static void random_problem(const options *opt, attn_problem *p, int B, int H, in
     load_problem(&o, p);
 }
 
+/* Exit 2 with one line when the ring of G ranks cannot run problem p's
+ * forward in dtype with version kernel (before any GPU is looked for). */
+static void require_job(const attn_params *p, int G, int dtype, int kernel)
+{
+    ring_job j;
+    char why[256], bwhy[256];
+    if (job_make(&j, p, G, dtype, kernel, false, why, bwhy, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
+}
+
+/* --sweep scale on G ranks: the measurement, rows to --csv. */
+static int run_scale(const options *opt, int G, int dtype, int kernel, int argc, char **argv)
+{
+    ring_ctx *x = xmalloc(1, sizeof(ring_ctx), "ring context");
+    ctx_init(x, G, opt->virt);
+    provenance pv;
+    provenance_of(&pv, argc, argv, 0);
+    FILE *csv = csv_open(opt->csv, argc, argv,
+                         "gpu,driver,cuda,nccl,commit,date,command,transport,gpus,causal,dtype,kernel,"
+                         "pass,B,H,N,d,repeats,single_ms,ring_ms,compute_only_ms,comm_only_ms,"
+                         "hidden_share,single_tflops,ring_tflops,efficiency,bytes_sent_per_gpu,bytes_formula");
+    scale_sweep(x, opt, dtype, kernel, opt->budget, &pv, csv);
+    csv_close(csv);
+    ctx_free(x);
+    free(x);
+    return 0;
+}
+
+/* Random problems, causal and not, at every G of gs: the first two of the
+ * table, or all of them for --sweep tests (seed + i draws problem i). Under
+ * the mask N must split into 2G chunks. */
+static void check_random_problems(ring_ctx **ctx, const options *opt, const int *gs, int ng, int G, int dtype,
+                                  int kernel, bool tests, uint64_t seed)
+{
+    attn_problem p;
+    struct { int B, H, N, d, dtype, kernel, causal; } cases[] = {
+        {2, 4, 1024, 64, dtype, kernel, 1},
+        {1, 2, 768, 128, dtype, kernel, 0},
+        {1, 3, 8 * MAX_G * 3, 64, FA_FP16, 2, 1},
+        {1, 2, 384, 64, FA_FP32, 1, 1},
+        {1, 2, 2 * MAX_G * 105, 32, FA_FP32, 1, 0},
+        {1, 1, 2 * MAX_G, 16, FA_BF16, 2, 1},   /* one row per chunk at G = 8 */
+    };
+    int nc = tests ? (int)(sizeof cases / sizeof cases[0]) : 2;
+    for (int i = 0; i < nc; i++) {
+        if (cases[i].kernel == 0 && G > 1 && !opt->virt) continue;
+        random_problem(opt, &p, cases[i].B, cases[i].H, cases[i].N, cases[i].d, seed + i);
+        check_all(ctx, opt->virt, gs, ng, &p, "random", cases[i].dtype, cases[i].kernel, cases[i].causal);
+        free_problem(&p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     options opt;
@@ -139,17 +190,11 @@ int main(int argc, char **argv)
         attn_params p = given.params;
         p.window_size_left = -1;
         p.window_size_right = opt.causal ? 0 : -1;
-        ring_job j;
-        char why[256], bwhy[256];
-        if (job_make(&j, &p, opt.gpus ? opt.gpus : 1, dtype, kernel, false, why, bwhy, sizeof why))
-            fatal(EXIT_BAD_INPUT, "%s", why);
+        require_job(&p, opt.gpus ? opt.gpus : 1, dtype, kernel);
     } else if (problem_given && !scale) {
         attn_params p = attn_params_make(opt.batch, opt.heads, opt.N, opt.d, 1.0);
         attn_params_causal(&p, opt.causal);
-        ring_job j;
-        char why[256], bwhy[256];
-        if (job_make(&j, &p, opt.gpus ? opt.gpus : 1, dtype, kernel, false, why, bwhy, sizeof why))
-            fatal(EXIT_BAD_INPUT, "%s", why);
+        require_job(&p, opt.gpus ? opt.gpus : 1, dtype, kernel);
     }
     if (scale && opt.gpus == 1) fatal(EXIT_BAD_INPUT, "--sweep scale: needs --gpus 2 or more (it sets G GPUs against one)");
     if (scale) {   /* the first N of the sweep; the others are its doublings */
@@ -157,10 +202,7 @@ int main(int argc, char **argv)
         attn_params p = attn_params_make(opt.given & OPT_BATCH ? opt.batch : 1, opt.given & OPT_HEADS ? opt.heads : 16,
                                          N, d, 1.0);
         attn_params_causal(&p, true);   /* the stricter layout: 2G chunks */
-        ring_job j;
-        char why[256], bwhy[256];
-        if (job_make(&j, &p, opt.gpus ? opt.gpus : 2, dtype, kernel, false, why, bwhy, sizeof why))
-            fatal(EXIT_BAD_INPUT, "%s", why);
+        require_job(&p, opt.gpus ? opt.gpus : 2, dtype, kernel);
     }
 
     int have = fa_device_count();
@@ -184,21 +226,7 @@ int main(int argc, char **argv)
            opt.virt ? "virtual ranks on GPU 0 (copies, no NCCL)" : "GPUs (NCCL)", info, nv);
     ring_ctx *ctx[MAX_G + 1] = {0};
 
-    if (scale) {
-        ctx[G] = xmalloc(1, sizeof(ring_ctx), "ring context");
-        ctx_init(ctx[G], G, opt.virt);
-        provenance pv;
-        provenance_of(&pv, argc, argv, 0);
-        FILE *csv = csv_open(opt.csv, argc, argv,
-                             "gpu,driver,cuda,nccl,commit,date,command,transport,gpus,causal,dtype,kernel,"
-                             "pass,B,H,N,d,repeats,single_ms,ring_ms,compute_only_ms,comm_only_ms,"
-                             "hidden_share,single_tflops,ring_tflops,efficiency,bytes_sent_per_gpu,bytes_formula");
-        scale_sweep(ctx[G], &opt, dtype, kernel, opt.budget, &pv, csv);
-        csv_close(csv);
-        ctx_free(ctx[G]);
-        free(ctx[G]);
-        return outputs_finish(0);
-    }
+    if (scale) return outputs_finish(run_scale(&opt, G, dtype, kernel, argc, argv));
 
     uint64_t seed = (opt.given & OPT_SEED) ? opt.seed : fresh_seed();
     stage7_checks_seed(seed);
@@ -226,22 +254,7 @@ int main(int argc, char **argv)
         for (int causal = 0; causal <= 1; causal++)
             check_all(ctx, opt.virt, gs, ng, &p, "real input", dtype, kernel, causal);
         free_problem(&p);
-        /* random problems; under the mask the N must split into 2G chunks */
-        struct { int B, H, N, d, dtype, kernel, causal; } cases[] = {
-            {2, 4, 1024, 64, dtype, kernel, 1},
-            {1, 2, 768, 128, dtype, kernel, 0},
-            {1, 3, 8 * MAX_G * 3, 64, FA_FP16, 2, 1},
-            {1, 2, 384, 64, FA_FP32, 1, 1},
-            {1, 2, 2 * MAX_G * 105, 32, FA_FP32, 1, 0},
-            {1, 1, 2 * MAX_G, 16, FA_BF16, 2, 1},   /* one row per chunk at G = 8 */
-        };
-        int nc = tests ? (int)(sizeof cases / sizeof cases[0]) : 2;
-        for (int i = 0; i < nc; i++) {
-            if (cases[i].kernel == 0 && G > 1 && !opt.virt) continue;
-            random_problem(&opt, &p, cases[i].B, cases[i].H, cases[i].N, cases[i].d, seed + i);
-            check_all(ctx, opt.virt, gs, ng, &p, "random", cases[i].dtype, cases[i].kernel, cases[i].causal);
-            free_problem(&p);
-        }
+        check_random_problems(ctx, &opt, gs, ng, G, dtype, kernel, tests, seed);
     }
     for (int g = 0; g <= MAX_G; g++)
         if (ctx[g]) {
