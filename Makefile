@@ -30,7 +30,7 @@ all: cpu gpu                              ## build every stage (CUDA ones too wh
 
 help:                                     ## list the targets
 	@sed -nE 's/^LINK_([a-z0-9_]+) *:=.*## (.*)/\1:## \2/p; t; s/^([^ :#=]+):.*## (.*)/\1:## \2/p' $(MAKEFILE_LIST) | \
-	    sed 's/[$$](BUILD)/$(BUILD)/; s/[$$](ASAN)/$(BUILD)\/asan/' | awk -F':## ' '{ printf "%-22s %s\n", $$1, $$2 }'
+	    sed 's/[$$](BUILD)/$(BUILD)/; s/[$$](ASAN)/$(BUILD)\/asan/' | awk -F':## ' '{ printf "%-33s %s\n", $$1, $$2 }'
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -52,7 +52,7 @@ $(BUILD)/libfa_gpu.so:                    ## the kernels as one shared library (
 $(BUILD)/v3_check:                        ## version 3 (Hopper): its piece tests and every step against fp64
 endif
 
-gpu: $(GPU_TARGETS)                       ## build the CUDA programs: stage4, stage5, build/v3_check, build/libfa_gpu.so, stage8_gpu, stage7 (with NCCL); nothing without nvcc
+gpu: $(GPU_TARGETS)                       ## build the CUDA programs: stage4, stage5, stage8_gpu, stage7 (with NCCL), build/libfa_gpu.so, build/v3_check, build/tests/gpu/*; nothing without nvcc
 
 setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot
 	sh scripts/setup.sh
