@@ -34,7 +34,7 @@
  * The harness these kernels share (errors, dtypes, mma/ldmatrix/cp.async)
  * is kernels/gpu_common.cuh; the entry points are kernels/fa_api.cu.
  *
- * Build:   make stage4          (the host program src/programs/stage4_main.c links this)
+ * Build:   make stage4          (the host program src/stage4_main.c links this)
  *          make build/libfa_gpu.so   (the same launchers for Python/ctypes)
  * Run:     ./stage4 [--kernel K] [--dtype fp32|fp16|bf16] [--random --n N --d D ...]
  * Cost:    4 B H N^2 d FLOPs in every version; version 0 also needs 2 B H N^2

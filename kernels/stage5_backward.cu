@@ -102,7 +102,7 @@
  * mode's turns, the tensor-core fragment helpers and the declarations of the
  * tiled launch, workspace and IO model defined here.
  *
- * Build:   make stage5        (the host program src/programs/stage5_main.c links this)
+ * Build:   make stage5        (the host program src/stage5_main.c links this)
  * Run:     ./stage5 [--kernel K] [--dtype fp32|fp16|bf16] [--deterministic] ...
  * Cost:    2.5 times the forward's FLOPs (5 products of 2 Sq Sk d instead of
  *          2), version 0 needs (4 + es) B H Sq Sk bytes of workspace, versions
@@ -356,7 +356,7 @@ struct ws_carver {
  * dQ_i = softmax_scale sum_j dS_ij (K_j - c) for any vector c; but an error
  * in dS (D formed from the O stored in 16 bits; dS rounded for the tensor-core
  * products) reaches dQ multiplied by K itself, and a large part of K common
- * to all keys multiplies it by that part's size (src/cpu/stage3_accuracy.c
+ * to all keys multiplies it by that part's size (src/stage3_accuracy.c
  * measures this on the CPU). With c near the mean of K's rows, the backward
  * runs unchanged on K_c = K - c and L'_i = L_i - softmax_scale Q_i . c (the
  * scores drop a constant per row, which L' drops too), so P, dK and dV are

@@ -32,43 +32,6 @@ static const char USAGE[] =
     "--sweep tests: every version and dtype on the suite's problems; model: the IO models\n"
     "(no GPU needed).";
 
-/* --sweep model: model_matches on problems that reach every term (no GPU). */
-static int model_checks(void)
-{
-    const gh_tcase shapes[] = {
-        {"", 2, 3, 3, 300, 300, 64, -1, -1, GH_IN_NORMAL},     {"", 2, 3, 3, 300, 300, 64, -1, 0, GH_IN_NORMAL},
-        {"", 1, 2, 2, 1023, 1023, 128, -1, -1, GH_IN_NORMAL},  {"", 1, 2, 2, 4097, 4097, 80, -1, 0, GH_IN_NORMAL},
-        {"", 1, 2, 2, 17, 17, 16, -1, 0, GH_IN_NORMAL},        {"", 2, 2, 2, 200, 130, 64, -1, 0, GH_IN_NORMAL},
-        {"", 1, 2, 2, 400, 200, 128, -1, 0, GH_IN_NORMAL},     {"", 1, 4, 4, 100, 300, 32, 10, 0, GH_IN_NORMAL},
-        {"", 2, 4, 2, 500, 450, 64, 64, 0, GH_IN_NORMAL},      {"", 1, 2, 2, 300, 400, 64, 32, 32, GH_IN_NORMAL},
-        {"", 1, 2, 2, 300, 200, 48, 10, 5, GH_IN_NORMAL},      {"", 2, 4, 1, 150, 230, 128, -1, 0, GH_IN_NORMAL},
-        {"", 1, 8, 2, 200, 200, 64, -1, -1, GH_IN_NORMAL},     {"", 1, 4, 2, 160, 256, 64, 255, 159, GH_IN_NORMAL},
-    };
-    int bad = 0;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        attn_params p = gh_tcase_params(&shapes[s]);
-        char shape[128], why[256] = "";
-        gh_describe(&p, shape, sizeof shape);
-        int ok = 1;
-        for (int t = FA_FP32; t <= FA_BF16 && ok; t++) ok = model_matches(&p, t, why, sizeof why);
-        if (!ok) {
-            printf("FAIL stage4 IO model %s: %s\n", shape, why);
-            bad++;
-            continue;
-        }
-        printf("PASS stage4 IO model %s: every version and dtype == stage 1/3 counts; tiles visited/skipped "
-               "per head:", shape);
-        for (int k = 1; k < fa_version_limit(FA_FORWARD); k++) {
-            if (!fa_version(FA_FORWARD, k)) continue;
-            int64_t vis, skip;
-            fa_tiles(FA_FORWARD, k, &p, &vis, &skip);
-            printf(" v%d %lld/%lld", k, (long long)vis, (long long)skip);
-        }
-        printf("\n");
-    }
-    return bad;
-}
-
 /* ------------------------------------------------------------------------- */
 /* The test suite (--sweep tests)                                             */
 /* ------------------------------------------------------------------------- */
@@ -147,7 +110,7 @@ int main(int argc, char **argv)
     parse_options(argc, argv, OPT_SEED | OPT_SWEEP, USAGE, &opt);
     if (!opt.sweep || (strcmp(opt.sweep, "tests") && strcmp(opt.sweep, "model")))
         fatal(EXIT_BAD_INPUT, "--sweep %s: expected --sweep tests or model", opt.sweep ? opt.sweep : "missing");
-    if (!strcmp(opt.sweep, "model")) return model_checks() ? EXIT_CHECK_FAILED : 0;
+    if (!strcmp(opt.sweep, "model")) return stage4_model_checks() ? EXIT_CHECK_FAILED : 0;
     char device[256];
     int sm_count = 0;
     if (!gh_device("stage4", device, sizeof device, &sm_count)) return 0;
