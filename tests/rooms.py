@@ -37,7 +37,6 @@ OVER = {
     "scripts/extract_input.py:main",
     "src/cpu/stage3_accuracy.c:run_config",
     "src/cpu/stage3_tiled.c:flash_backward",
-    "tests/cpu/test_decode.c:main",
     "tests/gpu/v3_check.c",
 }
 

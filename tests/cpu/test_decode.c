@@ -81,6 +81,58 @@ static void draw(decode_problem *x, rng_t *rng)
 
 static bool same_io(decode_io a, decode_io b) { return memcmp(&a, &b, sizeof a) == 0; }
 
+/* The split-count rule (decode_num_splits) on random shapes: in range, 1 on
+ * a full wave, at most half the key blocks; and more splits for one
+ * sequence on an H200 with more CTAs per SM. */
+static void test_split_rule(rng_t *rng)
+{
+    int rule_bad = 0;
+    for (int n = 0; n < 20000; n++) {
+        int B = rng_int(rng, 1, 64), Hkv = rng_int(rng, 1, 64), Sk = rng_int(rng, 0, 1 << 18);
+        int sms = rng_int(rng, 1, 264), ctas = rng_int(rng, 1, 8), s = decode_num_splits(B, Hkv, Sk, sms, ctas);
+        int blocks = ceil_div(Sk, DECODE_BLOCK_N);
+        rule_bad += s < 1 || s > DECODE_MAX_SPLITS || (s > 1 && s > blocks / 2) ||
+                    (5L * B * Hkv >= 4L * sms * ctas && s != 1);
+    }
+    result(rule_bad == 0, "decode_num_splits: in range, 1 on a full wave, <= half the key blocks",
+           "20000 draws, %d bad", rule_bad);
+    int h200 = decode_num_splits(1, 8, 8192, 132, 1), h200x3 = decode_num_splits(1, 8, 8192, 132, 3);
+    result(h200 > 1 && h200x3 > h200, "decode_num_splits splits B = 1, H_kv = 8 on 132 SMs, more with 3 CTAs each",
+           "%d and %d splits", h200, h200x3);
+
+}
+
+/* What decode_plan.h's checks refuse (pages not a power of two or too
+ * large, too many query rows, a page past the pool, a length past the
+ * capacity, split counts out of range) and what they accept. */
+static void test_plan_checks(void)
+{
+    char why[256];
+    decode_params p = {2, 4, 2, 8, 1, 16, 4, 8, 0.3, -1, -1};
+    int table[8] = {0, 1, 2, 3, 4, 5, 6, 7}, lens[2] = {64, 10};
+    int refused = 0, accepted = decode_params_check(&p, why, sizeof why) == 0 &&
+                                 decode_tables_check(&p, table, lens, why, sizeof why) == 0;
+    decode_params q = p;
+    q.page_size = 24;
+    refused += decode_params_check(&q, why, sizeof why) != 0;
+    q.page_size = 8192;
+    refused += decode_params_check(&q, why, sizeof why) != 0;
+    q = p;
+    q.seqlen_q = DECODE_MAX_SEQLEN_Q + 1;
+    refused += decode_params_check(&q, why, sizeof why) != 0;
+    table[1] = 8;
+    refused += decode_tables_check(&p, table, lens, why, sizeof why) != 0;
+    table[1] = 1;
+    table[5] = -1;   /* sequence 1 has 10 keys: only its first page is read */
+    accepted += decode_tables_check(&p, table, lens, why, sizeof why) == 0;
+    lens[1] = 65;
+    refused += decode_tables_check(&p, table, lens, why, sizeof why) != 0;
+    refused += decode_splits_check(0, why, sizeof why) != 0;
+    refused += decode_splits_check(DECODE_MAX_SPLITS + 1, why, sizeof why) != 0;
+    result(refused == 7 && accepted == 2, "decode_plan.h checks refuse bad input and accept good",
+           "%d of 7 refused, %d of 2 accepted", refused, accepted);
+}
+
 int main(int argc, char **argv)
 {
     bool quick = test_args(argc, argv, NULL, NULL);   /* --seed S, --quick; prints the seed */
@@ -189,48 +241,8 @@ int main(int argc, char **argv)
     result(check_bad == 0, "decode: the draws pass decode_params_check and decode_tables_check",
            "%d refused", check_bad);
 
-    /* the split-count rule */
-    int rule_bad = 0;
-    for (int n = 0; n < 20000; n++) {
-        int B = rng_int(&rng, 1, 64), Hkv = rng_int(&rng, 1, 64), Sk = rng_int(&rng, 0, 1 << 18);
-        int sms = rng_int(&rng, 1, 264), ctas = rng_int(&rng, 1, 8), s = decode_num_splits(B, Hkv, Sk, sms, ctas);
-        int blocks = ceil_div(Sk, DECODE_BLOCK_N);
-        rule_bad += s < 1 || s > DECODE_MAX_SPLITS || (s > 1 && s > blocks / 2) ||
-                    (5L * B * Hkv >= 4L * sms * ctas && s != 1);
-    }
-    result(rule_bad == 0, "decode_num_splits: in range, 1 on a full wave, <= half the key blocks",
-           "20000 draws, %d bad", rule_bad);
-    int h200 = decode_num_splits(1, 8, 8192, 132, 1), h200x3 = decode_num_splits(1, 8, 8192, 132, 3);
-    result(h200 > 1 && h200x3 > h200, "decode_num_splits splits B = 1, H_kv = 8 on 132 SMs, more with 3 CTAs each",
-           "%d and %d splits", h200, h200x3);
-
-    /* what the checks refuse */
-    {
-        char why[256];
-        decode_params p = {2, 4, 2, 8, 1, 16, 4, 8, 0.3, -1, -1};
-        int table[8] = {0, 1, 2, 3, 4, 5, 6, 7}, lens[2] = {64, 10};
-        int refused = 0, accepted = decode_params_check(&p, why, sizeof why) == 0 &&
-                                     decode_tables_check(&p, table, lens, why, sizeof why) == 0;
-        decode_params q = p;
-        q.page_size = 24;
-        refused += decode_params_check(&q, why, sizeof why) != 0;
-        q.page_size = 8192;
-        refused += decode_params_check(&q, why, sizeof why) != 0;
-        q = p;
-        q.seqlen_q = DECODE_MAX_SEQLEN_Q + 1;
-        refused += decode_params_check(&q, why, sizeof why) != 0;
-        table[1] = 8;
-        refused += decode_tables_check(&p, table, lens, why, sizeof why) != 0;
-        table[1] = 1;
-        table[5] = -1;   /* sequence 1 has 10 keys: only its first page is read */
-        accepted += decode_tables_check(&p, table, lens, why, sizeof why) == 0;
-        lens[1] = 65;
-        refused += decode_tables_check(&p, table, lens, why, sizeof why) != 0;
-        refused += decode_splits_check(0, why, sizeof why) != 0;
-        refused += decode_splits_check(DECODE_MAX_SPLITS + 1, why, sizeof why) != 0;
-        result(refused == 7 && accepted == 2, "decode_plan.h checks refuse bad input and accept good",
-               "%d of 7 refused, %d of 2 accepted", refused, accepted);
-    }
+    test_split_rule(&rng);
+    test_plan_checks();
     printf("test_decode: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
