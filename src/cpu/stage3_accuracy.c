@@ -159,12 +159,79 @@ typedef struct {
 } config;
 
 
+/* The error model of variant w on one draw: D as the variant forms it and
+ * dS before its rounding give the bracket [o->lo, o->hi] of err_dQ, its two
+ * terms and their aggregate forms (the header's), over max|dQ_ref| = sQ.
+ * O is the fp64 forward's output, Ou the O the variant used, Ku its K;
+ * dD (N) and dSv (N x N) are scratch. */
+static void model_bracket(const attn_params *p, int dt, const variant *w, const double *O, const double *Ou,
+                          const double *dO, const double *P, const double *dP, const double *Ku,
+                          const double *rdQ, double sQ, double *dD, double *dSv, outcome *o)
+{
+    const int N = p->seqlen_q, d = p->d;
+    const double u = unit_roundoff(dt), scale = p->softmax_scale;
+    const double tiny = ldexp(1.0, DT_EMIN[dt] - DT_BITS[dt]);   /* half the least spacing */
+    double max_dOO = 0, max_rowdS = 0;
+    for (int i = 0; i < N; i++) {
+        double s = 0, t = 0, Dt = 0;
+        for (int k = 0; k < d; k++) {
+            size_t x = (size_t)i * d + k;
+            s += dO[x] * (Ou[x] - O[x]);
+            t += fabs(dO[x] * O[x]);
+            Dt += dO[x] * O[x];
+        }
+        dD[i] = s;
+        if (w->round_O) max_dOO = fmax(max_dOO, t);
+        double r = 0;
+        for (int j = 0; j < N; j++) {
+            size_t x = (size_t)i * N + j;
+            dSv[x] = P[x] * (dP[x] - (Dt + s));
+            r += fabs(dSv[x]);
+        }
+        if (w->round_dS || w->split_dS) max_rowdS = fmax(max_rowdS, r);
+    }
+    double hi = 0, lo = 0, tA = 0, tB = 0;
+    for (int k = 0; k < d; k++) {
+        double col_var = 0;
+        for (int i = 0; i < N; i++) {
+            double pk = 0, bb = 0, bvar = 0;
+            for (int j = 0; j < N; j++) {
+                size_t x = (size_t)i * N + j;
+                double kjk = Ku[(size_t)j * d + k];
+                pk += P[x] * kjk;
+                if ((w->round_dS || w->split_dS) && P[x] != 0) {
+                    /* split: lo's rounding, u of what hi leaves (at most u |dS|) */
+                    const double r = w->split_dS ? dSv[x] - round_dt(dSv[x], dt) : dSv[x];
+                    double h = spacing(r, dt);
+                    bb += fmax(u * fabs(r), tiny) * fabs(kjk);
+                    bvar += h * h / 12 * kjk * kjk;
+                }
+            }
+            double A = -scale * dD[i] * pk, ref = rdQ[(size_t)i * d + k];
+            bb *= scale;
+            bvar *= scale * scale;
+            double ob = fmax(u * (fabs(ref) + fabs(A) + bb), tiny), oh = spacing(ref, dt);
+            hi = fmax(hi, fabs(A) + bb + ob);
+            tA = fmax(tA, fabs(A));
+            tB = fmax(tB, bb);
+            col_var += A * A + bvar + oh * oh / 12;
+        }
+        lo = fmax(lo, 0.5 * sqrt(col_var / N));
+    }
+    /* fp64's own rounding in the two runs' sums: far below these terms */
+    o->hi = hi / sQ * (1 + 1e-9) + 1e-12;
+    o->lo = lo / sQ;
+    o->term_D = tA / sQ;
+    o->term_dS = tB / sQ;
+    o->agg_D = scale * u * o->max_K * max_dOO / sQ;
+    o->agg_dS = scale * u * o->max_K * max_rowdS / sQ;
+}
+
 /* Every variant on one draw of the inputs of cfg. */
 static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
 {
     const int N = cfg->N, d = cfg->d, dt = cfg->dt;
     const size_t nd = (size_t)N * d, nn = (size_t)N * N;
-    const double u = unit_roundoff(dt);
     attn_params p = attn_params_make(1, 1, N, d, 1.0 / sqrt((double)d));
     if (cfg->causal) p.window_size_right = 0;
     const double scale = p.softmax_scale;
@@ -267,62 +334,7 @@ static void run_config(const config *cfg, uint64_t draw, outcome out[NVAR])
         o->centered_cols = w->center ? kept : 0;
         o->inexact = w->center ? inexact : 0;
 
-        /* the model: D as the variant forms it, dS before its rounding */
-        const double tiny = ldexp(1.0, DT_EMIN[dt] - DT_BITS[dt]);   /* half the least spacing */
-        double max_dOO = 0, max_rowdS = 0;
-        for (int i = 0; i < N; i++) {
-            double s = 0, t = 0, Dt = 0;
-            for (int k = 0; k < d; k++) {
-                size_t x = (size_t)i * d + k;
-                s += dO[x] * (Ou[x] - O[x]);
-                t += fabs(dO[x] * O[x]);
-                Dt += dO[x] * O[x];
-            }
-            dD[i] = s;
-            if (w->round_O) max_dOO = fmax(max_dOO, t);
-            double r = 0;
-            for (int j = 0; j < N; j++) {
-                size_t x = (size_t)i * N + j;
-                dSv[x] = P[x] * (dP[x] - (Dt + s));
-                r += fabs(dSv[x]);
-            }
-            if (w->round_dS || w->split_dS) max_rowdS = fmax(max_rowdS, r);
-        }
-        double hi = 0, lo = 0, tA = 0, tB = 0;
-        for (int k = 0; k < d; k++) {
-            double col_var = 0;
-            for (int i = 0; i < N; i++) {
-                double pk = 0, bb = 0, bvar = 0;
-                for (int j = 0; j < N; j++) {
-                    size_t x = (size_t)i * N + j;
-                    double kjk = Ku[(size_t)j * d + k];
-                    pk += P[x] * kjk;
-                    if ((w->round_dS || w->split_dS) && P[x] != 0) {
-                        /* split: lo's rounding, u of what hi leaves (at most u |dS|) */
-                        const double r = w->split_dS ? dSv[x] - round_dt(dSv[x], dt) : dSv[x];
-                        double h = spacing(r, dt);
-                        bb += fmax(u * fabs(r), tiny) * fabs(kjk);
-                        bvar += h * h / 12 * kjk * kjk;
-                    }
-                }
-                double A = -scale * dD[i] * pk, ref = rdQ[(size_t)i * d + k];
-                bb *= scale;
-                bvar *= scale * scale;
-                double ob = fmax(u * (fabs(ref) + fabs(A) + bb), tiny), oh = spacing(ref, dt);
-                hi = fmax(hi, fabs(A) + bb + ob);
-                tA = fmax(tA, fabs(A));
-                tB = fmax(tB, bb);
-                col_var += A * A + bvar + oh * oh / 12;
-            }
-            lo = fmax(lo, 0.5 * sqrt(col_var / N));
-        }
-        /* fp64's own rounding in the two runs' sums: far below these terms */
-        o->hi = hi / sQ * (1 + 1e-9) + 1e-12;
-        o->lo = lo / sQ;
-        o->term_D = tA / sQ;
-        o->term_dS = tB / sQ;
-        o->agg_D = scale * u * o->max_K * max_dOO / sQ;
-        o->agg_dS = scale * u * o->max_K * max_rowdS / sQ;
+        model_bracket(&p, dt, w, O, Ou, dO, P, dP, Ku, rdQ, sQ, dD, dSv, o);
     }
     free(Q); free(K); free(V); free(dO); free(O); free(L); free(rdQ); free(rdK); free(rdV); free(D);
     free(P); free(dP); free(Or); free(Kc); free(Lc); free(c); free(dQ); free(dK); free(dV); free(dD); free(dSv);
