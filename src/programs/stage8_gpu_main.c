@@ -90,8 +90,9 @@ int main(int argc, char **argv)
         lens = xmalloc((size_t)p.B, sizeof(int), "--lens");
         parse_list("--lens", f.lens, lens, (size_t)p.B, -(1L << 31) + 1, (1L << 31) - 1);
         int *probe = xcalloc((size_t)p.B * p.pages_per_seq, sizeof(int), "probe");
-        if (decode_tables_check(&p, probe, lens, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
+        int bad = decode_tables_check(&p, probe, lens, why, sizeof why);
         free(probe);
+        if (bad) fatal(EXIT_BAD_INPUT, "%s", why);
     }
     if ((size_t)p.num_pages * p.page_size * p.H_kv * p.d > (1u << 28))
         fatal(EXIT_BAD_INPUT, "the cache pool would hold more than 2^28 elements (the fp64 reference holds it)");

@@ -290,8 +290,9 @@ int main(int argc, char **argv)
         if (!probe) {
             probe = xcalloc((size_t)p->B * p->pages_per_seq, sizeof(int), "block_table probe");
         }
-        if (decode_tables_check(p, probe, x.lens, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
+        int bad = decode_tables_check(p, probe, x.lens, why, sizeof why);
         if (probe != table) free(probe);
+        if (bad) fatal(EXIT_BAD_INPUT, "%s", why);
     }
     int max_len = 0;
     for (int b = 0; b < p->B; b++) max_len = x.lens[b] > max_len ? x.lens[b] : max_len;
