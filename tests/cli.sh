@@ -52,6 +52,7 @@ for s in ./stage1 ./stage3; do
     expect_error "$s empty dimension" "empty" $s --q $B/empty_dim.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s NaN in input" "NaN" $s --q $B/nan.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s data too short" "shorter than the shape" $s --q $B/short_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
+    expect_error "$s header claims more than the file" "shorter than the shape" $s --q $B/huge_claim.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s data too long" "beyond what the shape" $s --q $B/long_data.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s truncated header" "truncated header" $s --q $B/truncated_header.npy --k $B/good_16x8.npy --v $B/good_16x8.npy
     expect_error "$s corrupt header" "not a dict literal" $s --q $B/not_a_dict.npy --k $B/good_16x8.npy --v $B/good_16x8.npy

@@ -196,6 +196,16 @@ int npy_read(const char *path, npy_array *a, char *err, size_t errlen)
     if (parse_header(hdr, a, &fortran, err, errlen) != 0)
         goto out;
 
+    /* A header may claim more than the file holds: checked before the
+     * allocation, so that a short file is named as such, not as memory. */
+    struct stat fst;
+    long at = ftell(f);
+    if (at >= 0 && fstat(fileno(f), &fst) == 0 && S_ISREG(fst.st_mode) &&
+        (unsigned long long)(fst.st_size - at) / (unsigned)a->elem_bytes < a->numel) {
+        fail(err, errlen, "data is shorter than the shape in its header says (%zu elements of %d bytes, "
+             "%lld bytes left)", a->numel, a->elem_bytes, (long long)(fst.st_size - at));
+        goto out;
+    }
     a->data = malloc((a->numel ? a->numel : 1) * sizeof(double));
     if (!a->data) {
         fail(err, errlen, "out of memory for %zu elements", a->numel);
