@@ -113,7 +113,7 @@ static inline int attn_params_check(const attn_params *p, char *why, size_t n)
  * sees key j (mask_visible), else 0, a seqlen_q x seqlen_k row-major byte
  * matrix the caller owns. The one body behind fa_mask_fill (core/fa_gpu.h),
  * which both libraries export: libfa_gpu.so (kernels/fa_api.cu) and
- * libfa_mask.so (src/mask_lib.c). 0, or -1 with attn_params_check's line. */
+ * libfa_mask.so (src/cpu/mask_lib.c). 0, or -1 with attn_params_check's line. */
 static inline int attn_mask_fill(const attn_params *p, unsigned char *visible, char *why, size_t n)
 {
     if (attn_params_check(p, why, n)) return -1;

@@ -1,7 +1,7 @@
 /*
  * decode_plan.h -- what a decoding step is and how it is cut into pieces:
  * the one description of the problem, the split-count rule and the key
- * ranges of the splits, shared by the CPU stage 8 (src/stage8_decode.c), the
+ * ranges of the splits, shared by the CPU stage 8 (src/cpu/stage8_decode.c), the
  * GPU kernels (kernels/stage8_decode.cu) and, through ctypes, the Python op
  * (python/decode_op.py). Plain C and CUDA both compile this header (FA_HD,
  * mask.h).

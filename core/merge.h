@@ -2,7 +2,7 @@
  * merge.h -- the rule that joins two partial attention results computed over
  * disjoint sets of keys: the online softmax's rescaling (stage 2), applied to
  * whole results instead of to one block of logits. Stage 7 (one sequence
- * across several GPUs) is built on it; the CPU tests (tests/test_ring.c)
+ * across several GPUs) is built on it; the CPU tests (tests/cpu/test_ring.c)
  * check it first, in fp64, through stage 3's tiled forward.
  *
  * A partial result of one query row over a key set A is (O_A, L_A): the
@@ -30,7 +30,7 @@
  *     both -inf             O = 0, L = -inf
  * A NaN in either L propagates to L (a bug upstream must stay visible).
  *
- * The rule is written once, here, for the CPU (fp64 arrays, src/merge.c) and
+ * The rule is written once, here, for the CPU (fp64 arrays, src/cpu/merge.c) and
  * the GPU (kernels/stage7_ring.cu: fp32 accumulators, the partial in the
  * dtype; each value is widened to double and the same two functions below
  * run on it). Plain C and CUDA both compile this header (FA_HD, mask.h).

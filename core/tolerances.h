@@ -43,7 +43,7 @@ static inline double tol_online_eps_units(int N)
 
 /* A tiled run (stages 3 and 6, build/test_masks) against the fp64
  * reference on any input, the errors relative to the magnitudes each output
- * rounds with (flash_errors_vs in src/stage3_tiled.c): O and L within
+ * rounds with (flash_errors_vs in src/cpu/stage3_tiled.c): O and L within
  * FLASH_FWD_TOL; dQ, dK, dV within FLASH_BWD_TOL + FLASH_BWD_L_FACTOR eps
  * max|L| (flash_backward_tol), since the backward rebuilds P = exp(S - L)
  * from a rounded L and so inherits a relative error of about eps |L| per

@@ -1,6 +1,6 @@
 # figures/io_vs_n.gp -- slow-memory bytes counted by stages 1 and 3 against N
 # (M = 16384 elements, d = 64), log-log. Points: counted while running;
-# lines: the closed forms of src/stage1_naive.h and src/stage3_tiled.h,
+# lines: the closed forms of src/cpu/stage1_naive.h and src/cpu/stage3_tiled.h,
 # evaluated by the programs for the same N (column formula_elements).
 # Input: data/cpu/io_sweep.csv (or csv=...).
 if (!exists("csv")) csv = "data/cpu/io_sweep.csv"

@@ -1,10 +1,10 @@
 # kernels/gpu.mk -- the CUDA stages (included by the top-level Makefile).
 #
 # Where nvcc is found: builds stage4 and stage5 (host programs
-# src/stage4_main.c, src/stage5_main.c, plain C, linked with the kernels of
+# src/programs/stage4_main.c, src/programs/stage5_main.c, plain C, linked with the kernels of
 # kernels/*.cu and cuBLAS) and build/libfa_gpu.so
 # (the same entry points, core/fa_gpu.h, for the Python tools through
-# ctypes: python/fa.py). Code is
+# ctypes: python/flashattn_stages/fa.py). Code is
 # emitted for sm_90 always (the H200/H100 the project targets) and for the
 # compute capability nvidia-smi reports, when there is a GPU here.
 # Where nvcc is missing, nothing CUDA is built and the GPU test suite prints
@@ -40,7 +40,7 @@ GPU_TARGETS += stage4 $(BUILD)/libfa_gpu.so
 TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 
 # The kernels and the library's entry points: every .cu of kernels/ but
-# stage 7's helper (kernels/stage7.mk links that one), one object each; a
+# stage 7's helper (mk/stage7.mk links that one), one object each; a
 # version is its file plus its row of core/versions.def, nothing here.
 GPU_HDRS := $(wildcard core/*.h core/*.def kernels/*.cuh kernels/*.h)
 GPU_OBJS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(filter-out kernels/stage7_ring.cu kernels/stage8_decode.cu,$(wildcard kernels/*.cu)))
@@ -49,11 +49,11 @@ $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 $(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
-# The GPU host programs: one link list each (Makefile's link_program lists:
-# the main, then src/ without main), the kernels and cuBLAS. src/gpu_host.c
-# is the host code the GPU stages share.
-LINK_stage4 := stage4_main gpu_host $(LINK_stage3)
-LINK_stage5 := stage5_main gpu_host $(LINK_stage3)
+# The GPU host programs: one link list each (mk/programs.mk's link lists:
+# the main, then the library sources), the kernels and cuBLAS.
+# src/gpu/gpu_host.c is the host code the GPU stages share.
+LINK_stage4 := src/programs/stage4_main src/gpu/stage4_runs src/gpu/gpu_host $(LIB_stage3)
+LINK_stage5 := src/programs/stage5_main src/gpu/stage5_runs src/gpu/gpu_host $(LIB_stage3)
 define link_gpu_program
 $(1): $(call objs,$(BUILD),$(LINK_$(1))) $$(GPU_OBJS)
 	$$(NVCC) $$(GENCODE) $$^ -o $$@ $$(GPU_LIBS) -lm
@@ -96,7 +96,7 @@ $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 # other GPUs). ptxas's resource report (registers, spills, wgmma
 # serialization notes) is kept in build/v3_ptxas.txt, and a report that the
 # compiler serialized the wgmma fails the build (correct and slow is a bug
-# no test catches); scripts/v3_sass.sh counts the Hopper instructions.
+# no test catches); scripts/gpu/v3_sass.sh counts the Hopper instructions.
 V3_GENCODE := -gencode=arch=compute_90a,code=sm_90a
 V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
 V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stage4_v3_hopper.h $(GPU_HDRS)

@@ -12,7 +12,7 @@
 # driver, CUDA, torch, cuDNN, commit, date, command) on every row; every log
 # and text file opens with its `# provenance:` line; tests/gpu_data.py checks
 # that the files the paper reads share one commit. The ring (ring.csv,
-# ring_scale.log) needs two GPUs: `make ring-gpu` (kernels/stage7.mk) on the
+# ring_scale.log) needs two GPUs: `make ring-gpu` (mk/stage7.mk) on the
 # two-GPU machine, outside gpu-data, and keeps its own commit.
 # One-off investigations live in data/gpu/studies/NAME/ with their scripts.
 # Without nvcc or a GPU each target prints one line saying what is missing
@@ -40,7 +40,7 @@ GPU_DATA_FILES_ncu       := io_fwd.csv io_fwd_ncu_raw.csv io_fwd_map.json io_bwd
 GPU_DATA_FILES_hopper    := v3_steps.csv v3_tests.log v3_sanitize.log v3_ncu.txt
 GPU_DATA_FILES_op        := op_overhead.csv train_loss.csv train_loss.log train_compare.csv
 GPU_DATA_FILES_apps      := decode.csv varlen.csv dq_accuracy.csv dq_accuracy_stage5.log
-# written elsewhere: the ring on two GPUs (kernels/stage7.mk), and the typed
+# written elsewhere: the ring on two GPUs (mk/stage7.mk), and the typed
 # files (methods.md, the predictions v3_predictions.csv)
 GPU_DATA_FILES_ring      := ring.csv ring_scale.log
 GPU_DATA_TYPED           := README.md methods.md v3_predictions.csv
@@ -149,12 +149,12 @@ gpu-data-op: gpu-data-commit $(BUILD)/libfa_gpu.so  ## the op: data/gpu/op_overh
 # version (K centered, as given, with the dQ pass) beside SDPA's backends,
 # then stage 5's far-logit tests (their log keeps its exit status: a failed
 # test must not lose the table).
-gpu-data-apps: gpu-data-commit stage5 $(BUILD)/libfa_gpu.so  ## decode, varlen, dQ accuracy: data/gpu/decode.csv, varlen.csv, dq_accuracy.csv, dq_accuracy_stage5.log
+gpu-data-apps: gpu-data-commit $(STAGE5_TESTS) $(BUILD)/libfa_gpu.so  ## decode, varlen, dQ accuracy: data/gpu/decode.csv, varlen.csv, dq_accuracy.csv, dq_accuracy_stage5.log
 	@mkdir -p $(GPU_DATA)
 	python3 scripts/gpu/bench_decode.py --csv $(GPU_DATA)/decode.csv
 	python3 scripts/gpu/bench_varlen.py --csv $(GPU_DATA)/varlen.csv
 	python3 scripts/gpu/dq_accuracy.py --csv $(GPU_DATA)/dq_accuracy.csv
-	{ $(PROV_LINE) "./stage5 --sweep accuracy"; ./stage5 --sweep accuracy; echo "exit $$?"; } > $(GPU_DATA)/dq_accuracy_stage5.log 2>&1
+	{ $(PROV_LINE) "$(STAGE5_TESTS) --sweep accuracy"; $(STAGE5_TESTS) --sweep accuracy; echo "exit $$?"; } > $(GPU_DATA)/dq_accuracy_stage5.log 2>&1
 
 # A check, not data: this stage5's deterministic outputs against those of
 # another build (OLD_STAGE5=<binary>), byte for byte, for a change that
@@ -170,13 +170,13 @@ bitwise-gpu: stage5                      ## this stage5 against OLD_STAGE5=<bina
 # nothing); a run's exit status is the last line of its log.
 STAGE5_SAN_RUNS := memcheck:: initcheck:: racecheck:1:fp32 racecheck:2:bf16 synccheck:1:fp16 synccheck:2:fp16 \
                    racecheck:3:fp16 synccheck:3:bf16
-stage5-gpu: stage5                       ## stage 5 on the GPU: ./stage5 timed, --sweep tests, compute-sanitizer (logs in GPU_LOGS)
+stage5-gpu: stage5 $(STAGE5_TESTS)       ## stage 5 on the GPU: ./stage5 timed, --sweep tests, compute-sanitizer (logs in GPU_LOGS)
 	@mkdir -p $(GPU_LOGS)
 	-./stage5 --csv $(GPU_LOGS)/stage5_default.csv > $(GPU_LOGS)/stage5_default.log 2>&1
-	-./stage5 --sweep tests > $(GPU_LOGS)/stage5_tests.log 2>&1
+	-$(STAGE5_TESTS) --sweep tests > $(GPU_LOGS)/stage5_tests.log 2>&1
 	for run in $(STAGE5_SAN_RUNS); do \
 	    tool=$${run%%:*}; rest=$${run#*:}; k=$${rest%%:*}; dt=$${rest#*:}; \
-	    ( $(SANITIZER) --tool $$tool --error-exitcode 9 ./stage5 --sweep small $${k:+--kernel $$k} $${dt:+--dtype $$dt} \
+	    ( $(SANITIZER) --tool $$tool --error-exitcode 9 $(STAGE5_TESTS) --sweep small $${k:+--kernel $$k} $${dt:+--dtype $$dt} \
 	        > $(GPU_LOGS)/san_$$tool$${k:+_v$$k}.log 2>&1; echo "exit $$?" >> $(GPU_LOGS)/san_$$tool$${k:+_v$$k}.log ) & \
 	done; wait
 # The PyTorch op's checks against SDPA (the training run is gpu-data-op).

@@ -4,7 +4,7 @@ include-code.lua -- the Pandoc filter that weaves the paper from the tested sour
 Chapters never type a listing by hand. They name a region of a source file:
 
     ```include
-    src/stage2_online_softmax.c#online-update
+    src/cpu/stage2_online_softmax.c#online-update
     ```
 
 and this filter replaces the block with the lines between the markers

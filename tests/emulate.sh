@@ -28,7 +28,7 @@ if ! "$CXX" -std=c++20 "$dir/probe_$name.cpp" -o "$dir/probe_$name" -lpthread 2>
     echo "SKIP $title: $CXX lacks C++20's std::barrier or _Float16"
     exit 0
 fi
-if ! "$CXX" -std=c++20 -O1 -Icore -Isrc -Itests -I"$dir" -Wall -Wno-unknown-pragmas -Wno-unused-function \
+if ! "$CXX" -std=c++20 -O1 -Icore -Itests -I"$dir" -Wall -Wno-unknown-pragmas -Wno-unused-function \
         "$test" -o "$dir/$name" -lpthread 2>"$dir/build_$name.log"; then
     echo "FAIL $title: the emulation does not build: $(grep -m1 error "$dir/build_$name.log")"
     exit 0

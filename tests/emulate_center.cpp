@@ -25,7 +25,7 @@
  *             bitwise those of the contiguous K
  * for bf16, fp16 and fp32, d = 64 (16-byte loads) and d = 36 (one element
  * a load in 16-bit types). This checks the arithmetic and indexing of the
- * source, not the GPU (tests/gpu, ./stage5 --sweep accuracy on the H200).
+ * source, not the GPU (tests/gpu, build/tests/gpu/stage5_tests --sweep accuracy on the H200).
  * One PASS/FAIL line per case (tests/run.sh).
  */
 #include <cstdio>

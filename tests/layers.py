@@ -4,11 +4,12 @@ The layers (docs/ARCHITECTURE.md), lowest first:
     core      core/: the problem (attn_params.h), the mask, the merge rule,
               the tolerances, the C ABI of the kernels (fa_gpu.h) and the
               table of versions; includes nothing outside itself
-    harness   src/ but the stages: flags, inputs, .npy files, the ring plan,
+    harness   src/harness/: flags, inputs, .npy files, counters, provenance
+    cpu       src/cpu/: the CPU stages' algorithms, the ring plan, the merge,
               the fp64 NumPy reference
-    cpu       src/stage1..3, stage6, stage8: the CPU stages
-    gpuhost   src/gpu_host.*, src/stage4..5, stage7, stage8_gpu: the GPU host programs
-              (they call the kernels only through core/fa_gpu.h)
+    gpuhost   src/gpu/: host code the GPU programs share (they call the
+              kernels only through core/fa_gpu.h and core/fa_decode.h)
+    programs  src/programs/: one main per program, its command line
     kernels   kernels/: CUDA kernels and their launchers (core only)
     python    python/: the PyTorch op and its binding of the C ABI
     tools     scripts/: what make runs (may use all of the above)
@@ -16,10 +17,13 @@ The layers (docs/ARCHITECTURE.md), lowest first:
     tests, exercises: may use anything
 A file may use its own layer and those listed as below it in ALLOWED. The
 test reads each C/CUDA file's #include "..." (resolved the way the compiler
-does: the file's folder, then -Icore -Isrc -Ikernels, then any file of that
+does: the file's folder, then -Icore, src/'s folders, -Ikernels, then any file of that
 name) and each Python file's imports of the repository's own modules; it
 fails on one that points the wrong way, and first checks on made-up files
-that it would.
+that it would. The layer of a file is its folder, so a stage or a program
+added in its folder needs no edit here; a file under src/ outside the
+folders above fails, as does a main in a library folder or a program file
+without one.
 
     python3 tests/layers.py      PASS/FAIL lines (tests/run.sh protocol)
 """
@@ -35,11 +39,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (pattern, layer): the first pattern that matches a path names its layer.
 LAYER_OF = [
     ("core/*", "core"),
-    ("src/stage8_gpu*", "gpuhost"),
-    ("src/stage[12368]*", "cpu"),
-    ("src/stage[4579]*", "gpuhost"),
-    ("src/gpu_*", "gpuhost"),
-    ("src/*", "harness"),
+    ("src/harness/*", "harness"),
+    ("src/cpu/*", "cpu"),
+    ("src/gpu/*", "gpuhost"),
+    ("src/programs/*", "programs"),
     ("kernels/*", "kernels"),
     ("python/*", "python"),
     ("scripts/*", "tools"),
@@ -47,12 +50,13 @@ LAYER_OF = [
     ("tests/*", "tests"),
     ("exercises/*", "exercises"),
 ]
-BELOW_TOOLS = {"core", "harness", "cpu", "gpuhost", "kernels", "python", "tools"}
+BELOW_TOOLS = {"core", "harness", "cpu", "gpuhost", "programs", "kernels", "python", "tools"}
 ALLOWED = {
     "core": {"core"},
     "harness": {"core", "harness"},
     "cpu": {"core", "harness", "cpu"},
     "gpuhost": {"core", "harness", "cpu", "gpuhost"},
+    "programs": {"core", "harness", "cpu", "gpuhost", "programs"},
     "kernels": {"core", "kernels"},
     "python": {"core", "python"},
     "tools": BELOW_TOOLS,
@@ -61,7 +65,8 @@ ALLOWED = {
     "exercises": BELOW_TOOLS | {"paper", "tests", "exercises"},
 }
 C_EXT = (".c", ".h", ".cu", ".cuh", ".def")
-INCLUDE_DIRS = ("core", "src", "kernels")
+INCLUDE_DIRS = ("core", "src/harness", "src/cpu", "src/gpu", "kernels")
+MAIN = re.compile(r"^int main\(", re.M)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -150,17 +155,19 @@ def self_check(files):
     """The rule on made-up files: each must be caught, and a good one not."""
     fake = {
         "core/bad.h": '#include "common.h"\n',
-        "src/common.c": '#include "fa_api_impl.cuh"\n',
+        "src/harness/util.c": '#include "fa_api_impl.cuh"\n',
         "kernels/bad.cu": '#include "stage1_naive.h"\n',
-        "src/stage3_tiled.c": '#include "gpu_host.h"\n',
+        "src/cpu/stage3_tiled.c": '#include "gpu_host.h"\n',
+        "src/gpu/gpu_host.c": '#include "stage1_main.c"\n',
         "python/bad.py": "import claims\n",
     }
     extra = ["core/bad.h", "kernels/fa_api_impl.cuh", "paper/claims.py", "python/bad.py",
              "kernels/bad.cu"]
-    pool = sorted(set(files) | set(extra) | {"src/common.h", "src/stage1_naive.h", "src/gpu_host.h"})
+    pool = sorted(set(files) | set(extra) | {"src/harness/common.h", "src/cpu/stage1_naive.h", "src/gpu/gpu_host.h",
+                                               "src/programs/stage1_main.c"})
     pool = [p for p in pool if not (p.endswith("claims.py") and not p.startswith("paper/"))]
     caught = violations(fake, pool)
-    good = violations({"kernels/ok.cu": '#include "fa_gpu.h"\n', "src/stage4_main.c":
+    good = violations({"kernels/ok.cu": '#include "fa_gpu.h"\n', "src/programs/stage4_main.c":
                        '#include "stage3_tiled.h"\n#include "fa_gpu.h"\n'}, pool)
     every = all(any(c.startswith(f + " ->") for c in caught) for f in fake)
     return every and not good, caught, good
@@ -199,7 +206,34 @@ def main():
         print("FAIL core includes only core: " + "; ".join(escaped))
     else:
         print(f"PASS core includes only core: the {len(core_c)} files of core/ include no other repository file")
-    return 0 if ok and not bad and not escaped else 1
+    fake_rooms = rooms({"src/cpu/x.c": "int main(void)\n", "src/programs/y.c": "int f(void)\n",
+                        "src/programs/z.c": "int main(int argc, char **argv)\n"}, ["src/w.c"])
+    if len(fake_rooms) != 3:
+        print(f"FAIL src/ by folder self-check: {fake_rooms}")
+        ok = False
+    placed = rooms(sources, files)
+    if placed:
+        print("FAIL src/ by folder: " + "; ".join(placed))
+    else:
+        n_src = sum(1 for r in files if r.startswith("src/"))
+        print(f"PASS src/ by folder: the {n_src} files of src/ in harness, cpu, gpu or programs; "
+              "every main in src/programs/, none outside it")
+    return 0 if ok and not bad and not escaped and not placed else 1
+
+
+def rooms(sources, files):
+    """Lines naming a file of src/ outside the layers' folders, a library
+    file with a main, or a program file without one."""
+    bad = [f"{r} is in no layer's folder" for r in files if r.startswith("src/") and layer(r) is None]
+    for r, text in sorted(sources.items()):
+        if not (r.startswith("src/") and r.endswith(".c")):
+            continue
+        has_main = bool(MAIN.search(text))
+        if layer(r) == "programs" and not has_main:
+            bad.append(f"{r} holds no main (library code belongs in src/cpu, src/gpu or src/harness)")
+        elif layer(r) != "programs" and has_main:
+            bad.append(f"{r} holds a main (programs belong in src/programs)")
+    return bad
 
 
 if __name__ == "__main__":

@@ -77,6 +77,8 @@ def main(out):
         "near_tie_v.npy": npy("<f8", (2, 1), struct.pack("<2d", 0.0, 1.0)),
         "long_20000x1.npy": npy("<f8", (20000, 1), f64((20000, 1))),
         "short_data.npy": npy("<f8", (16, 8), f64((16, 8))[:-8]),
+        # a header claiming 2^37 elements over 64 bytes: short, not out of memory
+        "huge_claim.npy": npy("<f8", (1 << 17, 1 << 20), b"\0" * 64),
         "long_data.npy": npy("<f8", (16, 8), f64((16, 8)) + b"\0" * 8),
         "not_a_dict.npy": npy("<f8", (16, 8), f64((16, 8)), header="['descr', '<f8']"),
         "no_shape.npy": npy("<f8", (16, 8), f64((16, 8)),

@@ -305,14 +305,14 @@ else
     pass "paper: generators under 1000 lines ($(ls paper/gen/*.py paper/gen/*.sh | wc -l) files in paper/gen/)"
 fi
 missing_stages=""
-for src in src/stage[0-9]_*.c; do
+for src in src/programs/stage[0-9]*_main.c; do
     n=$(basename "$src" | sed 's/^stage\([0-9]\).*/\1/')
     grep -q "^| $n | \`./stage$n\` |" chapters/00-opening.md || missing_stages="$missing_stages $n"
 done
 if [ -n "$missing_stages" ]; then
     fail "paper: stage table complete" "the opening's table of stages lacks stage(s)$missing_stages"
 else
-    pass "paper: stage table complete (every src/stageN_*.c has its row in chapters/00-opening.md)"
+    pass "paper: stage table complete (every src/programs/stageN_*_main.c has its row in chapters/00-opening.md)"
 fi
 
 # ---- 9. the textbook's quotations ------------------------------------------------------

@@ -3,10 +3,10 @@
 Runs ./stage1, ./stage3 and ./stage6 on .npy inputs (fresh random ones, with
 and without masks, seqlen_q != seqlen_k, fewer key/value heads, Fortran-order
 files, and the real model input), reads their .npy outputs and compares them
-with src/reference/attention_ref.py, which shares no arithmetic with the C
+with src/cpu/reference/attention_ref.py, which shares no arithmetic with the C
 (it asks core/mask.h, through build/libfa_mask.so, only which keys a query
 sees). Errors are relative to the magnitudes each output's rounding scales
-with (as flash_errors_vs in src/stage3_tiled.c). Prints one PASS/FAIL line
+with (as flash_errors_vs in src/cpu/stage3_tiled.c). Prints one PASS/FAIL line
 per comparison (tests/run.sh protocol); SKIP when NumPy is missing (the
 set-up command installs it).
 
@@ -24,7 +24,7 @@ except ImportError:
     sys.exit(0)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "src", "reference"))
+sys.path.insert(0, os.path.join(ROOT, "src", "cpu", "reference"))
 import attention_ref as ref  # noqa: E402
 
 FWD_TOL, BWD_TOL = 1e-13, 1e-12

@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         mark_number(&t, a, "Br", x, x == Br, Br, "the exact number", "%s", swapped
              ? "that is Bc, the key block; Br is the query block"
              : "read it from ./stage3's third line (see statement.md) or follow "
-               "derive_blocks in src/stage3_tiled.c with M = 131072, d = 64");
+               "derive_blocks in src/cpu/stage3_tiled.c with M = 131072, d = 64");
     }
     if (take_answer(&t, a, "Bc", &x))
         mark_number(&t, a, "Bc", x, x == Bc, Bc, "the exact number", "%s", x == Br
@@ -88,7 +88,7 @@ int main(int argc, char **argv)
         mark_number(&t, a, "flops", x, close_to(x, flops, 0.5, 0), flops, "the exact count", "%s", hint);
     }
     if (take_answer(&t, a, "naive_bytes", &x)) {
-        const char *hint = "take the naive forward count of src/stage1_naive.h "
+        const char *hint = "take the naive forward count of src/cpu/stage1_naive.h "
                            "(elements) at 2 bytes each";
         if (close_to(x, naive_bytes / BYTES, 0.5, 0)) hint = "that is elements; bytes are 2 per element";
         if (close_to(x, naive_bytes - BYTES * N, 0.5, 0)) hint = "the N entries of L are traffic too";
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
     }
     if (take_answer(&t, a, "tiled_bytes", &x)) {
         const char *hint = "take the non-causal tiled forward count of "
-                           "src/stage3_tiled.h (elements) with your Tr, at 2 bytes each";
+                           "src/cpu/stage3_tiled.h (elements) with your Tr, at 2 bytes each";
         if (close_to(x, tiled_bytes / BYTES, 0.5, 0)) hint = "that is elements; bytes are 2 per element";
         mark_number(&t, a, "tiled_bytes", x, close_to(x, tiled_bytes, 0.5, 0), tiled_bytes,
                     "the exact count", "%s", hint);

@@ -75,21 +75,21 @@ static const char *finished_name = "";
         finished_calls++, finished_name = #name " (" where ")";                \
         __real_##name args;                                                    \
     }
-WRAP(flash_forward, "src/stage3_tiled.c",
+WRAP(flash_forward, "src/cpu/stage3_tiled.c",
      (const attn_params *p, const double *Q, const double *K, const double *V, int Br, int Bc,
       double *O, double *L, sram_arena *sram, io_counter *io, tile_stats *stats),
      (p, Q, K, V, Br, Bc, O, L, sram, io, stats))
-WRAP(flash_attention_all_heads, "src/stage3_tiled.c",
+WRAP(flash_attention_all_heads, "src/cpu/stage3_tiled.c",
      (const attn_params *p, const double *Q, const double *K, const double *V, const double *dO,
       flash_blocks b, double *O, double *L, double *dQ, double *dK, double *dV, sram_arena *sram,
       io_counter *io_f, io_counter *io_b, tile_stats *st_f, tile_stats *st_b, double *t_f,
       double *t_b),
      (p, Q, K, V, dO, b, O, L, dQ, dK, dV, sram, io_f, io_b, st_f, st_b, t_f, t_b))
-WRAP(naive_forward, "src/stage1_naive.c",
+WRAP(naive_forward, "src/cpu/stage1_naive.c",
      (const attn_params *p, const double *Q, const double *K, const double *V, double *S,
       double *P, double *O, double *L, io_counter *io),
      (p, Q, K, V, S, P, O, L, io))
-WRAP(naive_attention_all_heads, "src/stage1_naive.c",
+WRAP(naive_attention_all_heads, "src/cpu/stage1_naive.c",
      (const attn_params *p, const double *Q, const double *K, const double *V, const double *dO,
       double *O, double *L, double *dQ, double *dK, double *dV, io_counter *io_f,
       io_counter *io_b, double *t_f, double *t_b),
@@ -138,12 +138,12 @@ static void reference(const double *Q, const double *K, const double *V, int N, 
 }
 
 /* Tiles that hold a visible pair, and the key rows those tiles load, found by
- * marking every visible (query, key) pair's tile (as tests/test_masks.c
+ * marking every visible (query, key) pair's tile (as tests/cpu/test_masks.c
  * does, deliberately: a checker stands alone beside the learner's code). */
 static void band_tiles(int N, int W, int Br, int Bc, uint64_t *tiles, uint64_t *key_rows)
 {
     int Tr = (N + Br - 1) / Br, Tc = (N + Bc - 1) / Bc;
-    /* Deliberately the brute force of tests/test_masks.c again: the checker
+    /* Deliberately the brute force of tests/cpu/test_masks.c again: the checker
      * is the exercise's own and builds on nothing under tests/. */
     unsigned char *hit = xcalloc((size_t)Tr * Tc, 1, "tile marks");
     attn_mask mask = window_mask(N, W);

@@ -3,14 +3,14 @@
  * for sliding-window causal attention (see statement.md and swa_forward.h).
  * Check it with  make exercise EX=4
  *
- * Start from flash_forward in src/stage3_tiled.c; what changes is
+ * Start from flash_forward in src/cpu/stage3_tiled.c; what changes is
  *   - the mask inside a tile: key j is visible to query i when i - W < j <= i;
  *   - which key blocks a query block visits: none that lies wholly after the
  *     block's last row, and none that ends before the window of its first
  *     row begins;
  *   - counting: stats->tiles_visited += 1 for every tile you compute.
  * Reuse stage 2's online_softmax_update and online_softmax_finalize
- * (src/stage2_online_softmax.h) for the per-row running max and sum; they
+ * (src/cpu/stage2_online_softmax.h) for the per-row running max and sum; they
  * already handle a row whose scores in a tile are all -inf.
  */
 #include "swa_forward.h"

@@ -10,7 +10,7 @@
 #include "stage3_tiled.h"
 
 /* Sliding-window causal attention, one head, fp64, tiled like flash_forward
- * (src/stage3_tiled.c): query row i attends to key rows j with
+ * (src/cpu/stage3_tiled.c): query row i attends to key rows j with
  * i - W < j <= i (W >= 1 keys at most, itself included).
  *
  * Q, K, V (N, d) row-major in slow memory; writes O (N, d) and L (N,), the

@@ -8,7 +8,7 @@ Reads only what this repository's programs wrote:
   data/gpu/*.csv      the H200 runs (make gpu-data-bench-fwd, make gpu-data-ncu), ring.csv
                       through paper/gen/paper_ring.py, v3_steps.csv and
                       v3_ncu.txt through paper/gen/paper_v3.py
-  src/gpu_host.c, src/stage5_main.c
+  src/gpu/gpu_host.c, src/programs/stage5_main.c
                       the constants of stage 5's fault inputs (chapters/21-gpu-backward.md's
                       arithmetic on them), and kernels/stage4_v3_hopper.h's
                       default step: settings the text must follow

@@ -672,7 +672,7 @@ def read_npy_f8(name):
 
 @claim
 def mask_guard(t):
-    """Exercise 4's -inf guard, on the case of tests/test_masks.c: N = 8,
+    """Exercise 4's -inf guard, on the case of tests/cpu/test_masks.c: N = 8,
     d = 1, row i sees keys i - 1 and i (window (1, 0)), every visible logit
     -1000, V_j = j + 1. One run of ./stage6, inputs and output in OUT."""
     claim_text = "Exercise 4's -inf guard: rows whose first visited tile is all masked"
@@ -700,7 +700,7 @@ def mask_guard(t):
     t.row(claim_text, says,
           f"`./stage6 --window 1,0 --br 8 --bc 2` on $N$ = 8, logits $-1000$, $V_j = j + 1$: "
           f"$O_3$ = {O[3]:g} (the mean of $V_2, V_3$), $L_3$ = {L[3]:.2f}",
-          "./stage6; tests/test_masks.c",
+          "./stage6; tests/cpu/test_masks.c",
           f"The guard replaces the max of an all $-\\infty$ tile by 0 and keeps it: the next "
           f"tile's $\\exp(-1000 - 0)$ = {under:g} in fp64, so $\\ell = 0$ and the row ends with "
           f"$O_3 = 0$, $L_3 = 0$ instead of {O[3]:g} and {L[3]:.2f}; keep $m = -\\infty$ and skip "

@@ -245,23 +245,23 @@ def _fp32_half_ulp_log2(x):
 @claim
 def fault_inputs(t):
     """Chapter 4b's arithmetic on two of the fault inputs stage 5 tests:
-    Q, K ~ -A U[0,1) and Q, K ~ U[lo, lo + w] (src/gpu_host.c, GH_IN_NEG900
-    and GH_IN_HUGE), at the d of their cases (gh_shared_cases, src/gpu_host.c,
-    which stage 5's suite runs; or its own table in src/stage5_main.c), with the
+    Q, K ~ -A U[0,1) and Q, K ~ U[lo, lo + w] (src/gpu/gpu_host.c, GH_IN_NEG900
+    and GH_IN_HUGE), at the d of their cases (gh_shared_cases, src/gpu/gpu_host.c,
+    which stage 5's suite runs; or its own table in tests/gpu/stage5_tests.c), with the
     default softmax_scale 1/sqrt(d). The typical scaled score is
     tau d E[q] E[k] (entries independent); an fp32 L of that size is rounded
     by up to half an ulp, which enters every exponent of the row: P is off
     by a factor of up to e^(half ulp)."""
-    with open(path("src", "gpu_host.c")) as f:
+    with open(path("src", "gpu", "gpu_host.c")) as f:
         gen = f.read()
-    with open(path("src", "stage5_main.c")) as f:
+    with open(path("tests", "gpu", "stage5_tests.c")) as f:
         cases = f.read()
     neg = re.search(r"in->Q\[i\] = -([\d.e]+) \* rng_uniform", gen)
     huge = re.search(r"in->Q\[i\] = ([\d.e]+) \+ ([\d.e]+) \* rng_uniform", gen)
     dm = re.search(r'\{"fault: [^"]*",(?: *\d+,){5} *(\d+),[^}]*GH_IN_NEG900\}', cases + gen)
     if not (neg and huge and dm):
-        sys.exit("claims.py: the fault inputs' generators or their cases (src/gpu_host.c, "
-                 "src/stage5_main.c) are not where fault_inputs() looks for them")
+        sys.exit("claims.py: the fault inputs' generators or their cases (src/gpu/gpu_host.c, "
+                 "tests/gpu/stage5_tests.c) are not where fault_inputs() looks for them")
     A, lo, w, d = float(neg.group(1)), float(huge.group(1)), float(huge.group(2)), int(dm.group(1))
     root = math.isqrt(d)
     tau_tex = f"\\tfrac1{{{root}}}" if root * root == d else f"\\tfrac1{{\\sqrt{{{d}}}}}"

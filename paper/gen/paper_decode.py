@@ -61,7 +61,7 @@ def cpu_table(path):
                    f"{100 * float(r['partials_share_of_gpu_bytes']):.1f}% |")
     out.append("")
     out.append(f": Stage 8 on the CPU, elements of slow memory counted while it ran against the closed form "
-               f"of `src/stage8_decode.h` ($H$ = {rows[0]['H']} query heads, $d$ = {rows[0]['d']}, one query row, "
+               f"of `src/cpu/stage8_decode.h` ($H$ = {rows[0]['H']} query heads, $d$ = {rows[0]['d']}, one query row, "
                f"pages of 16 keys, the rule's split count for {rows[0]['sms']} SMs of one CTA each marked). Over all "
                f"{len(rows)} rows of the sweep (batch, heads, query rows, lengths, page sizes, split counts) "
                f"the count equals the formula in {equal}. The last column is what the partials weigh among the "

@@ -1,6 +1,6 @@
 """flashattn_stages.fa -- the one Python binding of the library's C interface
 (core/fa_gpu.h, core/fa_decode.h), through ctypes, for every Python tool
-(scripts/bench_gpu.py, scripts/train_compare.py, the tests) and the PyTorch
+(scripts/gpu/bench_gpu.py, scripts/gpu/train_compare.py, the tests) and the PyTorch
 entries beside it (flash_op, varlen_op, decode_op). Needs no torch.
 
 It mirrors attn_params (core/attn_params.h), fa_stride, fa_ptrs,

@@ -10,7 +10,7 @@ streamed in blocks of 4, and reports the largest difference from the
 two-pass softmax as "~1e-16". That is a single row. To set like beside like,
 this script draws the same row (same generator, seed and order of draws) and
 streams it through the project's NumPy reference
-(src/reference/attention_ref.py, an implementation of our own, not the
+(src/cpu/reference/attention_ref.py, an implementation of our own, not the
 chapter's code), against a two-pass softmax, and writes
 
     case,N,d,block,seed,max_abs_error,max_abs_V,error_over_eps_maxV,numpy
@@ -44,7 +44,7 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "src", "reference"))
+sys.path.insert(0, os.path.join(ROOT, "src", "cpu", "reference"))
 import attention_ref as ref  # noqa: E402
 
 SEED, N, D, SPREAD, BLOCK = 0, 37, 8, 5.0, 4

@@ -13,7 +13,7 @@
 #   1. the machine: GPU, driver, nvcc, torch;
 #   2. make stage8_gpu build/libfa_gpu.so (ptxas's report in build/decode_ptxas.txt,
 #      copied to $OUT);
-#   3. sh tests/gpu/stage8.sh: bad input, ./stage8_gpu --sweep tests (every
+#   3. sh tests/gpu/stage8.sh: bad input, build/tests/gpu/stage8_gpu_tests --sweep tests (every
 #      case, bf16 and fp16, d 64 and 128, against the CPU stage 8 in fp64),
 #      compute-sanitizer memcheck, racecheck, synccheck, initcheck;
 #   4. python3 tests/gpu/test_decode_op.py: the PyTorch entry against SDPA

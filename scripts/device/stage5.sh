@@ -1,7 +1,7 @@
 #!/bin/sh
 # scripts/device/stage5.sh -- stage 5 on a GPU machine in one device call:
 # make stage5-gpu (kernels/gpu_data.mk: ./stage5 timed with a CSV, ./stage5
-# --sweep tests, compute-sanitizer on ./stage5 --sweep small), logs under
+# --sweep tests, compute-sanitizer on build/tests/gpu/stage5_tests --sweep small), logs under
 # $OUT/stage5, then a summary short enough to read whole. Run from the
 # repository root:
 #

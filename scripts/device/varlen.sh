@@ -12,7 +12,7 @@
 #      gpu-data-apps's commands), alone on the GPU;
 #   3. at the same time, since they time nothing: tests/gpu/test_varlen_op.py,
 #      tests/gpu/test_flash_op.py (every part but the pip install), ./stage4
-#      --sweep tests and ./stage5 --sweep tests, each through tests/run.sh
+#      --sweep tests and build/tests/gpu/stage5_tests --sweep tests, each through tests/run.sh
 #      (its closing counts line).
 # Files under ${OUT:-/tmp}: varlen.csv, varlen_device.log (every command's
 # output in order, with exit codes and seconds), env.txt.
@@ -34,7 +34,7 @@ cat "$OUT/env.txt" > "$log"
 if [ $# -ge 1 ] && [ -f "$1" ]; then
     tar xzf "$1" && echo "== prebuilt: $1 unpacked" >> "$log"
 else
-    make -j16 build/libfa_gpu.so stage4 stage5 >> "$log" 2>&1; echo "== build: exit $?" >> "$log"
+    make -j16 build/libfa_gpu.so stage4 stage5 build/tests/gpu/stage4_tests build/tests/gpu/stage5_tests >> "$log" 2>&1; echo "== build: exit $?" >> "$log"
 fi
 echo "== bench ($(( $(date +%s) - t0 )) s)" >> "$log"
 # (make gpu-data-apps's command, called directly: with prebuilt binaries make
@@ -44,7 +44,7 @@ echo "== bench: exit $? ($(( $(date +%s) - t0 )) s)" >> "$log"
 PARTS=grad_tests,deterministic_tests,plumbing_tests,op_path_tests,compile_tests,graph_tests,strided_tests,empty_tests,stream_value_tests,flash_attn_func_tests
 ( timeout 75 sh tests/run.sh "python3 tests/gpu/test_varlen_op.py" > "$OUT/.varlen_op.log" 2>&1; echo "exit $?" >> "$OUT/.varlen_op.log" ) &
 ( FA_OP_PARTS=$PARTS timeout 75 sh tests/run.sh "python3 tests/gpu/test_flash_op.py" > "$OUT/.flash_op.log" 2>&1; echo "exit $?" >> "$OUT/.flash_op.log" ) &
-( timeout 75 sh tests/run.sh "./stage4 --sweep tests" "./stage5 --sweep tests" > "$OUT/.sweeps.log" 2>&1; echo "exit $?" >> "$OUT/.sweeps.log" ) &
+( timeout 75 sh tests/run.sh "build/tests/gpu/stage4_tests --sweep tests" "build/tests/gpu/stage5_tests --sweep tests" > "$OUT/.sweeps.log" 2>&1; echo "exit $?" >> "$OUT/.sweeps.log" ) &
 wait
 for part in varlen_op flash_op sweeps; do
     echo "== $part (FA_OP_PARTS=$PARTS for flash_op)" >> "$log"

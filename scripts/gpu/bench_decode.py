@@ -12,7 +12,7 @@ each (every sequence at the full length, so SDPA needs no padding), pages of
                     time, the bandwidth a kernel that reads each byte once can
                     hope for (the row's gbps; frac_of_copy is 1)
   ours_decode       our package's public entry flash_attn_with_kvcache
-                    (python/decode_op.py) in its preferred layout: q
+                    (python/flashattn_stages/decode_op.py) in its preferred layout: q
                     (B, 1, H, d), the paged cache (pages, page_size, H_kv, d),
                     the block table; num_splits=0, the rule's count
                     (decode_num_splits, core/decode_plan.h); its own layout

@@ -2,7 +2,7 @@
 """bench_gpu.py -- our kernels beside PyTorch's attention on the GPU: forward and backward.
 
 What it does: loads build/libfa_gpu.so (core/fa_gpu.h) through ctypes
-(python/fa.py), and times every version in the library's table of versions
+(python/flashattn_stages/fa.py), and times every version in the library's table of versions
 (forward and backward) beside torch.nn.functional.scaled_dot_product_attention
 with its FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends and
 the plain materialized torch expression softmax(Q K^T scale) V, all on the
@@ -198,7 +198,7 @@ class OpPublic:
 
 # how each implementation is called (the how_called column)
 HOW = {
-    "ours": "the library's C entry fa_forward/fa_backward at this version through ctypes (python/fa.py); "
+    "ours": "the library's C entry fa_forward/fa_backward at this version through ctypes (python/flashattn_stages/fa.py); "
             "q, k, v, O, dO (B,H,N,d) contiguous, O, L, dQ, dK, dV and workspace allocated once",
     "ours_op": "flash_attn_func(q, k, v (B,N,H,d) contiguous, causal=) of our package; backward by autograd",
     "sdpa": "torch.nn.functional.scaled_dot_product_attention(q, k, v (B,H,N,d) contiguous, is_causal=) "

@@ -147,7 +147,7 @@ def page(mk_path=MK, data=DATA):
            "the script that made it and a README (question, answer, commit), are in `studies/`.", "",
            "## Targets", "", "| target | writes |", "|---|---|"]
     for t in ["gpu-data"] + [f"gpu-data-{p}" for p in mk_lists(mk_text)["GPU_DATA_PARTS"]] + ["ring-gpu"]:
-        out.append(f"| `make {t}` | {helps.get(t, 'kernels/stage7.mk: the ring on two GPUs, outside gpu-data')} |")
+        out.append(f"| `make {t}` | {helps.get(t, 'mk/stage7.mk: the ring on two GPUs, outside gpu-data')} |")
     out += ["", "## Files", "",
             "| file | target | commit | date | rows | columns |", "|---|---|---|---|---|---|"]
     for part, f in canonical_files(mk_path):

@@ -10,7 +10,7 @@ not, bf16) for every tensor-core backward version, beside the cost the
 library predicts for that version (fa_bwd_center_cost, core/fa_gpu.h: the
 rule of the auto mode).
 
-Inputs (src/stage3_accuracy.c models them on the CPU): one head, d = 64,
+Inputs (src/cpu/stage3_accuracy.c models them on the CPU): one head, d = 64,
 q_i = (1, 0.1 z), k_j = (-120 sqrt(d), 0.1 z), V, dO ~ N(0, 1), rounded to
 the dtype; the reference is the fp64 attention of the rounded inputs and its
 autograd gradients. Ours runs our forward (the highest version taking the

@@ -14,7 +14,7 @@ profiled), for Nsight Compute's --profile-from-start off:
         --impl ours --pass bwd --d 128 --n 8192 --causal 0
 
 The shape is bench_gpu.py's: bf16, B N = 16384 tokens, H d = 2048.
-  --impl ours      python/flash_op.py's default versions (FA_BWD3_STEP in
+  --impl ours      python/flashattn_stages/flash_op.py's default versions (FA_BWD3_STEP in
                    the environment picks backward 3's step)
   --impl cudnn     SDPA's cuDNN backend
   --impl flash     SDPA's flash backend (FlashAttention-2)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """train_compare.py -- a small causal transformer trained with our attention op and with SDPA.
 
-The real use of python/flash_op.py: a byte-level GPT (4 layers, d_model 256,
+The real use of python/flashattn_stages/flash_op.py: a byte-level GPT (4 layers, d_model 256,
 4 heads of d = 64, context 512) trained on the text this repository ships
-(chapters/*.md, then src/*.c, src/*.h, kernels/*.cu, kernels/*.cuh, each
+(chapters/*.md, then src/*/*.c, src/*/*.h, kernels/*.cu, kernels/*.cuh, each
 group in sorted order, concatenated), from ONE initialization and ONE
 sequence of batches (both drawn from --seed), once per attention path:
 
@@ -76,7 +76,7 @@ LAST = 50    # steps averaged into a run's final loss
 RUNS = ["ours", "ours_rerun", "ours_v2", "sdpa_flash", "sdpa_flash_rerun", "sdpa_cudnn", "sdpa_efficient",
         "fp32_math"]
 FP32 = "fp32_math"   # the reference run of the verdict
-CORPUS = ["chapters/*.md", "src/*.c", "src/*.h", "kernels/*.cu", "kernels/*.cuh"]
+CORPUS = ["chapters/*.md", "src/*/*.c", "src/*/*.h", "kernels/*.cu", "kernels/*.cuh"]
 DEVICE = "cuda"
 # The model and the run, as the paper describes them (paper/gen/claims.py reads
 # this table, so that chapter 4b2's numbers are the script's own).

@@ -11,17 +11,17 @@
 #     --heads, --out without one --kernel and --dtype, the backward's --dq;
 #     for stage 5 the same kinds and --deterministic where a version has none,
 #     and --accurate-dq with a bad value or where the dQ pass cannot run;
-#   - ./stage4 --sweep model and ./stage5 --sweep model: the IO models
+#   - build/tests/gpu/stage4_tests --sweep model and build/tests/gpu/stage5_tests --sweep model: the IO models
 #     against stage 1's and stage 3's counts, with masks and grouped heads (no
 #     GPU needed);
-#   - ./stage4 --sweep tests: forward versions 0 to 3 (3 on Hopper only) in
+#   - build/tests/gpu/stage4_tests --sweep tests: forward versions 0 to 3 (3 on Hopper only) in
 #     fp32, fp16 and bf16 against the CPU fp64 reference on fresh random
 #     inputs (the seed is printed): N = 1, 17, 113, 1023, 4097; d = 16 to
 #     128; B H above the number of SMs; causal, windows, seqlen_q != seqlen_k
 #     (rows that see no key: O = 0, L = -inf), grouped heads; a window that
 #     covers every key bitwise equal to no mask; the fault inputs; the
 #     real input unmasked, with a window and with its keys cut;
-#   - ./stage5 --sweep tests: every backward version (0 to 3) the same way, plus
+#   - build/tests/gpu/stage5_tests --sweep tests: every backward version (0 to 3) the same way, plus
 #     masks (causal, windows, seqlen_q != seqlen_k, rows that see no key, keys
 #     nobody sees), grouped heads, the fault inputs, the deterministic
 #     mode (30 runs bitwise equal) and the key-block split of stage 7;
@@ -44,7 +44,7 @@
 #     (default 4), so the whole is bounded by 8 x runs x limit / jobs. Forward: build/v3_check --small (every step on two small
 #     masked GQA problems, one with more tiles than SMs) and ./stage4
 #     --kernel 3 on a causal GQA problem with seqlen_q > seqlen_k; backward:
-#     ./stage5 --sweep small --kernel 4 (fp16 and bf16: causal GQA with
+#     build/tests/gpu/stage5_tests --sweep small --kernel 4 (fp16 and bf16: causal GQA with
 #     seqlen_q > seqlen_k, windows with keys nobody sees, d = 128, the
 #     deterministic mode); the backward's version 3 (Hopper,
 #     kernels/stage5_bwd_hopper.cu) the same way, with a window whose keys
@@ -63,9 +63,13 @@ skip_gpu() {
     for t in $GPU_TESTS; do echo "SKIP $t: $1"; done
 }
 
-if [ ! -x ./stage4 ] || [ ! -x ./stage5 ]; then
-    echo "SKIP stage4-cli: ./stage4 or ./stage5 not built (nvcc not found)"
-    echo "SKIP stage5-cli: ./stage4 or ./stage5 not built (nvcc not found)"
+# the test suites of stages 4 and 5 are programs of their own (tests/gpu/)
+S4T=build/tests/gpu/stage4_tests
+S5T=build/tests/gpu/stage5_tests
+export S4T S5T   # the sanitizer lines below run them through sh -c
+if [ ! -x ./stage4 ] || [ ! -x ./stage5 ] || [ ! -x $S4T ] || [ ! -x $S5T ]; then
+    echo "SKIP stage4-cli: ./stage4, ./stage5 or their test programs not built (nvcc not found)"
+    echo "SKIP stage5-cli: ./stage4, ./stage5 or their test programs not built (nvcc not found)"
     echo "SKIP stage4-model: ./stage4 not built (nvcc not found)"
     echo "SKIP stage5-model: ./stage5 not built (nvcc not found)"
     skip_gpu "./stage4 or ./stage5 not built (nvcc not found)"
@@ -102,32 +106,32 @@ expect_exit2 ./stage4 stage4-cli-kv-heads --random --n 64 --heads 8 --kv-heads 5
 expect_exit2 ./stage4 stage4-cli-outputs-need-one-run --out /tmp/stage4_o_never_written.npy
 expect_exit2 ./stage4 stage4-cli-outputs-need-dtype --kernel 1 --lse /tmp/stage4_l_never_written.npy
 expect_exit2 ./stage4 stage4-cli-no-gradients --dq /tmp/stage4_dq_never_written.npy
-expect_exit2 ./stage4 stage4-cli-sweep-with-shape --sweep tests --causal
+expect_exit2 $S4T stage4-cli-sweep-with-shape --sweep tests --causal
 expect_exit2 ./stage4 stage4-cli-large-n --kernel 1 --random --n 9000 --d 64
 
 expect_exit2 ./stage5 stage5-cli-v3-fp32 --kernel 3 --dtype fp32
 expect_exit2 ./stage5 stage5-cli-v3-d96 --kernel 3 --dtype bf16 --random --n 10 --d 96
 expect_exit2 ./stage5 stage5-cli-outputs-need-one-run --dq /tmp/stage5_dq_never_written.npy
-expect_exit2 ./stage5 stage5-cli-bad-sweep --sweep bogus
-expect_exit2 ./stage5 stage5-cli-sweep-with-shape --sweep tests --n 100
+expect_exit2 $S5T stage5-cli-bad-sweep --sweep bogus
+expect_exit2 $S5T stage5-cli-sweep-with-shape --sweep tests --n 100
 expect_exit2 ./stage5 stage5-cli-large-n --kernel 1 --random --n 9000 --d 64
 expect_exit2 ./stage5 stage5-cli-kv-heads --random --n 64 --heads 4 --kv-heads 3
 expect_exit2 ./stage5 stage5-cli-window --random --n 64 --window 3
 expect_exit2 ./stage5 stage5-cli-accurate-dq-value --accurate-dq=fast
 expect_exit2 ./stage5 stage5-cli-dq-pass-fp32 --accurate-dq=full --dtype fp32
 expect_exit2 ./stage5 stage5-cli-dq-pass-d40 --accurate-dq=full --dtype bf16 --random --n 10 --d 40
-expect_exit2 ./stage5 stage5-cli-dq-pass-sweep --accurate-dq=full --sweep tests
+expect_exit2 $S5T stage5-cli-dq-pass-sweep --accurate-dq=full --sweep tests
 
-./stage4 --sweep model || true   # prints its own PASS/FAIL lines
-./stage5 --sweep model || true
+$S4T --sweep model || true   # prints its own PASS/FAIL lines
+$S5T --sweep model || true
 
 probe=$(./stage5 --kernel 1 --dtype fp32 --random --n 1 --d 16 --repeats 1 2>&1)
 case "$probe" in
 *"no CUDA GPU"*) skip_gpu "no CUDA GPU here"; exit 0 ;;
 esac
 
-./stage4 --sweep tests || true   # prints its own PASS/FAIL lines
-./stage5 --sweep tests || true
+$S4T --sweep tests || true   # prints its own PASS/FAIL lines
+$S5T --sweep tests || true
 
 # A good run's outputs are renamed into place (each a .npy) and leave no
 # temporary file; that a failed run leaves them as they were is tests/cli.sh's.
@@ -173,12 +177,12 @@ for tool in memcheck racecheck; do
     sanitize stage4-$tool $tool sh -c './stage4 --random --batch 2 --heads 2 --n 70 --d 64 --repeats 1 &&
         ./stage4 --random --batch 2 --heads 4 --kv-heads 2 --n 150 --seqlen-k 90 --d 64 --causal --repeats 1'
 done
-sanitize stage5-memcheck memcheck ./stage5 --sweep small
-sanitize stage5-initcheck initcheck ./stage5 --sweep small
-sanitize stage5-racecheck racecheck sh -c './stage5 --sweep small --kernel 1 --dtype fp32 &&
-    ./stage5 --sweep small --kernel 2 --dtype bf16 && ./stage5 --sweep small --kernel 4 --dtype fp16'
-sanitize stage5-synccheck synccheck sh -c './stage5 --sweep small --kernel 1 --dtype fp16 &&
-    ./stage5 --sweep small --kernel 2 --dtype fp16 && ./stage5 --sweep small --kernel 4 --dtype bf16'
+sanitize stage5-memcheck memcheck $S5T --sweep small
+sanitize stage5-initcheck initcheck $S5T --sweep small
+sanitize stage5-racecheck racecheck sh -c '$S5T --sweep small --kernel 1 --dtype fp32 &&
+    $S5T --sweep small --kernel 2 --dtype bf16 && $S5T --sweep small --kernel 4 --dtype fp16'
+sanitize stage5-synccheck synccheck sh -c '$S5T --sweep small --kernel 1 --dtype fp16 &&
+    $S5T --sweep small --kernel 2 --dtype fp16 && $S5T --sweep small --kernel 4 --dtype bf16'
 
 # The repeated runs (see the top of this file). A run passes when the
 # sanitizer exits 0 with its summary, and the programs under it printed PASS
@@ -220,7 +224,7 @@ queue() {
     if [ $((njob % JOBS)) -eq 0 ]; then wait; fi
 }
 FWD='build/v3_check --small --seed $S && ./stage4 --kernel 3 --random --seed $S --batch 2 --heads 4 --kv-heads 2 --n 150 --seqlen-k 90 --d 64 --causal --repeats 1'
-BWD='./stage5 --sweep small --kernel 4 --seed $S'
+BWD='$S5T --sweep small --kernel 4 --seed $S'
 if [ ! -x build/v3_check ]; then
     echo "SKIP v3-sanitizers: build/v3_check not built"
     FWD=
@@ -231,14 +235,14 @@ fi
 # backward version 3 (Hopper): the small sweep (its d = 64 and d = 128
 # cases: causal GQA with seqlen_q > seqlen_k in the deterministic mode, a
 # window) and a window with keys nobody sees at d = 64, Br = 128 query rows
-BWD3='./stage5 --sweep small --kernel 3 --seed $S && ./stage5 --kernel 3 --random --seed $S --heads 2 --kv-heads 1 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1'
+BWD3='$S5T --sweep small --kernel 3 --seed $S && ./stage5 --kernel 3 --random --seed $S --heads 2 --kv-heads 1 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1'
 if ! why=$(./stage5 --kernel 3 --dtype bf16 --random --n 1 --d 64 --repeats 1 2>&1 >/dev/null); then
     echo "SKIP stage5-v3-sanitizers: $(echo "$why" | head -n1)"
     BWD3=
 fi
 # the dQ pass (FA_BWD_DQ_PASS) beside two versions: its phase 0 before the
 # version's kernel, phase 1 after it
-BWDQ='./stage5 --sweep small --kernel 2 --dtype bf16 --accurate-dq=full --seed $S && ./stage5 --sweep small --kernel 4 --dtype fp16 --accurate-dq=full --seed $S && ./stage5 --sweep small --kernel 0 --dtype bf16 --accurate-dq=full --seed $S'
+BWDQ='$S5T --sweep small --kernel 2 --dtype bf16 --accurate-dq=full --seed $S && $S5T --sweep small --kernel 4 --dtype fp16 --accurate-dq=full --seed $S && $S5T --sweep small --kernel 0 --dtype bf16 --accurate-dq=full --seed $S'
 for tool in memcheck racecheck synccheck initcheck; do
     r=1
     while [ "$r" -le "$RUNS" ]; do

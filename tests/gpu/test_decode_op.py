@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/gpu/test_decode_op.py -- the decode entry (python/decode_op.py) against PyTorch.
+"""tests/gpu/test_decode_op.py -- the decode entry (python/flashattn_stages/decode_op.py) against PyTorch.
 
 One line per test in the protocol of tests/run.sh (PASS / FAIL: why / SKIP: why).
 Part of `make test` and `make gpu-test`; SKIP lines, never PASS, where torch, a

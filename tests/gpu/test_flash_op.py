@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/gpu/test_flash_op.py -- the PyTorch op (python/flash_op.py) against PyTorch's attention.
+"""tests/gpu/test_flash_op.py -- the PyTorch op (python/flashattn_stages/flash_op.py) against PyTorch's attention.
 
 One line per test in the protocol of tests/run.sh (PASS / FAIL: why / SKIP: why).
 Part of `make test` and `make gpu-test` (kernels/gpu.mk); SKIP lines, never

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/gpu/test_varlen_op.py -- packed sequences of different lengths
-(flash_attn_varlen_func, python/varlen_op.py; fa_forward_varlen and
+(flash_attn_varlen_func, python/flashattn_stages/varlen_op.py; fa_forward_varlen and
 fa_backward_varlen of core/fa_gpu.h) against the dense op on each sequence
 alone and against fp64.
 

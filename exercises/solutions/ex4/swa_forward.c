@@ -2,7 +2,7 @@
  * solutions/ex4/swa_forward.c -- reference solution to exercise 4: the tiled
  * forward pass for sliding-window causal attention (i - W < j <= i).
  *
- * Same shape as flash_forward (src/stage3_tiled.c), deliberately: the
+ * Same shape as flash_forward (src/cpu/stage3_tiled.c), deliberately: the
  * exercise is to write it again for the window, and a learner's file must
  * read whole, so it calls no helper of stage 3's (its SRAM arena is every
  * tiled forward's, stage 8's decode too). Query block [i0, i1)

@@ -5,10 +5,10 @@
 #   smoke.log    one small run per step, d and dtype under a short limit (a
 #                hung pipeline shows here, not as a sweep that never ends);
 #                small_step1.log: step 1 (FA_BWD3_STEP=1) on --sweep small
-#   tests.log    ./stage5 --sweep tests (every backward version, so version 3
+#   tests.log    build/tests/gpu/stage5_tests --sweep tests (every backward version, so version 3
 #                is held to twice version 0's error, the fp64 reference, the
 #                masks, GQA, the far logits, the deterministic mode)
-#   san_*.log    compute-sanitizer on ./stage5 --sweep small --kernel 3
+#   san_*.log    compute-sanitizer on build/tests/gpu/stage5_tests --sweep small --kernel 3
 #                (quick: memcheck, racecheck; full: the four tools, 3 seeds)
 #   bench_bwd.csv  scripts/gpu/bench_gpu.py, backward pass: ours v3 and v4,
 #                SDPA flash and cuDNN (quick: bf16, N 2048 and 8192; full: bf16
@@ -44,11 +44,11 @@ if [ $ok -eq 0 ] && [ "$mode" = quick ]; then   # a broken kernel: no sweep, no 
     tail -n 30 "$out/smoke.log"
     exit 1
 fi
-FA_BWD3_STEP=1 timeout 60 ./stage5 --sweep small --kernel 3 > "$out/small_step1.log" 2>&1
+FA_BWD3_STEP=1 timeout 60 build/tests/gpu/stage5_tests --sweep small --kernel 3 > "$out/small_step1.log" 2>&1
 stamp "step 1 small sweep: exit $?, $(grep -c '^PASS' "$out/small_step1.log") PASS, $(grep -c '^FAIL' "$out/small_step1.log") FAIL"
 grep '^FAIL' "$out/small_step1.log" | cut -c1-300 | head -n 8
 
-timeout 150 ./stage5 --sweep tests > "$out/tests.log" 2>&1
+timeout 150 build/tests/gpu/stage5_tests --sweep tests > "$out/tests.log" 2>&1
 stamp "stage5 --sweep tests: exit $?, $(grep -c '^PASS' "$out/tests.log") PASS, $(grep -c '^FAIL' "$out/tests.log") FAIL"
 grep '^FAIL' "$out/tests.log" | cut -c1-400 | head -n 20
 grep -A6 '^FAIL' "$out/tests.log" | grep '^#' | head -n 20
@@ -58,7 +58,7 @@ if [ "$mode" = quick ]; then tools="memcheck racecheck"; seeds=1; else tools="me
 for tool in $tools; do
     for s in $seeds; do
         seed=$(( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') + s ))
-        ( timeout 90 "$SAN" --tool $tool --error-exitcode 9 ./stage5 --sweep small --kernel 3 --seed $seed \
+        ( timeout 90 "$SAN" --tool $tool --error-exitcode 9 build/tests/gpu/stage5_tests --sweep small --kernel 3 --seed $seed \
             > "$out/san_${tool}_$s.log" 2>&1; echo "exit $? seed $seed" >> "$out/san_${tool}_$s.log" ) &
     done
 done

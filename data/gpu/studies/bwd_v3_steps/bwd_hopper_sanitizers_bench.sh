@@ -29,7 +29,7 @@ stamp "smoke"; grep '^#\|v3 ' "$out/smoke.log"
 # the op's suite and the sanitizers at once (both check, neither times)
 ( timeout 110 python3 tests/gpu/test_flash_op.py > "$out/flash_op.log" 2>&1; echo "exit $?" >> "$out/flash_op.log" ) &
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-BWD3='./stage5 --sweep small --kernel 3 --seed $S && ./stage5 --kernel 3 --random --seed $S --heads 2 --kv-heads 1 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1'
+BWD3='build/tests/gpu/stage5_tests --sweep small --kernel 3 --seed $S && ./stage5 --kernel 3 --random --seed $S --heads 2 --kv-heads 1 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1'
 for tool in memcheck racecheck synccheck initcheck; do
     for r in 1 2; do
         S=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')

@@ -31,7 +31,7 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log"; }
 
 # 1. the suite and the sanitizers at once (all check, none times)
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-( FA_BWD3_STEP=3 timeout -k 5 55 ./stage5 --sweep tests --kernel 3 > "$top/bwd_step3_tests.log" 2>&1
+( FA_BWD3_STEP=3 timeout -k 5 55 build/tests/gpu/stage5_tests --sweep tests --kernel 3 > "$top/bwd_step3_tests.log" 2>&1
   echo "exit $?" >> "$top/bwd_step3_tests.log" ) &
 SMALL='./stage5 --kernel 3 --dtype bf16 --random --seed $S --batch 2 --heads 4 --kv-heads 2 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1 && ./stage5 --kernel 3 --dtype fp16 --random --seed $S --heads 2 --n 333 --d 128 --causal --repeats 1'
 for tool in racecheck synccheck; do

@@ -23,9 +23,9 @@ cat "$D/env.txt" >> "$D/summary.txt"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
 # 1. step 3: the suite and the repeated sanitizers, 8 programs at a time
-( FA_BWD3_STEP=3 timeout -k 5 80 ./stage5 --sweep tests --kernel 3 > "$D/step3_tests.log" 2>&1
+( FA_BWD3_STEP=3 timeout -k 5 80 build/tests/gpu/stage5_tests --sweep tests --kernel 3 > "$D/step3_tests.log" 2>&1
   echo "exit $?" >> "$D/step3_tests.log" ) &
-BWD3='./stage5 --sweep small --kernel 3 --seed $S && ./stage5 --kernel 3 --random --seed $S --heads 2 --kv-heads 1 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1'
+BWD3='build/tests/gpu/stage5_tests --sweep small --kernel 3 --seed $S && ./stage5 --kernel 3 --random --seed $S --heads 2 --kv-heads 1 --n 200 --seqlen-k 330 --d 64 --window 10,0 --repeats 1'
 n=0
 for tool in memcheck racecheck synccheck initcheck; do
     r=1

@@ -1,7 +1,7 @@
 #!/bin/sh
 # data/gpu/studies/dq_pass/dq_pass.sh -- the dQ pass (FA_BWD_DQ_PASS,
 # kernels/stage5_bwd_dq.cu) on one H200, in one device call: its accuracy on
-# the far-logit inputs beside every version (./stage5 --sweep accuracy), the
+# the far-logit inputs beside every version (build/tests/gpu/stage5_tests --sweep accuracy), the
 # GPU accuracy table and its cost beside SDPA (scripts/gpu/dq_accuracy.py), and
 # RUNS runs of each compute-sanitizer tool on fresh seeds. Run from the
 # repository root with ./stage5 and build/libfa_gpu.so built from the
@@ -22,7 +22,7 @@ sh scripts/device/env.sh "sh data/gpu/studies/dq_pass/dq_pass.sh" > "$D/env.txt"
 cat "$D/env.txt" >> "$D/summary.txt"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
-timeout 200 ./stage5 --sweep accuracy > "$D/accuracy.log" 2>&1
+timeout 200 build/tests/gpu/stage5_tests --sweep accuracy > "$D/accuracy.log" 2>&1
 say "stage5 --sweep accuracy exit $?: $(grep -c '^PASS' "$D/accuracy.log") PASS, $(grep -c '^FAIL' "$D/accuracy.log") FAIL"
 timeout 240 python3 scripts/gpu/dq_accuracy.py --csv "$D/dq_accuracy.csv" --repeats 10 > "$D/dq_accuracy.log" 2>&1
 say "dq_accuracy exit $?"

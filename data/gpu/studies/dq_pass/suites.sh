@@ -2,7 +2,7 @@
 # data/gpu/studies/dq_pass/suites.sh -- the suites of make gpu-test on one GPU, in four
 # lanes at once (they time nothing), within LEFT seconds: the GPU test suite
 # (tests/gpu/run_gpu_tests.sh, its compute-sanitizer runs 8 at a time); the
-# op's suites; varlen's, stage 8's and ./stage5 --sweep accuracy; varlen
+# op's suites; varlen's, stage 8's and build/tests/gpu/stage5_tests --sweep accuracy; varlen
 # again with backward 3's step 1, and its poison test under memcheck,
 # racecheck and synccheck. Each lane ends with tests/run.sh's counts line;
 # the lines go to $D/summary.txt. Called by final1.sh and dq_pass2.sh, from
@@ -22,7 +22,7 @@ export FA_SAN_JOBS=8
 lane() { tag=$1; lim=$2; shift 2; ( timeout "$lim" sh tests/run.sh "$@" > "$D/$tag.log" 2>&1; echo "exit $?" >> "$D/$tag.log" ) & }
 lane gpu_tests "$left" "sh tests/gpu/run_gpu_tests.sh"
 lane op_tests "$left" "python3 tests/gpu/test_flash_op.py" "python3 tests/gpu/test_decode_op.py"
-lane more_tests "$left" "python3 tests/gpu/test_varlen_op.py" "sh tests/gpu/stage8.sh" "./stage5 --sweep accuracy"
+lane more_tests "$left" "python3 tests/gpu/test_varlen_op.py" "sh tests/gpu/stage8.sh" "build/tests/gpu/stage5_tests --sweep accuracy"
 ( V="python3 tests/gpu/test_varlen_op.py"
   FA_BWD3_STEP=1 timeout "$left" sh tests/run.sh "$V" > "$D/varlen_step1.log" 2>&1
   for tool in memcheck racecheck synccheck; do

@@ -10,7 +10,7 @@
 # request shows whether a request covers a whole 128-byte line (4) or not.
 # Writes OUT.csv (default data/gpu/studies/fwd_v2_smem_layout/v2_layout_ab.csv). Cost: about a minute.
 set -e
-out=${1:-data/gpu/v2_layout_ab.csv}
+out=${1:-data/gpu/studies/fwd_v2_smem_layout/v2_layout_ab.csv}
 NVCC=${NVCC:-nvcc}
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 command -v "$NCU" >/dev/null 2>&1 || { echo "ncu_layout.sh: skipped: ncu (Nsight Compute) not found ($NCU)"; exit 0; }

@@ -4,8 +4,8 @@
 #   FA_COMMIT=<commit> sh data/gpu/studies/op_library/op.sh [tests|train|all]     (logs and CSVs under $OUT)
 #
 # tests (the default): builds build/libfa_gpu.so, stage4 and stage5 (make
-#   -j16); runs the stage 4 and stage 5 test sweeps (./stage4 --sweep tests,
-#   ./stage5 --sweep tests: the host programs, contiguous strides) and
+#   -j16); runs the stage 4 and stage 5 test sweeps (build/tests/gpu/stage4_tests --sweep tests,
+#   build/tests/gpu/stage5_tests --sweep tests: the host programs, contiguous strides) and
 #   build/v3_check (version 3's pieces, the tensor maps among them) beside
 #   the op's checks (tests/gpu/test_flash_op.py: SDPA comparison, compile
 #   fullgraph, CUDA graphs, strided and packed inputs, empty sequences,
@@ -41,9 +41,9 @@ rm -f "$OUT/build.log"   # kept only when the build fails (files back from the m
 
 if [ "$mode" = tests ] || [ "$mode" = all ]; then
     t0=$(date +%s)
-    (timeout 130 ./stage4 --sweep tests > "$OUT/stage4_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage4_tests.log") &
+    (timeout 130 build/tests/gpu/stage4_tests --sweep tests > "$OUT/stage4_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage4_tests.log") &
     p4=$!
-    (timeout 130 ./stage5 --sweep tests > "$OUT/stage5_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage5_tests.log") &
+    (timeout 130 build/tests/gpu/stage5_tests --sweep tests > "$OUT/stage5_tests.log" 2>&1; echo "exit $?" >> "$OUT/stage5_tests.log") &
     p5=$!
     (timeout 130 build/v3_check > "$OUT/v3_check_tests.log" 2>&1; echo "exit $?" >> "$OUT/v3_check_tests.log") &
     pv=$!

@@ -1,0 +1,142 @@
+"""tests/rooms.py -- no room too big for a newcomer to read.
+
+A file holds one concern and a function one step, so that a reader can hold
+either in mind. Two limits, on the host code and the tools (the kernels that
+the chapters walk through step by step keep their own shape):
+    files      no source file over MAX_LINES lines
+    functions  no C function (src/, tests/, core/, exercises/) and no Python
+               function (python/, scripts/, exercises/, figures/) over
+               MAX_FUNCTION lines, signature to closing brace or last line
+Covered: src/, core/, tests/ (its C files), python/, scripts/, exercises/,
+figures/. Files are read from git's list (tracked and new, not ignored).
+
+OVER lists the rooms known to be too big, each to be split: one listed and
+no longer over its limit fails too, so the list only shrinks. The test first
+checks on made-up files that it catches a long file and a long function and
+passes short ones.
+
+    python3 tests/rooms.py       PASS/FAIL lines (tests/run.sh protocol)
+"""
+import ast
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_LINES = 700
+MAX_FUNCTION = 120
+SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".py", ".sh", ".gp", ".cpp")
+COVERED = ("src/", "core/", "python/", "scripts/", "exercises/", "figures/")
+
+# Rooms over a limit, to be split (file, or file:function).
+OVER = {
+    # the tools' mains, each to be split into its steps
+    "scripts/gpu/bench_decode.py:main",
+    "scripts/gpu/bench_op_overhead.py:main",
+    "scripts/gpu/bench_varlen.py:main",
+    "scripts/cpu/extract_input.py:main",
+    # chapter 3 shows the tiled backward whole, as one listing (tiled-backward)
+    "src/cpu/stage3_tiled.c:flash_backward",
+    # version 3's piece tests and step checks, to be split by piece
+    "tests/gpu/v3_check.c",
+}
+
+
+def covered(rel):
+    if rel.startswith("tests/"):
+        return rel.endswith((".c", ".h"))
+    return rel.startswith(COVERED) and rel.endswith(SOURCE_EXT)
+
+
+def c_functions(text):
+    """(name, first line, lines) of each function of a C file: a '{' in
+    column 0 opens a body, the unindented line above it starts the signature
+    and the next '}' in column 0 closes it."""
+    lines = text.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        if not line.startswith("{"):
+            continue
+        start = i - 1
+        while start > 0 and (lines[start][:1] in (" ", "\t") or not lines[start].strip()):
+            start -= 1
+        end = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("}")), len(lines) - 1)
+        m = re.search(r"(\w+)\s*\(", lines[start])
+        if m:
+            out.append((m.group(1), start + 1, end - start + 1))
+    return out
+
+
+def py_functions(text):
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    return [(n.name, n.lineno, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def too_big(sources):
+    """{path: text} -> ['path: N lines', 'path:function: N lines']."""
+    big = []
+    for rel, text in sorted(sources.items()):
+        n = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        if n > MAX_LINES:
+            big.append((rel, f"{rel}: {n} lines"))
+        funcs = (py_functions(text) if rel.endswith(".py")
+                 else c_functions(text) if rel.endswith((".c", ".h", ".cpp")) else [])
+        for name, first, length in funcs:
+            if length > MAX_FUNCTION:
+                big.append((f"{rel}:{name}", f"{rel}:{first} {name}: {length} lines"))
+    return big
+
+
+def self_check():
+    body = "    x++;\n" * (MAX_FUNCTION + 5)
+    fake = {
+        "src/cpu/long.c": "int x;\n" * (MAX_LINES + 1),
+        "src/cpu/longfn.c": "static int f(int a,\n          int b)\n{\n" + body + "}\n",
+        "scripts/longfn.py": "def f():\n" + "    x = 1\n" * (MAX_FUNCTION + 1),
+        "src/cpu/short.c": "int g(void)\n{\n    return 0;\n}\n",
+        "scripts/short.py": "def g():\n    return 0\n",
+    }
+    found = {k for k, _ in too_big(fake)}
+    want = {"src/cpu/long.c", "src/cpu/longfn.c:f", "scripts/longfn.py:f"}
+    return found == want, found
+
+
+def main():
+    ok, found = self_check()
+    print(("PASS" if ok else "FAIL") + f" rooms self-check: a long file and long C and Python functions caught, "
+          f"short ones passed{'' if ok else ': ' + str(sorted(found))}")
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        print("SKIP rooms: not a git checkout (the file list comes from git)")
+        return 0 if ok else 1
+    sources = {}
+    for rel in out.stdout.split("\n"):
+        path = os.path.join(ROOT, rel)
+        if rel and covered(rel) and os.path.isfile(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                sources[rel] = f.read()
+    big = too_big(sources)
+    new = [why for key, why in big if key not in OVER]
+    gone = sorted(OVER - {key for key, _ in big})
+    if new:
+        print(f"FAIL rooms: over {MAX_LINES} lines a file or {MAX_FUNCTION} a function (split by concern):")
+        for why in new:
+            print("    " + why)
+    else:
+        print(f"PASS rooms: {len(sources)} files read, none over {MAX_LINES} lines and no function over "
+              f"{MAX_FUNCTION} but the {len(OVER)} listed in OVER")
+    if gone:
+        print("FAIL rooms' list: within the limits now, remove from OVER: " + ", ".join(gone))
+    else:
+        print(f"PASS rooms' list: each of the {len(OVER)} rooms in OVER is still over its limit")
+    return 0 if ok and not new and not gone else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
