@@ -7,7 +7,7 @@
  * row of the table of versions (core/versions.def). Repeated deliberately:
  * versions 1 and 2 open with the same few lines (the block's rows, its heads,
  * the key blocks the mask lets it see) and version 2's softmax update has the
- * shape of version 3's (stage4_v3_hopper.cu), so that each kernel of chapter
+ * shape of version 3's (stage4_fwd_v3_hopper.cu), so that each kernel of chapter
  * 4's and 4c's listings reads whole; the rows of the table have one shape
  * because each stands beside its kernel.
  *
@@ -26,7 +26,7 @@
  *           | m16n8k16 for Q K^T and P V, P stays in  |
  *           | registers, cp.async double-buffered K/V |
  *           | tiles; fp16/bf16, d = 16, 32, ..., 128  |
- *   3       | Hopper's wgmma and the tensor copy     | kernels/stage4_v3_hopper.cu
+ *   3       | Hopper's wgmma and the tensor copy     | kernels/stage4_fwd_v3_hopper.cu
  *           | engine                                 |
  *
  * es is the element size of the dtype (fp32 4, fp16 and bf16 2); L is fp32.
@@ -63,9 +63,9 @@
  * hits L2; the IO model counts S once. Row r of the (B H seqlen_q) rows is
  * query r % seqlen_q. */
 template <typename T>
-__global__ void __launch_bounds__(256) v0_softmax_rows(const float *__restrict__ S, T *__restrict__ P,
-                                                       float *__restrict__ L, long long rows,
-                                                       attn_mask mask, bool vec)
+__global__ void __launch_bounds__(256) fwd_v0_softmax_kernel(const float *__restrict__ S, T *__restrict__ P,
+                                                             float *__restrict__ L, long long rows,
+                                                             attn_mask mask, bool vec)
 {
     const float LOG2E = 1.4426950408889634f;
     const int Sk = mask.seqlen_k;
@@ -163,7 +163,7 @@ static int v0_forward(int dtype, const attn_params *p, const fa_ptrs *x, int det
     bool vec = all_visible && Sk % 8 == 0;
     int rc = fa_dispatch_dtype(dtype, [&](auto zero_of_T) -> int {
         using T = decltype(zero_of_T);
-        v0_softmax_rows<T><<<blocks, 256, 0, stream>>>(S, (T *)P, x->softmax_lse, rows, mask, vec);
+        fwd_v0_softmax_kernel<T><<<blocks, 256, 0, stream>>>(S, (T *)P, x->softmax_lse, rows, mask, vec);
         LAUNCH_CHECK();
         return FA_OK;
     });
@@ -201,8 +201,8 @@ static int v0_forward(int dtype, const attn_params *p, const fa_ptrs *x, int det
  * that mask_tile_unmasked says need it. */
 template <typename T, int D, int BC>
 __global__ void __launch_bounds__(256, 2)
-    v1_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                      T *__restrict__ O, float *__restrict__ L, fa_kargs a, bool vec)
+    fwd_v1_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+                  T *__restrict__ O, float *__restrict__ L, fa_kargs a, bool vec)
 {
     const int Nq = a.seqlen_q, Nk = a.seqlen_k, d = a.d;
     constexpr int BR = FA_V1_BR;
@@ -386,11 +386,11 @@ static int v1_launch_d(const T *Q, const T *K, const T *V, T *O, float *L, const
     constexpr int BC = D > 64 ? 32 : 64;
     size_t smem = v1_smem_bytes(D, BC);
     /* Above 48 KB a kernel must ask for its dynamic shared memory. */
-    CUDA_TRY(cudaFuncSetAttribute(v1_forward_kernel<T, D, BC>,
+    CUDA_TRY(cudaFuncSetAttribute(fwd_v1_kernel<T, D, BC>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     bool vec = d % vec16<T>::n == 0 && aligned16(Q) && aligned16(K) && aligned16(V);
     dim3 grid((p->seqlen_q + FA_V1_BR - 1) / FA_V1_BR, p->B * p->H);
-    v1_forward_kernel<T, D, BC><<<grid, 256, smem, stream>>>(Q, K, V, O, L, fa_kargs_make(p), vec);
+    fwd_v1_kernel<T, D, BC><<<grid, 256, smem, stream>>>(Q, K, V, O, L, fa_kargs_make(p), vec);
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -488,8 +488,8 @@ template <int D> struct v2_cfg {
 //> v2-kernel
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2)
-    v2_forward_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                      T *__restrict__ O, float *__restrict__ L, fa_kargs a)
+    fwd_v2_kernel(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+                  T *__restrict__ O, float *__restrict__ L, fa_kargs a)
 {
     const int Nq = a.seqlen_q, Nk = a.seqlen_k;
     const float scale_log2 = a.scale_log2;
@@ -702,10 +702,10 @@ static int v2_launch_d(const void *Q, const void *K, const void *V, void *O, flo
 {
     constexpr int BR = v2_cfg<D>::BR;
     size_t smem = sizeof(T) * (size_t)(BR + 4 * 64) * v2_smem<D>::LD;
-    CUDA_TRY(cudaFuncSetAttribute(v2_forward_kernel<T, D>,
+    CUDA_TRY(cudaFuncSetAttribute(fwd_v2_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p->seqlen_q + BR - 1) / BR, p->B * p->H);
-    v2_forward_kernel<T, D><<<grid, 128, smem, stream>>>((const T *)Q, (const T *)K, (const T *)V,
+    fwd_v2_kernel<T, D><<<grid, 128, smem, stream>>>((const T *)Q, (const T *)K, (const T *)V,
                                                         (T *)O, L, fa_kargs_make(p));
     LAUNCH_CHECK();
     return FA_OK;

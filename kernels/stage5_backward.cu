@@ -12,7 +12,7 @@
  * (the chapter's backward; stage 3's flash_backward is the CPU model), with
  * the masks, seqlen_q != seqlen_k and grouped heads of core/mask.h and
  * core/attn_params.h. Four versions, chosen by --kernel K (one row each in
- * core/versions.def; version 4 lives in stage5_bwd_v3.cu):
+ * core/versions.def; version 4 lives in stage5_bwd_v4.cu):
  *
  *   version | what
  *   --------+-----------------------------------------------------------------
@@ -31,7 +31,7 @@
  *           | tiles double-buffered with cp.async; fp16/bf16
  *   3       | version 2 on blocks of 128 keys and 8 warps (one block per SM):
  *           | Q_i, dO_i, L_i, D_i loaded once for twice the keys, all by
- *           | cp.async; dQ added 16 bytes at a time (stage5_bwd_v3.cu)
+ *           | cp.async; dQ added 16 bytes at a time (stage5_bwd_v4.cu)
  *
  * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace),
  * which with K centered (FA_BWD_CENTER_K, bwd-center) also forms c, K_c and
@@ -97,7 +97,7 @@
  * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 4 Br = 64,
  * Bc = 128, 8 warps of 16 keys each.
  *
- * What the tiled versions share with version 4 (kernels/stage5_bwd_v3.cu)
+ * What the tiled versions share with version 4 (kernels/stage5_bwd_v4.cu)
  * is in stage5_backward.cuh: bwd_args, P's exponent, the deterministic
  * mode's turns, the tensor-core fragment helpers and the declarations of the
  * tiled launch, workspace and IO model defined here.
@@ -630,7 +630,7 @@ BWD_PREPASS_AT(__nv_bfloat16)
  * row r of the whole problem is query i = r mod seqlen_q. */
 template <typename T>
 __global__ void __launch_bounds__(256)
-    v0_bwd_probs_kernel(const float *__restrict__ S, T *__restrict__ P, const float *__restrict__ L,
+    bwd_v0_probs_kernel(const float *__restrict__ S, T *__restrict__ P, const float *__restrict__ L,
                         long long rows, int Sq, int Sk, attn_mask m, bool masked)
 {
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -649,7 +649,7 @@ __global__ void __launch_bounds__(256)
  * A zero P gives a zero dS even if dP is not finite (0 * inf is NaN). */
 template <typename T>
 __global__ void __launch_bounds__(256)
-    v0_bwd_ds_kernel(float *__restrict__ dPdS, const T *__restrict__ P, const float *__restrict__ D,
+    bwd_v0_ds_kernel(float *__restrict__ dPdS, const T *__restrict__ P, const float *__restrict__ D,
                      long long rows, int Sk)
 {
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -743,7 +743,7 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
     CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &scale, K, t, d, kd,
                                           Q, t, d, md, &zero, w.A, f32, Sk, mk, batch,
                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    v0_bwd_probs_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, L, rows, Sq, Sk, m,
+    bwd_v0_probs_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, L, rows, Sq, Sk, m,
                                                        attn_is_masked(p));
     LAUNCH_CHECK();
     /* dV = P^T dO */
@@ -754,7 +754,7 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
     CUBLAS_TRY(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, Sk, M, d, &one, V, t, d, kd,
                                           dO, t, d, md, &zero, w.A, f32, Sk, mk, batch,
                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    v0_bwd_ds_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, w.D, rows, Sk);
+    bwd_v0_ds_kernel<T><<<row_blocks, 256, 0, st>>>(w.A, P, w.D, rows, Sk);
     LAUNCH_CHECK();
     /* dQ = scale dS K and dK = scale dS^T Q with dS in fp32: cuBLAS takes
      * one type for both factors, so Q and K are widened to fp32 first. */
@@ -818,7 +818,7 @@ static double v0_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
 /* ========================================================================= */
 /* Their kernel arguments (bwd_args), the deterministic mode's turns
  * (bwd-dq-order) and the tensor-core fragment helpers are in
- * stage5_backward.cuh, which version 4 (stage5_bwd_v3.cu) shares. */
+ * stage5_backward.cuh, which version 4 (stage5_bwd_v4.cu) shares. */
 
 /* ------------------------------------------------------------------------- */
 /* Version 1: CUDA cores                                                      */
@@ -851,7 +851,7 @@ template <int D, int BC> struct v1b_cfg {
  * columns per thread: 64 (e / 4) + 4 tx + e % 4 when NO % 4 == 0 (float4
  * rows), else NO tx + e. */
 template <typename T, int D, int BC>
-__global__ void __launch_bounds__(256) v1_backward_kernel(bwd_args<T> x, bool vec)
+__global__ void __launch_bounds__(256) bwd_v1_kernel(bwd_args<T> x, bool vec)
 {
     using C = v1b_cfg<D, BC>;
     constexpr int BR = C::BR, LD = C::LD, LDP = C::LDP, LDT = C::LDT;
@@ -1027,9 +1027,9 @@ static int v1_bwd_launch_d(const bwd_args<T> &x, dim3 grid, bool vec, cudaStream
     constexpr int BC = D > 64 ? 32 : 64;
     const size_t smem = v1b_cfg<D, BC>::smem_bytes();
     /* Above 48 KB a kernel must ask for its dynamic shared memory. */
-    CUDA_TRY(cudaFuncSetAttribute(v1_backward_kernel<T, D, BC>,
+    CUDA_TRY(cudaFuncSetAttribute(bwd_v1_kernel<T, D, BC>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    v1_backward_kernel<T, D, BC><<<grid, 256, smem, st>>>(x, vec);
+    bwd_v1_kernel<T, D, BC><<<grid, 256, smem, st>>>(x, vec);
     LAUNCH_CHECK();
     return FA_OK;
 }
@@ -1069,12 +1069,12 @@ template <int D> struct v2b_cfg {
     }
 };
 
-/* Deliberate copy: version 3 (stage5_bwd_v3.cu) writes this kernel's
+/* Deliberate copy: version 3 (stage5_bwd_v4.cu) writes this kernel's
  * two-stage pipeline out again beside its own steps, so that chapter 4b can
  * set the two listings side by side. */
 //> bwd-v2-kernel
 template <typename T, int D>
-__global__ void __launch_bounds__(128, 2) v2_backward_kernel(bwd_args<T> x)
+__global__ void __launch_bounds__(128, 2) bwd_v2_kernel(bwd_args<T> x)
 {
     using C = v2b_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, LD = C::LD, LDS = C::LDS, DT = D / 8, KD = D / 16;
@@ -1197,10 +1197,10 @@ template <typename T, int D>
 static int v2_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 {
     const size_t smem = v2b_cfg<D>::smem_bytes();
-    CUDA_TRY(cudaFuncSetAttribute(v2_backward_kernel<T, D>,
+    CUDA_TRY(cudaFuncSetAttribute(bwd_v2_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const dim3 grid((x.a.seqlen_k + v2b_cfg<D>::BC - 1) / v2b_cfg<D>::BC, (unsigned)(B * x.a.H_kv));
-    v2_backward_kernel<T, D><<<grid, v2b_cfg<D>::NT, smem, st>>>(x);
+    bwd_v2_kernel<T, D><<<grid, v2b_cfg<D>::NT, smem, st>>>(x);
     LAUNCH_CHECK();
     return FA_OK;
 }

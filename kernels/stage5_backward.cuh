@@ -2,7 +2,7 @@
  * stage5_backward.cuh -- what the tiled backward versions share across
  * files: kernels/stage5_backward.cu (versions 0, 1, 2, the pre-pass, the
  * post-pass and the launch around a tiled kernel) and
- * kernels/stage5_bwd_v3.cu (version 4). The equations, the conventions and
+ * kernels/stage5_bwd_v4.cu (version 4). The equations, the conventions and
  * the IO model are in stage5_backward.cu's header comment.
  *
  *   P's exponent     lse_guard, bwd_exponent2 (device)
@@ -161,10 +161,10 @@ __device__ __forceinline__ int dq_turn(const attn_mask &m, int i0, int i1, int B
     return jb - jb_begin;
 }
 
-/* The 16-byte dQ additions of versions 4 and 3 (stage5_bwd_v3.cu,
- * stage5_bwd_hopper.cu): an m16n8 accumulator tile, whose layout mma.sync
+/* The 16-byte dQ additions of versions 4 and 3 (stage5_bwd_v4.cu,
+ * stage5_bwd_v3_hopper.cu): an m16n8 accumulator tile, whose layout mma.sync
  * and wgmma share, four consecutive floats per lane. */
-//> bwd-v3-dq
+//> bwd-v4-dq
 /* Four consecutive dQ entries: one 16-byte atomic (sm_90's red.v4.f32), or,
  * holding the deterministic mode's turn, a plain read-add-write through L2. */
 __device__ __forceinline__ void dq_add4(float *p, float4 v, bool ordered)
@@ -238,7 +238,7 @@ __device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
     asm("mov.b64 %0, %0;" : "+l"(row));
     return row;
 }
-//< bwd-v3-dq
+//< bwd-v4-dq
 
 /* ------------------------------------------------------------------------- */
 /* The key-major products on the tensor cores (versions 2 and 3)              */

@@ -4,9 +4,9 @@
 # engine), SYNCS (mbarrier operations), USETMAXREG (setmaxnreg), and the ones
 # that must be absent: LDL/STL (local memory: a spilled or dynamically
 # indexed register array). Needs cuobjdump and nvdisasm on the PATH.
-obj=${1:-build/stage4_v3_hopper.o}
+obj=${1:-build/stage4_fwd_v3_hopper.o}
 cuobjdump --dump-sass "$obj" | awk '
-# names: v3_kernel<T, D, STEP> as "v3 bf16 d128 step5", the test kernels shortened
+# names: fwd_v3_kernel<T, D, STEP> as "v3 bf16 d128 step5", the test kernels shortened
 function pretty(f,    t, m, parts) {
     sub(/^_Z[0-9]+/, "", f)
     t = f ~ /bfloat16/ ? "bf16" : f ~ /half/ ? "fp16" : ""

@@ -1,6 +1,6 @@
 #!/bin/bash
 # scripts/v3_steps.sh -- one call on a Hopper GPU machine (make v3-steps-gpu) that builds
-# version 3 (kernels/stage4_v3_hopper.cu), checks every step of it against
+# version 3 (kernels/stage4_fwd_v3_hopper.cu), checks every step of it against
 # the fp64 reference, times every step beside SDPA flash and cuDNN, and runs
 # compute-sanitizer and Nsight Compute on it; a compact summary comes last.
 #
@@ -31,8 +31,8 @@ set -u
 OUT=${OUT:-build/v3_out}
 mkdir -p "$OUT"
 BUDGET=${V3_BUDGET_S:-240}
-# the steps of version 3 (kernels/stage4_v3_hopper.h: FA_V3_STEPS)
-ALL_STEPS=$(seq 1 "$(sed -n 's/^#define FA_V3_STEPS \([0-9]*\).*/\1/p' kernels/stage4_v3_hopper.h)")
+# the steps of version 3 (kernels/stage4_fwd_v3_hopper.h: FA_V3_STEPS)
+ALL_STEPS=$(seq 1 "$(sed -n 's/^#define FA_V3_STEPS \([0-9]*\).*/\1/p' kernels/stage4_fwd_v3_hopper.h)")
 T0=$(date +%s)
 LOG=$OUT/v3_run.log
 : > "$LOG"
@@ -61,7 +61,7 @@ fi
 cp build/v3_ptxas.txt "$OUT/v3_ptxas.txt"
 note "[build] ok in $(elapsed) s; ptxas: $(grep -o 'Used [0-9]* registers' build/v3_ptxas.txt | sort | uniq -c | tr -s ' ' | tr '\n' ';') spills: $(grep -c 'bytes spill stores, 0 bytes spill loads' build/v3_ptxas.txt) kernels with none of $(grep -c 'spill stores' build/v3_ptxas.txt)"
 note "[build] ptxas notes: $(grep -c 'C75' build/v3_ptxas.txt) (C7519 'warpgroup.arrive injected' is harmless; 'serialized' fails the build)"
-sh scripts/v3_sass.sh build/stage4_v3_hopper.o > "$OUT/v3_sass.txt" 2>&1
+sh scripts/v3_sass.sh build/stage4_fwd_v3_hopper.o > "$OUT/v3_sass.txt" 2>&1
 tee -a "$LOG" < "$OUT/v3_sass.txt" | grep -v -e '^v3_test' -e 'fp16' | sed 's/^/[sass] /' >> "$SUMMARY"
 
 # ---- pieces

@@ -345,7 +345,7 @@ def v3_steps(t):
     draws, and the tokens and hidden size of data/gpu/v3_steps.csv's rows there."""
     for k in ("v3_fig_N", "v3_fig_tokens", "v3_fig_hidden"):
         t.value(k, "n/a")
-    with open(path("kernels", "stage4_v3_hopper.h")) as f:
+    with open(path("kernels", "stage4_fwd_v3_hopper.h")) as f:
         ds = re.search(r"#define FA_V3_DEFAULT_STEP (\d+)", f.read())
     t.value("v3_default_step", ds.group(1) if ds else "n/a")
     with open(path("figures", "v3_steps.gp")) as f:

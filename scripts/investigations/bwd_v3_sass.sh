@@ -4,7 +4,7 @@
 # the answer: data/gpu/bwd_v3_steps.md, second round.
 #
 # scripts/investigations/bwd_v3_sass.sh [REV] -- static SASS of backward version 3's main
-# loop (kernels/stage5_bwd_v3.cu at git revision REV, default the working
+# loop (kernels/stage5_bwd_v4.cu at git revision REV, default the working
 # tree), bf16, d = 128, on the path a full-tile default-mode step executes:
 # the source is compiled with `full`, the block-inside-Sq tests and
 # `ordered` pinned (true, true, false), so the loop body holds that path and
@@ -17,7 +17,7 @@ set -e
 rev=${1:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -n "$rev" ]; then git show "$rev:kernels/stage5_bwd_v3.cu" > "$tmp/in.cu"; else cp kernels/stage5_bwd_v3.cu "$tmp/in.cu"; fi
+if [ -n "$rev" ]; then git show "$rev:kernels/stage5_bwd_v4.cu" > "$tmp/in.cu"; else cp kernels/stage5_bwd_v4.cu "$tmp/in.cu"; fi
 sed -e 's/const bool full = i1 - i0 == BR.*;/const bool full = true;/' \
     -e 's/const bool full = inside .*;/const bool full = true;/' \
     -e 's/const bool ordered = x.deterministic;/const bool ordered = false;/' \

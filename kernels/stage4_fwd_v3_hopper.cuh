@@ -1,9 +1,9 @@
 /*
- * stage4_v3_hopper.cuh -- Hopper's own instructions as device functions, and
+ * stage4_fwd_v3_hopper.cuh -- Hopper's own instructions as device functions, and
  * the two matrix products of a key tile built from them (sm_90a only): the
  * mbarrier, the tensor copy engine (TMA) filling shared memory in the
  * 128-byte swizzle, wgmma with its shared-memory descriptors. Version 3 of
- * the forward (kernels/stage4_v3_hopper.cu) is made of these; the piece
+ * the forward (kernels/stage4_fwd_v3_hopper.cu) is made of these; the piece
  * tests of tests/gpu/v3_check_cuda.cu run each of them alone on one tile.
  *
  * Every function here is the PTX instruction it wraps plus the layout rule
@@ -15,7 +15,7 @@
 #define FA_STAGE4_V3_HOPPER_CUH
 
 #include "gpu_common.cuh"
-#include "stage4_v3_hopper.h"
+#include "stage4_fwd_v3_hopper.h"
 
 #include <cuda.h>           /* CUtensorMap and its enums (types only: libcuda is not linked) */
 #include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
@@ -316,7 +316,7 @@ __device__ __forceinline__ void gemm_pv_lean(float (&o)[D / 2], const uint32_t (
 }
 //< v3-gemms-lean
 
-/* The tensor map of one operand (host side; kernels/stage4_v3_hopper.cu):
+/* The tensor map of one operand (host side; kernels/stage4_fwd_v3_hopper.cu):
  * a 3-D array (d, seqlen, heads) of 16-bit elements of dtype FA_FP16 or
  * FA_BF16 at ptr, read in boxes of 64 columns x `rows` rows x 1 head, in the
  * 128-byte swizzle; rows past seqlen arrive as zeros. FA_OK, or FA_ERR_CUDA

@@ -1,6 +1,6 @@
 /*
- * stage4_v3_hopper.h -- what version 3 of the forward (kernels/
- * stage4_v3_hopper.cu) offers beyond its row of the table of versions
+ * stage4_fwd_v3_hopper.h -- what version 3 of the forward (kernels/
+ * stage4_fwd_v3_hopper.cu) offers beyond its row of the table of versions
  * (fa_gpu.h: fa_forward(3, ...), fa_time(FA_FORWARD, 3, ...)): the steps it
  * was built in. (Its pieces are tested alone by build/v3_check:
  * tests/gpu/v3_check_cuda.h.)
