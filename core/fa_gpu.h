@@ -160,7 +160,7 @@ double fa_flops(int pass, const attn_params *p);
 #define FA_BWD_DETERMINISTIC 1   /* dQ, dK, dV bitwise the same on every call with the same inputs */
 /* FA_BWD_CENTER_K: run on K centered over the keys (K - c, c near the mean
  * of K's rows per batch and key/value head, every K - c exact in the dtype,
- * with L shifted to match; stage5_backward.cu, bwd-center), which keeps dQ
+ * with L shifted to match; stage5_bwd_center.cu, bwd-center), which keeps dQ
  * accurate when K has a large part common to all keys (every logit far from
  * zero). FA_BWD_CENTER_AUTO: center where fa_bwd_center_cost(version, ..)
  * < FA_BWD_CENTER_MAX_COST, keep K as given elsewhere; fa_backward decides
@@ -225,7 +225,8 @@ double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p);
  * tests/center_rule.py holds the rule to the csv: the auto mode centers at
  * no measured shape whose measured cost is 3% or more. Grouped heads read a
  * smaller K and pass sooner. Host only, needs no GPU. Source: the byte
- * count of the kernels in stage5_backward.cu (bwd-center, bwd-dot). */
+ * count of the kernels in stage5_bwd_center.cu and stage5_bwd_prepass.cu
+ * (bwd-center, bwd-dot). */
 #define FA_BWD_CENTER_BW 1.5e12          /* bytes/s: the pre-pass as measured (median, rounded down) */
 #define FA_BWD_CENTER_LAUNCH_S 6.0e-6    /* three launches in one stream */
 #define FA_BWD_CENTER_RATE 500.0e12      /* FLOP/s: a row without center_rate; above every measured one */

@@ -99,7 +99,7 @@ $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 # no test catches); scripts/v3_sass.sh counts the Hopper instructions.
 V3_GENCODE := -gencode=arch=compute_90a,code=sm_90a
 V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
-V3_DEPS := kernels/stage4_fwd_v3_hopper.cu kernels/stage4_fwd_v3_hopper.cuh kernels/stage4_fwd_v3_hopper.h $(GPU_HDRS)
+V3_DEPS := kernels/stage4_fwd_v3_hopper.cu kernels/stage4_fwd_v3_hopper.cuh kernels/stage4_fwd_v3_hopper.h kernels/hopper.cuh $(GPU_HDRS)
 define V3_PTXAS_CHECK
 	@! grep -i "serialized\|error" $(BUILD)/v3_ptxas$(1).txt || { echo "v3: ptxas serialized wgmma (see above)"; exit 1; }
 endef
@@ -108,7 +108,7 @@ $(eval $(call ptxas_objects,stage4_fwd_v3_hopper,$(V3_NVCCFLAGS),v3_ptxas,V3_PTX
 # same sm_90a flags and serialization check, and, as backward version 4, a
 # spill fails the build (its dK, dV accumulators take 128 registers at
 # d = 128). Reports in build/bwd_v3_ptxas*.txt.
-BWD_V3_DEPS := kernels/stage5_bwd_v3_hopper.cu kernels/stage4_fwd_v3_hopper.cuh kernels/stage4_fwd_v3_hopper.h $(GPU_HDRS)
+BWD_V3_DEPS := kernels/stage5_bwd_v3_hopper.cu kernels/hopper.cuh $(GPU_HDRS)
 define BWD_V3_PTXAS_CHECK
 	@! grep -i "serialized\|error" $(BUILD)/bwd_v3_ptxas$(1).txt || { echo "bwd v3: ptxas serialized wgmma (see above)"; exit 1; }
 	@! grep -E '[1-9][0-9]* bytes (spill|stack)' $(BUILD)/bwd_v3_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
@@ -119,7 +119,7 @@ $(eval $(call ptxas_objects,stage5_bwd_v3_hopper,$(V3_NVCCFLAGS),bwd_v3_ptxas,BW
 # watchdog) is built as the kernel is, for sm_90a, with the same ptxas check.
 $(BUILD)/v3_check.o: tests/gpu/v3_check.c tests/gpu/v3_check_cuda.h kernels/stage4_fwd_v3_hopper.h core/fa_gpu.h | $(BUILD)
 	$(CC) $(CPPFLAGS) -Ikernels $(CFLAGS) -fopenmp -c $< -o $@
-$(BUILD)/v3_check_cuda.o: tests/gpu/v3_check_cuda.cu tests/gpu/v3_check_cuda.h kernels/stage4_fwd_v3_hopper.cuh \
+$(BUILD)/v3_check_cuda.o: tests/gpu/v3_check_cuda.cu tests/gpu/v3_check_cuda.h kernels/stage4_fwd_v3_hopper.cuh kernels/hopper.cuh \
                           kernels/stage4_fwd_v3_hopper.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_check.txt || { cat $(BUILD)/v3_ptxas_check.txt; exit 1; }
 	$(call V3_PTXAS_CHECK,_check)

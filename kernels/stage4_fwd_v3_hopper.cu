@@ -2,7 +2,7 @@
  * stage4_fwd_v3_hopper.cu -- version 3 of the forward: Hopper's copy engine,
  * warpgroup matrix instructions and warp specialization (sm_90a only).
  *
- * What is new against version 2 (kernels/stage4_forward.cu), which is the
+ * What is new against version 2 (kernels/stage4_fwd_v2.cu), which is the
  * same online-softmax algorithm on Ampere's instructions:
  *   - copies: one thread asks the tensor memory accelerator (TMA) for a whole
  *     tile (cp.async.bulk.tensor, described by a CUtensorMap built on the
@@ -49,10 +49,10 @@
  *
  * This file holds the kernel and its launcher; the instructions it is built
  * from (mbarrier, TMA, wgmma and its descriptors, the products S = Q K^T and
- * O += P V of one key tile) are device functions of stage4_fwd_v3_hopper.cuh,
- * which the piece tests (tests/gpu/v3_check_cuda.cu) run one at a time.
+ * O += P V of one key tile) are device functions of hopper.cuh (shared with
+ * backward version 3) and stage4_fwd_v3_hopper.cuh, which the piece tests (tests/gpu/v3_check_cuda.cu) run one at a time.
  */
-#include "stage4_fwd_v3_hopper.cuh"   /* the PTX wrappers and the two products of a key tile */
+#include "stage4_fwd_v3_hopper.cuh"   /* hopper.cuh: the PTX wrappers, the two products of a key tile */
 
 #include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
 
@@ -454,7 +454,7 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
  * exponentiated against 0 instead (P = 0, alpha = 0), so -inf - -inf never
  * happens.
  * Deliberate copy: the shape of version 2's softmax update
- * (stage4_forward.cu), kept apart because chapter 4c builds version 3 in
+ * (stage4_fwd_v2.cu), kept apart because chapter 4c builds version 3 in
  * steps from its own pieces. */
 template <bool MASKED, int NG = 16>
 __device__ __forceinline__ void v3_softmax(float (&s)[4 * NG], float (&m)[2], float (&l)[2],

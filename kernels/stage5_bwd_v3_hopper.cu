@@ -2,7 +2,7 @@
  * stage5_bwd_v3_hopper.cu -- backward version 3: the backward on Hopper's own
  * hardware (sm_90a), the technique of forward version 3 (TMA copies on
  * mbarriers, wgmma, a producer warp and consumer warpgroups with
- * setmaxnreg) applied to stage 5's equations (stage5_backward.cu's header:
+ * setmaxnreg) applied to stage 5's equations (stage5_backward.cuh's header:
  * P = exp(softmax_scale S - L), dV = P^T dO, dP = dO V^T, dS = P (dP - D),
  * dQ = softmax_scale dS K, dK = softmax_scale dS^T Q).
  *
@@ -69,7 +69,7 @@
  * -gencode=arch=compute_90a,code=sm_90a (kernels/gpu.mk).
  */
 #include "stage5_backward.cuh"
-#include "stage4_fwd_v3_hopper.cuh"   /* mbarrier, TMA, wgmma wrappers, the products of a tile */
+#include "hopper.cuh"   /* mbarrier, TMA, wgmma wrappers, the products of a tile */
 
 #include <stdlib.h>
 

@@ -2,11 +2,10 @@
  * stage5_bwd_v4.cu -- backward version 4: version 2's schedule on blocks of
  * 128 keys and 8 warps, on mma.sync. Numbered 4 because a number names one
  * technique in both passes and 3 is Hopper's (wgmma, TMA: forward version 3).
- * Its loop repeats version 2's (stage5_backward.cu) in places,
- * deliberately: chapter 4b sets the two kernels side by side, and each
- * reads whole.
+ * Its loop repeats version 2's (stage5_bwd_v2.cu) in places, deliberately:
+ * chapter 4b sets the two kernels side by side, and each reads whole.
  *
- * What it computes is version 2's (kernels/stage5_backward.cu: the
+ * What it computes is version 2's (stage5_backward.cuh's header: the
  * equations, the masks, the conventions, the deterministic mode), with the
  * same D pre-pass, fp32 dQ accumulator and post-pass (tiled_backward). What
  * changes is how one thread block is laid out:
@@ -55,7 +54,7 @@
  * of L_i, D_i: 155 KiB at d = 128, 91 KiB at d = 64; one block of 256
  * threads per SM (__launch_bounds__(256, 1): up to 255 registers).
  *
- * IO model: the tiled one of stage5_backward.cu's header (tiled_bwd_model)
+ * IO model: the tiled one of stage5_backward.cuh's header (tiled_bwd_model)
  * with Br = 64, Bc = 128: R, the query rows read summed over key blocks, is
  * Sq Tc with Tc = ceil(Sk / 128), half of version 2's.
  *
@@ -145,7 +144,7 @@ __device__ __forceinline__ void ldsm_x4_t_u32(unsigned &r0, unsigned &r1, unsign
 
 
 /* Deliberate copy: the two-stage pipeline of version 2's kernel
- * (stage5_backward.cu), written out again so that chapter 4b reads each
+ * (stage5_bwd_v2.cu), written out again so that chapter 4b reads each
  * version's listing whole. */
 //> bwd-v4-kernel
 /* One block of 8 warps per (key block of 128, key/value head). Per query

@@ -1,7 +1,7 @@
 /*
  * stage4_main.c -- Stage 4's host program: the CUDA forward kernels of
- * kernels/stage4_forward.cu and kernels/stage4_fwd_v3_hopper.cu, checked against
- * the CPU fp64 reference of stage 1 and timed.
+ * kernels/stage4_fwd_v0.cu .. stage4_fwd_v2.cu and kernels/stage4_fwd_v3_hopper.cu,
+ * checked against the CPU fp64 reference of stage 1 and timed.
  *
  * What it adds over stage 3: nothing new in the algorithm; the tiled forward
  * now runs on a GPU, on the CUDA cores in fp32 arithmetic (version 1), on the

@@ -1,7 +1,6 @@
 /*
  * stage5_main.c -- Stage 5's host program: the CUDA backward kernels of
- * kernels/stage5_backward.cu, checked against the CPU fp64 backward and
- * timed.
+ * kernels/stage5_bwd_*.cu, checked against the CPU fp64 backward and timed.
  *
  * What it adds over stage 4: the backward pass on the GPU (version 0
  * materialized with cuBLAS, 1 tiled on the CUDA cores, 2 and 4 tiled on the
@@ -56,7 +55,7 @@
  *               err dQ <= 2 e_round + u, e_round the error of the fp64 dQ
  *               rounded to the dtype (what PyTorch's math backend attains),
  *               which the backward meets with K centered over the keys
- *               (FA_BWD_CENTER_K, --accurate-dq; kernels/stage5_backward.cu,
+ *               (FA_BWD_CENTER_K, --accurate-dq; kernels/stage5_bwd_center.cu,
  *               bwd-center); without it each version must fail that rule,
  *               so that the inputs test it (src/stage3_accuracy.c models why);
  *               with FA_BWD_DQ_PASS (--accurate-dq=full) err dQ <= 2 e_round,
@@ -765,7 +764,7 @@ static int run_small(const options *opt, const char *device, const int *versions
 /* In fp32 every tensor has 4-byte elements, so the GPU models must equal
  * 4 bytes times the element counts of stage 1 and stage 3 (both over the
  * whole problem), up to what the GPU versions do differently
- * (stage5_backward.cu's header):
+ * (stage5_backward.cuh's header):
  *   v0 = 4 (naive_backward + B H (3 Sq Sk + Sq d + Sk d + 3 Sq)): S written
  *        and read and P written (stage 1's backward starts from a stored P),
  *        Q, K read for S, L read, D written and read
@@ -855,7 +854,7 @@ static int model_checks(void)
 }
 //< stage5-model-check
 
-/* The deterministic mode's turns (stage5_backward.cu, bwd-dq-order) rely on
+/* The deterministic mode's turns (stage5_backward.cuh, bwd-dq-order) rely on
  * one property of mask.h: the key blocks that count query block i among
  * theirs (mask_query_blocks) are exactly the key blocks i counts
  * (mask_key_blocks), a contiguous range; otherwise a turn would never come
@@ -980,7 +979,7 @@ int main(int argc, char **argv)
            "    err X = max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; unwritten = NaN/inf left in an output\n"
            "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s counts 2.5 x the forward's\n"
            "  4 B H Sq Sk d times the visible share of the scores (the papers' convention); model bytes: the\n"
-           "  version's IO model (kernels/stage5_backward.cu)%s\n", m.repeats,
+           "  version's IO model (kernels/stage5_backward.cuh)%s\n", m.repeats,
            m.deterministic ? "; deterministic mode, 30 runs compared bitwise" : "");
     int bad = 0;
     bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);

@@ -120,7 +120,7 @@ def h200(t):
     # type: nvjet_sm90_hsh_... is fp16 in, fp32 compute, fp16 out). The
     # model column must be that kernel's count, S and P in the dtype:
     # B H (es (4 N^2 + 4 N d) + 4 N); today's version 0 keeps S in fp32,
-    # B H (4 N^2 + 4 N^2 + 2 es N^2 + 4 es N d + 4 N) (kernels/stage4_forward.cu,
+    # B H (4 N^2 + 4 N^2 + 2 es N^2 + 4 es N d + 4 N) (kernels/stage4_fwd_v0.cu,
     # v0_model, with H_kv = H).
     es = 2                                           # fp16
     then = B * H * (es * (4 * N * N + 4 * N * d) + 4 * N)

@@ -4,9 +4,10 @@
  *
  * The piece tests run each building block of the kernel alone, on one tile,
  * through the same device functions the kernel is made of
- * (kernels/stage4_fwd_v3_hopper.cuh): where the tensor copy engine puts every
- * element in the 128-byte swizzle, the wgmma accumulator layout of
- * S = Q K^T, and O = P V with P from registers and V read transposed, with
+ * (kernels/hopper.cuh, kernels/stage4_fwd_v3_hopper.cuh): where the tensor
+ * copy engine puts every element in the 128-byte swizzle, the wgmma
+ * accumulator layout of S = Q K^T, and O = P V with P from registers and V
+ * read transposed, with
  * the descriptors of make_desc and of step 7 (desc_lo), at 128 and 176 keys
  * (v3_check_cuda.h says what each prints). Built for sm_90a like the kernel
  * (kernels/gpu.mk); the tensor maps come from the kernel's own launcher code
