@@ -155,7 +155,7 @@ double fa_compulsory_bytes(int pass, int dtype, const attn_params *p);
 double fa_flops(int pass, const attn_params *p);
 
 /* Run one pass. Asynchronous on `stream` (a cudaStream_t, NULL = default):
- * returns after the launches. deterministic (backward only) is a set of
+ * returns after the launches. flags (backward only) is a set of
  * FA_BWD_* bits; 1 is FA_BWD_DETERMINISTIC, so 0 and 1 keep their meaning. */
 #define FA_BWD_DETERMINISTIC 1   /* dQ, dK, dV bitwise the same on every call with the same inputs */
 /* FA_BWD_CENTER_K: run on K centered over the keys (K - c, c near the mean
@@ -235,7 +235,7 @@ double fa_bwd_center_cost(int version, int dtype, const attn_params *p);
 /* 1 when FA_BWD_CENTER_AUTO centers backward `version` on this problem (cost < FA_BWD_CENTER_MAX_COST), else 0. */
 int fa_bwd_center_auto(int version, int dtype, const attn_params *p);
 int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream);
-int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int flags,
                 void *stream);
 
 /* Median time in milliseconds of `repeats` runs (after one warm-up), with
@@ -244,7 +244,7 @@ int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, 
  * runs rotate over n_sets pointer sets (so that inputs smaller than the L2
  * are not served from it when flush_l2 is 0). */
 int fa_time(int pass, int version, int dtype, const attn_params *p, const fa_ptrs *sets,
-            int n_sets, int deterministic, int repeats, int flush_l2, double *median_ms);
+            int n_sets, int flags, int repeats, int flush_l2, double *median_ms);
 
 /* Variable lengths (FlashAttention's flash_attn_varlen_func; core/varlen.h):
  * B sequences packed along the rows. Q, O, dO, dQ are (total_q, H, d), K, V,

@@ -50,7 +50,8 @@
  * This file holds the kernel and its launcher; the instructions it is built
  * from (mbarrier, TMA, wgmma and its descriptors, the products S = Q K^T and
  * O += P V of one key tile) are device functions of hopper.cuh (shared with
- * backward version 3) and stage4_fwd_v3_hopper.cuh, which the piece tests (tests/gpu/v3_check_cuda.cu) run one at a time.
+ * backward version 3) and stage4_fwd_v3_hopper.cuh, which the piece tests
+ * (tests/gpu/v3_check_cuda.cu) run one at a time.
  */
 #include "stage4_fwd_v3_hopper.cuh"   /* hopper.cuh: the PTX wrappers, the two products of a key tile */
 
@@ -1118,9 +1119,10 @@ static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int determi
     (void)deterministic;
     int cc = 0, sms = 0;
     if (v3_device(&cc, &sms) != 0)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 needs a CUDA GPU of compute capability 9.0; none found");
+        return fa_set_error(FA_ERR_UNSUPPORTED, "forward version 3 needs a CUDA GPU of compute capability 9.0, "
+                            "none found");
     if (cc != 90)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 is built for sm_90a (H100/H200) only, "
+        return fa_set_error(FA_ERR_UNSUPPORTED, "forward version 3 is built for sm_90a (H100/H200) only, "
                             "this GPU has %d.%d", cc / 10, cc % 10);
     if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
@@ -1161,7 +1163,7 @@ static int v3_run_varlen(int dtype, const attn_params *p, const fa_varlen *vl, c
     (void)flags;
     int cc = 0, sms = 0;
     if (v3_device(&cc, &sms) != 0 || cc != 90)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 is built for sm_90a (H100/H200) only");
+        return fa_set_error(FA_ERR_UNSUPPORTED, "forward version 3 is built for sm_90a (H100/H200) only");
     if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
                             "engine's rule) and a 4-byte aligned O");

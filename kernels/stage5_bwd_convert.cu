@@ -114,7 +114,6 @@ template int bwd_convert<__half, float>(const __half *, float *, size_t, cudaStr
 template int bwd_convert<__nv_bfloat16, float>(const __nv_bfloat16 *, float *, size_t, cudaStream_t);
 template int bwd_convert<float, __half>(const float *, __half *, size_t, cudaStream_t);
 template int bwd_convert<float, __nv_bfloat16>(const float *, __nv_bfloat16 *, size_t, cudaStream_t);
-template int bwd_convert_rows<float>(const float *, float *, const attn_params *, fa_stride, cudaStream_t);
 template int bwd_convert_rows<__half>(const float *, __half *, const attn_params *, fa_stride, cudaStream_t);
 template int bwd_convert_rows<__nv_bfloat16>(const float *, __nv_bfloat16 *, const attn_params *, fa_stride,
                                              cudaStream_t);

@@ -57,7 +57,7 @@ static cudaDataType_t bwd_cuda_type(int dtype)
 
 /* Version 0's workspace: S/dP/dS (fp32), P (dtype), D, and for fp16/bf16
  * fp32 copies of Q, K and fp32 dQ, dK for the two fp32 products. */
-struct v0_ws {
+struct bwd_v0_ws {
     float *A;           /* (B, H, Sq, Sk): S, then dP, then dS */
     void *P;            /* (B, H, Sq, Sk) in the dtype */
     float *D;           /* (B, H, Sq) */
@@ -65,7 +65,7 @@ struct v0_ws {
     float *dQ32, *dK32;
     void *cen;          /* centering (bwd-center): bwd_center_bytes */
 };
-static size_t v0_ws_carve(int dtype, const attn_params *p, void *base, v0_ws *w)
+static size_t bwd_v0_ws_carve(int dtype, const attn_params *p, void *base, bwd_v0_ws *w)
 {
     ws_carver c = {(char *)base, 0};
     size_t es = fa_dtype_bytes(dtype), sqk = attn_rows(p) * (size_t)p->seqlen_k;
@@ -82,10 +82,10 @@ static size_t v0_ws_carve(int dtype, const attn_params *p, void *base, v0_ws *w)
     w->cen = c.take<char>(bwd_center_bytes(dtype, p));
     return c.used;
 }
-static size_t v0_bwd_workspace(int dtype, const attn_params *p)
+static size_t bwd_v0_workspace(int dtype, const attn_params *p)
 {
-    v0_ws w;
-    return v0_ws_carve(dtype, p, nullptr, &w);
+    bwd_v0_ws w;
+    return bwd_v0_ws_carve(dtype, p, nullptr, &w);
 }
 
 //> bwd-v0-launch
@@ -96,10 +96,10 @@ static size_t v0_bwd_workspace(int dtype, const attn_params *p)
  * does each product; dV = P^T dO and dK = dS^T Q then sum over the group's
  * query heads inside the product. */
 template <typename T>
-static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int flags, cudaStream_t st)
+static int bwd_v0_run_t(int dtype, const attn_params *p, const fa_ptrs *x, int flags, cudaStream_t st)
 {
-    v0_ws w;
-    v0_ws_carve(dtype, p, x->workspace, &w);
+    bwd_v0_ws w;
+    bwd_v0_ws_carve(dtype, p, x->workspace, &w);
     const int Sq = p->seqlen_q, Sk = p->seqlen_k, d = p->d, batch = p->B * p->H_kv;
     const int M = (p->H / p->H_kv) * Sq;
     const long long mk = (long long)M * Sk, md = (long long)M * d, kd = (long long)Sk * d;
@@ -167,19 +167,19 @@ static int v0_backward_t(int dtype, const attn_params *p, const fa_ptrs *x, int 
 }
 //< bwd-v0-launch
 
-static int v0_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
-                       cudaStream_t st)
+static int bwd_v0_run(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
 {
     /* cuBLAS's products and these kernels have a fixed order: deterministic
      * either way; only FA_BWD_CENTER_K is read */
     return fa_dispatch_dtype(dtype, [&](auto zero) {
         using T = decltype(zero);
-        return v0_backward_t<T>(dtype, p, x, deterministic, st);
+        return bwd_v0_run_t<T>(dtype, p, x, deterministic, st);
     });
 }
 
 /* cuBLAS takes int sizes: the M = (H / H_kv) seqlen_q rows of a group. */
-static int v0_bwd_check(int dtype, const attn_params *p)
+static int bwd_v0_check(int dtype, const attn_params *p)
 {
     (void)dtype;
     if ((long long)(p->H / p->H_kv) * p->seqlen_q > INT_MAX)
@@ -189,7 +189,7 @@ static int v0_bwd_check(int dtype, const attn_params *p)
 }
 
 /* The header's formula for version 0, term by term. */
-static double v0_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
+static double bwd_v0_model(int dtype, const attn_params *p, int Br, int Bc)
 {
     (void)Br; (void)Bc;
     double es = (double)fa_dtype_bytes(dtype), d = p->d, Sk = p->seqlen_k;
@@ -203,4 +203,4 @@ static double v0_bwd_model(int dtype, const attn_params *p, int Br, int Bc)
  * with every row, as the forward's, and every field named. */
 const fa_row fa_row_bwd_v0 = {.info = {.pass = FA_BACKWARD, .version = 0, .name = "v0",
     .what = "materialized (cuBLAS; S, dP, dS in fp32)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 1, .d_max = 1 << 20, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "materialized", .strided = 0},
-    .run = v0_backward, .check = v0_bwd_check, .workspace = v0_bwd_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = v0_bwd_model};
+    .run = bwd_v0_run, .check = bwd_v0_check, .workspace = bwd_v0_workspace, .block_rows = nullptr, .block_cols = nullptr, .model_bytes = bwd_v0_model};

@@ -10,7 +10,7 @@
 
 #define BWD_V1_BR 64   /* query rows per tile */
 
-template <int D, int BC> struct v1b_cfg {
+template <int D, int BC> struct bwd_v1_cfg {
     static constexpr int BR = BWD_V1_BR;
     static constexpr int LD = D + 4;     /* fp32 rows of K, V, Q, dO: float4-aligned, banks spread */
     static constexpr int LDP = BC + 4;   /* P tile, row-major BR x BC */
@@ -38,7 +38,7 @@ template <int D, int BC> struct v1b_cfg {
 template <typename T, int D, int BC>
 __global__ void __launch_bounds__(256) bwd_v1_kernel(bwd_args<T> x, bool vec)
 {
-    using C = v1b_cfg<D, BC>;
+    using C = bwd_v1_cfg<D, BC>;
     constexpr int BR = C::BR, LD = C::LD, LDP = C::LDP, LDT = C::LDT;
     constexpr int NS = BC / 16, NO = D / 16;
     extern __shared__ float4 smem_bwd1[];
@@ -203,14 +203,14 @@ __global__ void __launch_bounds__(256) bwd_v1_kernel(bwd_args<T> x, bool vec)
 }
 //< bwd-v1-kernel
 
-static int v1_bwd_block_rows(int d) { (void)d; return BWD_V1_BR; }
-static int v1_bwd_block_cols(int d) { return d > 64 ? 32 : 64; }
+static int bwd_v1_block_rows(int d) { (void)d; return BWD_V1_BR; }
+static int bwd_v1_block_cols(int d) { return d > 64 ? 32 : 64; }
 
 template <typename T, int D>
-static int v1_bwd_launch_d(const bwd_args<T> &x, dim3 grid, bool vec, cudaStream_t st)
+static int bwd_v1_launch_d(const bwd_args<T> &x, dim3 grid, bool vec, cudaStream_t st)
 {
     constexpr int BC = D > 64 ? 32 : 64;
-    const size_t smem = v1b_cfg<D, BC>::smem_bytes();
+    const size_t smem = bwd_v1_cfg<D, BC>::smem_bytes();
     /* Above 48 KB a kernel must ask for its dynamic shared memory. */
     CUDA_TRY(cudaFuncSetAttribute(bwd_v1_kernel<T, D, BC>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -220,28 +220,28 @@ static int v1_bwd_launch_d(const bwd_args<T> &x, dim3 grid, bool vec, cudaStream
 }
 
 template <typename T>
-static int v1_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
+static int bwd_v1_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    const int d = x.a.d, Bc = v1_bwd_block_cols(d);
+    const int d = x.a.d, Bc = bwd_v1_block_cols(d);
     const dim3 grid((x.a.seqlen_k + Bc - 1) / Bc, (unsigned)(B * x.a.H_kv));
     const bool vec = d % vec16<T>::n == 0 && aligned16(x.q) && aligned16(x.k) && aligned16(x.v) &&
                      aligned16(x.dO);
-    if (d <= 16) return v1_bwd_launch_d<T, 16>(x, grid, vec, st);
-    if (d <= 32) return v1_bwd_launch_d<T, 32>(x, grid, vec, st);
-    if (d <= 64) return v1_bwd_launch_d<T, 64>(x, grid, vec, st);
-    if (d <= 80) return v1_bwd_launch_d<T, 80>(x, grid, vec, st);
-    if (d <= 96) return v1_bwd_launch_d<T, 96>(x, grid, vec, st);
-    return v1_bwd_launch_d<T, 128>(x, grid, vec, st);
+    if (d <= 16) return bwd_v1_launch_d<T, 16>(x, grid, vec, st);
+    if (d <= 32) return bwd_v1_launch_d<T, 32>(x, grid, vec, st);
+    if (d <= 64) return bwd_v1_launch_d<T, 64>(x, grid, vec, st);
+    if (d <= 80) return bwd_v1_launch_d<T, 80>(x, grid, vec, st);
+    if (d <= 96) return bwd_v1_launch_d<T, 96>(x, grid, vec, st);
+    return bwd_v1_launch_d<T, 128>(x, grid, vec, st);
 }
 
 static_assert(BWD_V1_BR == BWD_TILED_BR, "the deterministic mode's counters are per BWD_TILED_BR query rows");
 
-static int v1_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
-                       cudaStream_t st)
+static int bwd_v1_run(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
 {
     return fa_dispatch_dtype(dtype, [&](auto zero) {
         using T = decltype(zero);
-        return tiled_backward<T>(dtype, p, x, deterministic, st, v1_bwd_launch<T>, false);
+        return tiled_backward<T>(dtype, p, x, deterministic, st, bwd_v1_launch<T>, false);
     });
 }
 
@@ -249,4 +249,4 @@ static int v1_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
  * with every row, as the forward's, and every field named. */
 const fa_row fa_row_bwd_v1 = {.info = {.pass = FA_BACKWARD, .version = 1, .name = "v1",
     .what = "tiled (smem tiles, fp32 CUDA cores, dQ atomics)", .dtypes = FA_DT(FA_FP32) | FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 1, .masks = 1, .deterministic = 1, .min_cc = 0, .slug = "tiled", .strided = 0},
-    .run = v1_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v1_bwd_block_rows, .block_cols = v1_bwd_block_cols, .model_bytes = tiled_bwd_model};
+    .run = bwd_v1_run, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = bwd_v1_block_rows, .block_cols = bwd_v1_block_cols, .model_bytes = tiled_bwd_model};

@@ -15,7 +15,7 @@
  * the 8 rows one ldmatrix reads fall in 8 different bank groups): K_j, V_j,
  * two stages of Q_i and dO_i, the dS^T tile, two stages of L_i and D_i; at
  * d = 128 112 KiB, so that two blocks share an SM. */
-template <int D> struct v2b_cfg {
+template <int D> struct bwd_v2_cfg {
     static constexpr int BR = 64, BC = 64, NT = 128;
     static constexpr int LD = D + 8;        /* row stride of K, V, Q, dO tiles */
     static constexpr int LDS = BR + 8;      /* row stride of the dS^T tile */
@@ -33,7 +33,7 @@ template <int D> struct v2b_cfg {
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2) bwd_v2_kernel(bwd_args<T> x)
 {
-    using C = v2b_cfg<D>;
+    using C = bwd_v2_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, LD = C::LD, LDS = C::LDS, DT = D / 8, KD = D / 16;
     constexpr bool KVREG = C::KVREG;
     extern __shared__ uint4 smem_bwd2[];
@@ -151,37 +151,37 @@ __global__ void __launch_bounds__(128, 2) bwd_v2_kernel(bwd_args<T> x)
 //< bwd-v2-kernel
 
 template <typename T, int D>
-static int v2_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
+static int bwd_v2_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    const size_t smem = v2b_cfg<D>::smem_bytes();
+    const size_t smem = bwd_v2_cfg<D>::smem_bytes();
     CUDA_TRY(cudaFuncSetAttribute(bwd_v2_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const dim3 grid((x.a.seqlen_k + v2b_cfg<D>::BC - 1) / v2b_cfg<D>::BC, (unsigned)(B * x.a.H_kv));
-    bwd_v2_kernel<T, D><<<grid, v2b_cfg<D>::NT, smem, st>>>(x);
+    const dim3 grid((x.a.seqlen_k + bwd_v2_cfg<D>::BC - 1) / bwd_v2_cfg<D>::BC, (unsigned)(B * x.a.H_kv));
+    bwd_v2_kernel<T, D><<<grid, bwd_v2_cfg<D>::NT, smem, st>>>(x);
     LAUNCH_CHECK();
     return FA_OK;
 }
 
 template <typename T>
-static int v2_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
+static int bwd_v2_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return v2_bwd_launch_d<T, decltype(dd)::value>(x, B, st); });
+    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return bwd_v2_launch_d<T, decltype(dd)::value>(x, B, st); });
 }
 
-static_assert(v2b_cfg<64>::BR == BWD_TILED_BR, "the deterministic mode's counters are per BWD_TILED_BR query rows");
+static_assert(bwd_v2_cfg<64>::BR == BWD_TILED_BR, "the deterministic mode's counters are per BWD_TILED_BR query rows");
 
-static int v2_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
-                       cudaStream_t st)
+static int bwd_v2_run(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
 {
-    return tiled_backward_mma("v2", dtype, p, x, deterministic, st, v2_bwd_launch<__half>,
-                              v2_bwd_launch<__nv_bfloat16>);
+    return tiled_backward_mma("v2", dtype, p, x, deterministic, st, bwd_v2_launch<__half>,
+                              bwd_v2_launch<__nv_bfloat16>);
 }
 
-static int v2_bwd_block_rows(int d) { (void)d; return v2b_cfg<64>::BR; }
-static int v2_bwd_block_cols(int d) { (void)d; return v2b_cfg<64>::BC; }
+static int bwd_v2_block_rows(int d) { (void)d; return bwd_v2_cfg<64>::BR; }
+static int bwd_v2_block_cols(int d) { (void)d; return bwd_v2_cfg<64>::BC; }
 
 /* The version's row of the table of versions (core/versions.def); one shape
  * with every row, as the forward's, and every field named. */
 const fa_row fa_row_bwd_v2 = {.info = {.pass = FA_BACKWARD, .version = 2, .name = "v2",
     .what = "tiled, tensor cores (mma.sync m16n8k16, FlashAttention-2 schedule)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma", .strided = 0, .center_rate = 162e12},
-    .run = v2_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v2_bwd_block_rows, .block_cols = v2_bwd_block_cols, .model_bytes = tiled_bwd_model};
+    .run = bwd_v2_run, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = bwd_v2_block_rows, .block_cols = bwd_v2_block_cols, .model_bytes = tiled_bwd_model};

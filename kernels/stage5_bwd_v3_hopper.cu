@@ -803,7 +803,7 @@ static int bwd_v3_check(int dtype, const attn_params *p)
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD3_STEP=%s: backward version 3 has steps 1 to %d",
                             getenv("FA_BWD3_STEP"), BWD_V3_STEPS);
     if ((long long)p->B * p->H_kv > 65535)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3: --batch x --kv-heads above 65535");
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3: B H_kv above 65535");
     if ((long long)p->B * p->H * p->seqlen_q * p->d > (1ll << 40))
         return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3: problem too large (tensor extent)");
     return FA_OK;
@@ -833,7 +833,7 @@ static int bwd_v3_run_varlen(int dtype, const attn_params *p, const fa_varlen *v
                              cudaStream_t st)
 {
     if (fa_device_cc() != 90)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: backward v3 is built for sm_90a (H100/H200) only");
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3 is built for sm_90a (H100/H200) only");
     return tiled_backward_mma_vl("v3", dtype, p, vl, x, flags, st, bwd_v3_launch<__half>, bwd_v3_launch<__nv_bfloat16>);
 }
 

@@ -415,7 +415,8 @@ static int bwd_v4_check_varlen(int dtype, const attn_params *p, int flags)
 {
     (void)dtype;
     if (p->d != 64 && p->d != 128)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--d %d: backward v4 runs variable lengths at d = 64 and 128", p->d);
+        return fa_set_error(FA_ERR_UNSUPPORTED,
+                            "backward version 4 runs variable lengths at d = 64 and 128, not d = %d", p->d);
     if (flags & FA_BWD_CENTER_K)
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_CENTER_K (accurate_dq) takes no variable lengths: "
                             "K's mean would be per sequence");

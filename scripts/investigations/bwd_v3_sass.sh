@@ -1,9 +1,9 @@
 #!/bin/sh
 # Question it answered: how many instructions one full-tile step of backward
-# version 3 issues per HMMA, before and after its bookkeeping was reworked;
+# version 4 issues per HMMA, before and after its bookkeeping was reworked;
 # the answer: data/gpu/bwd_v3_steps.md, second round.
 #
-# scripts/investigations/bwd_v3_sass.sh [REV] -- static SASS of backward version 3's main
+# scripts/investigations/bwd_v3_sass.sh [REV] -- static SASS of backward version 4's main
 # loop (kernels/stage5_bwd_v4.cu at git revision REV, default the working
 # tree), bf16, d = 128, on the path a full-tile default-mode step executes:
 # the source is compiled with `full`, the block-inside-Sq tests and
@@ -27,7 +27,7 @@ grep -q 'const bool full = true;' "$tmp/probe.cu" && grep -q 'const bool ordered
     { echo "bwd_v3_sass.sh: the source no longer has the lines this script pins" >&2; exit 2; }
 nvcc -w -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Icore -Ikernels -I"$(pwd)/kernels" \
     -c "$tmp/probe.cu" -o "$tmp/probe.o"
-cuobjdump -sass -fun _Z18v3_backward_kernelI13__nv_bfloat16Li128EEv8bwd_argsIT_E "$tmp/probe.o" > "$tmp/k.sass"
+cuobjdump -sass -fun _Z13bwd_v4_kernelI13__nv_bfloat16Li128ELb0EEv8bwd_argsIT_E "$tmp/probe.o" > "$tmp/k.sass"
 python3 - "$tmp/k.sass" <<'PY'
 import re, sys, collections
 ins = []
