@@ -56,13 +56,13 @@ io-gpu: $(BUILD)/libfa_gpu.so            ## DRAM/L2 bytes with Nsight Compute: d
 OPCODE_METRICS := sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,launch__block_size
 OPCODE_RUN := python3 scripts/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2
 opcodes-gpu: $(BUILD)/libfa_gpu.so       ## data/gpu/bwd_opcodes_v3.txt, bwd_opcodes_flash.txt (Nsight Compute)
-	$(NCU1) --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -k regex:v3_backward -c 1 \
+	$(NCU1) --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -k regex:bwd_v4_kernel -c 1 \
 	    $(OPCODE_RUN) --impls ours_v3_hopper,sdpa_flash > $(GPU_DATA)/bwd_opcodes_v3.txt 2>&1
 	$(NCU1) --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -k regex:flash_bwd_dq_dk_dv -c 1 \
 	    $(OPCODE_RUN) --impls ours_v3_hopper,sdpa_flash > $(GPU_DATA)/bwd_opcodes_flash.txt 2>&1
 
 ncu-bwd-gpu: $(BUILD)/libfa_gpu.so       ## data/gpu/bwd_v3_ncu_details.txt, bwd_v3_ncu_source.csv (ncu --set full)
-	$(NCU1) --set full --import-source yes -k regex:v3_backward -c 1 -f -o $(BUILD)/v3rep $(OPCODE_RUN) --impls ours_v3_hopper
+	$(NCU1) --set full --import-source yes -k regex:bwd_v4_kernel -c 1 -f -o $(BUILD)/v3rep $(OPCODE_RUN) --impls ours_v3_hopper
 	$(NCU1) -i $(BUILD)/v3rep.ncu-rep --page details > $(GPU_DATA)/bwd_v3_ncu_details.txt
 	$(NCU1) -i $(BUILD)/v3rep.ncu-rep --page source --csv --print-source sass > $(GPU_DATA)/bwd_v3_ncu_source.csv
 

@@ -122,6 +122,10 @@
  *                    workspace and IO model (stage5_bwd_tiled.cu)
  *   dQ pass          bwd_dq_pass<T>: D and dQ without 16-bit roundings
  *                    (FA_BWD_DQ_PASS; defined in stage5_bwd_dq.cu)
+ *   pre-pass         bwd_prepass<T>, and the centering's workspace and
+ *                    kernels (bwd_center_bytes, bwd_center_carve,
+ *                    bwd_center_k; stage5_bwd_prepass.cu, stage5_bwd_center.cu)
+ *   conversions      bwd_convert, bwd_convert_rows (stage5_bwd_convert.cu)
  *
  * Build:   make stage5        (the host program src/stage5_main.c links these)
  * Run:     ./stage5 [--kernel K] [--dtype fp32|fp16|bf16] [--deterministic] ...
@@ -129,8 +133,9 @@
  *          2), version 0 needs (4 + es) B H Sq Sk bytes of workspace, versions
  *          1 to 4 O(B H Sq d).
  *
- * Device functions only (every one inline), and declarations: no kernel is
- * defined here, so each kernel lives in exactly one object file.
+ * Inline functions (device ones, and the host's workspace carver and
+ * centering test) and declarations only: no kernel is defined here, so each
+ * kernel lives in exactly one object file.
  */
 #ifndef FA_STAGE5_BACKWARD_CUH
 #define FA_STAGE5_BACKWARD_CUH
