@@ -1,7 +1,7 @@
 /*
  * attn_params.h -- one description of an attention problem, shared by every
  * stage (CPU and GPU), the exercise checkers and the Python tools (one ctypes
- * mirror in python/fa.py). Modelled on FlashAttention's Flash_fwd_params:
+ * mirror in python/flashattn_stages/fa.py). Modelled on FlashAttention's Flash_fwd_params:
  * sizes and the mask travel together, so adding a mask or grouped heads does
  * not add positional arguments to every function.
  *
@@ -83,27 +83,28 @@ FA_HD size_t attn_row_offset(const attn_params *p, int b, int h)
 }
 
 /* 0 when the problem is well formed; otherwise -1 with one line in why
- * (naming the flag a user would have given): sizes >= 1, H a multiple of
+ * (naming the field of attn_params, as a Python caller knows it, not a
+ * program's flag): sizes >= 1, H a multiple of
  * H_kv, window sizes -1 or >= 0, a finite positive softmax_scale. */
 static inline int attn_params_check(const attn_params *p, char *why, size_t n)
 {
     if (p->B < 1 || p->H < 1 || p->H_kv < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->d < 1) {
-        snprintf(why, n, "batch %d, heads %d, kv heads %d, seqlen_q %d, seqlen_k %d, d %d: every size must be >= 1",
+        snprintf(why, n, "B %d, H %d, H_kv %d, seqlen_q %d, seqlen_k %d, d %d: every size must be >= 1",
                  p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, p->d);
         return -1;
     }
     if (p->H % p->H_kv != 0) {
-        snprintf(why, n, "--kv-heads %d: the %d query heads must be a multiple of the key/value heads",
+        snprintf(why, n, "H_kv %d: the %d query heads must be a multiple of the key/value heads",
                  p->H_kv, p->H);
         return -1;
     }
     if (p->window_size_left < -1 || p->window_size_right < -1) {
-        snprintf(why, n, "--window %d,%d: each side is -1 (unbounded) or >= 0",
+        snprintf(why, n, "window_size (%d, %d): each side is -1 (unbounded) or >= 0",
                  p->window_size_left, p->window_size_right);
         return -1;
     }
     if (!(p->softmax_scale > 0) || p->softmax_scale > 1e300) {
-        snprintf(why, n, "--scale %g: softmax_scale must be finite and > 0", p->softmax_scale);
+        snprintf(why, n, "softmax_scale %g: must be finite and > 0", p->softmax_scale);
         return -1;
     }
     return 0;

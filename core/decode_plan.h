@@ -3,7 +3,7 @@
  * the one description of the problem, the split-count rule and the key
  * ranges of the splits, shared by the CPU stage 8 (src/cpu/stage8_decode.c), the
  * GPU kernels (kernels/stage8_decode.cu) and, through ctypes, the Python op
- * (python/decode_op.py). Plain C and CUDA both compile this header (FA_HD,
+ * (python/flashattn_stages/decode_op.py). Plain C and CUDA both compile this header (FA_HD,
  * mask.h).
  *
  * Decoding: each of B sequences brings seqlen_q new query rows (1 to 16:
@@ -145,7 +145,7 @@ FA_HD int decode_split_range(int n, int num_splits, int s, int *k0, int *k1)
  * by the bytes it keeps in flight, so a slot without work is bandwidth
  * lost (on the H200 with 2 CTAs per SM, B 4, H_kv 8, 32k keys: 7 splits,
  * 224 of 264 slots, ran at 0.74 of the copy; 8 splits, 256 slots, at 0.87;
- * data/gpu/decode_steps.md). Returns at least 1. */
+ * data/gpu/studies/decode_steps/steps.md). Returns at least 1. */
 FA_HD int decode_num_splits(int B, int H_kv, int seqlen_k, int sm_count, int ctas_per_sm)
 {
     int64_t units = (int64_t)B * H_kv, wave = (int64_t)sm_count * (ctas_per_sm > 1 ? ctas_per_sm : 1);

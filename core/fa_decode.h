@@ -3,7 +3,7 @@
  * (kernels/stage8_decode.cu): decoding against a paged KV cache with the
  * keys split across CTAs and the partials merged by merge.h's rule. The
  * problem and its layouts are decode_plan.h's (src/); the kernels live in
- * build/libfa_gpu.so beside the other stages' (python/decode_op.py calls
+ * build/libfa_gpu.so beside the other stages' (python/flashattn_stages/decode_op.py calls
  * them through ctypes) and in the host program ./stage8_gpu. Plain C.
  *
  * What runs: sm_90 (and any GPU of compute capability 8.0 or later), fp16

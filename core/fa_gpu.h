@@ -1,7 +1,7 @@
 /*
  * fa_gpu.h -- the C interface of the project's CUDA kernels (libfa_gpu.so and
  * the host programs stage4, stage5, stage7). Plain C: the host programs and
- * the Python tools (python/fa.py mirrors this file through ctypes) never
+ * the Python tools (python/flashattn_stages/fa.py mirrors this file through ctypes) never
  * include a CUDA header.
  *
  * A call names a pass (forward or backward), a version and a dtype, and
@@ -155,12 +155,12 @@ double fa_compulsory_bytes(int pass, int dtype, const attn_params *p);
 double fa_flops(int pass, const attn_params *p);
 
 /* Run one pass. Asynchronous on `stream` (a cudaStream_t, NULL = default):
- * returns after the launches. deterministic (backward only) is a set of
+ * returns after the launches. flags (backward only) is a set of
  * FA_BWD_* bits; 1 is FA_BWD_DETERMINISTIC, so 0 and 1 keep their meaning. */
 #define FA_BWD_DETERMINISTIC 1   /* dQ, dK, dV bitwise the same on every call with the same inputs */
 /* FA_BWD_CENTER_K: run on K centered over the keys (K - c, c near the mean
  * of K's rows per batch and key/value head, every K - c exact in the dtype,
- * with L shifted to match; stage5_backward.cu, bwd-center), which keeps dQ
+ * with L shifted to match; stage5_bwd_center.cu, bwd-center), which keeps dQ
  * accurate when K has a large part common to all keys (every logit far from
  * zero). FA_BWD_CENTER_AUTO: center where fa_bwd_center_cost(version, ..)
  * < FA_BWD_CENTER_MAX_COST, keep K as given elsewhere; fa_backward decides
@@ -193,7 +193,7 @@ double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p);
 
 /* The centering's predicted cost as a fraction of backward `version`'s time
  * (dtype, p as fa_backward's): the one rule FA_BWD_CENTER_AUTO, the PyTorch
- * op's accurate_dq=None and the measurement (scripts/dq_accuracy.py, its
+ * op's accurate_dq=None and the measurement (scripts/gpu/dq_accuracy.py, its
  * predicted_ratio column) read. INFINITY for a pass without keys or FLOPs or
  * a version the table lacks.
  *   pre-pass bytes  es (2 B H_kv Sk d + B H_kv Sk d + B H Sq d) + 8 B H Sq
@@ -225,7 +225,8 @@ double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p);
  * tests/center_rule.py holds the rule to the csv: the auto mode centers at
  * no measured shape whose measured cost is 3% or more. Grouped heads read a
  * smaller K and pass sooner. Host only, needs no GPU. Source: the byte
- * count of the kernels in stage5_backward.cu (bwd-center, bwd-dot). */
+ * count of the kernels in stage5_bwd_center.cu and stage5_bwd_prepass.cu
+ * (bwd-center, bwd-dot). */
 #define FA_BWD_CENTER_BW 1.5e12          /* bytes/s: the pre-pass as measured (median, rounded down) */
 #define FA_BWD_CENTER_LAUNCH_S 6.0e-6    /* three launches in one stream */
 #define FA_BWD_CENTER_RATE 500.0e12      /* FLOP/s: a row without center_rate; above every measured one */
@@ -234,7 +235,7 @@ double fa_bwd_center_cost(int version, int dtype, const attn_params *p);
 /* 1 when FA_BWD_CENTER_AUTO centers backward `version` on this problem (cost < FA_BWD_CENTER_MAX_COST), else 0. */
 int fa_bwd_center_auto(int version, int dtype, const attn_params *p);
 int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream);
-int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, int flags,
                 void *stream);
 
 /* Median time in milliseconds of `repeats` runs (after one warm-up), with
@@ -243,7 +244,7 @@ int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x, 
  * runs rotate over n_sets pointer sets (so that inputs smaller than the L2
  * are not served from it when flush_l2 is 0). */
 int fa_time(int pass, int version, int dtype, const attn_params *p, const fa_ptrs *sets,
-            int n_sets, int deterministic, int repeats, int flush_l2, double *median_ms);
+            int n_sets, int flags, int repeats, int flush_l2, double *median_ms);
 
 /* Variable lengths (FlashAttention's flash_attn_varlen_func; core/varlen.h):
  * B sequences packed along the rows. Q, O, dO, dQ are (total_q, H, d), K, V,
@@ -308,7 +309,7 @@ int fa_poison(void *p, size_t bytes);            /* all bytes 0xFF: NaN in every
 int fa_synchronize(void);
 
 /* Launch an empty kernel with `tag` blocks: the Nsight Compute script
- * (scripts/ncu_io.py) splits its kernel list at these markers. */
+ * (scripts/gpu/ncu_io.py) splits its kernel list at these markers. */
 int fa_marker(int tag);
 
 /* Host conversions between fp64 and the dtype (round to nearest even). */

@@ -1,5 +1,5 @@
 # figures/v3_steps.gp -- how version 3 was built: forward TFLOP/s of each
-# step (kernels/stage4_v3_hopper.cu) at one sequence length, bf16, one panel
+# step (kernels/stage4_fwd_v3_hopper.cu) at one sequence length, bf16, one panel
 # per head dimension, non-causal and causal bars where the step was measured,
 # open markers for the prediction written before the step (also where it has
 # not been measured yet), with PyTorch SDPA's cuDNN and flash backends from

@@ -91,8 +91,8 @@ extern "C" int fa_check_problem(int pass, int version, int dtype, const attn_par
                 lo = std::min(lo, g_rows[i]->info.version);
                 hi = std::max(hi, g_rows[i]->info.version);
             }
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel %d: the %s has versions %d to %d", version,
-                            pass_name(pass), lo, hi);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "the %s has no version %d: its versions are %d to %d",
+                            pass_name(pass), version, lo, hi);
     }
     const fa_version_info *v = &r->info;
     if (dtype < FA_FP32 || dtype > FA_BF16)
@@ -103,16 +103,16 @@ extern "C" int fa_check_problem(int pass, int version, int dtype, const attn_par
             if (v->dtypes & FA_DT(t))
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? " or " : "",
                          fa_dtype_name(t));
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--dtype %s: %s %s takes %s", fa_dtype_name(dtype),
-                            pass_name(pass), v->name, list);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s version %d takes %s, not %s", pass_name(pass),
+                            v->version, list, fa_dtype_name(dtype));
     }
     char why[256];
     if (attn_params_check(p, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
     if (p->d < v->d_min || p->d > v->d_max || p->d % v->d_multiple) {
         char step[48] = "";
         if (v->d_multiple > 1) snprintf(step, sizeof step, " in multiples of %d", v->d_multiple);
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--d %d: %s %s takes d = %d to %d%s", p->d,
-                            pass_name(pass), v->name, v->d_min, v->d_max, step);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s version %d takes d = %d to %d%s, not d = %d",
+                            pass_name(pass), v->version, v->d_min, v->d_max, step, p->d);
     }
     if (!v->masks && (attn_is_masked(p) || p->seqlen_q != p->seqlen_k || p->H_kv != p->H))
         return fa_set_error(FA_ERR_UNSUPPORTED,
@@ -143,14 +143,13 @@ extern "C" int fa_check_supported(int pass, int version, int dtype, const attn_p
     const fa_version_info *v = fa_version(pass, version);
     int cc = fa_device_cc();
     if (cc && cc < v->min_cc)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel %d: %s %s needs compute capability %d.%d "
-                            "(Hopper), this GPU has %d.%d", version, pass_name(pass), v->name,
-                            v->min_cc / 10, v->min_cc % 10, cc / 10, cc % 10);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s version %d needs compute capability %d.%d, this GPU "
+                            "has %d.%d", pass_name(pass), version, v->min_cc / 10, v->min_cc % 10, cc / 10,
+                            cc % 10);
     /* Exact Hopper instructions (sm_90a) run on 9.0 only. */
     if (cc && v->min_cc == 90 && cc != 90)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel %d: %s %s is built for sm_90a (H100/H200) "
-                            "only, this GPU has %d.%d", version, pass_name(pass), v->name, cc / 10,
-                            cc % 10);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s version %d is built for sm_90a (H100/H200) only, "
+                            "this GPU has %d.%d", pass_name(pass), version, cc / 10, cc % 10);
     return FA_OK;
 }
 
@@ -296,7 +295,7 @@ static int check_strides(const fa_row *r, int pass, int dtype, const attn_params
 }
 
 static int run_pass(int pass, int version, int dtype, const attn_params *p, const fa_ptrs *x,
-                    int deterministic, void *stream)
+                    int flags, void *stream)
 {
     int rc = fa_check_problem(pass, version, dtype, p);
     if (rc) return rc;
@@ -305,23 +304,23 @@ static int run_pass(int pass, int version, int dtype, const attn_params *p, cons
     if (need && (!x->workspace || x->workspace_bytes < need))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s %s needs %zu bytes of workspace, got %zu",
                             pass_name(pass), r->info.name, need, x->workspace ? x->workspace_bytes : 0);
-    if (deterministic & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO | FA_BWD_DQ_PASS))
+    if (flags & ~(FA_BWD_DETERMINISTIC | FA_BWD_CENTER_K | FA_BWD_CENTER_AUTO | FA_BWD_DQ_PASS))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s flags %#x: only FA_BWD_DETERMINISTIC (1), "
                             "FA_BWD_CENTER_K (2), FA_BWD_CENTER_AUTO (4) and FA_BWD_DQ_PASS (8) exist",
-                            pass_name(pass), (unsigned)deterministic);
-    if (deterministic & FA_BWD_DQ_PASS)   /* the pass runs on K_c: it implies the centering */
-        deterministic = (deterministic & ~FA_BWD_CENTER_AUTO) | FA_BWD_CENTER_K;
+                            pass_name(pass), (unsigned)flags);
+    if (flags & FA_BWD_DQ_PASS)   /* the pass runs on K_c: it implies the centering */
+        flags = (flags & ~FA_BWD_CENTER_AUTO) | FA_BWD_CENTER_K;
     /* the auto mode decided here, from the version's measured rate (fa_gpu.h's rule) */
-    if (deterministic & FA_BWD_CENTER_AUTO) {
-        deterministic &= ~FA_BWD_CENTER_AUTO;
+    if (flags & FA_BWD_CENTER_AUTO) {
+        flags &= ~FA_BWD_CENTER_AUTO;
         if (pass == FA_BACKWARD && fa_bwd_center_auto(version, dtype, p))
-            deterministic |= FA_BWD_CENTER_K;
+            flags |= FA_BWD_CENTER_K;
     }
-    if ((deterministic & FA_BWD_DETERMINISTIC) && !r->info.deterministic)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--deterministic: %s %s has no deterministic mode",
-                            pass_name(pass), r->info.name);
+    if ((flags & FA_BWD_DETERMINISTIC) && !r->info.deterministic)
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s version %d has no deterministic mode (FA_BWD_DETERMINISTIC)",
+                            pass_name(pass), r->info.version);
     if ((rc = check_strides(r, pass, dtype, p, x))) return rc;
-    return r->run(dtype, p, x, deterministic, (cudaStream_t)stream);
+    return r->run(dtype, p, x, flags, (cudaStream_t)stream);
 }
 
 extern "C" int fa_forward(int version, int dtype, const attn_params *p, const fa_ptrs *x, void *stream)
@@ -329,9 +328,9 @@ extern "C" int fa_forward(int version, int dtype, const attn_params *p, const fa
     return run_pass(FA_FORWARD, version, dtype, p, x, 0, stream);
 }
 extern "C" int fa_backward(int version, int dtype, const attn_params *p, const fa_ptrs *x,
-                           int deterministic, void *stream)
+                           int flags, void *stream)
 {
-    return run_pass(FA_BACKWARD, version, dtype, p, x, deterministic, stream);
+    return run_pass(FA_BACKWARD, version, dtype, p, x, flags, stream);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -368,8 +367,8 @@ static int varlen_problem(int pass, int version, int dtype, const attn_params *p
     if (rc) return rc;
     const fa_row *r = find_row(pass, version);
     if (!r->info.varlen || !r->run_varlen)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel %d: %s %s takes no variable lengths (cu_seqlens)",
-                            version, pass_name(pass), r->info.name);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s version %d takes no variable lengths (cu_seqlens)",
+                            pass_name(pass), version);
     if (!vl || !vl->cu_seqlens_q || !vl->cu_seqlens_k)
         return fa_set_error(FA_ERR_UNSUPPORTED, "varlen: cu_seqlens_q and cu_seqlens_k must be given");
     if (vl->total_q < p->seqlen_q || vl->total_k < p->seqlen_k)
@@ -422,8 +421,8 @@ static int run_varlen_pass(int pass, int version, int dtype, const attn_params *
     if (rc) return rc;
     const fa_row *r = find_row(pass, version);
     if ((flags & FA_BWD_DETERMINISTIC) && !r->info.deterministic)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--deterministic: %s %s has no deterministic mode",
-                            pass_name(pass), r->info.name);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "%s version %d has no deterministic mode (FA_BWD_DETERMINISTIC)",
+                            pass_name(pass), r->info.version);
     size_t need = fa_workspace_bytes_varlen(pass, version, dtype, p, vl);
     if (need && (!x->workspace || x->workspace_bytes < need))
         return fa_set_error(FA_ERR_UNSUPPORTED, "%s %s needs %zu bytes of workspace, got %zu",
@@ -480,7 +479,7 @@ static int poison_outputs(int pass, int dtype, const attn_params *p, const fa_pt
 }
 
 extern "C" int fa_time(int pass, int version, int dtype, const attn_params *p, const fa_ptrs *sets,
-                       int n_sets, int deterministic, int repeats, int flush, double *median_ms)
+                       int n_sets, int flags, int repeats, int flush, double *median_ms)
 {
     cudaStream_t st = nullptr;
     cudaEvent_t e0, e1;
@@ -493,7 +492,7 @@ extern "C" int fa_time(int pass, int version, int dtype, const attn_params *p, c
         if ((rc = poison_outputs(pass, dtype, p, x, st))) break;
         if (flush && (rc = flush_l2(st))) break;
         if (cudaEventRecord(e0, st) != cudaSuccess) { rc = fa_set_error(FA_ERR_CUDA, "cudaEventRecord failed"); break; }
-        rc = run_pass(pass, version, dtype, p, x, deterministic, st);
+        rc = run_pass(pass, version, dtype, p, x, flags, st);
         if (rc) break;
         if (cudaEventRecord(e1, st) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) {
             rc = fa_set_error(FA_ERR_CUDA, "timing %s %d: %s", pass_name(pass), version,

@@ -77,16 +77,16 @@ $(BUILD)/$(1).pic.o: $(5) | $(BUILD)
 	$$(call $(4),_pic)
 endef
 
-# Backward version 4 (kernels/stage5_bwd_v3.cu) keeps dK_j, dV_j in
+# Backward version 4 (kernels/stage5_bwd_v4.cu) keeps dK_j, dV_j in
 # registers, 255 of them at d = 128: its ptxas report (registers, spills per
-# kernel) is kept in build/bwd_v3_ptxas.txt, anything else nvcc says is
+# kernel) is kept in build/bwd_v4_ptxas.txt, anything else nvcc says is
 # shown, and a spill fails the build (local memory would leave it correct
 # and slow, which no test catches).
-define BWD_V3_PTXAS_CHECK
-	@grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' $(BUILD)/bwd_v3_ptxas$(1).txt >&2 || true
-	@! grep -E '[1-9][0-9]* bytes spill' $(BUILD)/bwd_v3_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
+define BWD_V4_PTXAS_CHECK
+	@grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' $(BUILD)/bwd_v4_ptxas$(1).txt >&2 || true
+	@! grep -E '[1-9][0-9]* bytes spill' $(BUILD)/bwd_v4_ptxas$(1).txt || { echo "bwd v4: ptxas spilled registers (see above)"; exit 1; }
 endef
-$(eval $(call ptxas_objects,stage5_bwd_v3,$(NVCCFLAGS),bwd_v3_ptxas,BWD_V3_PTXAS_CHECK,kernels/stage5_bwd_v3.cu $(GPU_HDRS)))
+$(eval $(call ptxas_objects,stage5_bwd_v4,$(NVCCFLAGS),bwd_v4_ptxas,BWD_V4_PTXAS_CHECK,kernels/stage5_bwd_v4.cu $(GPU_HDRS)))
 
 $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 	$(NVCC) $(GENCODE) -shared $^ -o $@ $(GPU_LIBS)
@@ -99,28 +99,28 @@ $(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
 # no test catches); scripts/gpu/v3_sass.sh counts the Hopper instructions.
 V3_GENCODE := -gencode=arch=compute_90a,code=sm_90a
 V3_NVCCFLAGS := -O3 -lineinfo -std=c++17 $(V3_GENCODE) -Xcompiler -Wall,-Wextra -Icore -Ikernels
-V3_DEPS := kernels/stage4_v3_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stage4_v3_hopper.h $(GPU_HDRS)
+V3_DEPS := kernels/stage4_fwd_v3_hopper.cu kernels/stage4_fwd_v3_hopper.cuh kernels/stage4_fwd_v3_hopper.h kernels/hopper.cuh $(GPU_HDRS)
 define V3_PTXAS_CHECK
 	@! grep -i "serialized\|error" $(BUILD)/v3_ptxas$(1).txt || { echo "v3: ptxas serialized wgmma (see above)"; exit 1; }
 endef
-$(eval $(call ptxas_objects,stage4_v3_hopper,$(V3_NVCCFLAGS),v3_ptxas,V3_PTXAS_CHECK,$(V3_DEPS)))
-# Backward version 3 (kernels/stage5_bwd_hopper.cu) is Hopper's too: the
+$(eval $(call ptxas_objects,stage4_fwd_v3_hopper,$(V3_NVCCFLAGS),v3_ptxas,V3_PTXAS_CHECK,$(V3_DEPS)))
+# Backward version 3 (kernels/stage5_bwd_v3_hopper.cu) is Hopper's too: the
 # same sm_90a flags and serialization check, and, as backward version 4, a
 # spill fails the build (its dK, dV accumulators take 128 registers at
-# d = 128). Reports in build/bwd_hopper_ptxas*.txt.
-BWD_HOPPER_DEPS := kernels/stage5_bwd_hopper.cu kernels/stage4_v3_hopper.cuh kernels/stage4_v3_hopper.h $(GPU_HDRS)
-define BWD_HOPPER_PTXAS_CHECK
-	@! grep -i "serialized\|error" $(BUILD)/bwd_hopper_ptxas$(1).txt || { echo "bwd v3: ptxas serialized wgmma (see above)"; exit 1; }
-	@! grep -E '[1-9][0-9]* bytes (spill|stack)' $(BUILD)/bwd_hopper_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
+# d = 128). Reports in build/bwd_v3_ptxas*.txt.
+BWD_V3_DEPS := kernels/stage5_bwd_v3_hopper.cu kernels/hopper.cuh $(GPU_HDRS)
+define BWD_V3_PTXAS_CHECK
+	@! grep -i "serialized\|error" $(BUILD)/bwd_v3_ptxas$(1).txt || { echo "bwd v3: ptxas serialized wgmma (see above)"; exit 1; }
+	@! grep -E '[1-9][0-9]* bytes (spill|stack)' $(BUILD)/bwd_v3_ptxas$(1).txt || { echo "bwd v3: ptxas spilled registers (see above)"; exit 1; }
 endef
-$(eval $(call ptxas_objects,stage5_bwd_hopper,$(V3_NVCCFLAGS),bwd_hopper_ptxas,BWD_HOPPER_PTXAS_CHECK,$(BWD_HOPPER_DEPS)))
+$(eval $(call ptxas_objects,stage5_bwd_v3_hopper,$(V3_NVCCFLAGS),bwd_v3_ptxas,BWD_V3_PTXAS_CHECK,$(BWD_V3_DEPS)))
 # build/v3_check: the piece tests, every step against fp64, step timings. Its
 # CUDA half (tests/gpu/v3_check_cuda.cu: the piece test kernels, the launch
 # watchdog) is built as the kernel is, for sm_90a, with the same ptxas check.
-$(BUILD)/v3_check.o: tests/gpu/v3_check.c tests/gpu/v3_check_cuda.h kernels/stage4_v3_hopper.h core/fa_gpu.h | $(BUILD)
+$(BUILD)/v3_check.o: tests/gpu/v3_check.c tests/gpu/v3_check_cuda.h kernels/stage4_fwd_v3_hopper.h core/fa_gpu.h | $(BUILD)
 	$(CC) $(CPPFLAGS) -Ikernels $(CFLAGS) -fopenmp -c $< -o $@
-$(BUILD)/v3_check_cuda.o: tests/gpu/v3_check_cuda.cu tests/gpu/v3_check_cuda.h kernels/stage4_v3_hopper.cuh \
-                          kernels/stage4_v3_hopper.h $(GPU_HDRS) | $(BUILD)
+$(BUILD)/v3_check_cuda.o: tests/gpu/v3_check_cuda.cu tests/gpu/v3_check_cuda.h kernels/stage4_fwd_v3_hopper.cuh kernels/hopper.cuh \
+                          kernels/stage4_fwd_v3_hopper.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_check.txt || { cat $(BUILD)/v3_ptxas_check.txt; exit 1; }
 	$(call V3_PTXAS_CHECK,_check)
 $(BUILD)/v3_check: $(BUILD)/v3_check.o $(BUILD)/v3_check_cuda.o $(GPU_OBJS) $(HARNESS)

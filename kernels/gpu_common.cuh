@@ -282,7 +282,7 @@ __device__ __forceinline__ void cp_async_rows(T *dst, const T *__restrict__ src,
 /* ------------------------------------------------------------------------- */
 /* The versions' launchers (one row each in fa_api.cu's table)               */
 /* ------------------------------------------------------------------------- */
-typedef int (*fa_launch_fn)(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+typedef int (*fa_launch_fn)(int dtype, const attn_params *p, const fa_ptrs *x, int flags,
                             cudaStream_t stream);
 /* The same for packed sequences (fa_varlen, core/fa_gpu.h); x's strides
  * already those of fa_varlen_strides_of. */

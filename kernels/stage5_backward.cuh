@@ -1,10 +1,115 @@
 /*
- * stage5_backward.cuh -- what the tiled backward versions share across
- * files: kernels/stage5_backward.cu (versions 0, 1, 2, the pre-pass, the
- * post-pass and the launch around a tiled kernel) and
- * kernels/stage5_bwd_v3.cu (version 4). The equations, the conventions and
- * the IO model are in stage5_backward.cu's header comment.
+ * stage5_backward.cuh -- Stage 5: the attention backward pass on the GPU:
+ * what every version computes and costs, and what the versions share.
  *
+ * What it adds over stage 4: gradients. Given Q, K, V, the forward's O and
+ * L = softmax_lse, and the upstream gradient dO, every version computes
+ *
+ *     P  = exp(softmax_scale Q K^T - L)     (rebuilt, never stored by the forward)
+ *     dV = P^T dO                            D  = rowsum(dO * O)
+ *     dP = dO V^T                            dS = P * (dP - D)
+ *     dQ = softmax_scale dS K                dK = softmax_scale dS^T Q
+ *
+ * (the chapter's backward; stage 3's flash_backward is the CPU model), with
+ * the masks, seqlen_q != seqlen_k and grouped heads of core/mask.h and
+ * core/attn_params.h. Five versions, chosen by --kernel K (one row each in
+ * core/versions.def, one file each: stage5_bwd_v0.cu .. stage5_bwd_v4.cu,
+ * version 3, Hopper's, in stage5_bwd_v3_hopper.cu):
+ *
+ *   version | what
+ *   --------+-----------------------------------------------------------------
+ *   0       | materialized, cuBLAS: S, dP and dS of every head in fp32 in the
+ *           | workspace, P in the dtype (as a materialized backward in that
+ *           | dtype keeps it); elementwise kernels rebuild P from S and L
+ *           | (masked entries 0, through mask_visible) and form dS
+ *   1       | tiled on the CUDA cores, fp32 arithmetic: one thread block per
+ *           | (key block, key/value head) holds K_j, V_j in shared memory and
+ *           | dK_j, dV_j in registers while it walks the query blocks that see
+ *           | its keys; P and dS tiles in shared memory; dQ added into an fp32
+ *           | accumulator
+ *   2       | the same schedule on the tensor cores (FlashAttention-2's
+ *           | backward): mma.sync m16n8k16 for the five products, S^T and dP^T
+ *           | in registers, only dS through shared memory (for dQ); Q_i, dO_i
+ *           | tiles double-buffered with cp.async; fp16/bf16
+ *   3       | Hopper's: TMA copies, wgmma, warp-specialized, sm_90a
+ *           | (stage5_bwd_v3_hopper.cu)
+ *   4       | version 2 on blocks of 128 keys and 8 warps (one block per SM):
+ *           | Q_i, dO_i, L_i, D_i loaded once for twice the keys, all by
+ *           | cp.async; dQ added 16 bytes at a time (stage5_bwd_v4.cu)
+ *
+ * Every version runs the pre-pass D = rowsum(dO * O) (fp32, workspace),
+ * which with K centered (FA_BWD_CENTER_K, bwd-center) also forms c, K_c and
+ * L' (bwd_prepass); with
+ * FA_BWD_DQ_PASS the pass of stage5_bwd_dq.cu then forms D from fp32 P and
+ * dP, and after the kernel replaces its dQ (tiled_backward, version 0). In
+ * versions 1 to 4 the blocks of different key blocks run at once and all
+ * add into the same dQ rows, so dQ is accumulated in fp32 (atomicAdd; a
+ * post-pass rounds it to the dtype): the order of those additions, and so the
+ * last bits of dQ, changes from run to run. deterministic = 1 orders them:
+ * the key blocks that see a query block add their share one after another,
+ * in key-block order, through a counter per (query head, query block) in the
+ * workspace (bwd-dq-order). dK and dV are summed in registers in a fixed
+ * order, and version 0 is cuBLAS's fixed-order products, so both are
+ * deterministic in either mode. With grouped heads one block loops over the
+ * H / H_kv query heads of its key/value head, so dK and dV need no extra
+ * reduction.
+ *
+ * Conventions (mask.h): a row that sees no key (L = -inf) gets a zero dQ row
+ * and adds nothing to dK, dV; a key no query sees gets zero dK, dV rows; no
+ * NaN for finite inputs. P's exponent S - L is formed first and only then
+ * changed to base 2, and clamped at 0 (P <= 1 exactly: L >= S for every key
+ * the row sees), so rounding can never make a P above 1 or an infinity.
+ *
+ * K and V may be any block of a longer sequence's keys (stage 7 calls this
+ * once per shard pair): P is rebuilt from the L given, never renormalized
+ * over the keys given, and D from the O given, so with O and L of the full
+ * row the call returns exactly that block's share of dQ and the block's dK,
+ * dV. The mask must then describe the block (seqlen_k = the block's keys).
+ *
+ * IO model (bytes of slow memory per call; es = element size of the dtype,
+ * 4 for fp32, 2 for fp16/bf16; L, D and every accumulator fp32; each kernel
+ * reads each operand once and writes its result once, the accounting of
+ * stage 1 and stage 3; Sq = seqlen_q, Sk = seqlen_k, g = H / H_kv):
+ *
+ *   version 0, per key/value head (M = g Sq rows of its query heads):
+ *       (28 + 3 es) M Sk                      S, P, dP, dS written and read
+ *     + es (5 M d + 3 Sk d)                   Q, K (S), dO, V (dP), dO (dV),
+ *                                             O, dO (D), dV written
+ *     + 12 M                                  L read, D written and read
+ *     + 8 M d + 8 Sk d  (fp32)                dQ, dK products: Q, K read, dQ, dK written
+ *     + (16 + 2 es)(M d + Sk d)  (fp16/bf16)  Q, K widened to fp32, read; dQ, dK
+ *                                             written in fp32 and narrowed
+ *   versions 1 to 4, per query head (R = query rows read, summed over key
+ *   blocks = mask_query_rows_read(Br, Bc); Sq Tc without a mask):
+ *       es 2 Sq d + 4 Sq                      pre-pass: O, dO read, D written
+ *     + 4 Sq d                                dQ accumulator zeroed
+ *     + R (2 es d + 8 + 8 d)                  per tile: Q_i, dO_i, L_i, D_i read;
+ *                                             dQ_i read and written (atomics)
+ *     + (4 + es) Sq d  (fp16/bf16)            post-pass: dQ accumulator -> dQ
+ *   plus, per key/value head (Kr = rows of the key blocks some query sees;
+ *   Sk without a mask):
+ *       2 es Kr d + 2 es Sk d                 K_j, V_j read once, dK, dV written
+ *   The deterministic mode's counters (4 bytes per query block) are left out.
+ *   Against stage 3's count (elements, one type): in fp32 the model is 4
+ *   bytes times stage 3's count plus 8 R' d per query head, R' the rows some
+ *   key block adds to (mask_query_rows_active; Sq without a mask): the
+ *   accumulator's zeroing and the first key block's dQ read, which stage 3
+ *   skips and an atomic addition cannot know to skip. build/tests/gpu/stage5_tests --sweep model
+ *   checks it.
+ *
+ * Tiles: version 1 Br = 64 query rows, Bc = 64 keys (32 when d > 64);
+ * version 2 Br = Bc = 64, 4 warps of 16 keys each; version 4 Br = 64,
+ * Bc = 128, 8 warps of 16 keys each.
+ *
+ * The files of stage 5 (kernels/):
+ *   stage5_bwd_prepass.cu   the pre-pass: D, and with K centered L' (bwd-dot)
+ *   stage5_bwd_center.cu    centering K (bwd-center) and the rule for when
+ *   stage5_bwd_v0.cu ..     one version each: its kernel, launch, row
+ *   stage5_bwd_tiled.cu     the launch around a tiled kernel (versions 1, 2,
+ *                           4), its workspace and IO model
+ *   stage5_bwd_convert.cu   the dtype conversions (dQ accumulator into dQ)
+ *   stage5_bwd_dq.cu        the dQ pass (FA_BWD_DQ_PASS)
+ * and this header, what they share:
  *   P's exponent     lse_guard, bwd_exponent2 (device)
  *   kernel args      bwd_args<T>: pointers and the problem
  *   dQ additions     atomically, or in key-block order (deterministic mode)
@@ -14,12 +119,23 @@
  *                    of one query tile for those keys (bwd_key_half)
  *   tiled launch     tiled_backward<T>: pre-pass D, zeroed dQ accumulator and
  *                    counters, the version's kernel, post-pass; its
- *                    workspace and IO model (defined in stage5_backward.cu)
+ *                    workspace and IO model (stage5_bwd_tiled.cu)
  *   dQ pass          bwd_dq_pass<T>: D and dQ without 16-bit roundings
  *                    (FA_BWD_DQ_PASS; defined in stage5_bwd_dq.cu)
+ *   pre-pass         bwd_prepass<T>, and the centering's workspace and
+ *                    kernels (bwd_center_bytes, bwd_center_carve,
+ *                    bwd_center_k; stage5_bwd_prepass.cu, stage5_bwd_center.cu)
+ *   conversions      bwd_convert, bwd_convert_rows (stage5_bwd_convert.cu)
  *
- * Device functions only (every one inline), and declarations: no kernel is
- * defined here, so each kernel lives in exactly one object file.
+ * Build:   make stage5        (the host program src/programs/stage5_main.c links these)
+ * Run:     ./stage5 [--kernel K] [--dtype fp32|fp16|bf16] [--deterministic] ...
+ * Cost:    2.5 times the forward's FLOPs (5 products of 2 Sq Sk d instead of
+ *          2), version 0 needs (4 + es) B H Sq Sk bytes of workspace, versions
+ *          1 to 4 O(B H Sq d).
+ *
+ * Inline functions (device ones, and the host's workspace carver and
+ * centering test) and declarations only: no kernel is defined here, so each
+ * kernel lives in exactly one object file.
  */
 #ifndef FA_STAGE5_BACKWARD_CUH
 #define FA_STAGE5_BACKWARD_CUH
@@ -161,10 +277,10 @@ __device__ __forceinline__ int dq_turn(const attn_mask &m, int i0, int i1, int B
     return jb - jb_begin;
 }
 
-/* The 16-byte dQ additions of versions 4 and 3 (stage5_bwd_v3.cu,
- * stage5_bwd_hopper.cu): an m16n8 accumulator tile, whose layout mma.sync
+/* The 16-byte dQ additions of versions 4 and 3 (stage5_bwd_v4.cu,
+ * stage5_bwd_v3_hopper.cu): an m16n8 accumulator tile, whose layout mma.sync
  * and wgmma share, four consecutive floats per lane. */
-//> bwd-v3-dq
+//> bwd-v4-dq
 /* Four consecutive dQ entries: one 16-byte atomic (sm_90's red.v4.f32), or,
  * holding the deterministic mode's turn, a plain read-add-write through L2. */
 __device__ __forceinline__ void dq_add4(float *p, float4 v, bool ordered)
@@ -238,10 +354,10 @@ __device__ __forceinline__ float *dq_row_of(float *acc, int d, int r0, int lane)
     asm("mov.b64 %0, %0;" : "+l"(row));
     return row;
 }
-//< bwd-v3-dq
+//< bwd-v4-dq
 
 /* ------------------------------------------------------------------------- */
-/* The key-major products on the tensor cores (versions 2 and 3)              */
+/* The key-major products on the tensor cores (versions 2 and 4)              */
 /* ------------------------------------------------------------------------- */
 /* A warp owns 16 keys of the block; tiles of 16-bit elements in shared
  * memory with rows of LD elements (d + 8: the 8 rows one ldmatrix reads
@@ -335,7 +451,7 @@ __device__ __forceinline__ void bwd_store_dkdv(const bwd_args<T> &x, const float
 }
 
 //> bwd-key-half
-/* Steps 1-5 of the tensor-core backward (versions 2 and 3) for this warp's
+/* Steps 1-5 of the tensor-core backward (versions 2 and 4) for this warp's
  * 16 keys (the first is key jw; rows 16 w.. of Ks, Vs, dSs) against the 32
  * queries q0 .. q0 + 31 of the query tile (first query i0): S^T and dP^T of
  * the 32 queries (16 registers each) are alive together, so that
@@ -431,7 +547,7 @@ __device__ __forceinline__ void bwd_key_half(float (&dk)[D / 8][4], float (&dv)[
 //< bwd-key-half
 
 /* ------------------------------------------------------------------------- */
-/* The tiled backward around a kernel (stage5_backward.cu)                    */
+/* The tiled backward around a kernel (stage5_bwd_tiled.cu)                  */
 /* ------------------------------------------------------------------------- */
 /* A tiled version's kernel launcher: the grid over (key block, key/value
  * head) for the B batches of x. */
@@ -440,7 +556,7 @@ template <typename T> using bwd_launch_fn = int (*)(const bwd_args<T> &x, int B,
 /* The whole tiled pass (listing bwd-tiled-launch): D = rowsum(dO * O), the
  * dQ accumulator (and in deterministic mode the counters) zeroed, the
  * kernel, the accumulator rounded into dQ (fp16/bf16). Instantiated for
- * float, __half and __nv_bfloat16 in stage5_backward.cu. The counters are
+ * float, __half and __nv_bfloat16 in stage5_bwd_tiled.cu. The counters are
  * per 64 query rows: every tiled kernel takes Br = 64 (BWD_TILED_BR, above).
  * ds16: the kernel rounds dS to 16 bits for dQ's product (the tensor-core
  * versions), so FA_BWD_DQ_PASS replaces its dQ with phase 1's; false
@@ -448,18 +564,55 @@ template <typename T> using bwd_launch_fn = int (*)(const bwd_args<T> &x, int B,
 template <typename T>
 int tiled_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st,
                    bwd_launch_fn<T> launch, bool ds16 = true);
-/* The pre-pass of every backward version (stage5_backward.cu, bwd-dot and
- * bwd-center), for a version that does not run through tiled_backward: D
- * (B H Sq fp32) from dO and O, and when flags hold FA_BWD_CENTER_K
- * (fa_backward has resolved FA_BWD_CENTER_AUTO already) c, K_c and L' first.
- * cen: bwd_center_bytes(dtype, p) bytes of the version's workspace, 256-byte
- * aligned. On return *K, *L, *sk are what the kernel reads: K_c (contiguous)
- * and L', or x's K, its strides and L. So the centering needs nothing of a
- * version but this call and that piece of workspace. */
+/* The pre-pass of every backward version (stage5_bwd_prepass.cu, bwd-dot;
+ * stage5_bwd_center.cu, bwd-center): D (B H Sq fp32) from dO and O, and
+ * when flags hold FA_BWD_CENTER_K (fa_backward has resolved
+ * FA_BWD_CENTER_AUTO already) c, K_c and L' first. cen:
+ * bwd_center_bytes(dtype, p) bytes of the version's workspace, 256-byte
+ * aligned. On return *K, *L, *sk are what the kernel reads: K_c
+ * (contiguous) and L', or x's K, its strides and L. So the centering needs
+ * nothing of a version but this call and that piece of workspace.
+ * Instantiated for float, __half and __nv_bfloat16. */
 size_t bwd_center_bytes(int dtype, const attn_params *p);
 template <typename T>
-int bwd_prepass_at(const attn_params *p, const fa_ptrs *x, int flags, float *D, void *cen, const T **K,
-                   const float **L, fa_stride *sk, cudaStream_t st);
+int bwd_prepass(const attn_params *p, const fa_ptrs *x, int flags, float *D, void *cen, const T **K,
+                const float **L, fa_stride *sk, cudaStream_t st);
+/* Whether a backward call centers K: fa_api.cu has turned FA_BWD_CENTER_AUTO
+ * into FA_BWD_CENTER_K or nothing (fa_bwd_center_cost); centering needs keys. */
+static inline bool bwd_centers(int flags, const attn_params *p)
+{
+    return (flags & FA_BWD_CENTER_K) && p->seqlen_k > 0;
+}
+/* The centering's piece of workspace at cen (bwd_center_bytes long): K_c in
+ * the dtype, the stats kernel's partials (sum, min, max planes of B H_kv
+ * chunks d floats), c, L'; and c, K_c from K read through its strides sk
+ * (stats, mean, shift kernels; stage5_bwd_center.cu). */
+struct bwd_center_ws {
+    void *Kc;
+    float *part, *c, *Lc;
+};
+bwd_center_ws bwd_center_carve(int dtype, const attn_params *p, void *cen);
+template <typename T>
+int bwd_center_k(const attn_params *p, const T *K, fa_stride sk, const bwd_center_ws &w, cudaStream_t st);
+/* dst[i] = src[i] for n elements in another type, rounded to nearest even
+ * (the fp32 accumulators into the dtype, or the dtype into fp32 for version
+ * 0's fp32 products); and the fp32 (B, H, Sq, d) accumulator src into a dQ
+ * dst read through its strides s. FA_OK or a launch error
+ * (stage5_bwd_convert.cu). */
+template <typename S, typename T> int bwd_convert(const S *src, T *dst, size_t n, cudaStream_t st);
+template <typename T>
+int bwd_convert_rows(const float *src, T *dst, const attn_params *p, fa_stride s, cudaStream_t st);
+/* Carve a workspace into 256-byte aligned pieces; base NULL only measures. */
+struct ws_carver {
+    char *base;
+    size_t used;
+    template <typename X> X *take(size_t count)
+    {
+        size_t at = used;
+        used += (count * sizeof(X) + 255) & ~(size_t)255;
+        return base ? reinterpret_cast<X *>(base + at) : nullptr;
+    }
+};
 /* FA_BWD_DQ_PASS (kernels/stage5_bwd_dq.cu): phase 0 writes D (B H Sq
  * fp32) as rowsum(P * dP) from fp32 P and dP, before the version's kernel;
  * phase 1 writes dQ from fp32 dS split in two 16-bit parts, after it. K, sk
@@ -478,7 +631,7 @@ int bwd_dq_pass(int phase, const attn_params *p, const fa_ptrs *x, const T *K, f
 template <typename T>
 int tiled_backward_vl(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int deterministic,
                       cudaStream_t st, bwd_launch_fn<T> launch, bool ds16 = true);
-/* The entry of the tensor-core versions (2, 3): fp16 or bf16, and 16-byte
+/* The entry of the tensor-core versions (2, 3, 4): fp16 or bf16, and 16-byte
  * aligned Q, K, V, dO (their tiles are copied with 16-byte cp.async); name
  * ("v2") for the error line. */
 static inline int tiled_backward_mma(const char *name, int dtype, const attn_params *p, const fa_ptrs *x,
@@ -515,7 +668,7 @@ template <typename F> static int bwd_dispatch_d16(int d, F f)
     }
 }
 /* The tiled versions' workspace (D, dQ accumulator, counters) in bytes, and
- * their IO model with Br x Bc tiles (stage5_backward.cu's header). */
+ * their IO model with Br x Bc tiles (this header's comment). */
 size_t tiled_bwd_workspace(int dtype, const attn_params *p);
 size_t tiled_bwd_workspace_varlen(int dtype, const attn_params *p, const fa_varlen *vl);
 double tiled_bwd_model(int dtype, const attn_params *p, int Br, int Bc);

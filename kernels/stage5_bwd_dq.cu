@@ -31,7 +31,7 @@
  *
  * Cost: phase 0 is two of the backward's five N^2 d products, phase 1 four
  * (S, dP, and dQ twice); the version's kernel still forms its own dQ, which
- * is then discarded. scripts/dq_accuracy.py measures the time (kind=time,
+ * is then discarded. scripts/gpu/dq_accuracy.py measures the time (kind=time,
  * ms_dq_pass); chapter 4b states it. The pass is deterministic: each block
  * writes its own rows, in a fixed order of key blocks.
  *
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(128) bwd_dq_pass_kernel(dq_pass_args<T> x)
 //< bwd-dq-pass
 
 /* core/fa_gpu.h: the bytes both phases move, the closed form of the
- * kernel's loads and stores (the model of stage5_backward.cu's header, for
+ * kernel's loads and stores (the model of stage5_backward.cuh's header, for
  * a forward-shaped pass). Per query head, with q_rows the rows of the
  * query blocks that see a key (their Q, dO are read) and kv_rows the key
  * rows read summed over those blocks (mask_key_rows_read), each phase reads

@@ -491,16 +491,16 @@ extern "C" int fa_decode_check(int dtype, const decode_params *p, int num_splits
     char why[256];
     if (decode_params_check(p, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
     if (dtype != FA_FP16 && dtype != FA_BF16)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--dtype %s: the decode kernels run fp16 and bf16",
+        return fa_set_error(FA_ERR_UNSUPPORTED, "the decode kernels run fp16 and bf16, not %s",
                             fa_dtype_name(dtype));
     if (p->d != 64 && p->d != 128)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--d %d: the decode kernels take d = 64 or 128", p->d);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "the decode kernels take d = 64 or 128, not d = %d", p->d);
     if (p->page_size < 16 || p->page_size > 256)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--page-size %d: the decode kernels take pages of 16 to 256 keys",
+        return fa_set_error(FA_ERR_UNSUPPORTED, "the decode kernels take pages of 16 to 256 keys, not %d",
                             p->page_size);
     if (decode_splits_check(num_splits, why, sizeof why)) return fa_set_error(FA_ERR_UNSUPPORTED, "%s", why);
     if (p->B > 65535 || p->H_kv > 65535)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--batch %d, --kv-heads %d: more CTAs than a grid dimension holds",
+        return fa_set_error(FA_ERR_UNSUPPORTED, "B = %d, H_kv = %d: more CTAs than a grid dimension holds",
                             p->B, p->H_kv);
     if ((size_t)p->B * p->H * p->seqlen_q > 0x7fffffffu)
         return fa_set_error(FA_ERR_UNSUPPORTED, "%d x %d x %d query rows: too many for one launch", p->B, p->H,

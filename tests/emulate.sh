@@ -3,7 +3,8 @@
 #
 #     sh tests/emulate.sh TITLE KERNEL.cu TEST.cpp REGION...
 #
-# cuts each region (//> REGION ... //< REGION) of KERNEL.cu into
+# cuts each region (//> REGION ... //< REGION) of KERNEL.cu (of FILE for a
+# REGION written FILE#REGION) into
 # build/emulate/REGION.inc (dashes as underscores), compiles TEST.cpp with
 # g++ (C++20: tests/emulate_cuda.h's threads and std::barrier) and runs it;
 # TEST.cpp prints the PASS/FAIL lines. A compiler without C++20's
@@ -16,7 +17,9 @@ shift 3
 dir=build/emulate
 mkdir -p "$dir" || exit 2
 for r in "$@"; do
-    awk -v r="$r" '$0 == "//> " r {f = 1; next} $0 == "//< " r {f = 0} f' "$src" \
+    from=$src
+    case $r in *#*) from=${r%%#*} r=${r#*#} ;; esac
+    awk -v r="$r" '$0 == "//> " r {f = 1; next} $0 == "//< " r {f = 0} f' "$from" \
         > "$dir/$(echo "$r" | tr - _).inc"
     [ -s "$dir/$(echo "$r" | tr - _).inc" ] || { echo "FAIL $title: region $r not found"; exit 0; }
 done

@@ -1,9 +1,9 @@
 /*
  * tests/emulate_center.cpp -- the backward's centering pre-pass
- * (kernels/stage5_backward.cu, regions bwd-center and bwd-dot) run on the
- * CPU (tests/emulate_cuda.h: one std::thread per CUDA thread, barriers,
- * static shared memory, bf16 and fp16 rounded to nearest even), the regions
- * cut into build/emulate/ by tests/emulate_center.sh. The launches are those of bwd_center_k
+ * (kernels/stage5_bwd_center.cu, bwd-center; kernels/stage5_bwd_prepass.cu,
+ * bwd-dot) run on the CPU (tests/emulate_cuda.h: one std::thread per CUDA
+ * thread, barriers, static shared memory, bf16 and fp16 rounded to nearest
+ * even), the regions cut into build/emulate/ by tests/emulate_center.sh. The launches are those of bwd_center_k
  * and bwd_prepass (stats, mean, shift; D with L'), written out here.
  *
  * Inputs: B = 2, H = 4 query heads on H_kv = 2, keys whose columns are of
@@ -25,7 +25,7 @@
  *             bitwise those of the contiguous K
  * for bf16, fp16 and fp32, d = 64 (16-byte loads) and d = 36 (one element
  * a load in 16-bit types). This checks the arithmetic and indexing of the
- * source, not the GPU (tests/gpu, build/tests/gpu/stage5_tests --sweep accuracy on the H200).
+ * source, not the GPU (tests/gpu, ./stage5 --sweep accuracy on the H200).
  * One PASS/FAIL line per case (tests/run.sh).
  */
 #include <cstdio>

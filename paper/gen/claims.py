@@ -10,7 +10,7 @@ Reads only what this repository's programs wrote:
                       v3_ncu.txt through paper/gen/paper_v3.py
   src/gpu/gpu_host.c, src/programs/stage5_main.c
                       the constants of stage 5's fault inputs (chapters/21-gpu-backward.md's
-                      arithmetic on them), and kernels/stage4_v3_hopper.h's
+                      arithmetic on them), and kernels/stage4_fwd_v3_hopper.h's
                       default step: settings the text must follow
   OUT/lse_probe.npy   the L that one run of ./stage3 --lse saves here
   OUT/guard_o.npy     the O of one run of ./stage6 on exercise 4's guard case,

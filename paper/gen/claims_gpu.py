@@ -120,7 +120,7 @@ def h200(t):
     # type: nvjet_sm90_hsh_... is fp16 in, fp32 compute, fp16 out). The
     # model column must be that kernel's count, S and P in the dtype:
     # B H (es (4 N^2 + 4 N d) + 4 N); today's version 0 keeps S in fp32,
-    # B H (4 N^2 + 4 N^2 + 2 es N^2 + 4 es N d + 4 N) (kernels/stage4_forward.cu,
+    # B H (4 N^2 + 4 N^2 + 2 es N^2 + 4 es N d + 4 N) (kernels/stage4_fwd_v0.cu,
     # v0_model, with H_kv = H).
     es = 2                                           # fp16
     then = B * H * (es * (4 * N * N + 4 * N * d) + 4 * N)
@@ -345,7 +345,7 @@ def v3_steps(t):
     draws, and the tokens and hidden size of data/gpu/v3_steps.csv's rows there."""
     for k in ("v3_fig_N", "v3_fig_tokens", "v3_fig_hidden"):
         t.value(k, "n/a")
-    with open(path("kernels", "stage4_v3_hopper.h")) as f:
+    with open(path("kernels", "stage4_fwd_v3_hopper.h")) as f:
         ds = re.search(r"#define FA_V3_DEFAULT_STEP (\d+)", f.read())
     t.value("v3_default_step", ds.group(1) if ds else "n/a")
     with open(path("figures", "v3_steps.gp")) as f:

@@ -41,7 +41,7 @@ INTEGER = ("IMAD", "LEA", "LOP3", "ISETP", "SHF", "IADD3", "SEL", "VIADD", "IABS
            "ULOP3", "USEL", "UIMAD", "S2UR", "R2UR", "P2R", "R2P", "PLOP3")
 BRANCH = ("BRA", "BSSY", "BSYNC")
 N_LO = 2048          # the issue's "N >= 2048"
-# backward rows (pass bwd). Version 4 (kernels/stage5_bwd_v3.cu) was named
+# backward rows (pass bwd). Version 4 (kernels/stage5_bwd_v4.cu) was named
 # ours_v3_mma8 before backward version 3 (Hopper) took the number 3; files of
 # either age are read (V3 below is version 4, the keys bwd_v3_* keep their
 # names). Unknown impl names are ignored.

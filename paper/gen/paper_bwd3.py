@@ -20,7 +20,7 @@ row's shape, peers timed in the same call):
                                   lacks
 
 Rows are named by what ran: ours_v3_hopper is version 3's default step
-(HB_DEFAULT_STEP in kernels/stage5_bwd_hopper.cu), ours_v3_hopper_stepK step
+(BWD_V3_DEFAULT_STEP in kernels/stage5_bwd_v3_hopper.cu), ours_v3_hopper_stepK step
 K, ours_v3_hopper_det the deterministic mode, ours_v4_mma8 version 4
 (ours_v3_mma8 in files written before the renumbering), sdpa_flash and
 sdpa_cudnn PyTorch's backends. Other names are ignored. Every ratio is of two
@@ -91,11 +91,11 @@ def ncu_values(v):
         v["hb_ncu_regs"] = f"{mo['launch__registers_per_thread']:.0f}"
         v["hb_ncu_grid_" + tag] = f"{mo['launch__grid_size']:.0f}"
         v["hb_ncu_grid_cudnn"] = f"{mc['launch__grid_size']:.0f}"
-KERNEL = "kernels/stage5_bwd_hopper.cu"
+KERNEL = "kernels/stage5_bwd_v3_hopper.cu"
 V4_NAMES = ("ours_v4_mma8", "ours_v3_mma8")
 FLASH, CUDNN, V3, V3_DET = "sdpa_flash", "sdpa_cudnn", "ours_v3_hopper", "ours_v3_hopper_det"
 N_LO, N_HI = 2048, 16384          # the issue's target range
-EARLIER_DEFAULT = 2               # HB_DEFAULT_STEP at the earlier call's commit (a77a339)
+EARLIER_DEFAULT = 2               # BWD_V3_DEFAULT_STEP at the earlier call's commit (a77a339)
 TARGET_CUDNN, TARGET_SHAPE_MIN, TARGET_FLASH, TARGET_FP16 = 1.0, 0.95, 1.6, 0.05
 
 
@@ -113,7 +113,7 @@ def rows(rel):
 def default_step():
     try:
         with open(full(KERNEL)) as f:
-            mo = re.search(r"#define HB_DEFAULT_STEP (\d+)", f.read())
+            mo = re.search(r"#define BWD_V3_DEFAULT_STEP (\d+)", f.read())
     except OSError:
         return None
     return int(mo.group(1)) if mo else None

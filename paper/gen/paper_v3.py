@@ -19,7 +19,7 @@ by one call of scripts/gpu/v3_steps.sh on the H200:
 
 From them: the run's commit and shapes; per step, the geometric mean over the
 shapes and its ratio to cuDNN's (as scripts/gpu/v3_summary.py prints it); for the
-default step (FA_V3_DEFAULT_STEP, kernels/stage4_v3_hopper.h) the ratio to
+default step (FA_V3_DEFAULT_STEP, kernels/stage4_fwd_v3_hopper.h) the ratio to
 cuDNN and to flash per shape and in geometric mean, and the shapes where it
 is below cuDNN; each step's gain over the one before; the counters (tensor
 pipe, XU pipe, issue slots, stall reasons, L2 bytes) of the profiled steps.
@@ -57,7 +57,7 @@ def full(rel):
 
 
 def default_step():
-    with open(full("kernels/stage4_v3_hopper.h")) as f:
+    with open(full("kernels/stage4_fwd_v3_hopper.h")) as f:
         mo = re.search(r"#define FA_V3_DEFAULT_STEP (\d+)", f.read())
     return int(mo.group(1)) if mo else None
 
@@ -95,7 +95,7 @@ def read_ncu(rel=NCU):
             if mo:
                 shapes.add((int(mo.group(2)), int(mo.group(4))))
                 continue
-            mo = re.match(r"\s+void v3_kernel<[^,]+, (\d+), (\d+)>", ln)
+            mo = re.match(r"\s+void (?:fwd_)?v3_kernel<[^,]+, (\d+), (\d+)>", ln)
             if mo:
                 cur = got.setdefault((int(mo.group(1)), int(mo.group(2))), {})
                 continue

@@ -11,8 +11,8 @@ Output columns: provenance (provenance.COLUMNS: gpu, driver, cuda, torch,
 cudnn, commit, date, command), the
 configuration, kernels counted, measured DRAM read/write/total bytes, L2
 bytes (all of lts__t_bytes, and the sectors requested by the SMs), kernel
-time, the model bytes of versions 0 and 1 (kernels/
-stage4_forward.h), the compulsory bytes (Q, K, V read once, O and L written
+time, the model bytes of versions 0 and 1 (kernels/stage4_fwd_v0.cu,
+kernels/fa_api.cu), the compulsory bytes (Q, K, V read once, O and L written
 once) and measured / model.
 """
 import csv

@@ -7,7 +7,7 @@
 # (default: the first build/stage4*_v3_hopper.o, forward version 3's object)
 obj=${1:-$(ls build/stage4*_v3_hopper.o 2>/dev/null | head -n 1)}
 cuobjdump --dump-sass "$obj" | awk '
-# names: v3_kernel<T, D, STEP> as "v3 bf16 d128 step5", the test kernels shortened
+# names: fwd_v3_kernel<T, D, STEP> as "v3 bf16 d128 step5", the test kernels shortened
 function pretty(f,    t, m, parts) {
     sub(/^_Z[0-9]+/, "", f)
     t = f ~ /bfloat16/ ? "bf16" : f ~ /half/ ? "fp16" : ""

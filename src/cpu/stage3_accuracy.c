@@ -44,7 +44,7 @@
  * range is empty (a column that changes sign, holds a zero or spreads over
  * more than a factor of 4): by Sterbenz's lemma (y/2 <= x <= 2 y makes
  * x - y exact) every K_jk - c_k is then exact in the dtype, so K_c in the
- * dtype is exactly K shifted. The GPU's pre-pass (kernels/stage5_backward.cu,
+ * dtype is exactly K shifted. The GPU's pre-pass (kernels/stage5_bwd_center.cu,
  * bwd-center) applies the same rule from each column's sum, minimum and
  * maximum; the test checks the exactness entry by entry.
  *

@@ -1,6 +1,6 @@
 /*
  * stage4_main.c -- Stage 4's program: the CUDA forward kernels of
- * kernels/stage4_forward.cu and kernels/stage4_v3_hopper.cu, checked against
+ * kernels/stage4_fwd_v0.cu .. v2.cu and stage4_fwd_v3_hopper.cu, checked against
  * the CPU fp64 reference of stage 1 and timed.
  *
  * What it adds over stage 3: nothing new in the algorithm; the tiled forward

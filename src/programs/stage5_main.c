@@ -1,6 +1,6 @@
 /*
  * stage5_main.c -- Stage 5's program: the CUDA backward kernels of
- * kernels/stage5_backward.cu, checked against the CPU fp64 backward and
+ * kernels/stage5_bwd_*.cu, checked against the CPU fp64 backward and
  * timed.
  *
  * What it adds over stage 4: the backward pass on the GPU (version 0
@@ -51,7 +51,7 @@
  *               err dQ <= 2 e_round + u, e_round the error of the fp64 dQ
  *               rounded to the dtype (what PyTorch's math backend attains),
  *               which the backward meets with K centered over the keys
- *               (FA_BWD_CENTER_K, --accurate-dq; kernels/stage5_backward.cu,
+ *               (FA_BWD_CENTER_K, --accurate-dq; kernels/stage5_bwd_center.cu,
  *               bwd-center); without it each version must fail that rule,
  *               so that the inputs test it (src/cpu/stage3_accuracy.c models why);
  *               with FA_BWD_DQ_PASS (--accurate-dq=full) err dQ <= 2 e_round,
@@ -141,7 +141,7 @@ int main(int argc, char **argv)
            "    err X = max|X - X_ref| / max|X_ref| for X = dQ, dK, dV; unwritten = NaN/inf left in an output\n"
            "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s counts 2.5 x the forward's\n"
            "  4 B H Sq Sk d times the visible share of the scores (the papers' convention); model bytes: the\n"
-           "  version's IO model (kernels/stage5_backward.cu)%s\n", m.repeats,
+           "  version's IO model (kernels/stage5_backward.cuh)%s\n", m.repeats,
            m.deterministic ? "; deterministic mode, 30 runs compared bitwise" : "");
     int bad = 0;
     bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);

@@ -36,7 +36,7 @@
 #     (every backward version and dtype; racecheck and synccheck, which look
 #     at shared memory and barriers, on the tiled versions only);
 #   - compute-sanitizer again and again on version 3 of the forward and on
-#     the backward's version 4 (kernels/stage5_bwd_v3.cu): memcheck,
+#     the backward's version 4 (kernels/stage5_bwd_v4.cu): memcheck,
 #     racecheck, synccheck and initcheck, each FA_SAN_RUNS times (default 5),
 #     every run on a fresh seed printed in its PASS or FAIL line
 #     (FA_SAN_SEED=S replays from seed S), every run under a limit of
@@ -47,7 +47,7 @@
 #     build/tests/gpu/stage5_tests --sweep small --kernel 4 (fp16 and bf16: causal GQA with
 #     seqlen_q > seqlen_k, windows with keys nobody sees, d = 128, the
 #     deterministic mode); the backward's version 3 (Hopper,
-#     kernels/stage5_bwd_hopper.cu) the same way, with a window whose keys
+#     kernels/stage5_bwd_v3_hopper.cu) the same way, with a window whose keys
 #     nobody sees at d = 64; and the dQ pass (--accurate-dq=full,
 #     kernels/stage5_bwd_dq.cu) beside versions 2, 4 and 0 on the small
 #     sweep (its cases with d a multiple of 16), bf16, fp16 and bf16.

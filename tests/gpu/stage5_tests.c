@@ -451,7 +451,7 @@ static int run_small(const options *opt, const char *device, const int *versions
 /* In fp32 every tensor has 4-byte elements, so the GPU models must equal
  * 4 bytes times the element counts of stage 1 and stage 3 (both over the
  * whole problem), up to what the GPU versions do differently
- * (stage5_backward.cu's header):
+ * (stage5_backward.cuh's header):
  *   v0 = 4 (naive_backward + B H (3 Sq Sk + Sq d + Sk d + 3 Sq)): S written
  *        and read and P written (stage 1's backward starts from a stored P),
  *        Q, K read for S, L read, D written and read
@@ -541,7 +541,7 @@ static int model_checks(void)
 }
 //< stage5-model-check
 
-/* The deterministic mode's turns (stage5_backward.cu, bwd-dq-order) rely on
+/* The deterministic mode's turns (stage5_backward.cuh, bwd-dq-order) rely on
  * one property of mask.h: the key blocks that count query block i among
  * theirs (mask_query_blocks) are exactly the key blocks i counts
  * (mask_key_blocks), a contiguous range; otherwise a turn would never come

@@ -54,7 +54,7 @@ outputs poisoned (NaN) before every call.
 
 FA_VARLEN_PARTS=name,name runs those parts of main's list alone
 (case_tests, poison_tests, compile_tests; e.g. poison_tests under
-compute-sanitizer). FA_BWD3_STEP (kernels/stage5_bwd_hopper.cu) picks the
+compute-sanitizer). FA_BWD3_STEP (kernels/stage5_bwd_v3_hopper.cu) picks the
 step of backward 3 that the default mode runs.
 """
 import ctypes

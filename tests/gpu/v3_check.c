@@ -1,6 +1,6 @@
 /*
  * v3_check.c -- checks and times version 3 of the forward (Hopper: TMA,
- * wgmma, warp specialization; kernels/stage4_v3_hopper.cu), every step of
+ * wgmma, warp specialization; kernels/stage4_fwd_v3_hopper.cu), every step of
  * its construction, against a CPU fp64 reference. Plain C: it runs version
  * 3 through the library's table (fa_gpu.h: fa_forward, fa_time), choosing
  * the step with FA_V3_STEP as any program can, plus the piece tests and
@@ -43,7 +43,7 @@
 
 #include "common.h"
 #include "fa_gpu.h"
-#include "stage4_v3_hopper.h"
+#include "stage4_fwd_v3_hopper.h"
 #include "v3_check_cuda.h"
 
 static int g_step_on[FA_V3_STEPS + 1];   /* --steps; all when not given (main) */

@@ -4,15 +4,16 @@
  *
  * The piece tests run each building block of the kernel alone, on one tile,
  * through the same device functions the kernel is made of
- * (kernels/stage4_v3_hopper.cuh): where the tensor copy engine puts every
- * element in the 128-byte swizzle, the wgmma accumulator layout of
- * S = Q K^T, and O = P V with P from registers and V read transposed, with
+ * (kernels/hopper.cuh, kernels/stage4_fwd_v3_hopper.cuh): where the tensor
+ * copy engine puts every element in the 128-byte swizzle, the wgmma
+ * accumulator layout of S = Q K^T, and O = P V with P from registers and V
+ * read transposed, with
  * the descriptors of make_desc and of step 7 (desc_lo), at 128 and 176 keys
  * (v3_check_cuda.h says what each prints). Built for sm_90a like the kernel
  * (kernels/gpu.mk); the tensor maps come from the kernel's own launcher code
  * (v3_tensor_map), so a map the kernel would get wrong fails here too.
  */
-#include "stage4_v3_hopper.cuh"
+#include "stage4_fwd_v3_hopper.cuh"
 #include "v3_check_cuda.h"
 
 #include <stdint.h>
@@ -54,7 +55,7 @@ extern "C" int v3_watchdog_wait(double seconds)
 /* Self-tests of the pieces                                                   */
 /* ========================================================================= */
 /* Each test kernel runs one warpgroup on one tile through the same device
- * functions as v3_kernel: tma_tile, gemm_qk, gemm_pv and the fragment
+ * functions as fwd_v3_kernel: tma_tile, gemm_qk, gemm_pv and the fragment
  * layouts written in their comments. Inputs are small integers, so every
  * product and sum is exact in fp32 and a result is either right or not. */
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # data/gpu/studies/bwd_v3_steps/bwd_hopper.sh [quick|full] -- backward version 3 (Hopper,
-# kernels/stage5_bwd_hopper.cu) in one device call, logs and CSVs under
+# kernels/stage5_bwd_v3_hopper.cu) in one device call, logs and CSVs under
 # $OUT/bwd_hopper:
 #   smoke.log    one small run per step, d and dtype under a short limit (a
 #                hung pipeline shows here, not as a sweep that never ends);

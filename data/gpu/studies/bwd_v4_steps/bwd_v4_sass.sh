@@ -4,7 +4,7 @@
 # the answer: data/gpu/studies/bwd_v4_steps/steps.md, second round.
 #
 # data/gpu/studies/bwd_v4_steps/bwd_v4_sass.sh [REV] -- static SASS of backward version 3's main
-# loop (kernels/stage5_bwd_v3.cu at git revision REV, default the working
+# loop (kernels/stage5_bwd_v4.cu at git revision REV, default the working
 # tree), bf16, d = 128, on the path a full-tile default-mode step executes:
 # the source is compiled with `full`, the block-inside-Sq tests and
 # `ordered` pinned (true, true, false), so the loop body holds that path and
@@ -17,7 +17,7 @@ set -e
 rev=${1:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -n "$rev" ]; then git show "$rev:kernels/stage5_bwd_v3.cu" > "$tmp/in.cu"; else cp kernels/stage5_bwd_v3.cu "$tmp/in.cu"; fi
+if [ -n "$rev" ]; then git show "$rev:kernels/stage5_bwd_v4.cu" > "$tmp/in.cu"; else cp kernels/stage5_bwd_v4.cu "$tmp/in.cu"; fi
 sed -e 's/const bool full = i1 - i0 == BR.*;/const bool full = true;/' \
     -e 's/const bool full = inside .*;/const bool full = true;/' \
     -e 's/const bool ordered = x.deterministic;/const bool ordered = false;/' \
@@ -27,7 +27,7 @@ grep -q 'const bool full = true;' "$tmp/probe.cu" && grep -q 'const bool ordered
     { echo "bwd_v3_sass.sh: the source no longer has the lines this script pins" >&2; exit 2; }
 nvcc -w -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Icore -Ikernels -I"$(pwd)/kernels" \
     -c "$tmp/probe.cu" -o "$tmp/probe.o"
-cuobjdump -sass -fun _Z18v3_backward_kernelI13__nv_bfloat16Li128EEv8bwd_argsIT_E "$tmp/probe.o" > "$tmp/k.sass"
+cuobjdump -sass -fun _Z13bwd_v4_kernelI13__nv_bfloat16Li128ELb0EEv8bwd_argsIT_E "$tmp/probe.o" > "$tmp/k.sass"
 python3 - "$tmp/k.sass" <<'PY'
 import re, sys, collections
 ins = []

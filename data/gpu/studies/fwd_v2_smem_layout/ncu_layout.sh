@@ -18,7 +18,7 @@ tmp=${TMPDIR:-/tmp}/ncu_layout.$$
 mkdir -p "$tmp" build
 trap 'rm -rf "$tmp"' EXIT
 $NVCC -O3 -lineinfo -std=c++17 -gencode arch=compute_90,code=sm_90 -DFA_V2_SWIZZLE=1 -Icore -Ikernels \
-    -shared -Xcompiler -fPIC kernels/fa_api.cu kernels/stage4_forward.cu -o build/libfa_gpu_swizzle.so -lcublas
+    -shared -Xcompiler -fPIC kernels/fa_api.cu kernels/stage4_fwd_v[012].cu -o build/libfa_gpu_swizzle.so -lcublas
 METRICS=smsp__inst_executed_op_ldgsts.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,gpu__time_duration.sum,launch__grid_size
 for layout in padded swizzle; do
     lib=build/libfa_gpu.so

@@ -6,7 +6,7 @@
 # seed each run). It answers one question: does racecheck find any
 # shared-memory hazard in version 3 on any of RACE_RUNS (default 20) runs?
 # (Why the tile slots of step 6 on are ordered, and what racecheck can see of
-# that order: kernels/stage4_v3_hopper.cu, above v3_next_tile, and
+# that order: kernels/stage4_fwd_v3_hopper.cu, above v3_next_tile, and
 # data/gpu/studies/fwd_v3_race/race.md.)
 #
 # Usage (repository root, on a Hopper GPU machine, the programs built:

@@ -18,7 +18,7 @@ the finishing time of the last of 132 multiprocessors over the mean
            gives the next block to whichever multiprocessor frees first
   step 5   persistent, static: block c takes tiles c, 2*132-1-c, 2*132+c, ...
            of the longest-first order in head groups whose K and V fill half
-           the L2 (kernels/stage4_v3_hopper.cu, v3_tile)
+           the L2 (kernels/stage4_fwd_v3_hopper.cu, v3_tile)
   dynamic  persistent, each block takes the next tile from a counter when it
            frees (steps 6 and later): the same longest-first order, groups of
            balanced size

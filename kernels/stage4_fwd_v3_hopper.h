@@ -1,6 +1,6 @@
 /*
- * stage4_v3_hopper.h -- what version 3 of the forward (kernels/
- * stage4_v3_hopper.cu) offers beyond its row of the table of versions
+ * stage4_fwd_v3_hopper.h -- what version 3 of the forward (kernels/
+ * stage4_fwd_v3_hopper.cu) offers beyond its row of the table of versions
  * (fa_gpu.h: fa_forward(3, ...), fa_time(FA_FORWARD, 3, ...)): the steps it
  * was built in. (Its pieces are tested alone by build/v3_check:
  * tests/gpu/v3_check_cuda.h.)
@@ -50,7 +50,7 @@ extern "C" {
 #define FA_V3_STEPS 8        /* FA_V3_STEP = 1 .. FA_V3_STEPS */
 /* The step that runs when FA_V3_STEP is not set: version 3 as the library
  * offers it. Changed only after a device run has measured and checked the
- * step that replaces it (data/gpu/v3_steps.md). */
+ * step that replaces it (data/gpu/studies/fwd_v3_steps/steps.md). */
 #define FA_V3_DEFAULT_STEP 8
 #define FA_V3_FP16_FIRST 5   /* steps before this one run bf16 only */
 #define FA_V3_BC 128         /* key rows per K/V tile (176 at d = 128 from step 8) */

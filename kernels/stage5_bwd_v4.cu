@@ -1,13 +1,11 @@
 /*
- * stage5_bwd_v3.cu -- backward version 4: version 2's schedule on blocks of
+ * stage5_bwd_v4.cu -- backward version 4: version 2's schedule on blocks of
  * 128 keys and 8 warps, on mma.sync. Numbered 4 because a number names one
- * technique in both passes and 3 is Hopper's (wgmma, TMA: forward version 3);
- * the file and its kernel keep the name v3 under which data/gpu/bwd_v3_steps.md
- * and the Nsight Compute logs of data/gpu/ measured them. Its loop repeats
- * version 2's (stage5_backward.cu) in places, deliberately: chapter 4b sets
- * the two kernels side by side, and each reads whole.
+ * technique in both passes and 3 is Hopper's (wgmma, TMA: forward version 3).
+ * Its loop repeats version 2's (stage5_bwd_v2.cu) in places, deliberately:
+ * chapter 4b sets the two kernels side by side, and each reads whole.
  *
- * What it computes is version 2's (kernels/stage5_backward.cu: the
+ * What it computes is version 2's (stage5_backward.cuh's header: the
  * equations, the masks, the conventions, the deterministic mode), with the
  * same D pre-pass, fp32 dQ accumulator and post-pass (tiled_backward). What
  * changes is how one thread block is laid out:
@@ -56,7 +54,7 @@
  * of L_i, D_i: 155 KiB at d = 128, 91 KiB at d = 64; one block of 256
  * threads per SM (__launch_bounds__(256, 1): up to 255 registers).
  *
- * IO model: the tiled one of stage5_backward.cu's header (tiled_bwd_model)
+ * IO model: the tiled one of stage5_backward.cuh's header (tiled_bwd_model)
  * with Br = 64, Bc = 128: R, the query rows read summed over key blocks, is
  * Sq Tc with Tc = ceil(Sk / 128), half of version 2's.
  *
@@ -67,7 +65,7 @@
 
 #include <atomic>
 
-template <int D> struct v3b_cfg {
+template <int D> struct bwd_v4_cfg {
     static constexpr int BR = BWD_TILED_BR, BC = 128, NT = 256;
     static constexpr int LD = D + 8;        /* row stride of K, V, Q, dO tiles */
     static constexpr int LDS = BR + 8;      /* row stride of the dS^T tile */
@@ -146,9 +144,9 @@ __device__ __forceinline__ void ldsm_x4_t_u32(unsigned &r0, unsigned &r1, unsign
 
 
 /* Deliberate copy: the two-stage pipeline of version 2's kernel
- * (stage5_backward.cu), written out again so that chapter 4b reads each
+ * (stage5_bwd_v2.cu), written out again so that chapter 4b reads each
  * version's listing whole. */
-//> bwd-v3-kernel
+//> bwd-v4-kernel
 /* One block of 8 warps per (key block of 128, key/value head). Per query
  * block i (Br = 64) of each query head of the group, warp w runs version 2's
  * steps 1-5 on its 16 keys (S^T, P, dV, dP^T, dS, dK, dS^T to shared
@@ -156,14 +154,14 @@ __device__ __forceinline__ void ldsm_x4_t_u32(unsigned &r0, unsigned &r1, unsign
  * rows 16 (w % 4) .. + 15 and the 16-column groups of d in its half
  * (w / 4), added 16 bytes at a time. */
 template <typename T, int D, bool VL>
-__global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
+__global__ void __launch_bounds__(256, 1) bwd_v4_kernel(bwd_args<T> x)
 {
-    using C = v3b_cfg<D>;
+    using C = bwd_v4_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, NT = C::NT, LD = C::LD, LDS = C::LDS, DT = D / 8;
     constexpr int KD = C::KD, KH = C::KH;
     constexpr bool KVREG = C::KVREG;
-    extern __shared__ uint4 smem_bwd3[];
-    T *Ks = reinterpret_cast<T *>(smem_bwd3);   /* Bc x LD */
+    extern __shared__ uint4 smem_bwd_v4[];
+    T *Ks = reinterpret_cast<T *>(smem_bwd_v4);   /* Bc x LD */
     T *Vs = Ks + BC * LD;                       /* Bc x LD */
     T *Qs = Vs + BC * LD;                       /* 2 stages of Br x LD */
     T *dOs = Qs + 2 * BR * LD;                  /* 2 stages of Br x LD */
@@ -369,12 +367,12 @@ __global__ void __launch_bounds__(256, 1) v3_backward_kernel(bwd_args<T> x)
     /* (VL: the sequence's first key read again, as the slot above) */
     bwd_store_dkdv<T, D>(x, dk, dv, bkv, jw, Sk, lane, VL ? bwd_view_of<VL>(x, b).k0 : 0);
 }
-//< bwd-v3-kernel
+//< bwd-v4-kernel
 
 template <typename T, int D, bool VL>
-static int v3_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
+static int bwd_v4_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    using C = v3b_cfg<D>;
+    using C = bwd_v4_cfg<D>;
     const size_t smem = C::smem_bytes();
     /* The shared-memory limit is a property of the kernel on each device: set
      * once per device (a bit each, devices 0-63; others every launch), not at
@@ -385,56 +383,57 @@ static int v3_bwd_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
     CUDA_TRY(cudaGetDevice(&dev));
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
     if (!bit || !(attr_done.load(std::memory_order_relaxed) & bit)) {
-        CUDA_TRY(cudaFuncSetAttribute(v3_backward_kernel<T, D, VL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CUDA_TRY(cudaFuncSetAttribute(bwd_v4_kernel<T, D, VL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)smem));
         attr_done.fetch_or(bit);
     }
     const dim3 grid((x.a.seqlen_k + C::BC - 1) / C::BC, (unsigned)(B * x.a.H_kv));
-    v3_backward_kernel<T, D, VL><<<grid, C::NT, smem, st>>>(x);
+    bwd_v4_kernel<T, D, VL><<<grid, C::NT, smem, st>>>(x);
     LAUNCH_CHECK();
     return FA_OK;
 }
 
 template <typename T>
-static int v3_bwd_launch(const bwd_args<T> &x, int B, cudaStream_t st)
+static int bwd_v4_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    if (x.cu_q)   /* packed sequences: d = 64 or 128 (v3_bwd_check_varlen) */
-        return x.a.d == 64 ? v3_bwd_launch_d<T, 64, true>(x, B, st) : v3_bwd_launch_d<T, 128, true>(x, B, st);
-    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return v3_bwd_launch_d<T, decltype(dd)::value, false>(x, B, st); });
+    if (x.cu_q)   /* packed sequences: d = 64 or 128 (bwd_v4_check_varlen) */
+        return x.a.d == 64 ? bwd_v4_launch_d<T, 64, true>(x, B, st) : bwd_v4_launch_d<T, 128, true>(x, B, st);
+    return bwd_dispatch_d16(x.a.d, [&](auto dd) { return bwd_v4_launch_d<T, decltype(dd)::value, false>(x, B, st); });
 }
 
-static int v3_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
-                       cudaStream_t st)
+static int bwd_v4_run(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic,
+                      cudaStream_t st)
 {
-    return tiled_backward_mma("v4", dtype, p, x, deterministic, st, v3_bwd_launch<__half>,
-                              v3_bwd_launch<__nv_bfloat16>);
+    return tiled_backward_mma("v4", dtype, p, x, deterministic, st, bwd_v4_launch<__half>,
+                              bwd_v4_launch<__nv_bfloat16>);
 }
 
 /* Packed sequences (fa_backward_varlen): a grid of the longest sequence's
  * key blocks x B H_kv, each block working on its sequence alone
  * (bwd_view_of); d = 64 and 128, the head dimensions of the varlen forward. */
-static int v3_bwd_check_varlen(int dtype, const attn_params *p, int flags)
+static int bwd_v4_check_varlen(int dtype, const attn_params *p, int flags)
 {
     (void)dtype;
     if (p->d != 64 && p->d != 128)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--d %d: backward v4 runs variable lengths at d = 64 and 128", p->d);
+        return fa_set_error(FA_ERR_UNSUPPORTED,
+                            "backward version 4 runs variable lengths at d = 64 and 128, not d = %d", p->d);
     if (flags & FA_BWD_CENTER_K)
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD_CENTER_K (accurate_dq) takes no variable lengths: "
                             "K's mean would be per sequence");
     return FA_OK;
 }
-static int v3_backward_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
-                              cudaStream_t st)
+static int bwd_v4_run_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
+                             cudaStream_t st)
 {
-    return tiled_backward_mma_vl("v4", dtype, p, vl, x, flags, st, v3_bwd_launch<__half>,
-                                 v3_bwd_launch<__nv_bfloat16>);
+    return tiled_backward_mma_vl("v4", dtype, p, vl, x, flags, st, bwd_v4_launch<__half>,
+                                 bwd_v4_launch<__nv_bfloat16>);
 }
 
-static int v3_bwd_block_rows(int d) { (void)d; return v3b_cfg<64>::BR; }
-static int v3_bwd_block_cols(int d) { (void)d; return v3b_cfg<64>::BC; }
+static int bwd_v4_block_rows(int d) { (void)d; return bwd_v4_cfg<64>::BR; }
+static int bwd_v4_block_cols(int d) { (void)d; return bwd_v4_cfg<64>::BC; }
 
 /* Version 4's row of the table (core/versions.def). */
 const fa_row fa_row_bwd_v4 = {.info = {.pass = FA_BACKWARD, .version = 4, .name = "v4",
     .what = "tiled, tensor cores, 128-key blocks on 8 warps (mma.sync m16n8k16, 16-byte dQ atomics)", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 16, .d_max = 128, .d_multiple = 16, .masks = 1, .deterministic = 1, .min_cc = 80, .slug = "mma8", .strided = 1, .varlen = 1, .center_rate = 230e12},
-    .run = v3_backward, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = v3_bwd_block_rows, .block_cols = v3_bwd_block_cols, .model_bytes = tiled_bwd_model,
-    .run_varlen = v3_backward_varlen, .check_varlen = v3_bwd_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};
+    .run = bwd_v4_run, .check = nullptr, .workspace = tiled_bwd_workspace, .block_rows = bwd_v4_block_rows, .block_cols = bwd_v4_block_cols, .model_bytes = tiled_bwd_model,
+    .run_varlen = bwd_v4_run_varlen, .check_varlen = bwd_v4_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};

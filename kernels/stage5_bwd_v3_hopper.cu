@@ -1,8 +1,8 @@
 /*
- * stage5_bwd_hopper.cu -- backward version 3: the backward on Hopper's own
+ * stage5_bwd_v3_hopper.cu -- backward version 3: the backward on Hopper's own
  * hardware (sm_90a), the technique of forward version 3 (TMA copies on
  * mbarriers, wgmma, a producer warp and consumer warpgroups with
- * setmaxnreg) applied to stage 5's equations (stage5_backward.cu's header:
+ * setmaxnreg) applied to stage 5's equations (stage5_backward.cuh's header:
  * P = exp(softmax_scale S - L), dV = P^T dO, dP = dO V^T, dS = P (dP - D),
  * dQ = softmax_scale dS K, dK = softmax_scale dS^T Q).
  *
@@ -51,10 +51,10 @@
  * maps over one batch of the packed rows, tile origins at q0 + i0, k0 + j0
  * (the dense kernel's, relative to the sequence), L, D and the dQ
  * accumulator in the packed layouts. A sequence's last tiles bring the next
- * sequence's rows with them (hb_check_varlen says what makes them harmless).
+ * sequence's rows with them (bwd_v3_check_varlen says what makes them harmless).
  *
  * Layout in shared memory: every tile in the 128-byte swizzle the copy
- * engine writes and wgmma reads (stage4_v3_hopper.cu's header), as column
+ * engine writes and wgmma reads (stage4_fwd_v3_hopper.cu's header), as column
  * blocks of 64 16-bit elements; dS^T is [key][query], written by the
  * consumers in the same swizzle (chunk c of row r at c ^ (r % 8)).
  * d = 128: K, V 32 KiB each, Q, dO 2 x 16 KiB each, dS^T 2 x 16 KiB;
@@ -69,13 +69,13 @@
  * -gencode=arch=compute_90a,code=sm_90a (kernels/gpu.mk).
  */
 #include "stage5_backward.cuh"
-#include "stage4_v3_hopper.cuh"   /* mbarrier, TMA, wgmma wrappers, the products of a tile */
+#include "hopper.cuh"   /* mbarrier, TMA, wgmma wrappers, the products of a tile */
 
 #include <stdlib.h>
 
 #include <type_traits>
 
-template <int D> struct hb_cfg {
+template <int D> struct bwd_v3_cfg {
     static constexpr int BC = 128, BR = D == 64 ? 128 : 64, CB = D / 64;
     static constexpr int NT = 384;
     static constexpr int KV_BYTES = BC * D * 2, QT_BYTES = BR * D * 2, DS_BYTES = BC * BR * 2;
@@ -98,8 +98,8 @@ template <int D> struct hb_cfg {
 };
 
 /* Shared-memory addresses (1024-aligned base). */
-template <int D> struct hb_smem {
-    using C = hb_cfg<D>;
+template <int D> struct bwd_v3_smem {
+    using C = bwd_v3_cfg<D>;
     uint32_t base;
     float *gen;   /* the same base as a generic pointer (L, D stages) */
     __device__ uint32_t k() const { return base; }
@@ -120,7 +120,7 @@ template <int D> struct hb_smem {
  * blocks (rot = jb mod nq in the default mode, so that the key blocks
  * running at once add into different dQ tiles; 0 in the deterministic
  * mode, whose turns go in key-block order). A cursor, one compare a step. */
-struct hb_walk {
+struct bwd_v3_walk {
     int h, k, nq, rot, ib_begin;
     __device__ void next()
     {
@@ -151,17 +151,17 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
-//> bwd-hopper-producer
+//> bwd-v3-producer
 /* The producer warp: K_j, V_j once, then per step the stage's Q_i, dO_i (the
  * copy engine; rows past Sq arrive as zeros) and L_i, D_i (the lanes). A
  * stage is refilled after its "empty" phase completed: every consumer
  * thread arrived after its last read of it. */
 template <typename T, int D, bool VL>
-__device__ void hb_producer(const hb_smem<D> &sm, const CUtensorMap *tmQ, const CUtensorMap *tmK,
-                            const CUtensorMap *tmV, const CUtensorMap *tmdO, const bwd_args<T> &x,
-                            const bwd_view &seq, hb_walk w, int steps, int b, int hk, int j0)
+__device__ void bwd_v3_producer(const bwd_v3_smem<D> &sm, const CUtensorMap *tmQ, const CUtensorMap *tmK,
+                                const CUtensorMap *tmV, const CUtensorMap *tmdO, const bwd_args<T> &x,
+                                const bwd_view &seq, bwd_v3_walk w, int steps, int b, int hk, int j0)
 {
-    using C = hb_cfg<D>;
+    using C = bwd_v3_cfg<D>;
     const fa_kargs &a = VL ? seq.a : x.a;   /* VL: the sequence as its own problem */
     const int lane = threadIdx.x & 31;
     const bool lane0 = lane == 0;
@@ -196,14 +196,14 @@ __device__ void hb_producer(const hb_smem<D> &sm, const CUtensorMap *tmQ, const 
         }
     }
 }
-//< bwd-hopper-producer
+//< bwd-v3-producer
 
 /* The deterministic mode's turn, held by the 256 consumer threads together
  * (named barrier 2; the producer warp takes no part): the first consumer
  * thread waits for the counter to reach `turn`, and after the additions
  * passes it on. dq_turn_wait/dq_turn_pass's protocol (stage5_backward.cuh)
  * with a barrier of the consumers instead of the block's. */
-__device__ __forceinline__ void hb_turn_wait(const int *sem, int turn, bool first)
+__device__ __forceinline__ void bwd_v3_turn_wait(const int *sem, int turn, bool first)
 {
     if (first) {
         int seen;
@@ -215,24 +215,24 @@ __device__ __forceinline__ void hb_turn_wait(const int *sem, int turn, bool firs
     }
     named_bar_sync(2, 256);
 }
-__device__ __forceinline__ void hb_turn_pass(int *sem, bool first)
+__device__ __forceinline__ void bwd_v3_turn_pass(int *sem, bool first)
 {
     __threadfence();
     named_bar_sync(2, 256);
     if (first) atomicAdd(sem, 1);
 }
 
-//> bwd-hopper-consumer
+//> bwd-v3-consumer
 /* Consumer warpgroup cw (0, 1): keys 64 cw .. 64 cw + 63 of the block.
  * STEP 1: dQ_i by 16-byte reductions from registers (and the deterministic
  * mode); STEP 2: through shared memory by the copy engine's tensor
  * reduction (tmdQ), so the warpgroup goes on to the next query block at
  * once. */
 template <typename T, int D, int STEP, bool VL>
-__device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const bwd_view &seq,
-                            const CUtensorMap *tmdQ, hb_walk w, int steps, int b, int hk, int jb, int j0)
+__device__ void bwd_v3_consumer(int cw, const bwd_v3_smem<D> &sm, const bwd_args<T> &x, const bwd_view &seq,
+                                const CUtensorMap *tmdQ, bwd_v3_walk w, int steps, int b, int hk, int jb, int j0)
 {
-    using C = hb_cfg<D>;
+    using C = bwd_v3_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, NS = BR / 8;   /* n-tiles of 8 queries in S^T */
     const fa_kargs &a = VL ? seq.a : x.a;   /* VL: the sequence as its own problem */
     const int Sq = a.seqlen_q, Sk = a.seqlen_k;
@@ -387,9 +387,9 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
             if (x.deterministic) {
                 int *sem = x.sem + (size_t)bh * ((Sq + BWD_TILED_BR - 1) / BWD_TILED_BR) + i0 / BWD_TILED_BR;
                 if constexpr (VL) sem = x.sem + hq * x.sem_head + seq.slot + i0 / BWD_TILED_BR;
-                hb_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb), first);
+                bwd_v3_turn_wait(sem, dq_turn(a.mask, i0, i1, BC, jb), first);
                 add_dq(std::true_type(), std::true_type());
-                hb_turn_pass(sem, first);
+                bwd_v3_turn_pass(sem, first);
             } else if (i0 + BR <= Sq) {
                 add_dq(std::false_type(), std::false_type());
             } else {
@@ -417,7 +417,7 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
         }
     }
 }
-//< bwd-hopper-consumer
+//< bwd-v3-consumer
 
 /* Step 3: the two consumer warpgroups in ping-pong, with no barrier that
  * both meet every step (step 2's named barrier 1).
@@ -439,14 +439,14 @@ __device__ void hb_consumer(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, 
  * stage s (freed by both consumers in step s - 2), on the other's turn
  * hand-over of step s (warpgroup 1) or s - 1 (warpgroup 0) and on the
  * other's dS^T of step s - 1. dK, dV: step 2's products in step 2's order.
- * Its set-up and per-step products repeat hb_consumer's lines by design:
+ * Its set-up and per-step products repeat bwd_v3_consumer's lines by design:
  * the steps stay whole and selectable side by side (FA_BWD3_STEP), as
  * forward version 3's do, so each is measured as it was written. */
 template <typename T, int D, bool VL>
-__device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x, const bwd_view &seq,
-                             const CUtensorMap *tmdQ, hb_walk w, int steps, int b, int hk, int j0)
+__device__ void bwd_v3_consumer3(int cw, const bwd_v3_smem<D> &sm, const bwd_args<T> &x, const bwd_view &seq,
+                                 const CUtensorMap *tmdQ, bwd_v3_walk w, int steps, int b, int hk, int j0)
 {
-    using C = hb_cfg<D>;
+    using C = bwd_v3_cfg<D>;
     constexpr int BR = C::BR, BC = C::BC, NS = BR / 8;
     constexpr int BAR_DS = 5, BAR_TURN = 9;
     const fa_kargs &a = VL ? seq.a : x.a;
@@ -514,7 +514,7 @@ __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x,
         /* Step s up to its dV, dK products (issued, not waited for): step 2's
          * products and arithmetic; leaves the 16-bit P^T, dS^T fragments and
          * where dQ_s goes, as one number (query block x H + query head, at
-         * most 2^27 + H by hb_check's extent limit): fewer registers held across the
+         * most 2^27 + H by bwd_v3_check's extent limit): fewer registers held across the
          * next step's products */
         int where = 0;
         auto front = [&](int s, uint32_t (&pf)[BR / 4], uint32_t (&sf)[BR / 4]) {
@@ -645,17 +645,17 @@ __device__ void hb_consumer3(int cw, const hb_smem<D> &sm, const bwd_args<T> &x,
     }
 }
 
-//> bwd-hopper-kernel
+//> bwd-v3-kernel
 template <typename T, int D, int STEP, bool VL>
-__global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
-    hb_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
-              const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmdO,
-              const __grid_constant__ CUtensorMap tmdQ, const bwd_args<T> x)
+__global__ void __launch_bounds__(bwd_v3_cfg<D>::NT, 1)
+    bwd_v3_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                  const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmdO,
+                  const __grid_constant__ CUtensorMap tmdQ, const bwd_args<T> x)
 {
-    using C = hb_cfg<D>;
-    extern __shared__ __align__(16) uint8_t hb_smem_raw[];
-    const uint32_t raw = smem_u32(hb_smem_raw), base = (raw + 1023u) & ~1023u;
-    const hb_smem<D> sm{base, reinterpret_cast<float *>(hb_smem_raw + (base - raw))};
+    using C = bwd_v3_cfg<D>;
+    extern __shared__ __align__(16) uint8_t bwd_v3_smem_raw[];
+    const uint32_t raw = smem_u32(bwd_v3_smem_raw), base = (raw + 1023u) & ~1023u;
+    const bwd_v3_smem<D> sm{base, reinterpret_cast<float *>(bwd_v3_smem_raw + (base - raw))};
     /* VL: sequence b as its own problem (lengths, mask) and where its rows
      * start (bwd_view_of); else the call itself */
     const bwd_view seq = bwd_view_of<VL>(x, blockIdx.y / x.a.H_kv);
@@ -663,7 +663,7 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
     const int jb = blockIdx.x, j0 = jb * C::BC, j1 = min(j0 + C::BC, a.seqlen_k);
     if (VL && j0 >= a.seqlen_k) return;   /* the grid is the longest sequence's: no key of this one here */
     const int bkv = blockIdx.y, b = bkv / a.H_kv, hk = bkv % a.H_kv;
-    hb_walk w{0, 0, 0, 0, 0};
+    bwd_v3_walk w{0, 0, 0, 0, 0};
     int ib_end;
     w.nq = mask_query_blocks(a.mask, j0, j1, C::BR, &w.ib_begin, &ib_end);
     w.rot = x.deterministic || w.nq == 0 ? 0 : jb % w.nq;
@@ -680,23 +680,23 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
     if (threadIdx.x < 128) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
         if (threadIdx.x < 32 && steps > 0)
-            hb_producer<T, D, VL>(sm, &tmQ, &tmK, &tmV, &tmdO, x, seq, w, steps, b, hk, j0);
+            bwd_v3_producer<T, D, VL>(sm, &tmQ, &tmK, &tmV, &tmdO, x, seq, w, steps, b, hk, j0);
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
-        /* the warpgroup index as a warp-uniform value (stage4_v3_hopper.cu, v3-kernel) */
+        /* the warpgroup index as a warp-uniform value (stage4_fwd_v3_hopper.cu, v3-kernel) */
         const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
         if constexpr (STEP == 3)
-            hb_consumer3<T, D, VL>(wg - 1, sm, x, seq, &tmdQ, w, steps, b, hk, j0);
+            bwd_v3_consumer3<T, D, VL>(wg - 1, sm, x, seq, &tmdQ, w, steps, b, hk, j0);
         else
-            hb_consumer<T, D, STEP, VL>(wg - 1, sm, x, seq, &tmdQ, w, steps, b, hk, jb, j0);
+            bwd_v3_consumer<T, D, STEP, VL>(wg - 1, sm, x, seq, &tmdQ, w, steps, b, hk, jb, j0);
     }
 }
-//< bwd-hopper-kernel
+//< bwd-v3-kernel
 
-//> bwd-hopper-step
+//> bwd-v3-step
 /* The steps version 3 of the backward was built in, selectable with
- * FA_BWD3_STEP in the environment (default HB_DEFAULT_STEP), so that each
- * can be measured beside the others (data/gpu/bwd_hopper_steps.md):
+ * FA_BWD3_STEP in the environment (default BWD_V3_DEFAULT_STEP), so that each
+ * can be measured beside the others (data/gpu/studies/bwd_v3_steps/steps.md):
  *   1  the schedule of the header, dQ_i added by 16-byte reductions from
  *      the registers
  *   2  dQ_i through shared memory, added by the copy engine's tensor
@@ -705,24 +705,24 @@ __global__ void __launch_bounds__(hb_cfg<D>::NT, 1)
  *      and no barrier of both per step (the same deterministic mode): the
  *      default: dK and dV bitwise step 2's, the stage-5 suite and repeated
  *      runs of each compute-sanitizer tool clean, faster than step 2 at
- *      most shapes (data/gpu/bwd_hopper_steps.md, bwd_step3.csv) */
-#define HB_STEPS 3
-#define HB_DEFAULT_STEP 3
-static int hb_step(void)
+ *      most shapes (data/gpu/studies/bwd_v3_steps/steps.md, bwd_step3.csv) */
+#define BWD_V3_STEPS 3
+#define BWD_V3_DEFAULT_STEP 3
+static int bwd_v3_step(void)
 {
     const char *e = getenv("FA_BWD3_STEP");
-    if (!e || !*e) return HB_DEFAULT_STEP;
+    if (!e || !*e) return BWD_V3_DEFAULT_STEP;
     char *end;
     const long k = strtol(e, &end, 10);
-    return *end == '\0' && k >= 1 && k <= HB_STEPS ? (int)k : 0;
+    return *end == '\0' && k >= 1 && k <= BWD_V3_STEPS ? (int)k : 0;
 }
-//< bwd-hopper-step
+//< bwd-v3-step
 
 /* The tensor map of the fp32 dQ accumulator (B, H, Sq, d), contiguous, in
  * boxes of 32 columns (128 bytes) x 64 rows, 128-byte swizzle: what step 2's
  * reductions add from. packed: the varlen accumulator (total_q = Sq, H, d)
  * as one batch (B = 1; the batch stride, never stepped over, one row's). */
-static int hb_dq_map(CUtensorMap *map, float *acc, int d, int Sq, int H, int B, bool packed = false)
+static int bwd_v3_dq_map(CUtensorMap *map, float *acc, int d, int Sq, int H, int B, bool packed = false)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = v3_encode_fn();
     if (!encode)
@@ -749,9 +749,9 @@ static int hb_dq_map(CUtensorMap *map, float *acc, int d, int Sq, int H, int B, 
  * and the grid over the longest sequence's key blocks (x.a.seqlen_k) x B
  * H_kv; a block whose keys start past its sequence's end returns. */
 template <typename T, int D, bool VL>
-static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
+static int bwd_v3_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    using C = hb_cfg<D>;
+    using C = bwd_v3_cfg<D>;
     const int dtype = std::is_same<T, __nv_bfloat16>::value ? FA_BF16 : FA_FP16;
     const fa_kargs &a = x.a;
     const int rows_q = VL ? x.total_q : a.seqlen_q, rows_k = VL ? x.total_k : a.seqlen_k, batches = VL ? 1 : B;
@@ -768,7 +768,7 @@ static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
         (rc = v3_tensor_map_strided(&tdo, x.dO, dtype, D, rows_q, a.H, batches, &sdo, C::BR)) ||
         (rc = v3_tensor_map_strided(&tk, x.k, dtype, D, rows_k, a.H_kv, batches, &sk, C::BC)) ||
         (rc = v3_tensor_map_strided(&tv, x.v, dtype, D, rows_k, a.H_kv, batches, &sv, C::BC)) ||
-        (rc = hb_dq_map(&tdq, x.dq_acc, D, rows_q, a.H, batches, VL)))
+        (rc = bwd_v3_dq_map(&tdq, x.dq_acc, D, rows_q, a.H, batches, VL)))
         return rc;
     const dim3 grid((a.seqlen_k + C::BC - 1) / C::BC, (unsigned)(B * a.H_kv));
     auto go = [&](auto kernel, bool &attr_set) -> int {   /* attr_set: per instantiation */
@@ -781,37 +781,37 @@ static int hb_launch_d(const bwd_args<T> &x, int B, cudaStream_t st)
         return FA_OK;
     };
     static bool set1 = false, set2 = false, set3 = false;
-    const int step = x.deterministic ? 1 : hb_step();
-    return step == 3   ? go(hb_kernel<T, D, 3, VL>, set3)
-           : step == 2 ? go(hb_kernel<T, D, 2, VL>, set2)
-                       : go(hb_kernel<T, D, 1, VL>, set1);
+    const int step = x.deterministic ? 1 : bwd_v3_step();
+    return step == 3   ? go(bwd_v3_kernel<T, D, 3, VL>, set3)
+           : step == 2 ? go(bwd_v3_kernel<T, D, 2, VL>, set2)
+                       : go(bwd_v3_kernel<T, D, 1, VL>, set1);
 }
 
-template <typename T> static int hb_launch(const bwd_args<T> &x, int B, cudaStream_t st)
+template <typename T> static int bwd_v3_launch(const bwd_args<T> &x, int B, cudaStream_t st)
 {
-    if (x.cu_q)   /* packed sequences (hb_backward_varlen) */
-        return x.a.d == 64 ? hb_launch_d<T, 64, true>(x, B, st) : hb_launch_d<T, 128, true>(x, B, st);
-    return x.a.d == 64 ? hb_launch_d<T, 64, false>(x, B, st) : hb_launch_d<T, 128, false>(x, B, st);
+    if (x.cu_q)   /* packed sequences (bwd_v3_run_varlen) */
+        return x.a.d == 64 ? bwd_v3_launch_d<T, 64, true>(x, B, st) : bwd_v3_launch_d<T, 128, true>(x, B, st);
+    return x.a.d == 64 ? bwd_v3_launch_d<T, 64, false>(x, B, st) : bwd_v3_launch_d<T, 128, false>(x, B, st);
 }
 
 /* The row's limits beyond fa_api.cu's (fp16/bf16, d 64 or 128, cc 9.0):
  * the grid's second dimension, and the tensor maps' extents. */
-static int hb_check(int dtype, const attn_params *p)
+static int bwd_v3_check(int dtype, const attn_params *p)
 {
     (void)dtype;
-    if (!hb_step())
+    if (!bwd_v3_step())
         return fa_set_error(FA_ERR_UNSUPPORTED, "FA_BWD3_STEP=%s: backward version 3 has steps 1 to %d",
-                            getenv("FA_BWD3_STEP"), HB_STEPS);
+                            getenv("FA_BWD3_STEP"), BWD_V3_STEPS);
     if ((long long)p->B * p->H_kv > 65535)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3: --batch x --kv-heads above 65535");
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3: B H_kv above 65535");
     if ((long long)p->B * p->H * p->seqlen_q * p->d > (1ll << 40))
         return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3: problem too large (tensor extent)");
     return FA_OK;
 }
 
-static int hb_backward(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st)
+static int bwd_v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int deterministic, cudaStream_t st)
 {
-    return tiled_backward_mma("v3", dtype, p, x, deterministic, st, hb_launch<__half>, hb_launch<__nv_bfloat16>);
+    return tiled_backward_mma("v3", dtype, p, x, deterministic, st, bwd_v3_launch<__half>, bwd_v3_launch<__nv_bfloat16>);
 }
 
 /* Packed sequences (fa_backward_varlen): the grid of the longest
@@ -824,27 +824,27 @@ static int hb_backward(int dtype, const attn_params *p, const fa_ptrs *x, int de
  * provided they are finite (the inputs of the call are); dK, dV of keys
  * past the end are not written, the ordered dQ additions stop at the end,
  * the copy engine's (default mode) add exact zeros there. */
-static int hb_check_varlen(int dtype, const attn_params *p, int flags)
+static int bwd_v3_check_varlen(int dtype, const attn_params *p, int flags)
 {
     (void)flags;   /* FA_BWD_CENTER_K: tiled_backward_vl refuses it, for every version */
-    return hb_check(dtype, p);
+    return bwd_v3_check(dtype, p);
 }
-static int hb_backward_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
-                              cudaStream_t st)
+static int bwd_v3_run_varlen(int dtype, const attn_params *p, const fa_varlen *vl, const fa_ptrs *x, int flags,
+                             cudaStream_t st)
 {
     if (fa_device_cc() != 90)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: backward v3 is built for sm_90a (H100/H200) only");
-    return tiled_backward_mma_vl("v3", dtype, p, vl, x, flags, st, hb_launch<__half>, hb_launch<__nv_bfloat16>);
+        return fa_set_error(FA_ERR_UNSUPPORTED, "backward version 3 is built for sm_90a (H100/H200) only");
+    return tiled_backward_mma_vl("v3", dtype, p, vl, x, flags, st, bwd_v3_launch<__half>, bwd_v3_launch<__nv_bfloat16>);
 }
 
-static int hb_block_rows(int d) { return d == 64 ? hb_cfg<64>::BR : hb_cfg<128>::BR; }
-static int hb_block_cols(int d) { (void)d; return hb_cfg<64>::BC; }
+static int bwd_v3_block_rows(int d) { return d == 64 ? bwd_v3_cfg<64>::BR : bwd_v3_cfg<128>::BR; }
+static int bwd_v3_block_cols(int d) { (void)d; return bwd_v3_cfg<64>::BC; }
 
 /* Version 3's backward row (core/versions.def). prefer: the op takes it
  * before version 4, which it runs 2.0-2.2 times as fast on the H200
- * (data/gpu/bwd_hopper_steps.md); version 4 stays the choice elsewhere
+ * (data/gpu/studies/bwd_v3_steps/steps.md); version 4 stays the choice elsewhere
  * (d other than 64 and 128, GPUs other than Hopper). */
 const fa_row fa_row_bwd_v3 = {.info = {.pass = FA_BACKWARD, .version = 3, .name = "v3",
     .what = "Hopper: K, V resident, Q, dO by TMA, wgmma, producer warp + 2 consumer warpgroups, fp32 dQ reductions", .dtypes = FA_DT(FA_FP16) | FA_DT(FA_BF16), .d_min = 64, .d_max = 128, .d_multiple = 64, .masks = 1, .deterministic = 1, .min_cc = 90, .slug = "hopper", .strided = 1, .varlen = 1, .prefer = 1, .center_rate = 506e12},
-    .run = hb_backward, .check = hb_check, .workspace = tiled_bwd_workspace, .block_rows = hb_block_rows, .block_cols = hb_block_cols, .model_bytes = tiled_bwd_model,
-    .run_varlen = hb_backward_varlen, .check_varlen = hb_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};
+    .run = bwd_v3_run, .check = bwd_v3_check, .workspace = tiled_bwd_workspace, .block_rows = bwd_v3_block_rows, .block_cols = bwd_v3_block_cols, .model_bytes = tiled_bwd_model,
+    .run_varlen = bwd_v3_run_varlen, .check_varlen = bwd_v3_check_varlen, .workspace_varlen = tiled_bwd_workspace_varlen};

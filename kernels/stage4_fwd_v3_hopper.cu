@@ -1,8 +1,8 @@
 /*
- * stage4_v3_hopper.cu -- version 3 of the forward: Hopper's copy engine,
+ * stage4_fwd_v3_hopper.cu -- version 3 of the forward: Hopper's copy engine,
  * warpgroup matrix instructions and warp specialization (sm_90a only).
  *
- * What is new against version 2 (kernels/stage4_forward.cu), which is the
+ * What is new against version 2 (kernels/stage4_fwd_v2.cu), which is the
  * same online-softmax algorithm on Ampere's instructions:
  *   - copies: one thread asks the tensor memory accelerator (TMA) for a whole
  *     tile (cp.async.bulk.tensor, described by a CUtensorMap built on the
@@ -25,7 +25,7 @@
  *     named barriers), and inside one consumer the softmax of key block j
  *     runs while the product P V of block j-1 is still in flight.
  * The steps that added these one by one stay selectable (v3_cfg below and
- * stage4_v3_hopper.h), so their speeds can be measured side by side.
+ * stage4_fwd_v3_hopper.h), so their speeds can be measured side by side.
  *
  * Numerics (as version 2, plus one rule): S is fp32 from the tensor cores;
  * x = S * softmax_scale * log2(e) is rounded once to fp32 (__fmul_rn: never
@@ -49,10 +49,11 @@
  *
  * This file holds the kernel and its launcher; the instructions it is built
  * from (mbarrier, TMA, wgmma and its descriptors, the products S = Q K^T and
- * O += P V of one key tile) are device functions of stage4_v3_hopper.cuh,
- * which the piece tests (tests/gpu/v3_check_cuda.cu) run one at a time.
+ * O += P V of one key tile) are device functions of hopper.cuh (shared with
+ * backward version 3) and stage4_fwd_v3_hopper.cuh, which the piece tests
+ * (tests/gpu/v3_check_cuda.cu) run one at a time.
  */
-#include "stage4_v3_hopper.cuh"   /* the PTX wrappers and the two products of a key tile */
+#include "stage4_fwd_v3_hopper.cuh"   /* hopper.cuh: the PTX wrappers, the two products of a key tile */
 
 #include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
 
@@ -454,7 +455,7 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
  * exponentiated against 0 instead (P = 0, alpha = 0), so -inf - -inf never
  * happens.
  * Deliberate copy: the shape of version 2's softmax update
- * (stage4_forward.cu), kept apart because chapter 4c builds version 3 in
+ * (stage4_fwd_v2.cu), kept apart because chapter 4c builds version 3 in
  * steps from its own pieces. */
 template <bool MASKED, int NG = 16>
 __device__ __forceinline__ void v3_softmax(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
@@ -818,8 +819,8 @@ __device__ void v3_consumer(int cw, const v3_smem<D, STEP> &sm, const CUtensorMa
 //> v3-kernel
 template <typename T, int D, int STEP, bool VL>
 __global__ void __launch_bounds__(v3_cfg<D, STEP>::THREADS, 1)
-    v3_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
-              const __grid_constant__ CUtensorMap tmV, const v3_args a)
+    fwd_v3_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                  const __grid_constant__ CUtensorMap tmV, const v3_args a)
 {
     using C = v3_cfg<D, STEP>;
     extern __shared__ uint8_t v3_smem_raw[];
@@ -915,7 +916,7 @@ int v3_tensor_map(CUtensorMap *map, const void *ptr, int dtype, int d, int seqle
 
 //> v3-step
 /* The step a launch runs: FA_V3_STEP in the environment (1 .. FA_V3_STEPS),
- * else FA_V3_DEFAULT_STEP (stage4_v3_hopper.h). The version table has one
+ * else FA_V3_DEFAULT_STEP (stage4_fwd_v3_hopper.h). The version table has one
  * row for version 3; the steps are read here, at each launch, so that every
  * program and tool that runs "version 3" (stage4, bench_gpu.py, v3_check)
  * can be pointed at any step. 0 when the variable holds anything else. */
@@ -1069,11 +1070,11 @@ static int v3_launch(const attn_params *p, const void *q, const void *k, const v
     int grid = C::PERSIST ? std::min(a.n_tiles, sms) : a.n_tiles;
     static bool attr_set = false;   /* per instantiation */
     if (!attr_set) {
-        CUDA_TRY(cudaFuncSetAttribute(v3_kernel<T, D, STEP, VL>,
+        CUDA_TRY(cudaFuncSetAttribute(fwd_v3_kernel<T, D, STEP, VL>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
         attr_set = true;
     }
-    v3_kernel<T, D, STEP, VL><<<grid, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, a);
+    fwd_v3_kernel<T, D, STEP, VL><<<grid, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, a);
     CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
@@ -1118,9 +1119,10 @@ static int v3_run(int dtype, const attn_params *p, const fa_ptrs *x, int determi
     (void)deterministic;
     int cc = 0, sms = 0;
     if (v3_device(&cc, &sms) != 0)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 needs a CUDA GPU of compute capability 9.0; none found");
+        return fa_set_error(FA_ERR_UNSUPPORTED, "forward version 3 needs a CUDA GPU of compute capability 9.0, "
+                            "none found");
     if (cc != 90)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 is built for sm_90a (H100/H200) only, "
+        return fa_set_error(FA_ERR_UNSUPPORTED, "forward version 3 is built for sm_90a (H100/H200) only, "
                             "this GPU has %d.%d", cc / 10, cc % 10);
     if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
@@ -1161,7 +1163,7 @@ static int v3_run_varlen(int dtype, const attn_params *p, const fa_varlen *vl, c
     (void)flags;
     int cc = 0, sms = 0;
     if (v3_device(&cc, &sms) != 0 || cc != 90)
-        return fa_set_error(FA_ERR_UNSUPPORTED, "--kernel 3: version 3 is built for sm_90a (H100/H200) only");
+        return fa_set_error(FA_ERR_UNSUPPORTED, "forward version 3 is built for sm_90a (H100/H200) only");
     if (!aligned16(x->q) || !aligned16(x->k) || !aligned16(x->v) || ((uintptr_t)x->o & 3u))
         return fa_set_error(FA_ERR_UNSUPPORTED, "version 3 needs 16-byte aligned Q, K, V (the tensor copy "
                             "engine's rule) and a 4-byte aligned O");

@@ -1,21 +1,22 @@
 /*
- * stage4_v3_hopper.cuh -- Hopper's own instructions as device functions, and
- * the two matrix products of a key tile built from them (sm_90a only): the
- * mbarrier, the tensor copy engine (TMA) filling shared memory in the
- * 128-byte swizzle, wgmma with its shared-memory descriptors. Version 3 of
- * the forward (kernels/stage4_v3_hopper.cu) is made of these; the piece
- * tests of tests/gpu/v3_check_cuda.cu run each of them alone on one tile.
+ * hopper.cuh -- Hopper's own instructions as device functions (sm_90a
+ * only), shared by forward version 3 (kernels/stage4_fwd_v3_hopper.cu) and
+ * backward version 3 (kernels/stage5_bwd_v3_hopper.cu): the mbarrier, the
+ * tensor copy engine (TMA) filling shared memory in the 128-byte swizzle,
+ * fences, named barriers, setmaxnreg, wgmma with its
+ * shared-memory descriptors, the two matrix products of a key tile built
+ * from them, and the host's tensor maps. The piece tests of
+ * tests/gpu/v3_check_cuda.cu run each of them alone on one tile.
  *
  * Every function here is the PTX instruction it wraps plus the layout rule
  * its comment gives; none holds state. Compile for
  * -gencode=arch=compute_90a,code=sm_90a (kernels/gpu.mk): wgmma and
  * setmaxnreg exist only in that target.
  */
-#ifndef FA_STAGE4_V3_HOPPER_CUH
-#define FA_STAGE4_V3_HOPPER_CUH
+#ifndef FA_HOPPER_CUH
+#define FA_HOPPER_CUH
 
 #include "gpu_common.cuh"
-#include "stage4_v3_hopper.h"
 
 #include <cuda.h>           /* CUtensorMap and its enums (types only: libcuda is not linked) */
 #include <cudaTypedefs.h>   /* PFN_cuTensorMapEncodeTiled */
@@ -251,7 +252,7 @@ __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t d
  * column block. Accumulator layout (64 x 128 over 128 threads): warp w holds
  * rows 16w..16w+15; thread (lane) has s[4n + e] = S[16w + lane/4 + 8(e/2)]
  * [8n + 2(lane%4) + e%2], n = 0..15. */
-template <typename T, int D, int QROWS, int BC = FA_V3_BC>
+template <typename T, int D, int QROWS, int BC>
 __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t q, uint32_t k)
 {
 #pragma unroll
@@ -268,7 +269,7 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t q, uint32_t
  * layout of S repacked two values per register. V's tile is [key][d] with d
  * contiguous, so B is read "N-major" (transposed): 16 keys = two groups of
  * 8 rows, 2048 bytes per step. */
-template <typename T, int D, int BC = FA_V3_BC>
+template <typename T, int D, int BC>
 __device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[BC / 4], uint32_t v)
 {
 #pragma unroll
@@ -279,44 +280,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[B
 }
 //< v3-gemms
 
-//> v3-gemms-lean
-/* Step 7: the same products with descriptors built once per tile. A
- * descriptor's low 32 bits hold the start address >> 4 (bits 0-13) and the
- * leading byte offset >> 4 (bits 16-29); the high 32 bits (stride 1024 bytes,
- * 128-byte swizzle) are the same for every operand here. So one operand's
- * descriptors differ only by a constant added to the low word: the address
- * of the next 16 columns or keys, >> 4, which never carries out of bits 0-13
- * (shared addresses stay below 2^18). The products of step 4 recompute the
- * address, mask and shift for each instruction instead (about 100 of the 573
- * instructions of a d = 64 key block). */
-constexpr uint32_t V3_DESC_HI = (1024u >> 4) | (1u << 30);
-__device__ __forceinline__ uint32_t desc_lo(uint32_t addr, uint32_t lbo)
-{
-    return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
-}
-__device__ __forceinline__ uint64_t desc_of(uint32_t lo)
-{
-    return ((uint64_t)V3_DESC_HI << 32) | lo;
-}
-template <typename T, int D, int QROWS, int BC>
-__device__ __forceinline__ void gemm_qk_lean(float (&s)[BC / 2], uint32_t qlo, uint32_t klo)
-{
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint32_t col = (kk % 4) * 2;   /* 32 bytes >> 4 */
-        wgmma_ss<T, BC>(s, desc_of(qlo + (kk / 4) * QROWS * 8 + col),
-                        desc_of(klo + (kk / 4) * BC * 8 + col), kk > 0);
-    }
-}
-template <typename T, int D, int BC>
-__device__ __forceinline__ void gemm_pv_lean(float (&o)[D / 2], const uint32_t (&p)[BC / 4], uint32_t vlo)
-{
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<T, D>(o, &p[4 * kk], desc_of(vlo + kk * 128), 1);
-}
-//< v3-gemms-lean
-
-/* The tensor map of one operand (host side; kernels/stage4_v3_hopper.cu):
+/* The tensor map of one operand (host side, defined in kernels/stage4_fwd_v3_hopper.cu):
  * a 3-D array (d, seqlen, heads) of 16-bit elements of dtype FA_FP16 or
  * FA_BF16 at ptr, read in boxes of 64 columns x `rows` rows x 1 head, in the
  * 128-byte swizzle; rows past seqlen arrive as zeros. FA_OK, or FA_ERR_CUDA
@@ -331,4 +295,4 @@ PFN_cuTensorMapEncodeTiled_v12000 v3_encode_fn(void);
 int v3_tensor_map_strided(CUtensorMap *map, const void *ptr, int dtype, int d, int seqlen, int heads, int batch,
                           const fa_stride *st, int rows);
 
-#endif /* FA_STAGE4_V3_HOPPER_CUH */
+#endif /* FA_HOPPER_CUH */
