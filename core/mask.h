@@ -17,7 +17,7 @@
  *     (W-1, 0)  causal sliding window of W keys, the query's own included
  * Window sizes are -1 or >= 0 (attn_params_check refuses anything else).
  *
- * Consequences used below (proved in chapters/03b-masks.md):
+ * Consequences used below (proved in chapters/14-masks.md):
  *   - a row's visible keys form one interval [key_first(i), key_last(i)],
  *     both ends non-decreasing in i; with left, right >= -1 a row is empty
  *     only when i + delta + right < 0 (a prefix of the rows: seqlen_q >

@@ -296,7 +296,7 @@ __device__ __forceinline__ uint32_t ld_shared_u32_if(uint32_t addr, bool cond)
  * arrival, and reports those reads as racing with the producer's next store
  * into the slot, on every launch where some block takes a second tile (its
  * producer then writes slot 0 again, with the number after it); see
- * data/gpu/v3_race.md. */
+ * data/gpu/studies/fwd_v3_race/race.md. */
 
 
 /* Where a tile lies: query head bh = b H + h, query block qb of its

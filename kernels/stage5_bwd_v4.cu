@@ -46,7 +46,7 @@
  * plus compile-time offsets, a dQ tile takes one branch on the mode per step
  * (red.v4 where no result is wanted), and without a window the full-tile
  * test is a flag. How this was measured and what each change saved is in
- * data/gpu/bwd_v3_steps.md.
+ * data/gpu/studies/bwd_v4_steps/steps.md.
  *
  * Tiles: Br = 64 query rows, Bc = 128 keys, d = 16 to 128 in multiples of
  * 16. Shared memory (16-bit elements, rows padded by 8): K_j, V_j (2 x 128

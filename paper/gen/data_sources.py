@@ -6,7 +6,7 @@
 Writes OUT/provenance.md: one row per CSV file under data/ that the programs
 and scripts wrote, with the commit, date and command that wrote it, read from
 the file itself and nowhere else. A CPU file carries them in its '#' lines
-(`# commit: ...`, `# date: ...`, `# command: ...`, as src/common.c writes
+(`# commit: ...`, `# date: ...`, `# command: ...`, as src/harness/outputs.c writes
 them); a GPU table carries them in the columns `commit`, `date` and `command`
 of every row, and may hold rows of several runs: each distinct commit is
 listed with the span of its dates and its rows' commands. A file with neither
