@@ -19,6 +19,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import paper_prose  # noqa: E402  (tests/paper_prose.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 HISTORY = re.compile(
@@ -31,23 +34,7 @@ HISTORY = re.compile(
 
 
 def prose(text):
-    out, fence = [], None
-    for line in text.split("\n"):
-        m = re.match(r"^\s*(`{3,}|~{3,})", line)
-        if fence is None and m:
-            fence = m.group(1)
-            out.append("")
-            continue
-        if fence is not None:
-            if line.strip().startswith(fence):
-                fence = None
-            out.append("")
-            continue
-        if line.startswith("!["):            # a caption: provenance belongs there
-            out.append("")
-            continue
-        out.append(re.sub(r"`[^`]*`", "``", line))
-    return "\n".join(out)
+    return paper_prose.prose(text, drop_captions=True)
 
 
 def main():

@@ -24,6 +24,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import paper_prose  # noqa: E402  (tests/paper_prose.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TYPED = re.compile(
@@ -38,22 +41,7 @@ PART_ID = re.compile(r"^:::+\s*\{[^}]*\.part\b[^}]*#([\w:.-]+)|^:::+\s*\{[^}]*#(
 
 
 def prose(text):
-    """The text with fenced code, inline code and HTML comments blanked (line numbers kept)."""
-    text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
-    out, fence = [], None
-    for line in text.split("\n"):
-        m = re.match(r"^\s*(`{3,}|~{3,})", line)
-        if fence is None and m:
-            fence = m.group(1)[0] * len(m.group(1))
-            out.append("")
-            continue
-        if fence is not None:
-            if line.strip().startswith(fence):
-                fence = None
-            out.append("")
-            continue
-        out.append(re.sub(r"`[^`]*`", "``", line))
-    return "\n".join(out)
+    return paper_prose.prose(text, drop_captions=False)
 
 
 def main():

@@ -50,9 +50,15 @@ autograd (decoding needs none).
 Errors: a ValueError of one line starting "flash_attn_with_kvcache:" naming
 what is wrong (shape, dtype, page size, a block-table entry outside the pool,
 a cache length past the table's capacity, a split count out of range),
-raised before any launch; checking the tables reads cache_seqlens and
-block_table on the host (one synchronization; check_tables=False skips it for
-callers that guarantee them). fa.FaError when a CUDA call fails.
+raised before any launch. Neither entry reads device memory on the host by
+default, so a step can be captured in a CUDA graph and replayed with new
+q, k, v and cache_seqlens: the split count comes from the cache's capacity,
+and cache_seqlens, cache_leftpad, cache_batch_idx, the block table and the
+rotary positions are the caller's guarantee, as in FlashAttention.
+check_tables=True (a keyword of ours, after FlashAttention's arguments)
+reads them on the host first -- one synchronization a call -- and refuses
+the first that does not fit the cache in one line. fa.FaError when a CUDA
+call fails.
 """
 import contextlib
 import ctypes
@@ -106,7 +112,7 @@ def _as_pages(k_cache, v_cache, block_table):
 
 
 def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax_scale=None, causal=False,
-                   window_size=(-1, -1), num_splits=0, return_softmax_lse=False, check_tables=True):
+                   window_size=(-1, -1), num_splits=0, return_softmax_lse=False, check_tables=False):
     """One decoding step of the decode kernels against a (paged) KV cache;
     see the module's text for shapes and rules."""
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
@@ -134,11 +140,9 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     p = DecodeParams(B, H, H_kv, d, Sq, page, table.shape[1], num_pages, scale, left, right)
     lib = library()
-    lens = None
-    if check_tables or num_splits == 0:
-        lens = cache_seqlens.cpu()
+    cap = table.shape[1] * page
     if check_tables:
-        cap = table.shape[1] * page
+        lens = cache_seqlens.cpu()
         bad = ((lens < 0) | (lens > cap)).nonzero()
         if len(bad):
             b = int(bad[0])
@@ -146,7 +150,9 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
         _check_pages(table, lens, page, num_pages)
     if num_splits == 0:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        num_splits = lib.fa_decode_num_splits(DTYPES[q.dtype], ctypes.byref(p), int(lens.max()) if B else 0, sms)
+        # the rule at the table's capacity, known on the host: reading the
+        # lengths would synchronize and break CUDA-graph capture
+        num_splits = lib.fa_decode_num_splits(DTYPES[q.dtype], ctypes.byref(p), cap if B else 0, sms)
     if not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS:
         _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
     dtype_code = DTYPES[q.dtype]
@@ -199,17 +205,18 @@ def _check_pages(table, lens, page_size, num_pages):
         _fail(f"block_table[{b}][{j}] = {int(t[b, j])}: must be a page in [0, {num_pages})")
 
 
-def apply_rotary(x, cos, sin, offsets, interleaved, per_row=True):
+def apply_rotary(x, cos, sin, offsets, interleaved, per_row=True, check=False):
     """x (B, S, heads, d) with its first rotary_dim = 2 * cos.shape[1]
     columns rotated by the angles of rows offsets[b] + i of cos, sin
     (seqlen_ro, rotary_dim / 2) (per_row False: row offsets[b] for every i):
     pairs (2j, 2j + 1) when interleaved, else (j, j + rotary_dim / 2);
     x1' = x1 cos - x2 sin, x2' = x1 sin + x2 cos in fp32, rounded once to
-    x's dtype. The other columns are x's."""
+    x's dtype. The other columns are x's. check: first read the positions
+    on the host (one synchronization) and refuse one past cos's rows."""
     S, half = x.shape[1], cos.shape[1]
     steps = torch.arange(S, device=x.device) if per_row else torch.zeros(S, dtype=torch.long, device=x.device)
     pos = offsets.to(device=x.device, dtype=torch.long)[:, None] + steps[None, :]
-    if pos.numel() and int(pos.max()) >= cos.shape[0]:
+    if check and pos.numel() and int(pos.max()) >= cos.shape[0]:
         _fail(f"rotary_cos has {cos.shape[0]} rows: position {int(pos.max())} needs more")
     c = cos.float()[pos][:, :, None, :]                           # (B, S, 1, rotary_dim / 2)
     sn = sin.float()[pos][:, :, None, :]
@@ -271,7 +278,8 @@ def _decode_takes(lib, q, page, H_kv, pages_per_seq, num_pages, scale, left, rig
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
+                            *, check_tables=False):
     """FlashAttention's flash_attn_with_kvcache: append k, v (rotated) to the
     cache in place, then attention of q (rotated) over each sequence's keys;
     see the module's text for shapes and rules."""
@@ -324,28 +332,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     lens = cache_seqlens.long()
     total = lens + S_new
     start = cache_leftpad.long() if cache_leftpad is not None else torch.zeros_like(lens)
-    host_total, host_start = total.cpu(), start.cpu()
-    bad = ((host_total > cap) | (host_start < 0) | (host_start > host_total - S_new) |
-           (host_total < S_new)).nonzero()
-    if len(bad):
-        b = int(bad[0])
-        _fail(f"sequence {b}: cache_leftpad {int(host_start[b])}, cache_seqlens {int(host_total[b]) - S_new} "
-              f"and {S_new} new keys do not fit a cache of {cap} (0 <= leftpad <= cache_seqlens, "
-              f"cache_seqlens + seqlen_new <= {cap})")
-    if cache_batch_idx is not None:
-        rows = cache_batch_idx.cpu()
-        if bool(((rows < 0) | (rows >= k_cache.shape[0])).any()):
-            _fail(f"cache_batch_idx: entries must be in [0, {k_cache.shape[0]})")
-    if paged:
-        check_block_table(block_table, B, page, num_pages, lens=host_total)
+    if check_tables:
+        _check_kvcache_tables(total, start, S_new, cap, k_cache, block_table, cache_batch_idx)
     if rotary_cos is not None or rotary_sin is not None:
         if rotary_cos is None or rotary_sin is None or rotary_cos.shape != rotary_sin.shape \
                 or rotary_cos.dim() != 2 or 2 * rotary_cos.shape[1] > d:
             _fail("rotary_cos, rotary_sin: expected two (seqlen_ro, rotary_dim / 2) tensors, rotary_dim <= d")
         per_row = causal or (left, right) != (-1, -1)
-        q = apply_rotary(q, rotary_cos, rotary_sin, lens, rotary_interleaved, per_row)
+        q = apply_rotary(q, rotary_cos, rotary_sin, lens, rotary_interleaved, per_row, check_tables)
         if k is not None:
-            k = apply_rotary(k, rotary_cos, rotary_sin, lens, rotary_interleaved)
+            k = apply_rotary(k, rotary_cos, rotary_sin, lens, rotary_interleaved, check=check_tables)
     with torch.no_grad():
         if k is not None:
             _append(k_cache, v_cache, k, v, lens, block_table, cache_batch_idx)
@@ -361,11 +357,31 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             takes = False
         if takes:
             out, lse = kvcache_decode(q, k_cache, v_cache, total.to(torch.int32), block_table, scale, causal,
-                                      (left, right), num_splits, True, check_tables=False)
+                                      (left, right), num_splits, True)
         else:
             out, lse = _attend_packed(q, k_cache, v_cache, start, total, block_table, cache_batch_idx, scale,
                                       left, right)
     return (out, lse) if return_softmax_lse else out
+
+
+def _check_kvcache_tables(total, start, S_new, cap, k_cache, block_table, cache_batch_idx):
+    """flash_attn_with_kvcache's check_tables: the lengths, left pads, batch
+    indices and block table read on the host (one synchronization) and the
+    first entry that does not fit the cache refused in one line."""
+    host_total, host_start = total.cpu(), start.cpu()
+    bad = ((host_total > cap) | (host_start < 0) | (host_start > host_total - S_new) |
+           (host_total < S_new)).nonzero()
+    if len(bad):
+        b = int(bad[0])
+        _fail(f"sequence {b}: cache_leftpad {int(host_start[b])}, cache_seqlens {int(host_total[b]) - S_new} "
+              f"and {S_new} new keys do not fit a cache of {cap} (0 <= leftpad <= cache_seqlens, "
+              f"cache_seqlens + seqlen_new <= {cap})")
+    if cache_batch_idx is not None:
+        rows = cache_batch_idx.cpu()
+        if bool(((rows < 0) | (rows >= k_cache.shape[0])).any()):
+            _fail(f"cache_batch_idx: entries must be in [0, {k_cache.shape[0]})")
+    if block_table is not None:
+        check_block_table(block_table, len(host_total), k_cache.shape[1], k_cache.shape[0], lens=host_total)
 
 
 def dense_from_pages(cache, block_table, b, length):

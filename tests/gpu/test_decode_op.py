@@ -20,7 +20,16 @@ Error = max |x - ref| / max |ref|:
 Also: num_splits = 1 against the rule's and against 7 splits (bitwise where
 every key lies in split 0: sequences of at most 64 keys); the unpaged layout
 (B, seqlen_cache, H_kv, d) against the same cache paged; bad calls raise a
-ValueError of one line starting "flash_attn_with_kvcache:".
+ValueError of one line starting "flash_attn_with_kvcache:" (check_tables=True
+for the tables' checks).
+decode_op-graph: a decode loop captured in a CUDA graph and replayed: each
+step flash_attn_with_kvcache with its defaults (num_splits=0) appends one
+token's k, v (with rotary embedding) at cache_seqlens and attends; between
+replays the caller writes the next q, k, v and advances cache_seqlens in
+place. Each replayed step's out equals the same step called eagerly on a
+copy of the cache, bitwise, and the cache after the loop equals the eager
+copy's, bitwise (no host synchronization inside the step: capture fails
+otherwise); paged and unpaged caches, float16 and bfloat16.
 """
 import math
 import os
@@ -30,7 +39,7 @@ import traceback
 import skips   # tests/gpu/, beside this file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GROUPS = ["decode_op-errors", "decode_op-cases", "decode_op-splits", "decode_op-unpaged"]
+GROUPS = ["decode_op-errors", "decode_op-cases", "decode_op-splits", "decode_op-unpaged", "decode_op-graph"]
 
 torch = skips.need_torch(GROUPS)
 if not torch.cuda.is_available():
@@ -107,7 +116,7 @@ def main():
     q, kc, vc, lens, table = make(2, 8, 2, 1, 64, 16, 100, torch.bfloat16, g)
 
     def expect(why, **kw):
-        a = dict(q=q, k_cache=kc, v_cache=vc, cache_seqlens=lens, block_table=table)
+        a = dict(q=q, k_cache=kc, v_cache=vc, cache_seqlens=lens, block_table=table, check_tables=True)
         a.update(kw)
         try:
             decode_op.kvcache_decode(**a)
@@ -159,7 +168,64 @@ def main():
                                                lens3, t, num_splits=3)
         print(f"{'PASS' if torch.equal(u, pg) else 'FAIL'} decode_op-unpaged {str(dtype)[6:]}: "
               f"(B, seqlen_cache, H_kv, d) equals the same cache as pages of 256, bitwise")
+        for paged in (False, True):
+            graph_loop(dtype, paged, g)
     return 0
+
+
+def graph_loop(dtype, paged, g, B=3, H=16, H_kv=4, d=128, cap=1024, steps=6):
+    """decode_op-graph for one dtype and layout (see the module's text)."""
+    tag = f"decode_op-graph {'paged' if paged else 'dense'} {str(dtype)[6:]}"
+    try:
+        page = 64
+        if paged:
+            pps = cap // page
+            perm = torch.randperm(B * pps, generator=g, device=DEV).to(torch.int32)
+            table = perm.view(B, pps).contiguous()
+            kc = torch.randn(B * pps, page, H_kv, d, generator=g, device=DEV).to(dtype)
+        else:
+            table = None
+            kc = torch.randn(B, cap, H_kv, d, generator=g, device=DEV).to(dtype)
+        vc = torch.randn(kc.shape, generator=g, device=DEV).to(dtype)
+        start = torch.tensor([5, 300, 900], dtype=torch.int32, device=DEV)
+        cos = torch.rand(cap, 32, generator=g, device=DEV)
+        sin = torch.rand(cap, 32, generator=g, device=DEV)
+        draws = [[torch.randn(B, 1, n, d, generator=g, device=DEV).to(dtype) for n in (H, H_kv, H_kv)]
+                 for _ in range(steps)]
+        kw = dict(rotary_cos=cos, rotary_sin=sin, block_table=table, causal=True)
+        # eager, on copies
+        ke, ve, lens_e, eager = kc.clone(), vc.clone(), start.clone(), []
+        for q, k, v in draws:
+            eager.append(decode_op.flash_attn_with_kvcache(q, ke, ve, k, v, cache_seqlens=lens_e, **kw).clone())
+            lens_e += 1
+        # captured: static inputs written before each replay
+        lens_g = start.clone()
+        sq, sk, sv = (torch.empty_like(t) for t in draws[0])
+        sq.copy_(draws[0][0]); sk.copy_(draws[0][1]); sv.copy_(draws[0][2])
+        kg, vg = kc.clone(), vc.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):             # warm-up off the graph: loads, plans, allocator
+            decode_op.flash_attn_with_kvcache(sq, kg.clone(), vg.clone(), sk, sv, cache_seqlens=lens_g.clone(), **kw)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out_g = decode_op.flash_attn_with_kvcache(sq, kg, vg, sk, sv, cache_seqlens=lens_g, **kw)
+        same = []
+        for i, (q, k, v) in enumerate(draws):
+            sq.copy_(q); sk.copy_(k); sv.copy_(v)
+            graph.replay()
+            same.append(torch.equal(out_g, eager[i]))
+            lens_g += 1
+        torch.cuda.synchronize()
+        cache_same = torch.equal(kg, ke) and torch.equal(vg, ve)
+        ok = all(same) and cache_same
+        print(f"{'PASS' if ok else 'FAIL'} {tag}: {steps} replayed steps bitwise equal to eager: "
+              f"{sum(same)}/{steps}; cache after the loop bitwise equal: {cache_same}"
+              + ("" if ok else f" [seed {SEED}]"))
+    except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
+        print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
+        traceback.print_exc()
 
 
 if __name__ == "__main__":
