@@ -82,14 +82,12 @@
 
 static const char USAGE[] =
     "stage5: the attention backward on a CUDA GPU (version 0 materialized, 1 tiled on the CUDA\n"
-    "cores, 2 and 4 tiled on the tensor cores), checked against the CPU fp64 backward\n"
+    "cores, 2 and 4 tiled on the tensor cores, 3 Hopper's wgmma and copy engine), checked\n"
+    "against the CPU fp64 backward\n"
     "usage: ./stage5 [options]\n"
     "With no options: the real input (all-MiniLM-L6-v2, every head, its dO) and two random\n"
-    "problems, every version, fp32, fp16 and bf16. --sweep tests runs the GPU test suite (with\n"
-    "--kernel K, versions K and 0 alone),\n"
-    "--sweep small a few small problems (for compute-sanitizer), --sweep accuracy the dQ accuracy\n"
-    "tests alone, --sweep model checks the IO\n"
-    "models (no GPU needed).\n"
+    "problems, every version, fp32, fp16 and bf16. The test suite is a program of its own:\n"
+    "build/tests/gpu/stage5_tests --sweep tests|small|accuracy|model (make gpu-test).\n"
     "--accurate-dq runs the backward on K centered over the keys (fa_gpu.h, FA_BWD_CENTER_K),\n"
     "which keeps dQ accurate when every logit is far from zero, at the cost of a pre-pass.\n"
     "--accurate-dq=full adds a pass that forms D and dQ without 16-bit roundings\n"
