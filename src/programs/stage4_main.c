@@ -76,9 +76,6 @@ static const char USAGE[] =
     "--out and --lse (with one --kernel and --dtype) write the O and L the GPU computed.\n"
     "Without a GPU: one line saying so, exit 0.";
 
-/* ------------------------------------------------------------------------- */
-/* main                                                                       */
-/* ------------------------------------------------------------------------- */
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);

@@ -94,9 +94,6 @@ static const char USAGE[] =
     "(FA_BWD_DQ_PASS): dQ as an fp32 backward's, at up to six more N^2 d products.\n"
     "Without a GPU: one line saying so, exit 0.";
 
-/* ------------------------------------------------------------------------- */
-/* main                                                                       */
-/* ------------------------------------------------------------------------- */
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);

@@ -78,9 +78,6 @@ static const char USAGE[] =
     "With no problem flags: the real input and two random problems, causal and not.\n"
     "Without a GPU: one line saying so, exit 0.";
 
-/* ------------------------------------------------------------------------- */
-/* main                                                                       */
-/* ------------------------------------------------------------------------- */
 static int parse_dtype(const char *s)
 {
     if (!strcmp(s, "fp32")) return FA_FP32;
