@@ -98,6 +98,16 @@ const char *check_begin(int argc, char **argv, int ex, const char *title)
     return dir;
 }
 
+void check_no_options(int argc, char **argv, int ex)
+{
+    for (int i = 1; i < argc; i++) {
+        if (i == 1 && argv[i][0] != '-') continue;       /* the folder to mark */
+        fprintf(stderr, "ex%d check: unexpected argument '%s' (usage: check [DIR], DIR the folder of your answers)\n",
+                ex, argv[i]);
+        exit(2);
+    }
+}
+
 int check_end(const tally *t, int ex)
 {
     int total = t->right + t->wrong + t->todo;
