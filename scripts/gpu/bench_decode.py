@@ -62,19 +62,139 @@ COLUMNS = prov.COLUMNS + ["impl", "dtype", "B", "H", "H_kv", "d", "seqlen_k", "p
                           "graph_ms", "how_called", "cache_bytes", "gbps", "frac_of_copy", "repeats", "max_abs_diff", "note"]
 
 
-def main(argv):
+def parse_args(argv):
+    """The command line -> the flags, or None after a one-line error (exit 2)."""
     ap = gpu_timing.bench_parser(__doc__, "a few shapes, no CSV")
     ap.add_argument("--page-size", type=int, default=64)
     ap.add_argument("--budget-s", type=float, default=180.0)
     ap.add_argument("--max-cache-gb", type=float, default=40.0)
     a = ap.parse_args(argv[1:])
     if not gpu_timing.bench_output(a, "bench_decode.py"):
-        return 2
+        return None
     if a.page_size not in (16, 32, 64, 128, 256) or a.repeats < 1:
         print("bench_decode.py: error: --page-size is 16, 32, 64, 128 or 256; --repeats >= 1", file=sys.stderr)
-        return 2
-    torch = gpu_timing.torch_on_gpu("bench_decode.py: error")
-    if torch is None:
+        return None
+    return a
+
+
+class Recorder:
+    """Times calls and keeps the rows: one row per timed call, printed as it
+    is added. H query heads, head dimension d, page size P, the flags a,
+    the provenance columns pv."""
+
+    def __init__(self, torch, a, pv, H, d, P):
+        self.torch, self.a, self.pv, self.H, self.d, self.P = torch, a, pv, H, d, P
+        self.rows = []
+
+    def timed(self, fn):   # (median ms, graph-replay ms or None, why not) of a.repeats calls, the L2 flushed before each
+        ms = gpu_timing.median_ms(self.torch, fn, self.a.repeats, warmup=1)[0]
+        gms, why = gpu_timing.graph_ms(self.torch, fn, self.a.repeats, warmup=1)
+        return ms, gms, why
+
+    def row(self, impl, B, H_kv, L, splits, t, how, cache_bytes, diff, note, copy_gbps):
+        ms, gms, why = t
+        gbps = cache_bytes / (ms * 1e-3) / 1e9
+        note = "; ".join(x for x in (note, why) if x)
+        r = dict(self.pv, impl=impl, dtype="bf16", B=B, H=self.H, H_kv=H_kv, d=self.d, seqlen_k=L, page_size=self.P,
+                 num_splits=splits, median_ms=f"{ms:.4f}", graph_ms="" if gms is None else f"{gms:.4f}",
+                 how_called=how, cache_bytes=cache_bytes, gbps=f"{gbps:.1f}",
+                 frac_of_copy=f"{gbps / copy_gbps:.3f}" if copy_gbps else "", repeats=self.a.repeats,
+                 max_abs_diff="" if diff is None else f"{diff:.3e}", note=note)
+        self.rows.append(r)
+        print(f"{impl:22s} B={B:3d} H_kv={H_kv:2d} seqlen_k={L:6d} splits={splits!s:>3s} {ms:9.4f} ms "
+              f"{gbps:8.1f} GB/s  {note}")
+
+
+def time_copy(torch, rec, dev):
+    """The copy's row: 2 GiB read and written; returns its GB/s."""
+    n = 1 << 31
+    src = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
+    dst = torch.empty_like(src)
+    t = rec.timed(lambda: dst.copy_(src))
+    copy_gbps = 2 * n / (t[0] * 1e-3) / 1e9
+    rec.row("copy", 0, 0, 0, "", t, "dst.copy_(src)", 2 * n, None, "device-to-device copy of 2 GiB: bytes read + written",
+            copy_gbps)
+    del src, dst
+    torch.cuda.empty_cache()
+    return copy_gbps
+
+
+def time_ours(torch, decode_op, lib, sms, rec, dev, inputs, B, Hkv, L, cache_bytes, copy_gbps):
+    """Our entry's rows at one shape: the rule's splits, the block table
+    shuffled, and (at the split shapes) every split count; returns the
+    rule's output, the reference of every other row's max_abs_diff."""
+    q, kp, vp, lens, table = inputs
+    H, d, P = rec.H, rec.d, rec.P
+    npg = B * L // P
+    p = decode_op.DecodeParams(B, H, Hkv, d, 1, P, L // P, B * L // P, 1.0 / math.sqrt(d), -1, -1)
+    rule = lib.fa_decode_num_splits(decode_op.fa.BF16, ctypes.byref(p), L, sms)
+
+    how_ours = ("flashattn_stages.flash_attn_with_kvcache(q (B,1,H,d), k_cache, v_cache (pages,page_size,H_kv,d), "
+                "cache_seqlens=, block_table=, num_splits={})")
+
+    def ours(splits, t=table):
+        return lambda: decode_op.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
+                                                         num_splits=splits)
+
+    base = ours(0)()
+    rec.row("ours_decode", B, Hkv, L, rule, rec.timed(ours(0)), how_ours.format(0), cache_bytes, 0.0,
+            f"the rule's splits ({sms} SMs, {lib.fa_decode_ctas_per_sm(decode_op.fa.BF16, d)} CTAs each)", copy_gbps)
+    shuffled = table.view(-1)[torch.randperm(npg, device=dev)].view(B, L // P).contiguous()
+    rec.row("ours_decode_shuffled", B, Hkv, L, rule, rec.timed(ours(0, shuffled)), how_ours.format(0), cache_bytes,
+            None, "block table shuffled", copy_gbps)
+    if Hkv == 8 and B in (1, 4) and L in (8192, 32768):
+        for sp in [1, 2, 4, 8, 16, 32, 64, 128]:
+            if sp > max(1, (L // 64) // 2) and sp > 1:
+                break
+            diff = (ours(sp)().float() - base.float()).abs().max().item()
+            rec.row("ours_splits", B, Hkv, L, sp, rec.timed(ours(sp)), how_ours.format(sp), cache_bytes, diff,
+                    "the rule's" if sp == rule else "", copy_gbps)
+    return base
+
+
+def time_sdpa(F, sdpa_kernel, backends, rec, q, kd, vd, base, B, Hkv, L, cache_bytes, copy_gbps):
+    """SDPA's rows at one shape, one per backend (expanded K, V where a
+    backend refuses grouped heads and memory allows)."""
+    H, max_cache_gb = rec.H, rec.a.max_cache_gb
+    # SDPA's preferred layout, made once: q (B, H, 1, d), K, V (B, H_kv, L, d) contiguous
+    qh = q.transpose(1, 2).contiguous()
+    kh, vh = kd.transpose(1, 2).contiguous(), vd.transpose(1, 2).contiguous()
+    for name, be in backends:
+        if name == "sdpa_math" and cache_bytes > 2e9:
+            continue
+        impl, kk, vv, gqa = name, kh, vh, True
+        how = f"scaled_dot_product_attention(q (B,H,1,d), k, v (B,H_kv,L,d) contiguous, enable_gqa=True) " \
+              f"in sdpa_kernel({be.name})"
+        try:
+            with sdpa_kernel(be):
+                out = F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=True)
+        except RuntimeError:
+            if cache_bytes * H / Hkv > max_cache_gb * 1e9 or Hkv == H:
+                print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
+                continue
+            impl, gqa = name + "_expanded", False
+            kk, vv = kh.repeat_interleave(H // Hkv, dim=1), vh.repeat_interleave(H // Hkv, dim=1)
+            how = f"scaled_dot_product_attention(q (B,H,1,d), k, v expanded to (B,H,L,d)) in sdpa_kernel({be.name})"
+            try:
+                with sdpa_kernel(be):
+                    out = F.scaled_dot_product_attention(qh, kk, vv)
+            except RuntimeError:
+                print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
+                del kk, vv
+                continue
+        with sdpa_kernel(be):
+            t = rec.timed(lambda kk=kk, vv=vv, gqa=gqa: F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=gqa))
+        diff = (out.transpose(1, 2).float() - base.float()).abs().max().item()
+        rec.row(impl, B, Hkv, L, "", t, how, cache_bytes, diff,
+                f"K, V expanded to {H} heads (moves {H // Hkv}x the cache's bytes)" if not gqa else "", copy_gbps)
+        del out, kk, vv
+    del kh, vh, qh
+
+
+def main(argv):
+    a = parse_args(argv)
+    torch = None if a is None else gpu_timing.torch_on_gpu("bench_decode.py: error")
+    if torch is None:   # bad flags or no GPU: parse_args or torch_on_gpu said which
         return 2
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -85,37 +205,9 @@ def main(argv):
     H, d, P = 32, 128, a.page_size
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     lib = decode_op.library()
-    pv = prov.record(argv)
-    rows = []
+    rec = Recorder(torch, a, prov.record(argv), H, d, P)
 
-    def timed(fn):   # (median ms, graph-replay ms or None, why not) of a.repeats calls, the L2 flushed before each
-        ms = gpu_timing.median_ms(torch, fn, a.repeats, warmup=1)[0]
-        gms, why = gpu_timing.graph_ms(torch, fn, a.repeats, warmup=1)
-        return ms, gms, why
-
-    def row(impl, B, H_kv, L, splits, t, how, cache_bytes, diff, note, copy_gbps):
-        ms, gms, why = t
-        gbps = cache_bytes / (ms * 1e-3) / 1e9
-        note = "; ".join(x for x in (note, why) if x)
-        r = dict(pv, impl=impl, dtype="bf16", B=B, H=H, H_kv=H_kv, d=d, seqlen_k=L, page_size=P,
-                 num_splits=splits, median_ms=f"{ms:.4f}", graph_ms="" if gms is None else f"{gms:.4f}",
-                 how_called=how, cache_bytes=cache_bytes, gbps=f"{gbps:.1f}",
-                 frac_of_copy=f"{gbps / copy_gbps:.3f}" if copy_gbps else "", repeats=a.repeats,
-                 max_abs_diff="" if diff is None else f"{diff:.3e}", note=note)
-        rows.append(r)
-        print(f"{impl:22s} B={B:3d} H_kv={H_kv:2d} seqlen_k={L:6d} splits={splits!s:>3s} {ms:9.4f} ms "
-              f"{gbps:8.1f} GB/s  {note}")
-
-    # the copy: 2 GiB, read and written
-    n = 1 << 31
-    src = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
-    dst = torch.empty_like(src)
-    t = timed(lambda: dst.copy_(src))
-    copy_gbps = 2 * n / (t[0] * 1e-3) / 1e9
-    row("copy", 0, 0, 0, "", t, "dst.copy_(src)", 2 * n, None, "device-to-device copy of 2 GiB: bytes read + written",
-        copy_gbps)
-    del src, dst
-    torch.cuda.empty_cache()
+    copy_gbps = time_copy(torch, rec, dev)
 
     Ls = [8192, 131072] if a.quick else [8192, 32768, 131072, 1024]
     Bs = [1, 16] if a.quick else [1, 4, 16, 64]
@@ -140,68 +232,15 @@ def main(argv):
         npg = B * L // P
         kp, vp = kd.view(npg, P, Hkv, d), vd.view(npg, P, Hkv, d)
         table = torch.arange(npg, dtype=torch.int32, device=dev).view(B, L // P)
-        p = decode_op.DecodeParams(B, H, Hkv, d, 1, P, L // P, B * L // P, 1.0 / math.sqrt(d), -1, -1)
-        rule = lib.fa_decode_num_splits(decode_op.fa.BF16, ctypes.byref(p), L, sms)
-
-        how_ours = ("flashattn_stages.flash_attn_with_kvcache(q (B,1,H,d), k_cache, v_cache (pages,page_size,H_kv,d), "
-                    "cache_seqlens=, block_table=, num_splits={})")
-
-        def ours(splits, t=table):
-            return lambda: decode_op.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t,
-                                                             num_splits=splits)
-
-        base = ours(0)()
-        row("ours_decode", B, Hkv, L, rule, timed(ours(0)), how_ours.format(0), cache_bytes, 0.0,
-            f"the rule's splits ({sms} SMs, {lib.fa_decode_ctas_per_sm(decode_op.fa.BF16, d)} CTAs each)", copy_gbps)
-        shuffled = table.view(-1)[torch.randperm(npg, device=dev)].view(B, L // P).contiguous()
-        row("ours_decode_shuffled", B, Hkv, L, rule, timed(ours(0, shuffled)), how_ours.format(0), cache_bytes,
-            None, "block table shuffled", copy_gbps)
-        if Hkv == 8 and B in (1, 4) and L in (8192, 32768):
-            for sp in [1, 2, 4, 8, 16, 32, 64, 128]:
-                if sp > max(1, (L // 64) // 2) and sp > 1:
-                    break
-                diff = (ours(sp)().float() - base.float()).abs().max().item()
-                row("ours_splits", B, Hkv, L, sp, timed(ours(sp)), how_ours.format(sp), cache_bytes, diff,
-                    "the rule's" if sp == rule else "", copy_gbps)
-        # SDPA's preferred layout, made once: q (B, H, 1, d), K, V (B, H_kv, L, d) contiguous
-        qh = q.transpose(1, 2).contiguous()
-        kh, vh = kd.transpose(1, 2).contiguous(), vd.transpose(1, 2).contiguous()
-        for name, be in backends:
-            if name == "sdpa_math" and cache_bytes > 2e9:
-                continue
-            impl, kk, vv, gqa = name, kh, vh, True
-            how = f"scaled_dot_product_attention(q (B,H,1,d), k, v (B,H_kv,L,d) contiguous, enable_gqa=True) " \
-                  f"in sdpa_kernel({be.name})"
-            try:
-                with sdpa_kernel(be):
-                    out = F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=True)
-            except RuntimeError:
-                if cache_bytes * H / Hkv > a.max_cache_gb * 1e9 or Hkv == H:
-                    print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
-                    continue
-                impl, gqa = name + "_expanded", False
-                kk, vv = kh.repeat_interleave(H // Hkv, dim=1), vh.repeat_interleave(H // Hkv, dim=1)
-                how = f"scaled_dot_product_attention(q (B,H,1,d), k, v expanded to (B,H,L,d)) in sdpa_kernel({be.name})"
-                try:
-                    with sdpa_kernel(be):
-                        out = F.scaled_dot_product_attention(qh, kk, vv)
-                except RuntimeError:
-                    print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
-                    del kk, vv
-                    continue
-            with sdpa_kernel(be):
-                t = timed(lambda kk=kk, vv=vv, gqa=gqa: F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=gqa))
-            diff = (out.transpose(1, 2).float() - base.float()).abs().max().item()
-            row(impl, B, Hkv, L, "", t, how, cache_bytes, diff,
-                f"K, V expanded to {H} heads (moves {H // Hkv}x the cache's bytes)" if not gqa else "", copy_gbps)
-            del out, kk, vv
-        del kh, vh, qh
+        base = time_ours(torch, decode_op, lib, sms, rec, dev, (q, kp, vp, lens, table), B, Hkv, L, cache_bytes,
+                         copy_gbps)
+        time_sdpa(F, sdpa_kernel, backends, rec, q, kd, vd, base, B, Hkv, L, cache_bytes, copy_gbps)
         del kd, vd, kp, vp, q, base
         torch.cuda.empty_cache()
 
-    print(f"bench_decode.py: {len(rows)} rows in {time.time() - t_start:.0f} s")
+    print(f"bench_decode.py: {len(rec.rows)} rows in {time.time() - t_start:.0f} s")
     if a.csv:
-        gpu_timing.write_rows(a.csv, COLUMNS, rows, lambda r, c: _csv(r[c]))
+        gpu_timing.write_rows(a.csv, COLUMNS, rec.rows, lambda r, c: _csv(r[c]))
         print(f"bench_decode.py: wrote {a.csv}")
     return 0
 

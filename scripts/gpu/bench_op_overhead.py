@@ -116,7 +116,8 @@ def write_summary(csv_path, md_path):
     return 0
 
 
-def main(argv):
+def parse_args(argv):
+    """The command line (without the program's name) -> the flags."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", help="write the rows here (data/gpu/op_overhead.csv)")
     ap.add_argument("--summary", metavar="MD", help="only write the Markdown tables of --from-csv "
@@ -126,7 +127,125 @@ def main(argv):
     ap.add_argument("--repeats", type=int, default=7, help="timed loops per cell (median)")
     ap.add_argument("--stride-repeats", type=int, default=9,
                     help="alternating loops of 20 calls per layout in the stride table (median)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def time_call(torch, f, q, k, v, bwd, calls, repeats):
+    """Microseconds per call of f(q, k, v) (and its backward when bwd): the
+    median of `repeats` loops of `calls` calls, after 5 warm-up calls."""
+    go = None
+    if bwd:
+        go = torch.ones_like(q)
+
+    def once():
+        o = f(q, k, v)
+        if bwd:   # the gradients returned, not accumulated into .grad (no extra adds)
+            torch.autograd.grad(o, (q, k, v), go)
+    for _ in range(5):
+        once()
+    ts = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            once()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) / calls)
+    return 1e6 * statistics.median(ts)
+
+
+def time_shapes(torch, fns, args, gen, rows):
+    """Each pass and shape of SHAPES, each impl of fns: a row in rows and a
+    line of the table."""
+    for pass_ in ("fwd", "fwdbwd"):
+        print(f"\n{pass_:7s} {'B':>2s} {'H':>3s} {'N':>5s} " + " ".join(f"{i:>11s}" for i in IMPLS)
+              + f" {'ours/flash':>11s} {'op/flash':>9s}")
+        for B, H, N in SHAPES:
+            q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=gen,
+                                   requires_grad=pass_ == "fwdbwd") for _ in range(3))
+            got = {}
+            for name in IMPLS:
+                f, ctx = fns[name]
+                try:
+                    with ctx():
+                        got[name] = time_call(torch, f, q, k, v, pass_ == "fwdbwd", args.calls, args.repeats)
+                    note = ""
+                except (RuntimeError, ValueError) as e:
+                    got[name], note = None, str(e).strip().splitlines()[0][:100]
+                ref = got.get("sdpa_flash")
+                rows.append([name, pass_, "bf16", B, H, N, D,
+                             "" if got[name] is None else f"{got[name]:.2f}",
+                             "" if got[name] is None or not ref else f"{got[name] / ref:.3f}", note])
+            ref = got.get("sdpa_flash")
+            # rows of this shape were written before sdpa_flash's time was known: fill the ratios
+            for r in rows[-len(IMPLS):]:
+                if r[7] and ref:
+                    r[8] = f"{float(r[7]) / ref:.3f}"
+            cells = " ".join(f"{got[i]:11.2f}" if got[i] is not None else f"{'-':>11s}" for i in IMPLS)
+            ratio = (f"{got['ours'] / ref:11.2f} {got['ours_op'] / ref:9.2f}"
+                     if ref and got["ours"] and got["ours_op"] else "")
+            print(f"{pass_:7s} {B:2d} {H:3d} {N:5d} {cells} {ratio}", flush=True)
+
+
+def print_goal(rows):
+    """The goal's line: ours against sdpa_flash forward at GOAL's shape."""
+    (gB, gH, gN), goal = GOAL
+    g = {r[0]: float(r[7]) for r in rows if r[1] == "fwd" and (r[3], r[4], r[5]) == (gB, gH, gN) and r[7]}
+    if "ours" in g and "sdpa_flash" in g:
+        ratio = g["ours"] / g["sdpa_flash"]
+        print(f"\ngoal: forward at B {gB}, H {gH}, N {gN}, d {D}: ours {g['ours']:.2f} us, sdpa_flash "
+              f"{g['sdpa_flash']:.2f} us, {ratio:.2f}x (goal <= {goal}x: {'met' if ratio <= goal else 'NOT met'})")
+
+
+def time_strides(torch, ours, args, gen, rows):
+    """The stride table: ours on each layout of STRIDE_SHAPES, a row in rows
+    and a line each, then the slowest strided layout against its goal."""
+    # Strides: the same values as contiguous (B, H, N, d) tensors, as (B, N, H, d)
+    # views, and as slices of one packed (B, N, 3, H, d) QKV tensor, at shapes
+    # where the kernels' time is the cost; goal: no more than 3% slower.
+    print(f"\nlayout   {'B':>2s} {'H':>3s} {'N':>5s} {'d':>4s} {'pass':>7s} {'us/call':>9s} {'/ contiguous':>13s}")
+    worst = 0.0
+    for B, H, N, d in STRIDE_SHAPES:
+        qkv = torch.randn(B, N, 3, H, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        packed = [t.requires_grad_() for t in qkv.detach().permute(2, 0, 3, 1, 4)]   # (B, H, N, d) views
+        layouts = {"contig": [t.detach().contiguous() for t in packed],
+                   "bshd": [t.detach().transpose(1, 2).contiguous().transpose(1, 2) for t in packed],
+                   "packed": [t.detach() for t in packed]}
+        for pass_ in ("fwd", "fwdbwd"):
+            ins = {lay: [t.detach().requires_grad_(pass_ == "fwdbwd") for t in qkv3]
+                   for lay, qkv3 in layouts.items()}
+            # the layouts' loops alternate (a loop of each, --stride-repeats times), so that
+            # the GPU's clock and temperature drift over the run reach all of them alike
+            ts = {lay: [] for lay in ins}
+            for _ in range(args.stride_repeats):
+                for lay, (q, k, v) in ins.items():
+                    ts[lay].append(time_call(torch, ours, q, k, v, pass_ == "fwdbwd", 20, 1))
+            base = statistics.median(ts["contig"])
+            for lay in ins:
+                us = statistics.median(ts[lay])
+                if lay != "contig":
+                    worst = max(worst, us / base)
+                rows.append(["ours_" + lay, pass_, "bf16", B, H, N, d, f"{us:.2f}", "",
+                             f"{us / base:.4f} x contiguous (median of {args.stride_repeats} alternating loops of 20)"])
+                print(f"{lay:8s} {B:2d} {H:3d} {N:5d} {d:4d} {pass_:>7s} {us:9.2f} {us / base:13.4f}", flush=True)
+    print(f"strides: the slowest strided layout is {worst:.4f} x contiguous "
+          f"(goal <= 1.03: {'met' if worst <= 1.03 else 'NOT met'})")
+
+
+def write_csv(path, pv, rows):
+    """The provenance columns pv and the rows into the CSV at path."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(PROV_COLS + ["impl", "pass", "dtype", "B", "H", "N", "d", "us_per_call",
+                                "ratio_to_sdpa_flash", "note"])
+        for r in rows:
+            w.writerow([pv[c] for c in PROV_COLS] + r)
+    print(f"wrote {path} ({len(rows)} rows)")
+
+
+def main(argv):
+    args = parse_args(argv)
     if args.summary:
         return write_summary(args.from_csv, args.summary)
     if args.calls < 1 or args.repeats < 1 or args.stride_repeats < 1:
@@ -153,107 +272,17 @@ def main(argv):
            "sdpa_flash": (sdpa, lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])),
            "sdpa_cudnn": (sdpa, lambda: sdpa_kernel([SDPBackend.CUDNN_ATTENTION]))}
 
-    def time_call(f, q, k, v, bwd, calls=None, repeats=None):
-        calls, repeats = calls or args.calls, repeats or args.repeats
-        go = None
-        if bwd:
-            go = torch.ones_like(q)
-
-        def once():
-            o = f(q, k, v)
-            if bwd:   # the gradients returned, not accumulated into .grad (no extra adds)
-                torch.autograd.grad(o, (q, k, v), go)
-        for _ in range(5):
-            once()
-        ts = []
-        for _ in range(repeats):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                once()
-            torch.cuda.synchronize()
-            ts.append((time.perf_counter() - t0) / calls)
-        return 1e6 * statistics.median(ts)
-
     pv = prov.record(sys.argv)
     print(f"# {pv['gpu']}, driver {pv['driver']}, CUDA {pv['cuda']}, torch {pv['torch']}, "
           f"commit {pv['commit']}, {pv['date']}")
     print(f"# microseconds per call (median of {args.repeats} loops of {args.calls}), bf16, d = {D}, no mask")
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for pass_ in ("fwd", "fwdbwd"):
-        print(f"\n{pass_:7s} {'B':>2s} {'H':>3s} {'N':>5s} " + " ".join(f"{i:>11s}" for i in IMPLS)
-              + f" {'ours/flash':>11s} {'op/flash':>9s}")
-        for B, H, N in SHAPES:
-            q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=gen,
-                                   requires_grad=pass_ == "fwdbwd") for _ in range(3))
-            got = {}
-            for name in IMPLS:
-                f, ctx = fns[name]
-                try:
-                    with ctx():
-                        got[name] = time_call(f, q, k, v, pass_ == "fwdbwd")
-                    note = ""
-                except (RuntimeError, ValueError) as e:
-                    got[name], note = None, str(e).strip().splitlines()[0][:100]
-                ref = got.get("sdpa_flash")
-                rows.append([name, pass_, "bf16", B, H, N, D,
-                             "" if got[name] is None else f"{got[name]:.2f}",
-                             "" if got[name] is None or not ref else f"{got[name] / ref:.3f}", note])
-            ref = got.get("sdpa_flash")
-            # rows of this shape were written before sdpa_flash's time was known: fill the ratios
-            for r in rows[-len(IMPLS):]:
-                if r[7] and ref:
-                    r[8] = f"{float(r[7]) / ref:.3f}"
-            cells = " ".join(f"{got[i]:11.2f}" if got[i] is not None else f"{'-':>11s}" for i in IMPLS)
-            ratio = (f"{got['ours'] / ref:11.2f} {got['ours_op'] / ref:9.2f}"
-                     if ref and got["ours"] and got["ours_op"] else "")
-            print(f"{pass_:7s} {B:2d} {H:3d} {N:5d} {cells} {ratio}", flush=True)
-    (gB, gH, gN), goal = GOAL
-    g = {r[0]: float(r[7]) for r in rows if r[1] == "fwd" and (r[3], r[4], r[5]) == (gB, gH, gN) and r[7]}
-    if "ours" in g and "sdpa_flash" in g:
-        ratio = g["ours"] / g["sdpa_flash"]
-        print(f"\ngoal: forward at B {gB}, H {gH}, N {gN}, d {D}: ours {g['ours']:.2f} us, sdpa_flash "
-              f"{g['sdpa_flash']:.2f} us, {ratio:.2f}x (goal <= {goal}x: {'met' if ratio <= goal else 'NOT met'})")
-    # Strides: the same values as contiguous (B, H, N, d) tensors, as (B, N, H, d)
-    # views, and as slices of one packed (B, N, 3, H, d) QKV tensor, at shapes
-    # where the kernels' time is the cost; goal: no more than 3% slower.
-    print(f"\nlayout   {'B':>2s} {'H':>3s} {'N':>5s} {'d':>4s} {'pass':>7s} {'us/call':>9s} {'/ contiguous':>13s}")
-    worst = 0.0
-    for B, H, N, d in STRIDE_SHAPES:
-        qkv = torch.randn(B, N, 3, H, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        packed = [t.requires_grad_() for t in qkv.detach().permute(2, 0, 3, 1, 4)]   # (B, H, N, d) views
-        layouts = {"contig": [t.detach().contiguous() for t in packed],
-                   "bshd": [t.detach().transpose(1, 2).contiguous().transpose(1, 2) for t in packed],
-                   "packed": [t.detach() for t in packed]}
-        for pass_ in ("fwd", "fwdbwd"):
-            ins = {lay: [t.detach().requires_grad_(pass_ == "fwdbwd") for t in qkv3]
-                   for lay, qkv3 in layouts.items()}
-            # the layouts' loops alternate (a loop of each, --stride-repeats times), so that
-            # the GPU's clock and temperature drift over the run reach all of them alike
-            ts = {lay: [] for lay in ins}
-            for _ in range(args.stride_repeats):
-                for lay, (q, k, v) in ins.items():
-                    ts[lay].append(time_call(ours, q, k, v, pass_ == "fwdbwd", calls=20, repeats=1))
-            base = statistics.median(ts["contig"])
-            for lay in ins:
-                us = statistics.median(ts[lay])
-                if lay != "contig":
-                    worst = max(worst, us / base)
-                rows.append(["ours_" + lay, pass_, "bf16", B, H, N, d, f"{us:.2f}", "",
-                             f"{us / base:.4f} x contiguous (median of {args.stride_repeats} alternating loops of 20)"])
-                print(f"{lay:8s} {B:2d} {H:3d} {N:5d} {d:4d} {pass_:>7s} {us:9.2f} {us / base:13.4f}", flush=True)
-    print(f"strides: the slowest strided layout is {worst:.4f} x contiguous "
-          f"(goal <= 1.03: {'met' if worst <= 1.03 else 'NOT met'})")
+    time_shapes(torch, fns, args, gen, rows)
+    print_goal(rows)
+    time_strides(torch, ours, args, gen, rows)
     if args.csv:
-        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-        with open(args.csv, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(PROV_COLS + ["impl", "pass", "dtype", "B", "H", "N", "d", "us_per_call",
-                                    "ratio_to_sdpa_flash", "note"])
-            for r in rows:
-                w.writerow([pv[c] for c in PROV_COLS] + r)
-        print(f"wrote {args.csv} ({len(rows)} rows)")
+        write_csv(args.csv, pv, rows)
     return 0
 
 

@@ -70,15 +70,125 @@ def mixed_lengths(B, total, seed=19):
     return lens
 
 
-def main(argv):
+def parse_args(argv):
+    """The command line -> the flags, or None after a one-line error (exit 2)."""
     ap = gpu_timing.bench_parser(__doc__, "d 128, causal, forward only, no CSV")
     ap.add_argument("--total", type=int, default=16384)
     ap.add_argument("--batch", type=int, default=16)
     a = ap.parse_args(argv[1:])
     if not gpu_timing.bench_output(a, "bench_varlen.py"):
-        return 2
+        return None
     if a.repeats < 1 or a.batch < 1 or a.total < a.batch or a.total % a.batch:
         print("bench_varlen.py: error: --repeats >= 1; --total a multiple of --batch", file=sys.stderr)
+        return None
+    return a
+
+
+def flops(lens, d, causal, pass_, H):
+    """The useful FLOPs of sequences of lengths lens, H heads of dimension d."""
+    f = sum(4.0 * n * n * d * H * (0.5 if causal else 1.0) for n in lens)
+    return f if pass_ == "fwd" else 2.5 * f
+
+
+def make_inputs(torch, dev, bf, B, N, H, d, mixed, L):
+    """The equal batch dense (B, N, H, d) and packed (B N, H, d), the mixed
+    batch's cu_seqlens and its padded (B, L, H, d) tensors, each made once."""
+    total = B * N
+    # the equal batch: dense (B, N, H, d) and the same rows packed (B N, H, d)
+    q, k, v, do = (torch.randn(B, N, H, d, device=dev, dtype=bf) for _ in range(4))
+    qp, kp, vp, dop = (t.reshape(B * N, H, d) for t in (q, k, v, do))
+    cu_eq = torch.arange(0, total + 1, N, dtype=torch.int32, device=dev)
+    # the mixed batch, packed, and padded to its longest
+    cu_mx = torch.tensor([0] + [sum(mixed[:i + 1]) for i in range(B)], dtype=torch.int32, device=dev)
+    qpad, kpad, vpad, dopad = (torch.randn(B, L, H, d, device=dev, dtype=bf) for _ in range(4))
+
+    # our package's public entries, each in its own layout: flash_attn_func on (B, S, H, d),
+    # flash_attn_varlen_func on the packed (total, H, d); leaves made once, before any timing
+    sets = {"dense": (q, k, v, do), "equal": (qp, kp, vp, dop), "mixed": (qp, kp, vp, dop),
+            "padded": (qpad, kpad, vpad, dopad)}
+    cu = {"equal": (cu_eq, N), "mixed": (cu_mx, L)}
+    return sets, cu
+
+
+def ours_impls(torch, op_call, sets, cu, shape, pass_, impls):
+    """Our entries' calls of one pass into impls: name -> (call, lens, B, S, how)."""
+    # the padded row before the mixed one: the mixed row's vs_padded reads it
+    for kind, name in (("dense", "ours_dense"), ("equal", "ours_varlen_equal"),
+                       ("padded", "ours_padded"), ("mixed", "ours_varlen_mixed")):
+        qq, kk, vv, dd = sets[kind]
+        how = ("flash_attn_varlen_func(q, k, v (total,H,d), cu_seqlens, max_seqlen, causal=)"
+               if kind in cu else "flash_attn_func(q, k, v (B,S,H,d), causal=)")
+        if pass_ == "fwd":
+            def fn(kind=kind, qq=qq, kk=kk, vv=vv):
+                with torch.no_grad():
+                    return op_call(kind, qq, kk, vv)
+        else:
+            qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (qq, kk, vv))
+            og = op_call(kind, qg, kg, vg)
+            fn = (lambda og=og, dd=dd, qg=qg, kg=kg, vg=vg:
+                  torch.autograd.grad(og, (qg, kg, vg), dd, retain_graph=True))
+            how += "; backward by autograd"
+        impls[name] = (fn, *shape[kind], how)
+
+
+def sdpa_impls(torch, F, SDPBackend, sdpa_kernel, sets, causal, B, N, mixed, L, pass_, impls):
+    """SDPA flash's calls of one pass into impls: name -> (call, lens, B, S, how)."""
+    q, k, v, do = sets["dense"]
+    qpad, kpad, vpad, dopad = sets["padded"]
+    # SDPA flash (no varlen): its (B, H, S, d) layout, contiguous, made once; the padded
+    # batch and the equal one
+    for nm, (qq, kk, vv, dd, lens, S) in {
+            "sdpa_flash_dense": (q, k, v, do, [N] * B, N),
+            "sdpa_flash_padded": (qpad, kpad, vpad, dopad, mixed, L)}.items():
+        qs, ks, vs = (t.transpose(1, 2).contiguous().requires_grad_(pass_ == "bwd") for t in (qq, kk, vv))
+        ds = dd.transpose(1, 2).contiguous()
+        how = "scaled_dot_product_attention(q, k, v (B,H,S,d) contiguous, is_causal=) in sdpa_kernel(FLASH)"
+
+        def sd(qs=qs, ks=ks, vs=vs):
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+        if pass_ == "fwd":
+            impls[nm] = (sd, lens, B, S, how)
+        else:
+            os_ = sd()
+            impls[nm] = (lambda os_=os_, ds=ds, qs=qs, ks=ks, vs=vs:
+                         torch.autograd.grad(os_, (qs, ks, vs), ds, retain_graph=True), lens, B, S,
+                         how + "; backward by autograd")
+
+
+def time_impls(timed, impls, prov, a, d, H, causal, pass_, diff, rows):
+    """Times each call of impls and appends its row to rows, printing it."""
+    t_dense = tf_dense = tf_padded = float("nan")
+    for impl, (fn, lens, bb, S, how) in impls.items():
+        try:
+            ms, gms, note = timed(fn)
+        except Exception as e:  # noqa: BLE001 (a backend that refuses: a row saying so)
+            ms, gms, note = float("nan"), None, f"failed: {str(e).splitlines()[0][:100]}"
+        tf = flops(lens, d, causal, pass_, H) / (ms * 1e9) if ms == ms else float("nan")
+        if impl == "ours_dense":
+            t_dense, tf_dense = ms, tf
+        if impl == "ours_padded":
+            tf_padded = tf
+        # equal batches: time against ours_dense's; mixed and padded: useful rate
+        vs_d = tf / tf_dense if ("mixed" in impl or "padded" in impl) else t_dense / ms
+        rows.append(dict(prov, impl=impl, dtype="bf16", d=d, H=H, causal=int(causal), B=bb,
+                         total_tokens=sum(lens), max_len=S, median_ms=f"{ms:.4f}",
+                         graph_ms="" if gms is None else f"{gms:.4f}", how_called=how,
+                         useful_tflops=f"{tf:.1f}", vs_dense=f"{vs_d:.3f}",
+                         vs_padded=(f"{tf / tf_padded:.3f}" if impl == "ours_varlen_mixed" else ""),
+                         repeats=a.repeats,
+                         max_abs_diff=(f"{diff:.3g}" if impl == "ours_varlen_equal" and pass_ == "fwd"
+                                       else ""),
+                         lengths=" ".join(map(str, lens)) if "mixed" in impl or "padded" in impl else "",
+                         note=note, **{"pass": pass_}))
+        r = rows[-1]
+        print(f"{impl:18s} {pass_} d{d} causal={int(causal)} {r['median_ms']:>8s} ms "
+              f"{r['useful_tflops']:>6s} TFLOP/s vs_dense {r['vs_dense']}", flush=True)
+
+
+def main(argv):
+    a = parse_args(argv)
+    if a is None:
         return 2
     torch = gpu_timing.torch_on_gpu("bench_varlen.py: error")
     if torch is None:
@@ -97,10 +207,6 @@ def main(argv):
         gms, why = gpu_timing.graph_ms(torch, fn, a.repeats, warmup=1)
         return ms, gms, why
 
-    def flops(lens, d, causal, pass_):
-        f = sum(4.0 * n * n * d * H * (0.5 if causal else 1.0) for n in lens)
-        return f if pass_ == "fwd" else 2.5 * f
-
     rows = []
     dims = [128] if a.quick else [64, 128]
     causals = [True] if a.quick else [False, True]
@@ -110,19 +216,7 @@ def main(argv):
     t0 = time.time()
     for d in dims:
         for causal in causals:
-            # the equal batch: dense (B, N, H, d) and the same rows packed (B N, H, d)
-            q, k, v, do = (torch.randn(B, N, H, d, device=dev, dtype=bf) for _ in range(4))
-            qp, kp, vp, dop = (t.reshape(B * N, H, d) for t in (q, k, v, do))
-            cu_eq = torch.arange(0, total + 1, N, dtype=torch.int32, device=dev)
-            # the mixed batch, packed, and padded to its longest
-            cu_mx = torch.tensor([0] + [sum(mixed[:i + 1]) for i in range(B)], dtype=torch.int32, device=dev)
-            qpad, kpad, vpad, dopad = (torch.randn(B, L, H, d, device=dev, dtype=bf) for _ in range(4))
-
-            # our package's public entries, each in its own layout: flash_attn_func on (B, S, H, d),
-            # flash_attn_varlen_func on the packed (total, H, d); leaves made once, before any timing
-            sets = {"dense": (q, k, v, do), "equal": (qp, kp, vp, dop), "mixed": (qp, kp, vp, dop),
-                    "padded": (qpad, kpad, vpad, dopad)}
-            cu = {"equal": (cu_eq, N), "mixed": (cu_mx, L)}
+            sets, cu = make_inputs(torch, dev, bf, B, N, H, d, mixed, L)
 
             def op_call(kind, qq, kk, vv):
                 if kind in cu:
@@ -131,75 +225,16 @@ def main(argv):
                 return flash_attn_func(qq, kk, vv, causal=causal)
 
             with torch.no_grad():
-                o_d = op_call("dense", q, k, v)
-                o_v = op_call("equal", qp, kp, vp)
+                o_d = op_call("dense", *sets["dense"][:3])
+                o_v = op_call("equal", *sets["equal"][:3])
             diff = (o_v.float() - o_d.reshape(total, H, d).float()).abs().max().item()
             torch.cuda.synchronize()
             shape = {"dense": ([N] * B, B, N), "equal": ([N] * B, B, N), "mixed": (mixed, B, L), "padded": (mixed, B, L)}
             for pass_ in passes:
                 impls = {}
-                # the padded row before the mixed one: the mixed row's vs_padded reads it
-                for kind, name in (("dense", "ours_dense"), ("equal", "ours_varlen_equal"),
-                                   ("padded", "ours_padded"), ("mixed", "ours_varlen_mixed")):
-                    qq, kk, vv, dd = sets[kind]
-                    how = ("flash_attn_varlen_func(q, k, v (total,H,d), cu_seqlens, max_seqlen, causal=)"
-                           if kind in cu else "flash_attn_func(q, k, v (B,S,H,d), causal=)")
-                    if pass_ == "fwd":
-                        def fn(kind=kind, qq=qq, kk=kk, vv=vv):
-                            with torch.no_grad():
-                                return op_call(kind, qq, kk, vv)
-                    else:
-                        qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (qq, kk, vv))
-                        og = op_call(kind, qg, kg, vg)
-                        fn = (lambda og=og, dd=dd, qg=qg, kg=kg, vg=vg:
-                              torch.autograd.grad(og, (qg, kg, vg), dd, retain_graph=True))
-                        how += "; backward by autograd"
-                    impls[name] = (fn, *shape[kind], how)
-                # SDPA flash (no varlen): its (B, H, S, d) layout, contiguous, made once; the padded
-                # batch and the equal one
-                for nm, (qq, kk, vv, dd, lens, S) in {
-                        "sdpa_flash_dense": (q, k, v, do, [N] * B, N),
-                        "sdpa_flash_padded": (qpad, kpad, vpad, dopad, mixed, L)}.items():
-                    qs, ks, vs = (t.transpose(1, 2).contiguous().requires_grad_(pass_ == "bwd") for t in (qq, kk, vv))
-                    ds = dd.transpose(1, 2).contiguous()
-                    how = "scaled_dot_product_attention(q, k, v (B,H,S,d) contiguous, is_causal=) in sdpa_kernel(FLASH)"
-
-                    def sd(qs=qs, ks=ks, vs=vs):
-                        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                            return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
-                    if pass_ == "fwd":
-                        impls[nm] = (sd, lens, B, S, how)
-                    else:
-                        os_ = sd()
-                        impls[nm] = (lambda os_=os_, ds=ds, qs=qs, ks=ks, vs=vs:
-                                     torch.autograd.grad(os_, (qs, ks, vs), ds, retain_graph=True), lens, B, S,
-                                     how + "; backward by autograd")
-                t_dense = tf_dense = tf_padded = float("nan")
-                for impl, (fn, lens, bb, S, how) in impls.items():
-                    try:
-                        ms, gms, note = timed(fn)
-                    except Exception as e:  # noqa: BLE001 (a backend that refuses: a row saying so)
-                        ms, gms, note = float("nan"), None, f"failed: {str(e).splitlines()[0][:100]}"
-                    tf = flops(lens, d, causal, pass_) / (ms * 1e9) if ms == ms else float("nan")
-                    if impl == "ours_dense":
-                        t_dense, tf_dense = ms, tf
-                    if impl == "ours_padded":
-                        tf_padded = tf
-                    # equal batches: time against ours_dense's; mixed and padded: useful rate
-                    vs_d = tf / tf_dense if ("mixed" in impl or "padded" in impl) else t_dense / ms
-                    rows.append(dict(prov, impl=impl, dtype="bf16", d=d, H=H, causal=int(causal), B=bb,
-                                     total_tokens=sum(lens), max_len=S, median_ms=f"{ms:.4f}",
-                                     graph_ms="" if gms is None else f"{gms:.4f}", how_called=how,
-                                     useful_tflops=f"{tf:.1f}", vs_dense=f"{vs_d:.3f}",
-                                     vs_padded=(f"{tf / tf_padded:.3f}" if impl == "ours_varlen_mixed" else ""),
-                                     repeats=a.repeats,
-                                     max_abs_diff=(f"{diff:.3g}" if impl == "ours_varlen_equal" and pass_ == "fwd"
-                                                   else ""),
-                                     lengths=" ".join(map(str, lens)) if "mixed" in impl or "padded" in impl else "",
-                                     note=note, **{"pass": pass_}))
-                    r = rows[-1]
-                    print(f"{impl:18s} {pass_} d{d} causal={int(causal)} {r['median_ms']:>8s} ms "
-                          f"{r['useful_tflops']:>6s} TFLOP/s vs_dense {r['vs_dense']}", flush=True)
+                ours_impls(torch, op_call, sets, cu, shape, pass_, impls)
+                sdpa_impls(torch, F, SDPBackend, sdpa_kernel, sets, causal, B, N, mixed, L, pass_, impls)
+                time_impls(timed, impls, prov, a, d, H, causal, pass_, diff, rows)
     print(f"# {time.time() - t0:.1f} s; mixed lengths {mixed}")
     if a.csv:
         gpu_timing.write_rows(a.csv, COLUMNS, rows, lambda r, c: str(r.get(c, "")).replace(",", ";"))
