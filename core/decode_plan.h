@@ -168,7 +168,8 @@ FA_HD int decode_num_splits(int B, int H_kv, int seqlen_k, int sm_count, int cta
 //< split-rule
 
 /* 0 when the sizes are well formed, else -1 with one line in why naming the
- * flag a user would have given. */
+ * field of decode_params that is wrong (a program maps fields to its flags:
+ * decode_fatal in src/cpu/stage8_cli.h). */
 static inline int decode_params_check(const decode_params *p, char *why, size_t n)
 {
     if (p->B < 1 || p->H < 1 || p->H_kv < 1 || p->d < 1) {
@@ -177,18 +178,18 @@ static inline int decode_params_check(const decode_params *p, char *why, size_t 
         return -1;
     }
     if (p->H % p->H_kv != 0) {
-        snprintf(why, n, "--kv-heads %d: the %d query heads must be a multiple of the key/value heads",
+        snprintf(why, n, "H_kv %d: the %d query heads must be a multiple of the key/value heads",
                  p->H_kv, p->H);
         return -1;
     }
     if (p->seqlen_q < 1 || p->seqlen_q > DECODE_MAX_SEQLEN_Q) {
-        snprintf(why, n, "--n %d: query rows per sequence must be in [1, %d]", p->seqlen_q,
+        snprintf(why, n, "seqlen_q %d: query rows per sequence must be in [1, %d]", p->seqlen_q,
                  DECODE_MAX_SEQLEN_Q);
         return -1;
     }
     if (p->page_size < DECODE_PAGE_MIN || p->page_size > DECODE_PAGE_MAX ||
         (p->page_size & (p->page_size - 1)) != 0) {
-        snprintf(why, n, "--page-size %d: must be a power of two in [%d, %d]", p->page_size,
+        snprintf(why, n, "page_size %d: must be a power of two in [%d, %d]", p->page_size,
                  DECODE_PAGE_MIN, DECODE_PAGE_MAX);
         return -1;
     }
@@ -203,12 +204,12 @@ static inline int decode_params_check(const decode_params *p, char *why, size_t 
         return -1;
     }
     if (p->window_size_left < -1 || p->window_size_right < -1) {
-        snprintf(why, n, "--window %d,%d: each side is -1 (unbounded) or >= 0", p->window_size_left,
+        snprintf(why, n, "window_size %d,%d: each side is -1 (unbounded) or >= 0", p->window_size_left,
                  p->window_size_right);
         return -1;
     }
     if (!(p->softmax_scale > 0) || p->softmax_scale > 1e300) {
-        snprintf(why, n, "--scale %g: softmax_scale must be finite and > 0", p->softmax_scale);
+        snprintf(why, n, "softmax_scale %g: must be finite and > 0", p->softmax_scale);
         return -1;
     }
     return 0;
@@ -242,7 +243,7 @@ static inline int decode_tables_check(const decode_params *p, const int *block_t
 static inline int decode_splits_check(int num_splits, char *why, size_t n)
 {
     if (num_splits < 1 || num_splits > DECODE_MAX_SPLITS) {
-        snprintf(why, n, "--splits %d: must be in [1, %d] (or 'auto')", num_splits, DECODE_MAX_SPLITS);
+        snprintf(why, n, "num_splits %d: must be in [1, %d]", num_splits, DECODE_MAX_SPLITS);
         return -1;
     }
     return 0;

@@ -87,4 +87,19 @@ static inline void parse_list(const char *flag, const char *s, int *out, size_t 
     if (k != n) fatal(EXIT_BAD_INPUT, "%s: %zu entries, expected %zu", flag, k, n);
 }
 
+/* Exit 2 with the decode plan's one line (decode_params_check,
+ * decode_splits_check), its leading field named by the flag that sets it:
+ * the library speaks to every caller in decode_params' fields. */
+static inline void decode_fatal(const char *why)
+{
+    static const char *const map[][3] = {{"H_kv ", "--kv-heads ", ""},     {"seqlen_q ", "--n ", ""},
+                                         {"page_size ", "--page-size ", ""},   {"window_size ", "--window ", ""},
+                                         {"softmax_scale ", "--scale ", ""},   {"num_splits ", "--splits ", " (or 'auto')"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t n = strlen(map[i][0]);
+        if (strncmp(why, map[i][0], n) == 0) fatal(EXIT_BAD_INPUT, "%s%s%s", map[i][1], why + n, map[i][2]);
+    }
+    fatal(EXIT_BAD_INPUT, "%s", why);
+}
+
 #endif /* FA_STAGE8_CLI_H */

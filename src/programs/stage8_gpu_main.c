@@ -78,11 +78,11 @@ int main(int argc, char **argv)
     if (f.page_size) p.page_size = (int)parse_long("--page-size", f.page_size, -1000000, 1000000);
     if (f.num_pages) fatal(EXIT_BAD_INPUT, "--num-pages: ./stage8_gpu sizes its pool itself (see ./stage8)");
     if (f.block_table) fatal(EXIT_BAD_INPUT, "--block-table: ./stage8_gpu draws its own (see ./stage8)");
-    if (decode_params_check(&p, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
+    if (decode_params_check(&p, why, sizeof why)) decode_fatal(why);
     int splits = 0;
     if (f.splits && strcmp(f.splits, "auto")) {
         splits = (int)parse_long("--splits", f.splits, -1000000, 1000000);
-        if (decode_splits_check(splits, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
+        if (decode_splits_check(splits, why, sizeof why)) decode_fatal(why);
     }
     if (fa_decode_check(dtype, &p, splits ? splits : 1) != FA_OK) fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
     int *lens = NULL;

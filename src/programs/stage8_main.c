@@ -270,7 +270,7 @@ int main(int argc, char **argv)
     p->window_size_left = (opt.given & OPT_WINDOW) ? opt.window_left : -1;
     p->window_size_right = (opt.given & OPT_WINDOW) ? opt.window_right : opt.causal ? 0 : -1;
     char why[256];
-    if (decode_params_check(p, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
+    if (decode_params_check(p, why, sizeof why)) decode_fatal(why);
     size_t pool = (size_t)p->num_pages * p->page_size * p->H_kv * p->d;
     if (pool > (1u << 27)) fatal(EXIT_BAD_INPUT, "the cache pool would hold %zu elements (at most 2^27)", pool);
 
@@ -299,7 +299,7 @@ int main(int argc, char **argv)
     int rule = decode_num_splits(p->B, p->H_kv, max_len, sms, ctas), S = rule;
     if (f.splits && strcmp(f.splits, "auto")) {
         S = (int)parse_long("--splits", f.splits, -1000000, 1000000);
-        if (decode_splits_check(S, why, sizeof why)) fatal(EXIT_BAD_INPUT, "%s", why);
+        if (decode_splits_check(S, why, sizeof why)) decode_fatal(why);
     }
     decode_problem_draw(&x, &rng, 0, 1, table);
     free(table);
