@@ -38,8 +38,6 @@ OVER = {
     "scripts/cpu/extract_input.py:main",
     # chapter 3 shows the tiled backward whole, as one listing (tiled-backward)
     "src/cpu/stage3_tiled.c:flash_backward",
-    # version 3's piece tests and step checks, to be split by piece
-    "tests/gpu/v3_check.c",
 }
 
 
