@@ -115,15 +115,19 @@ define BWD_V3_PTXAS_CHECK
 endef
 $(eval $(call ptxas_objects,stage5_bwd_v3_hopper,$(V3_NVCCFLAGS),bwd_v3_ptxas,BWD_V3_PTXAS_CHECK,$(BWD_V3_DEPS)))
 # build/v3_check: the piece tests, every step against fp64, step timings. Its
+# C half: the command line and the runs (tests/gpu/v3_check.c) and the
+# problems with their fp64 references (tests/gpu/v3_check_problem.c). Its
 # CUDA half (tests/gpu/v3_check_cuda.cu: the piece test kernels, the launch
 # watchdog) is built as the kernel is, for sm_90a, with the same ptxas check.
-$(BUILD)/v3_check.o: tests/gpu/v3_check.c tests/gpu/v3_check_cuda.h kernels/stage4_fwd_v3_hopper.h core/fa_gpu.h | $(BUILD)
+V3_CHECK_C_OBJS := $(BUILD)/v3_check.o $(BUILD)/v3_check_problem.o
+$(V3_CHECK_C_OBJS): $(BUILD)/%.o: tests/gpu/%.c tests/gpu/v3_check.h tests/gpu/v3_check_cuda.h \
+                    kernels/stage4_fwd_v3_hopper.h core/fa_gpu.h | $(BUILD)
 	$(CC) $(CPPFLAGS) -Ikernels $(CFLAGS) -fopenmp -c $< -o $@
 $(BUILD)/v3_check_cuda.o: tests/gpu/v3_check_cuda.cu tests/gpu/v3_check_cuda.h kernels/stage4_fwd_v3_hopper.cuh kernels/hopper.cuh \
                           kernels/stage4_fwd_v3_hopper.h $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(V3_NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/v3_ptxas_check.txt || { cat $(BUILD)/v3_ptxas_check.txt; exit 1; }
 	$(call V3_PTXAS_CHECK,_check)
-$(BUILD)/v3_check: $(BUILD)/v3_check.o $(BUILD)/v3_check_cuda.o $(GPU_OBJS) $(HARNESS)
+$(BUILD)/v3_check: $(V3_CHECK_C_OBJS) $(BUILD)/v3_check_cuda.o $(GPU_OBJS) $(HARNESS)
 	$(NVCC) $(GENCODE) $^ -o $@ $(GPU_LIBS) -lm -Xcompiler -fopenmp
 GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check

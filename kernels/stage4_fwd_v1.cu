@@ -27,6 +27,9 @@
 
 #define FA_V1_BR 64   /* query rows per thread block in version 1 */
 
+/* The register tiles (S_ij here; dQ_i in the backward's version 1,
+ * stage5_bwd_v1.cu) are zeroed and filled with the same unrolled loops in
+ * both kernels, deliberately: each chapter shows its kernel whole. */
 //> v1-kernel
 /* One thread block of 256 threads computes Br = 64 rows of O and L for one
  * head (blockIdx.y = b H + h, blockIdx.x = query block i). Thread (ty, tx),

@@ -91,7 +91,9 @@ template <int D> struct v2_cfg {
 
 /* Deliberate copy: version 2 opens as version 1 does (the tile's rows, the
  * head's tensors, the run of key blocks); chapter 4 reads each version's
- * kernel whole, one listing each. */
+ * kernel whole, one listing each. Within it the loops over the accumulator's
+ * fragments (mt, n, e) stand once per rule on the scores (keys past
+ * seqlen_k, then the mask), each where the listing applies it. */
 //> v2-kernel
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2)

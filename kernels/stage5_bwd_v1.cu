@@ -22,6 +22,9 @@ template <int D, int BC> struct bwd_v1_cfg {
     }
 };
 
+/* dQ_i's register tile is zeroed with the unrolled loops of the forward's
+ * version 1 (stage4_fwd_v1.cu), deliberately: each chapter shows its kernel
+ * whole. */
 //> bwd-v1-kernel
 /* One block of 256 threads per (key block j of Bc keys, key/value head);
  * thread (ty, tx), ty, tx = 0..15. Per query block i (Br = 64 rows) of each

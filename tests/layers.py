@@ -31,8 +31,10 @@ import ast
 import fnmatch
 import os
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import repo_files  # noqa: E402  (tests/repo_files.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,14 +77,6 @@ def layer(rel):
         if fnmatch.fnmatch(rel, pat):
             return name
     return None
-
-
-def tracked():
-    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                         cwd=ROOT, capture_output=True, text=True)
-    if out.returncode != 0:
-        return None
-    return sorted(p for p in out.stdout.split("\n") if p and os.path.isfile(os.path.join(ROOT, p)))
 
 
 def resolve_include(rel, name, files):
@@ -174,7 +168,7 @@ def self_check(files):
 
 
 def main():
-    files = tracked()
+    files = repo_files.listed()
     if files is None:
         print("SKIP layers: not a git checkout (the file list comes from git)")
         return 0
@@ -185,20 +179,12 @@ def main():
               "the right-way ones passed")
     else:
         print(f"FAIL layers self-check: caught {caught}, flagged good {good}")
-    sources = {}
-    for rel in files:
-        if rel.endswith(C_EXT + (".py",)) and layer(rel):
-            with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
-                sources[rel] = f.read()
+    sources = repo_files.texts(rel for rel in files if rel.endswith(C_EXT + (".py",)) and layer(rel))
     bad = violations(sources, set(files))
     n_c = sum(1 for r in sources if r.endswith(C_EXT))
-    if bad:
-        print(f"FAIL layers: {len(bad)} include(s)/import(s) point up the layers (docs/ARCHITECTURE.md):")
-        for b in bad:
-            print("    " + b)
-    else:
-        print(f"PASS layers: core <- harness <- CPU stages <- GPU host programs, core <- kernels, "
-              f"core <- python <- scripts <- paper ({n_c} C/CUDA and {len(sources) - n_c} Python files read)")
+    repo_files.report(bad, f"layers: {len(bad)} include(s)/import(s) point up the layers (docs/ARCHITECTURE.md):",
+                      f"layers: core <- harness <- CPU stages <- GPU host programs, core <- kernels, "
+                      f"core <- python <- scripts <- paper ({n_c} C/CUDA and {len(sources) - n_c} Python files read)")
     core_c = [r for r in sources if r.startswith("core/") and r.endswith(C_EXT)]
     escaped = [f"{r}: {n}" for r in core_c for n in INCLUDE.findall(sources[r])
                if not os.path.isfile(os.path.join(ROOT, "core", n))]

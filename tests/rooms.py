@@ -20,10 +20,11 @@ passes short ones.
 import ast
 import os
 import re
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import repo_files  # noqa: E402  (tests/repo_files.py)
+
 MAX_LINES = 700
 MAX_FUNCTION = 120
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".py", ".sh", ".gp", ".cpp")
@@ -33,8 +34,6 @@ COVERED = ("src/", "core/", "python/", "scripts/", "exercises/", "figures/")
 OVER = {
     # chapter 3 shows the tiled backward whole, as one listing (tiled-backward)
     "src/cpu/stage3_tiled.c:flash_backward",
-    # version 3's piece tests and step checks, to be split by piece
-    "tests/gpu/v3_check.c",
 }
 
 
@@ -105,27 +104,17 @@ def main():
     ok, found = self_check()
     print(("PASS" if ok else "FAIL") + f" rooms self-check: a long file and long C and Python functions caught, "
           f"short ones passed{'' if ok else ': ' + str(sorted(found))}")
-    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                         cwd=ROOT, capture_output=True, text=True)
-    if out.returncode != 0:
+    files = repo_files.listed()
+    if files is None:
         print("SKIP rooms: not a git checkout (the file list comes from git)")
         return 0 if ok else 1
-    sources = {}
-    for rel in out.stdout.split("\n"):
-        path = os.path.join(ROOT, rel)
-        if rel and covered(rel) and os.path.isfile(path):
-            with open(path, encoding="utf-8", errors="replace") as f:
-                sources[rel] = f.read()
+    sources = repo_files.texts(rel for rel in files if covered(rel))
     big = too_big(sources)
     new = [why for key, why in big if key not in OVER]
     gone = sorted(OVER - {key for key, _ in big})
-    if new:
-        print(f"FAIL rooms: over {MAX_LINES} lines a file or {MAX_FUNCTION} a function (split by concern):")
-        for why in new:
-            print("    " + why)
-    else:
-        print(f"PASS rooms: {len(sources)} files read, none over {MAX_LINES} lines and no function over "
-              f"{MAX_FUNCTION} but the {len(OVER)} listed in OVER")
+    repo_files.report(new, f"rooms: over {MAX_LINES} lines a file or {MAX_FUNCTION} a function (split by concern):",
+                      f"rooms: {len(sources)} files read, none over {MAX_LINES} lines and no function over "
+                      f"{MAX_FUNCTION} but the {len(OVER)} listed in OVER")
     if gone:
         print("FAIL rooms' list: within the limits now, remove from OVER: " + ", ".join(gone))
     else:

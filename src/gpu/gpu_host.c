@@ -600,6 +600,19 @@ void gh_check_problem(int pass, const attn_params *p, const int *dtypes, int nd,
               "matrices; use seqlen_q seqlen_k <= 64e6 (N <= 8000)", p->seqlen_q, p->seqlen_k);
 }
 
+void gh_run_of_options(int pass, const options *opt, bool outputs, const char *output_flags, gh_inputs *in,
+                       int *dtypes, int *nd, int *versions, int *nv)
+{
+    gh_select(pass, (opt->given & OPT_DTYPE) ? opt->dtype : NULL, opt->kernel, dtypes, nd, versions, nv);
+    if (outputs && (*nv != 1 || *nd != 1))
+        fatal(EXIT_BAD_INPUT, "%s write one run: give --kernel K and --dtype T", output_flags);
+    /* Bad input is refused before looking for a GPU: files are read, the
+     * problem checked against the chosen versions. */
+    memset(in, 0, sizeof *in);
+    gh_inputs_of_options(in, opt);
+    gh_check_problem(pass, &in->params, dtypes, *nd, versions, *nv, opt->kernel >= 0);
+}
+
 bool gh_device(const char *stage, char *device, size_t n, int *sm_count)
 {
     if (fa_device_count() == 0) {

@@ -247,6 +247,15 @@ void gh_diagnose(const char *who, const attn_params *p, gh_tensor t, const doubl
  * beyond 64e6 entries. */
 void gh_check_problem(int pass, const attn_params *p, const int *dtypes, int nd, const int *versions,
                       int nv, bool check);
+/* The run a GPU program's options ask for, every bad input refused with
+ * one line and exit 2 before any GPU work: the dtypes and versions of
+ * --dtype and --kernel (gh_select; versions holds 16), one of each when
+ * `outputs` (the flags output_flags names, e.g. "--out/--lse", were given),
+ * and the problem of the options (gh_inputs_of_options, into in, which is
+ * zeroed first; free with gh_inputs_free) checked against them
+ * (gh_check_problem, strictly when --kernel was given). */
+void gh_run_of_options(int pass, const options *opt, bool outputs, const char *output_flags, gh_inputs *in,
+                       int *dtypes, int *nd, int *versions, int *nv);
 /* The GPU: false (after printing "<stage>: no CUDA GPU here; ...") when there
  * is none; else its description in device and its SM count. */
 bool gh_device(const char *stage, char *device, size_t n, int *sm_count);

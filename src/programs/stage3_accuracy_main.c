@@ -19,41 +19,54 @@ static const char USAGE[] =
     "       stage3_accuracy --draws FILE [--seed S]  many draws at N = 192 bf16 a = 120, both masks\n"
     "       stage3_accuracy --test [--seed S]        PASS/FAIL checks on fresh inputs\n";
 
-int main(int argc, char **argv)
+/* What the command line asks for: exactly one of --test, --csv FILE and
+ * --draws FILE, and --seed S when given. */
+typedef struct {
+    const char *csv, *many;
+    bool test, seeded;
+    uint64_t seed;
+} accuracy_run;
+
+/* The flags, each at most once; a bad one is one line and exit 2. */
+static accuracy_run parse_flags(int argc, char **argv)
 {
-    set_prog_name(argv[0]);
-    const char *csv = NULL, *many = NULL;
-    bool test = false, seeded = false;
-    uint64_t s = 0;
+    accuracy_run r = {NULL, NULL, false, false, 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             fputs(USAGE, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--test") && !test) {
-            test = true;
-        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc && !csv) {
-            csv = argv[++i];
-        } else if (!strcmp(argv[i], "--draws") && i + 1 < argc && !many) {
-            many = argv[++i];
-        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc && !seeded) {
+            exit(0);
+        } else if (!strcmp(argv[i], "--test") && !r.test) {
+            r.test = true;
+        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc && !r.csv) {
+            r.csv = argv[++i];
+        } else if (!strcmp(argv[i], "--draws") && i + 1 < argc && !r.many) {
+            r.many = argv[++i];
+        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc && !r.seeded) {
             char *end;
-            s = strtoull(argv[++i], &end, 10);
+            r.seed = strtoull(argv[++i], &end, 10);
             if (*end || !*argv[i]) fatal(EXIT_BAD_INPUT, "--seed %s: not a whole number", argv[i]);
-            seeded = true;
+            r.seeded = true;
         } else {
             fatal(EXIT_BAD_INPUT, "%s: unknown, repeated or missing its value (see --help)", argv[i]);
         }
     }
-    if (test + (csv != NULL) + (many != NULL) != 1)
+    if (r.test + (r.csv != NULL) + (r.many != NULL) != 1)
         fatal(EXIT_BAD_INPUT, "give exactly one of --test, --csv FILE and --draws FILE");
-    if (csv) stage_output("--csv", csv);   /* checked before the sweep's minutes of work */
-    if (many) stage_output("--draws", many);
-    if (test) {
-        uint64_t seed = seeded ? s : fresh_seed();
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    set_prog_name(argv[0]);
+    accuracy_run r = parse_flags(argc, argv);
+    if (r.csv) stage_output("--csv", r.csv);   /* checked before the sweep's minutes of work */
+    if (r.many) stage_output("--draws", r.many);
+    if (r.test) {
+        uint64_t seed = r.seeded ? r.seed : fresh_seed();
         printf("stage3 accuracy checks, seed %llu (--seed replays)\n", (unsigned long long)seed);
         return dq_accuracy_tests(seed);
     }
-    if (many) dq_accuracy_draws(many, argc, argv, seeded ? s : 20261202);
-    else dq_accuracy_sweep(csv, argc, argv, seeded ? s : 20261201);
+    if (r.many) dq_accuracy_draws(r.many, argc, argv, r.seeded ? r.seed : 20261202);
+    else dq_accuracy_sweep(r.csv, argc, argv, r.seeded ? r.seed : 20261201);
     return outputs_finish(0);
 }

@@ -76,6 +76,17 @@ static const char USAGE[] =
     "--out and --lse (with one --kernel and --dtype) write the O and L the GPU computed.\n"
     "Without a GPU: one line saying so, exit 0.";
 
+/* What the columns of the table run_problem prints mean, above it. */
+static void print_legend(int repeats)
+{
+    printf("  errors against the CPU fp64 reference on the inputs rounded to the dtype:\n"
+           "    err O (max) = max|O - O_ref| / max|O_ref|, err O (norm) = ||O - O_ref|| / ||O_ref||,\n"
+           "    err L = max|L - L_ref| / max(1, max|L_ref|); unwritten = NaN/inf left in an output\n"
+           "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s counts 4 B H Sq Sk d times the\n"
+           "  visible share of the scores (the papers' convention); model bytes: the version's IO model;\n"
+           "  tiles: visited/skipped per head\n", repeats);
+}
+
 int main(int argc, char **argv)
 {
     set_prog_name(argv[0]);
@@ -84,17 +95,9 @@ int main(int argc, char **argv)
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS | OPT_SCALE |
                       OPT_INPUTS | OPT_FWD_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_FP32 | OPT_FP16 | OPT_BF16 | OPT_KERNEL | OPT_REPEATS,
                   USAGE, &opt);
-    bool outputs = opt.out || opt.lse;
     int dtypes[3], nd, versions[NV_MAX], nv;
-    gh_select(FA_FORWARD, (opt.given & OPT_DTYPE) ? opt.dtype : NULL, opt.kernel, dtypes, &nd, versions, &nv);
-    if (outputs && (nv != 1 || nd != 1))
-        fatal(EXIT_BAD_INPUT, "--out/--lse write one run: give --kernel K and --dtype T");
-    /* Bad input is refused before looking for a GPU: files are read, the
-     * problem checked against the chosen version. */
     gh_inputs in;
-    memset(&in, 0, sizeof in);
-    gh_inputs_of_options(&in, &opt);
-    gh_check_problem(FA_FORWARD, &in.params, dtypes, nd, versions, nv, opt.kernel >= 0);
+    gh_run_of_options(FA_FORWARD, &opt, opt.out || opt.lse, "--out/--lse", &in, dtypes, &nd, versions, &nv);
 
     char device[256];
     int sm_count = 0;
@@ -110,12 +113,7 @@ int main(int argc, char **argv)
                             "device,input,B,H,H_kv,seqlen_q,seqlen_k,d,window_left,window_right,kernel,dtype,"
                             "err_O_maxabs_over_maxref,err_O_norm,err_L,unwritten,median_ms,tflops,model_bytes");
     printf("stage4: CUDA forward on %s\n", device);
-    printf("  errors against the CPU fp64 reference on the inputs rounded to the dtype:\n"
-           "    err O (max) = max|O - O_ref| / max|O_ref|, err O (norm) = ||O - O_ref|| / ||O_ref||,\n"
-           "    err L = max|L - L_ref| / max(1, max|L_ref|); unwritten = NaN/inf left in an output\n"
-           "  time: median of %d launches (CUDA events, L2 flushed); TFLOP/s counts 4 B H Sq Sk d times the\n"
-           "  visible share of the scores (the papers' convention); model bytes: the version's IO model;\n"
-           "  tiles: visited/skipped per head\n", m.repeats);
+    print_legend(m.repeats);
     int bad = run_problem(&m, &in, dtypes, nd);
     gh_inputs_free(&in);
     bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);

@@ -105,16 +105,9 @@ int main(int argc, char **argv)
                       OPT_REPEATS | OPT_DETERMINISTIC,
                   USAGE, &opt);
     int dtypes[3], nd, versions[16], nv;
-    gh_select(FA_BACKWARD, (opt.given & OPT_DTYPE) ? opt.dtype : NULL, opt.kernel, dtypes, &nd, versions, &nv);
-    bool outputs = opt.out || opt.lse || opt.dq || opt.dk || opt.dv;
-    if (outputs && (nv != 1 || nd != 1))
-        fatal(EXIT_BAD_INPUT, "--out/--lse/--dq/--dk/--dv write one run: give --kernel K and --dtype T");
-    /* Bad input is refused before looking for a GPU: files are read, the
-     * shape and dtype checked against the chosen version. */
     gh_inputs pr;
-    memset(&pr, 0, sizeof pr);
-    gh_inputs_of_options(&pr, &opt);
-    gh_check_problem(FA_BACKWARD, &pr.params, dtypes, nd, versions, nv, opt.kernel >= 0);
+    gh_run_of_options(FA_BACKWARD, &opt, opt.out || opt.lse || opt.dq || opt.dk || opt.dv, "--out/--lse/--dq/--dk/--dv",
+                      &pr, dtypes, &nd, versions, &nv);
     if ((bwd_run_flags & FA_BWD_DQ_PASS) && dq_pass_refused(dtypes, nd, &pr.params))
         fatal(EXIT_BAD_INPUT, "--accurate-dq=full: %s", fa_error_string());
     if (opt.deterministic && opt.kernel >= 0 && !fa_version(FA_BACKWARD, opt.kernel)->deterministic)

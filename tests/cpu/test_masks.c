@@ -141,13 +141,6 @@ static void test_mask_brute_force(rng_t *rng, int trials)
         for (int i = 0; i < sq; i++)
             for (int j = 0; j < sk; j++)
                 if (mask_visible(m, i, j)) hit[(size_t)(i / Br) * Tc + j / Bc] = 1;
-        for (int a = 0; a < Tr; a++)
-            for (int c = 0; c < Tc; c++)
-                if (hit[(size_t)a * Tc + c]) {
-                    tiles++;
-                    key_rows += imin(Bc, sk - c * Bc);
-                    query_rows += imin(Br, sq - a * Br);
-                }
         for (int a = 0; a < Tr; a++) {
             int i0 = a * Br, i1 = imin(i0 + Br, sq), b, e;
             visible_run v = marked_run(hit + (size_t)a * Tc, Tc, 1);
@@ -156,6 +149,11 @@ static void test_mask_brute_force(rng_t *rng, int trials)
             q_active += v.n ? i1 - i0 : 0;
             for (int c = 0; c < Tc; c++) {   /* a tile wholly visible <=> mask_tile_unmasked */
                 int j0 = c * Bc, j1 = imin(j0 + Bc, sk), all = 1;
+                if (hit[(size_t)a * Tc + c]) {   /* the tiles a pass visits and the rows it reads */
+                    tiles++;
+                    key_rows += j1 - j0;
+                    query_rows += i1 - i0;
+                }
                 for (int i = i0; i < i1; i++)
                     for (int j = j0; j < j1; j++) all &= mask_visible(m, i, j);
                 bad_whole += all != (int)mask_tile_unmasked(m, i0, i1, j0, j1);
