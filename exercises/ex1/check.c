@@ -42,7 +42,6 @@ static void mark_intensity(tally *t, answers *a, const char *key, double want, d
 
 int main(int argc, char **argv)
 {
-    check_no_options(argc, argv, 1);
     const char *dir = check_begin(argc, argv, 1, "FLOPs, bytes and the roofline");
     tally t = {0};
     answers *a = answers_load(dir, "answers.txt");

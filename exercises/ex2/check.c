@@ -84,7 +84,6 @@ static bool ok(double x, double exact, double hand)
 
 int main(int argc, char **argv)
 {
-    check_no_options(argc, argv, 2);
     const char *dir = check_begin(argc, argv, 2, "the online softmax by hand");
     tally t = {0};
     answers *a = answers_load(dir, "answers.txt");

@@ -15,7 +15,6 @@ static const double FP16 = 2, FP32 = 4;                 /* bytes per element */
 
 int main(int argc, char **argv)
 {
-    check_no_options(argc, argv, 3);
     const char *dir = check_begin(argc, argv, 3, "what S costs, what FlashAttention keeps");
     tally t = {0};
     answers *a = answers_load(dir, "answers.txt");

@@ -298,7 +298,7 @@ static void mark_window_saving(tally *t, const char *dir)
 
 int main(int argc, char **argv)
 {
-    const char *dir = check_begin(argc, argv, 4, "sliding-window causal attention, tiled");
+    const char *dir = check_begin_with_options(argc, argv, 4, "sliding-window causal attention, tiled");
     set_prog_name(argv[0]);
     int n_random = 300;
     uint64_t seed = check_seed_flags(argc, argv, dir, "random cases", &n_random);

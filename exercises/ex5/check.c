@@ -100,7 +100,7 @@ static void mark_sums(tally *t, const char *key, const sums *s)
 
 int main(int argc, char **argv)
 {
-    const char *dir = check_begin(argc, argv, 5, "storing L instead of P");
+    const char *dir = check_begin_with_options(argc, argv, 5, "storing L instead of P");
     set_prog_name(argv[0]);
     uint64_t seed = check_seed_flags(argc, argv, dir, "(a) random cases", NULL);
     rng_t rng;

@@ -75,9 +75,15 @@ uint64_t check_seed(const char *text)
     return (uint64_t)v;
 }
 
-const char *check_begin(int argc, char **argv, int ex, const char *title)
+static const char *begin(int argc, char **argv, int ex, const char *title, int takes_options)
 {
     static char dir[4096];
+    for (int i = 1; i < argc && !takes_options; i++) {
+        if (i == 1 && argv[i][0] != '-') continue;       /* the folder to mark */
+        fprintf(stderr, "ex%d check: unexpected argument '%s' (usage: check [DIR], DIR the folder of your answers)\n",
+                ex, argv[i]);
+        exit(2);
+    }
     if (argc > 1 && argv[1][0] != '-') {
         snprintf(dir, sizeof dir, "%s", argv[1]);
     } else {
@@ -98,14 +104,14 @@ const char *check_begin(int argc, char **argv, int ex, const char *title)
     return dir;
 }
 
-void check_no_options(int argc, char **argv, int ex)
+const char *check_begin(int argc, char **argv, int ex, const char *title)
 {
-    for (int i = 1; i < argc; i++) {
-        if (i == 1 && argv[i][0] != '-') continue;       /* the folder to mark */
-        fprintf(stderr, "ex%d check: unexpected argument '%s' (usage: check [DIR], DIR the folder of your answers)\n",
-                ex, argv[i]);
-        exit(2);
-    }
+    return begin(argc, argv, ex, title, 0);
+}
+
+const char *check_begin_with_options(int argc, char **argv, int ex, const char *title)
+{
+    return begin(argc, argv, ex, title, 1);
 }
 
 int check_end(const tally *t, int ex)

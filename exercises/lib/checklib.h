@@ -39,10 +39,10 @@ typedef struct {
  * Installs handlers so that a crash of the learner's code (SIGSEGV, SIGBUS,
  * SIGFPE, SIGILL, SIGABRT) prints the case set by check_case and exits 1. */
 const char *check_begin(int argc, char **argv, int ex, const char *title);
-
-/* For a checker that takes no option: exit 2 with one line, before any
- * output, on an argument other than the one folder check_begin reads. */
-void check_no_options(int argc, char **argv, int ex);
+/* check_begin refuses, in one line and exit 2 before any output, every
+ * argument but the folder; a checker with options of its own (--seed,
+ * --cases: check_seed_flags) starts with check_begin_with_options. */
+const char *check_begin_with_options(int argc, char **argv, int ex, const char *title);
 /* The random cases' seed of a checker: --seed S (default a fresh one) and,
  * where cases is not NULL, --cases K; any other flag prints the usage line
  * and exits with status 2. Prints "  <what> from seed S (replay: ...)". */
