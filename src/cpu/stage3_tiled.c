@@ -178,7 +178,6 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
     double *Pij = sram_alloc(sram, (size_t)Br * Bc, "P_ij");
     double *dSij = sram_alloc(sram, (size_t)Br * Bc, "dP_ij, then dS_ij");
     int Tr = ceil_div(Sq, Br), Tc = ceil_div(Sk, Bc);
-
     /* D_i = dO_i . O_i, once per row (it equals sum_j P_ij dP_ij). The O
      * block passes through Q_i's tile, which is free until the main loop.
      * A query block that sees no key gets dQ = 0 here: no key block will
