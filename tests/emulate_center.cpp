@@ -65,10 +65,10 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* c (B H_kv d) and K_c (B, H_kv, Sk, d) contiguous from K through strides
  * sk, as bwd_center_k launches them. */
 template <class T>
-void center(const T *K, fa_stride sk, int B, int Hkv, int Sk, int d, std::vector<float> &c, std::vector<T> &Kc)
+void center(const T *K, fa_stride sk, int B, int H_kv, int Sk, int d, std::vector<float> &c, std::vector<T> &Kc)
 {
     const int chunks = (Sk + BWD_CEN_ROWS - 1) / BWD_CEN_ROWS, tiles = (d + BWD_CEN_COLS - 1) / BWD_CEN_COLS;
-    const int bhk = B * Hkv;
+    const int bhk = B * H_kv;
     const size_t plane = (size_t)bhk * chunks * d;
     constexpr int V = vec16<T>::n;
     const bool vec = ((uintptr_t)K & 15) == 0 && d % V == 0 && sk.batch % V == 0 && sk.head % V == 0 &&
@@ -78,18 +78,18 @@ void center(const T *K, fa_stride sk, int B, int Hkv, int Sk, int d, std::vector
     Kc.assign((size_t)bhk * Sk * d, from_f<T>(NAN));
     if (vec)
         launch({bhk, chunks, tiles}, 256, [&] {
-            bwd_center_stats_kernel<T, V>(K, part.data(), Hkv, Sk, d, sk, chunks, plane);
+            bwd_center_stats_kernel<T, V>(K, part.data(), H_kv, Sk, d, sk, chunks, plane);
         });
     else
         launch({bhk, chunks, tiles}, 256, [&] {
-            bwd_center_stats_kernel<T, 1>(K, part.data(), Hkv, Sk, d, sk, chunks, plane);
+            bwd_center_stats_kernel<T, 1>(K, part.data(), H_kv, Sk, d, sk, chunks, plane);
         });
     launch({(d + 127) / 128, bhk, 1}, 128, [&] { bwd_center_mean_kernel<T>(part.data(), c.data(), Sk, d, chunks, plane); });
     const long long n_vec = (long long)bhk * Sk * d / (vec ? V : 1);
     if (vec)
-        launch({3, 1, 1}, 256, [&] { bwd_center_shift_kernel<T, V>(K, c.data(), Kc.data(), Hkv, Sk, d, sk, n_vec); });
+        launch({3, 1, 1}, 256, [&] { bwd_center_shift_kernel<T, V>(K, c.data(), Kc.data(), H_kv, Sk, d, sk, n_vec); });
     else
-        launch({3, 1, 1}, 256, [&] { bwd_center_shift_kernel<T, 1>(K, c.data(), Kc.data(), Hkv, Sk, d, sk, n_vec); });
+        launch({3, 1, 1}, 256, [&] { bwd_center_shift_kernel<T, 1>(K, c.data(), Kc.data(), H_kv, Sk, d, sk, n_vec); });
 }
 
 static bool representable(double x, float) { return (double)(float)x == x; }
@@ -98,7 +98,7 @@ static bool representable(double x, bf16) { return (double)to_f(__double2bfloat1
 
 template <class T> int run(const char *dname, int d, unsigned seed)
 {
-    const int B = 2, H = 4, Hkv = 2, Sk = 300, Sq = 50, g = H / Hkv;
+    const int B = 2, H = 4, H_kv = 2, Sk = 300, Sq = 50, g = H / H_kv;
     const double scale = 1.0 / sqrt((double)d);
     std::mt19937 rng(seed);
     std::normal_distribution<double> nd;
@@ -106,9 +106,9 @@ template <class T> int run(const char *dname, int d, unsigned seed)
     enum { FAR, OFFSET, MIXED, HASNAN, WIDE, KINDS };
     auto kind = [](int col) { return col < KINDS ? col : MIXED; };
     /* K contiguous (B, H_kv, Sk, d) and the same values as a (B, Sk, H_kv, d) view */
-    const size_t nk = (size_t)B * Hkv * Sk * d;
+    const size_t nk = (size_t)B * H_kv * Sk * d;
     std::vector<T> K(nk), Kv(nk);
-    for (int bh = 0; bh < B * Hkv; bh++)
+    for (int bh = 0; bh < B * H_kv; bh++)
         for (int j = 0; j < Sk; j++)
             for (int k = 0; k < d; k++) {
                 double x;
@@ -121,15 +121,15 @@ template <class T> int run(const char *dname, int d, unsigned seed)
                 }
                 T v = from_f<T>((float)x);
                 K[((size_t)bh * Sk + j) * d + k] = v;
-                Kv[(((size_t)(bh / Hkv) * Sk + j) * Hkv + bh % Hkv) * d + k] = v;
+                Kv[(((size_t)(bh / H_kv) * Sk + j) * H_kv + bh % H_kv) * d + k] = v;
             }
     std::vector<float> c, c2;
     std::vector<T> Kc, Kc2;
-    center(K.data(), fa_stride{(int64_t)Hkv * Sk * d, (int64_t)Sk * d, d}, B, Hkv, Sk, d, c, Kc);
-    center(Kv.data(), fa_stride{(int64_t)Sk * Hkv * d, d, (int64_t)Hkv * d}, B, Hkv, Sk, d, c2, Kc2);
+    center(K.data(), fa_stride{(int64_t)H_kv * Sk * d, (int64_t)Sk * d, d}, B, H_kv, Sk, d, c, Kc);
+    center(Kv.data(), fa_stride{(int64_t)Sk * H_kv * d, d, (int64_t)H_kv * d}, B, H_kv, Sk, d, c2, Kc2);
 
     int inexact = 0, rule_bad = 0, centers_bad = 0;
-    for (int bh = 0; bh < B * Hkv; bh++)
+    for (int bh = 0; bh < B * H_kv; bh++)
         for (int k = 0; k < d; k++) {
             const double ck = c[(size_t)bh * d + k];
             double lo = INFINITY, hi = -INFINITY, big = 0;
@@ -184,7 +184,7 @@ template <class T> int run(const char *dname, int d, unsigned seed)
     int lse_bad = 0;
     for (size_t r = 0; r < rows; r++) {
         const size_t b = r / ((size_t)H * Sq), h = r / Sq % H;
-        const float *cv = c.data() + (b * Hkv + h / g) * d;
+        const float *cv = c.data() + (b * H_kv + h / g) * d;
         double t = 0, dd = 0, mag = 0;
         for (int k = 0; k < d; k++) {
             t += (double)to_f(Q[r * d + k]) * cv[k];

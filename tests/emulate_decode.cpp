@@ -61,12 +61,12 @@ static void pdl_wait() {}
 #include "decode_combine_kernel.inc"
 
 template <class T, int D>
-int run(const char *name, int B, int H, int Hkv, int Sq, int P, int cap, int wl, int wr, int S, unsigned seed,
+int run(const char *name, int B, int H, int H_kv, int Sq, int P, int cap, int wl, int wr, int S, unsigned seed,
         std::vector<T> *out = nullptr, std::vector<float> *out_L = nullptr) {
     std::mt19937 rng(seed); std::normal_distribution<float> nd;
-    decode_params p{B, H, Hkv, D, Sq, P, (cap + P - 1) / P, 0, 1.0 / sqrt((double)D), wl, wr};
+    decode_params p{B, H, H_kv, D, Sq, P, (cap + P - 1) / P, 0, 1.0 / sqrt((double)D), wl, wr};
     p.num_pages = B * p.pages_per_seq + 2;
-    size_t nq = (size_t)B * H * Sq * D, pool = (size_t)p.num_pages * P * Hkv * D, rows = (size_t)B * H * Sq;
+    size_t nq = (size_t)B * H * Sq * D, pool = (size_t)p.num_pages * P * H_kv * D, rows = (size_t)B * H * Sq;
     std::vector<T> q(nq), k(pool), v(pool); std::vector<double> qd(nq), kd(pool), vd(pool);
     for (size_t i = 0; i < nq; i++) { q[i] = from_f<T>(nd(rng)); qd[i] = to_f(q[i]); }
     for (size_t i = 0; i < pool; i++) { k[i] = from_f<T>(nd(rng)); kd[i] = to_f(k[i]); v[i] = from_f<T>(nd(rng)); vd[i] = to_f(v[i]); }
@@ -77,28 +77,28 @@ int run(const char *name, int B, int H, int Hkv, int Sq, int P, int cap, int wl,
     // poison unread cache rows with NaN
     std::vector<char> need(p.num_pages * P, 0);
     for (int b = 0; b < B; b++) { int lo, hi; decode_key_range(&p, lens[b], &lo, &hi); for (int j = lo; j < hi; j++) need[table[b * p.pages_per_seq + j / P] * P + j % P] = 1; }
-    for (size_t r = 0; r < need.size(); r++) if (!need[r]) for (int x = 0; x < Hkv * D; x++) { k[r * Hkv * D + x] = from_f<T>(NAN); v[r * Hkv * D + x] = from_f<T>(NAN); }
+    for (size_t r = 0; r < need.size(); r++) if (!need[r]) for (int x = 0; x < H_kv * D; x++) { k[r * H_kv * D + x] = from_f<T>(NAN); v[r * H_kv * D + x] = from_f<T>(NAN); }
     std::vector<T> o(nq, from_f<T>(NAN)); std::vector<float> L(rows, NAN), ws((size_t)S * rows * (D + 1), NAN);
-    decode_kargs a{p, H / Hkv, ((H / Hkv) * Sq + RT - 1) / RT, S, __builtin_ctz(P), (float)(p.softmax_scale * 1.4426950408889634)};
+    decode_kargs a{p, H / H_kv, ((H / H_kv) * Sq + RT - 1) / RT, S, __builtin_ctz(P), (float)(p.softmax_scale * 1.4426950408889634)};
     float *Op = ws.data(), *Lp = S > 1 ? Op + (size_t)S * rows * D : nullptr;
-    launch({a.chunks * S, Hkv, B}, THREADS, [&] { decode_split_kernel<T, D>(a, q.data(), k.data(), v.data(), table.data(), lens.data(), o.data(), L.data(), S > 1 ? Op : nullptr, Lp); });
+    launch({a.chunks * S, H_kv, B}, THREADS, [&] { decode_split_kernel<T, D>(a, q.data(), k.data(), v.data(), table.data(), lens.data(), o.data(), L.data(), S > 1 ? Op : nullptr, Lp); });
     if (S > 1) launch({(int)rows, 1, 1}, D, [&] { decode_combine_kernel<T, D>(rows, S, Op, Lp, o.data(), L.data()); });
     // reference
     double err = 0, errL = 0, mV = 0; int bad = 0;
     for (size_t i = 0; i < pool; i++) if (std::isfinite(vd[i])) mV = std::max(mV, fabs(vd[i]));
     for (int b = 0; b < B; b++) for (int h = 0; h < H; h++) for (int i = 0; i < Sq; i++) {
-        attn_mask m = decode_mask(&p, lens[b]); int g = h / (H / Hkv);
+        attn_mask m = decode_mask(&p, lens[b]); int g = h / (H / H_kv);
         size_t row = ((size_t)b * H + h) * Sq + i;
         std::vector<double> s(lens[b], -INFINITY); double mx = -INFINITY;
         for (int j = 0; j < lens[b]; j++) if (mask_visible(m, i, j)) {
-            size_t at = ((size_t)(table[b * p.pages_per_seq + j / P] * P + j % P) * Hkv + g) * D; double x = 0;
+            size_t at = ((size_t)(table[b * p.pages_per_seq + j / P] * P + j % P) * H_kv + g) * D; double x = 0;
             for (int c = 0; c < D; c++) x += qd[row * D + c] * kd[at + c];
             s[j] = x * p.softmax_scale;
             mx = std::max(mx, s[j]);
         }
         double l = 0; std::vector<double> acc(D, 0);
         if (mx > -INFINITY) for (int j = 0; j < lens[b]; j++) if (s[j] > -INFINITY) { double e = exp(s[j] - mx); l += e;
-            size_t at = ((size_t)(table[b * p.pages_per_seq + j / P] * P + j % P) * Hkv + g) * D; for (int c = 0; c < D; c++) acc[c] += e * vd[at + c]; }
+            size_t at = ((size_t)(table[b * p.pages_per_seq + j / P] * P + j % P) * H_kv + g) * D; for (int c = 0; c < D; c++) acc[c] += e * vd[at + c]; }
         double Lr = l > 0 ? mx + log(l) : -INFINITY;
         for (int c = 0; c < D; c++) { double ref = l > 0 ? acc[c] / l : 0, got = to_f(o[row * D + c]);
             if (!std::isfinite(got)) bad++; else err = std::max(err, fabs(got - ref) / mV);

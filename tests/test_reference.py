@@ -177,15 +177,15 @@ def main():
                 result(False, "C stage on " + shape, str(e))
         # Masks, other key lengths, grouped heads, Fortran-order files.
         for trial in range(5):
-            B, Hkv = int(rng.integers(1, 3)), int(rng.integers(1, 3))
-            H = Hkv * int(rng.integers(1, 4))
+            B, H_kv = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+            H = H_kv * int(rng.integers(1, 4))
             Sq, Sk, d = int(rng.integers(1, 120)), int(rng.integers(1, 120)), int(rng.integers(1, 33))
             window = random_window(rng, Sq, Sk)
             inputs = {"q": rng.normal(size=(B, H, Sq, d)), "do": rng.normal(size=(B, H, Sq, d)),
-                      "k": rng.normal(size=(B, Hkv, Sk, d)), "v": rng.normal(size=(B, Hkv, Sk, d))}
+                      "k": rng.normal(size=(B, H_kv, Sk, d)), "v": rng.normal(size=(B, H_kv, Sk, d))}
             Br, Bc = int(rng.integers(1, 40)), int(rng.integers(1, 40))
             fortran = trial == 4
-            shape = "B=%d H=%d H_kv=%d Sq=%d Sk=%d d=%d window=%s%s" % (B, H, Hkv, Sq, Sk, d, window,
+            shape = "B=%d H=%d H_kv=%d Sq=%d Sk=%d d=%d window=%s%s" % (B, H, H_kv, Sq, Sk, d, window,
                                                                        " Fortran-order files" if fortran else "")
             try:
                 check_program(tmp, "stage6 Br=%d Bc=%d vs NumPy %s" % (Br, Bc, shape),

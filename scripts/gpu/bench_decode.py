@@ -119,14 +119,14 @@ def time_copy(torch, rec, dev):
     return copy_gbps
 
 
-def time_ours(torch, decode_op, lib, sms, rec, dev, inputs, B, Hkv, L, cache_bytes, copy_gbps):
+def time_ours(torch, decode_op, lib, sms, rec, dev, inputs, B, H_kv, L, cache_bytes, copy_gbps):
     """Our entry's rows at one shape: the rule's splits, the block table
     shuffled, and (at the split shapes) every split count; returns the
     rule's output, the reference of every other row's max_abs_diff."""
     q, kp, vp, lens, table = inputs
     H, d, P = rec.H, rec.d, rec.P
     npg = B * L // P
-    p = decode_op.DecodeParams(B, H, Hkv, d, 1, P, L // P, B * L // P, 1.0 / math.sqrt(d), -1, -1)
+    p = decode_op.DecodeParams(B, H, H_kv, d, 1, P, L // P, B * L // P, 1.0 / math.sqrt(d), -1, -1)
     rule = lib.fa_decode_num_splits(decode_op.fa.BF16, ctypes.byref(p), L, sms)
 
     how_ours = ("flashattn_stages.flash_attn_with_kvcache(q (B,1,H,d), k_cache, v_cache (pages,page_size,H_kv,d), "
@@ -137,22 +137,22 @@ def time_ours(torch, decode_op, lib, sms, rec, dev, inputs, B, Hkv, L, cache_byt
                                                          num_splits=splits)
 
     base = ours(0)()
-    rec.row("ours_decode", B, Hkv, L, rule, rec.timed(ours(0)), how_ours.format(0), cache_bytes, 0.0,
+    rec.row("ours_decode", B, H_kv, L, rule, rec.timed(ours(0)), how_ours.format(0), cache_bytes, 0.0,
             f"the rule's splits ({sms} SMs, {lib.fa_decode_ctas_per_sm(decode_op.fa.BF16, d)} CTAs each)", copy_gbps)
     shuffled = table.view(-1)[torch.randperm(npg, device=dev)].view(B, L // P).contiguous()
-    rec.row("ours_decode_shuffled", B, Hkv, L, rule, rec.timed(ours(0, shuffled)), how_ours.format(0), cache_bytes,
+    rec.row("ours_decode_shuffled", B, H_kv, L, rule, rec.timed(ours(0, shuffled)), how_ours.format(0), cache_bytes,
             None, "block table shuffled", copy_gbps)
-    if Hkv == 8 and B in (1, 4) and L in (8192, 32768):
+    if H_kv == 8 and B in (1, 4) and L in (8192, 32768):
         for sp in [1, 2, 4, 8, 16, 32, 64, 128]:
             if sp > max(1, (L // 64) // 2) and sp > 1:
                 break
             diff = (ours(sp)().float() - base.float()).abs().max().item()
-            rec.row("ours_splits", B, Hkv, L, sp, rec.timed(ours(sp)), how_ours.format(sp), cache_bytes, diff,
+            rec.row("ours_splits", B, H_kv, L, sp, rec.timed(ours(sp)), how_ours.format(sp), cache_bytes, diff,
                     "the rule's" if sp == rule else "", copy_gbps)
     return base
 
 
-def time_sdpa(F, sdpa_kernel, backends, rec, q, kd, vd, base, B, Hkv, L, cache_bytes, copy_gbps):
+def time_sdpa(F, sdpa_kernel, backends, rec, q, kd, vd, base, B, H_kv, L, cache_bytes, copy_gbps):
     """SDPA's rows at one shape, one per backend (expanded K, V where a
     backend refuses grouped heads and memory allows)."""
     H, max_cache_gb = rec.H, rec.a.max_cache_gb
@@ -169,24 +169,24 @@ def time_sdpa(F, sdpa_kernel, backends, rec, q, kd, vd, base, B, Hkv, L, cache_b
             with sdpa_kernel(be):
                 out = F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=True)
         except RuntimeError:
-            if cache_bytes * H / Hkv > max_cache_gb * 1e9 or Hkv == H:
-                print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
+            if cache_bytes * H / H_kv > max_cache_gb * 1e9 or H_kv == H:
+                print(f"{name:22s} B={B:3d} H_kv={H_kv:2d} seqlen_k={L:6d}: refused this problem")
                 continue
             impl, gqa = name + "_expanded", False
-            kk, vv = kh.repeat_interleave(H // Hkv, dim=1), vh.repeat_interleave(H // Hkv, dim=1)
+            kk, vv = kh.repeat_interleave(H // H_kv, dim=1), vh.repeat_interleave(H // H_kv, dim=1)
             how = f"scaled_dot_product_attention(q (B,H,1,d), k, v expanded to (B,H,L,d)) in sdpa_kernel({be.name})"
             try:
                 with sdpa_kernel(be):
                     out = F.scaled_dot_product_attention(qh, kk, vv)
             except RuntimeError:
-                print(f"{name:22s} B={B:3d} H_kv={Hkv:2d} seqlen_k={L:6d}: refused this problem")
+                print(f"{name:22s} B={B:3d} H_kv={H_kv:2d} seqlen_k={L:6d}: refused this problem")
                 del kk, vv
                 continue
         with sdpa_kernel(be):
             t = rec.timed(lambda kk=kk, vv=vv, gqa=gqa: F.scaled_dot_product_attention(qh, kk, vv, enable_gqa=gqa))
         diff = (out.transpose(1, 2).float() - base.float()).abs().max().item()
-        rec.row(impl, B, Hkv, L, "", t, how, cache_bytes, diff,
-                f"K, V expanded to {H} heads (moves {H // Hkv}x the cache's bytes)" if not gqa else "", copy_gbps)
+        rec.row(impl, B, H_kv, L, "", t, how, cache_bytes, diff,
+                f"K, V expanded to {H} heads (moves {H // H_kv}x the cache's bytes)" if not gqa else "", copy_gbps)
         del out, kk, vv
     del kh, vh, qh
 
@@ -211,30 +211,30 @@ def main(argv):
 
     Ls = [8192, 131072] if a.quick else [8192, 32768, 131072, 1024]
     Bs = [1, 16] if a.quick else [1, 4, 16, 64]
-    Hkvs = [8] if a.quick else [8, 32]
-    shapes = [(B, Hkv, L) for L in Ls for Hkv in Hkvs for B in Bs]
+    H_kvs = [8] if a.quick else [8, 32]
+    shapes = [(B, H_kv, L) for L in Ls for H_kv in H_kvs for B in Bs]
     backends = [("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION),
                 ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_math", SDPBackend.MATH)]
-    for B, Hkv, L in shapes:
-        cache_bytes = 2 * B * Hkv * L * d * 2
+    for B, H_kv, L in shapes:
+        cache_bytes = 2 * B * H_kv * L * d * 2
         if cache_bytes > a.max_cache_gb * 1e9:
-            print(f"skipped B={B} H_kv={Hkv} seqlen_k={L}: cache {cache_bytes / 1e9:.1f} GB > --max-cache-gb")
+            print(f"skipped B={B} H_kv={H_kv} seqlen_k={L}: cache {cache_bytes / 1e9:.1f} GB > --max-cache-gb")
             continue
         if time.time() - t_start > a.budget_s:
-            print(f"skipped B={B} H_kv={Hkv} seqlen_k={L}: the run's budget of {a.budget_s:.0f} s is spent")
+            print(f"skipped B={B} H_kv={H_kv} seqlen_k={L}: the run's budget of {a.budget_s:.0f} s is spent")
             continue
         g = torch.Generator(device=dev)
-        g.manual_seed(B * 1000003 + Hkv * 1009 + L)
-        kd = torch.empty(B, L, Hkv, d, dtype=dtype, device=dev).normal_(generator=g)
-        vd = torch.empty(B, L, Hkv, d, dtype=dtype, device=dev).normal_(generator=g)
+        g.manual_seed(B * 1000003 + H_kv * 1009 + L)
+        kd = torch.empty(B, L, H_kv, d, dtype=dtype, device=dev).normal_(generator=g)
+        vd = torch.empty(B, L, H_kv, d, dtype=dtype, device=dev).normal_(generator=g)
         q = torch.empty(B, 1, H, d, dtype=dtype, device=dev).normal_(generator=g)
         lens = torch.full((B,), L, dtype=torch.int32, device=dev)
         npg = B * L // P
-        kp, vp = kd.view(npg, P, Hkv, d), vd.view(npg, P, Hkv, d)
+        kp, vp = kd.view(npg, P, H_kv, d), vd.view(npg, P, H_kv, d)
         table = torch.arange(npg, dtype=torch.int32, device=dev).view(B, L // P)
-        base = time_ours(torch, decode_op, lib, sms, rec, dev, (q, kp, vp, lens, table), B, Hkv, L, cache_bytes,
+        base = time_ours(torch, decode_op, lib, sms, rec, dev, (q, kp, vp, lens, table), B, H_kv, L, cache_bytes,
                          copy_gbps)
-        time_sdpa(F, sdpa_kernel, backends, rec, q, kd, vd, base, B, Hkv, L, cache_bytes, copy_gbps)
+        time_sdpa(F, sdpa_kernel, backends, rec, q, kd, vd, base, B, H_kv, L, cache_bytes, copy_gbps)
         del kd, vd, kp, vp, q, base
         torch.cuda.empty_cache()
 

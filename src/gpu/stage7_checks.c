@@ -167,13 +167,13 @@ static void ring_run(ring_ctx *x, const ring_job *j, const host_problem *h, host
 {
     rank_bufs rb[MAX_G];
     size_t es = fa_dtype_bytes(j->dtype), f4 = sizeof(float);
-    int np = j->lay.n_pieces, H = j->p.H, Hkv = j->p.H_kv, d = j->p.d;
+    int np = j->lay.n_pieces, H = j->p.H, H_kv = j->p.H_kv, d = j->p.d;
     for (int r = 0; r < x->G; r++) {
         if (rank_alloc(x, j, r, &rb[r])) fatal(EXIT_CHECK_FAILED, "GPU %d: %s", x->dev[r], fa_error_string());
         rank_bufs *b = &rb[r];
         put_pieces(j, r, b->q, h->q, H, d, es, b->pq, 0);
-        put_pieces(j, r, b->kv_home, h->k, Hkv, d, es, b->pk, 0);
-        put_pieces(j, r, b->kv_home, h->v, Hkv, d, es, b->pk, 1);
+        put_pieces(j, r, b->kv_home, h->k, H_kv, d, es, b->pk, 0);
+        put_pieces(j, r, b->kv_home, h->v, H_kv, d, es, b->pk, 1);
         FA(fa_poison(b->o, np * b->pq * es));
         FA(fa_poison(b->l, np * b->pr * f4));
         if (j->bwd >= 0) {
@@ -204,8 +204,8 @@ static void ring_run(ring_ctx *x, const ring_job *j, const host_problem *h, host
         get_pieces(j, r, o->L, b->l, H, 1, f4, b->pr, 0);
         if (j->bwd >= 0) {
             get_pieces(j, r, o->dQ, b->dq, H, d, es, b->pq, 0);
-            get_pieces(j, r, o->dK, b->dkv, Hkv, d, es, b->pk, 0);
-            get_pieces(j, r, o->dV, b->dkv, Hkv, d, es, b->pk, 1);
+            get_pieces(j, r, o->dK, b->dkv, H_kv, d, es, b->pk, 0);
+            get_pieces(j, r, o->dV, b->dkv, H_kv, d, es, b->pk, 1);
         }
         rank_free(x, r, b);
     }

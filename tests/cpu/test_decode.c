@@ -88,11 +88,11 @@ static void test_split_rule(rng_t *rng)
 {
     int rule_bad = 0;
     for (int n = 0; n < 20000; n++) {
-        int B = rng_int(rng, 1, 64), Hkv = rng_int(rng, 1, 64), Sk = rng_int(rng, 0, 1 << 18);
-        int sms = rng_int(rng, 1, 264), ctas = rng_int(rng, 1, 8), s = decode_num_splits(B, Hkv, Sk, sms, ctas);
+        int B = rng_int(rng, 1, 64), H_kv = rng_int(rng, 1, 64), Sk = rng_int(rng, 0, 1 << 18);
+        int sms = rng_int(rng, 1, 264), ctas = rng_int(rng, 1, 8), s = decode_num_splits(B, H_kv, Sk, sms, ctas);
         int blocks = ceil_div(Sk, DECODE_BLOCK_N);
         rule_bad += s < 1 || s > DECODE_MAX_SPLITS || (s > 1 && s > blocks / 2) ||
-                    (5L * B * Hkv >= 4L * sms * ctas && s != 1);
+                    (5L * B * H_kv >= 4L * sms * ctas && s != 1);
     }
     result(rule_bad == 0, "decode_num_splits: in range, 1 on a full wave, <= half the key blocks",
            "20000 draws, %d bad", rule_bad);

@@ -47,7 +47,7 @@ def masked_scores(q, k, v, visible, scale):
 
 
 def reference(q, k, v, visible, scale):
-    """float64 attention of (B,H,Sq,d) q and (B,Hkv,Sk,d) k, v; O, L."""
+    """float64 attention of (B,H,Sq,d) q and (B,H_kv,Sk,d) k, v; O, L."""
     s, v = masked_scores(q, k, v, visible, scale)
     L = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - torch.where(torch.isinf(L), torch.zeros_like(L), L)[..., None])
@@ -71,23 +71,23 @@ def rel(a, b):
     return d.max().item() / (den if den > 0 else 1.0)
 
 
-def run_case(lib, ver, dt, B, H, Hkv, Sq, Sk, d, window, gen, kind="normal"):
+def run_case(lib, ver, dt, B, H, H_kv, Sq, Sk, d, window, gen, kind="normal"):
     dcode = {"fp32": fa.FP32, "fp16": fa.FP16, "bf16": fa.BF16}[dt]
     tdt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dt]
-    p = fa.params(B, H, Sq, d, H_kv=Hkv, seqlen_k=Sk, window=window)
+    p = fa.params(B, H, Sq, d, H_kv=H_kv, seqlen_k=Sk, window=window)
     if lib.fa_check_supported(fa.FORWARD, ver.version, dcode, ctypes.byref(p)):
         return None
     dev = "cuda"
     if kind == "huge":
         q = torch.empty(B, H, Sq, d, device=dev).uniform_(4e4, 6.5e4, generator=gen)
-        k = torch.empty(B, Hkv, Sk, d, device=dev).uniform_(4e4, 6.5e4, generator=gen)
+        k = torch.empty(B, H_kv, Sk, d, device=dev).uniform_(4e4, 6.5e4, generator=gen)
     elif kind == "negative":
         q = -900 * torch.rand(B, H, Sq, d, device=dev, generator=gen)
-        k = -900 * torch.rand(B, Hkv, Sk, d, device=dev, generator=gen)
+        k = -900 * torch.rand(B, H_kv, Sk, d, device=dev, generator=gen)
     else:
         q = torch.randn(B, H, Sq, d, device=dev, generator=gen)
-        k = torch.randn(B, Hkv, Sk, d, device=dev, generator=gen)
-    v = torch.randn(B, Hkv, Sk, d, device=dev, generator=gen)
+        k = torch.randn(B, H_kv, Sk, d, device=dev, generator=gen)
+    v = torch.randn(B, H_kv, Sk, d, device=dev, generator=gen)
     q, k, v = (t.to(tdt).contiguous() for t in (q, k, v))
     visible = torch.from_numpy(fa.mask_matrix(lib, p)).to(dev)
     O = torch.full_like(q, float("nan"))
@@ -130,7 +130,7 @@ def run_case(lib, ver, dt, B, H, Hkv, Sq, Sk, d, window, gen, kind="normal"):
             why.append(f"L error {eL:.2e}")
     if kind == "huge" and not why:
         # one key dominates each row: O is that key's value row
-        g = H // Hkv
+        g = H // H_kv
         s = (q.double() @ k.double().repeat_interleave(g, 1).transpose(-1, -2)).masked_fill(~visible, -math.inf)
         best = s.argmax(-1)
         vv = v.double().repeat_interleave(g, 1)
@@ -138,7 +138,7 @@ def run_case(lib, ver, dt, B, H, Hkv, Sq, Sk, d, window, gen, kind="normal"):
         eb = rel(O, Ob)
         if eb > (1e-2 if dt != "fp32" else 1e-5):
             why.append(f"huge logits: O differs from the best key's value row by {eb:.2e}")
-    tag = (f"fwd-{ver.name.decode()} {dt} {kind} B{B} H{H}/{Hkv} Sq{Sq} Sk{Sk} d{d} "
+    tag = (f"fwd-{ver.name.decode()} {dt} {kind} B{B} H{H}/{H_kv} Sq{Sq} Sk{Sk} d{d} "
            f"window({window[0]},{window[1]})")
     if why:
         print(f"FAIL {tag}: " + "; ".join(why))
@@ -165,7 +165,7 @@ def main():
     rng = np.random.default_rng(seed)
     versions = fa.versions(lib, fa.FORWARD)
     ok = True
-    fixed = [  # (B, H, Hkv, Sq, Sk, d, window, kind)
+    fixed = [  # (B, H, H_kv, Sq, Sk, d, window, kind)
         (1, 2, 2, 1, 1, 64, (-1, -1), "normal"),
         (1, 2, 1, 17, 17, 64, (-1, 0), "normal"),
         (2, 3, 3, 113, 113, 32, (-1, -1), "normal"),
@@ -180,17 +180,17 @@ def main():
     ]
     cases = list(fixed)
     for _ in range(args.cases):
-        Hkv = int(rng.integers(1, 4))
-        H = Hkv * int(rng.integers(1, 4))
+        H_kv = int(rng.integers(1, 4))
+        H = H_kv * int(rng.integers(1, 4))
         Sq, Sk = int(rng.integers(1, 700)), int(rng.integers(1, 700))
         d = int(rng.choice([16, 32, 48, 64, 80, 96, 128]))
         w = [(-1, -1), (-1, 0), (int(rng.integers(0, 300)), 0),
              (int(rng.integers(0, 100)), int(rng.integers(0, 100))), (-1, int(rng.integers(0, 50)))][int(rng.integers(0, 5))]
-        cases.append((int(rng.integers(1, 3)), H, Hkv, Sq, Sk, d, w, "normal"))
-    for (B, H, Hkv, Sq, Sk, d, w, kind) in cases:
+        cases.append((int(rng.integers(1, 3)), H, H_kv, Sq, Sk, d, w, "normal"))
+    for (B, H, H_kv, Sq, Sk, d, w, kind) in cases:
         for ver in versions:
             for dt in ("fp32", "fp16", "bf16"):
-                r = run_case(lib, ver, dt, B, H, Hkv, Sq, Sk, d, w, gen, kind)
+                r = run_case(lib, ver, dt, B, H, H_kv, Sq, Sk, d, w, gen, kind)
                 if r is False:
                     ok = False
     return 0 if ok else 1

@@ -58,7 +58,7 @@ static int run_tests(uint64_t seed, int sms)
 {
     const int bh_big = sms + 19;   /* more heads than multiprocessors, odd */
     const tcase cases[] = {
-        /* name                 B  H  Hkv Sq    Sk    d    wl   wr  kind */
+        /* name                 B  H  H_kv Sq    Sk    d    wl   wr  kind */
         {"N=1",                 1, 1, 1,  1,    1,    64, -1, -1, 0},
         {"N=17",                1, 3, 3,  17,   17,   64, -1, -1, 0},
         {"N=113",               1, 1, 1,  113,  113,  64, -1, -1, 0},
