@@ -42,11 +42,11 @@ TEST_DEPS += stage4 $(BUILD)/libfa_gpu.so
 # The kernels and the library's entry points: every .cu of kernels/ but
 # stage 7's helper (mk/stage7.mk links that one), one object each; a
 # version is its file plus its row of core/versions.def, nothing here.
+# Each is compiled once, position-independent, for the programs and for
+# build/libfa_gpu.so alike (nvcc's time is most of the build).
 GPU_HDRS := $(wildcard core/*.h core/*.def kernels/*.cuh kernels/*.h)
 GPU_OBJS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(filter-out kernels/stage7_ring.cu kernels/stage8_decode.cu,$(wildcard kernels/*.cu)))
 $(BUILD)/%.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/%.pic.o: kernels/%.cu $(GPU_HDRS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
 # The GPU host programs: one link list each (mk/programs.mk's link lists:
@@ -64,17 +64,14 @@ stage5:                                   ## CUDA backward: v0 materialized, v1 
 GPU_TARGETS += stage5
 TEST_DEPS += stage5
 
-# The kernels whose ptxas report is kept and checked: the object and its
-# -fPIC twin of kernels/$(1).cu, built with flags $(2), the report in
-# build/$(3).txt (build/$(3)_pic.txt), checked by the macro named $(4)
-# (called with the report's suffix), prerequisites $(5).
+# The kernels whose ptxas report is kept and checked: the object of
+# kernels/$(1).cu, built with flags $(2), the report in build/$(3).txt,
+# checked by the macro named $(4) (called with the report's suffix),
+# prerequisites $(5).
 define ptxas_objects
 $(BUILD)/$(1).o: $(5) | $(BUILD)
-	$$(NVCC) $(2) -Xptxas -v -c $$< -o $$@ 2> $(BUILD)/$(3).txt || { cat $(BUILD)/$(3).txt; exit 1; }
+	$$(NVCC) $(2) -Xcompiler -fPIC -Xptxas -v -c $$< -o $$@ 2> $(BUILD)/$(3).txt || { cat $(BUILD)/$(3).txt; exit 1; }
 	$$(call $(4),)
-$(BUILD)/$(1).pic.o: $(5) | $(BUILD)
-	$$(NVCC) $(2) -Xcompiler -fPIC -Xptxas -v -c $$< -o $$@ 2> $(BUILD)/$(3)_pic.txt || { cat $(BUILD)/$(3)_pic.txt; exit 1; }
-	$$(call $(4),_pic)
 endef
 
 # Backward version 4 (kernels/stage5_bwd_v4.cu) keeps dK_j, dV_j in
@@ -88,7 +85,7 @@ define BWD_V4_PTXAS_CHECK
 endef
 $(eval $(call ptxas_objects,stage5_bwd_v4,$(NVCCFLAGS),bwd_v4_ptxas,BWD_V4_PTXAS_CHECK,kernels/stage5_bwd_v4.cu $(GPU_HDRS)))
 
-$(BUILD)/libfa_gpu.so: $(GPU_OBJS:.o=.pic.o)
+$(BUILD)/libfa_gpu.so: $(GPU_OBJS)
 	$(NVCC) $(GENCODE) -shared $^ -o $@ $(GPU_LIBS)
 
 # Version 3 (Hopper): wgmma and setmaxnreg exist only in the sm_90a target,

@@ -29,12 +29,9 @@ define DECODE_PTXAS_CHECK
 	@! grep -E '[1-9][0-9]* bytes spill' $(1) || { echo "decode kernels: ptxas spilled registers (see above)"; exit 1; }
 endef
 $(BUILD)/stage8_decode_gpu.o: kernels/stage8_decode.cu $(GPU_HDRS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $(BUILD)/decode_ptxas.txt || { cat $(BUILD)/decode_ptxas.txt; exit 1; }
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/decode_ptxas.txt || { cat $(BUILD)/decode_ptxas.txt; exit 1; }
 	$(call DECODE_PTXAS_CHECK,$(BUILD)/decode_ptxas.txt)
-$(BUILD)/stage8_decode_gpu.pic.o: kernels/stage8_decode.cu $(GPU_HDRS) | $(BUILD)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -Xptxas -v -c $< -o $@ 2> $(BUILD)/decode_ptxas_pic.txt || { cat $(BUILD)/decode_ptxas_pic.txt; exit 1; }
-	$(call DECODE_PTXAS_CHECK,$(BUILD)/decode_ptxas_pic.txt)
-$(BUILD)/libfa_gpu.so: $(BUILD)/stage8_decode_gpu.pic.o
+$(BUILD)/libfa_gpu.so: $(BUILD)/stage8_decode_gpu.o
 
 # The host program: one link list (Makefile's link_program lists), the
 # decode kernels, the library's other kernels (fa_gpu.h's helpers) and cuBLAS.
