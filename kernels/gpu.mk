@@ -16,6 +16,10 @@
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 GPU_TESTS := sh tests/gpu/run_gpu_tests.sh
+# make gpu-test runs its suites GPU_TEST_JOBS at a time (tests/run.sh's
+# FA_TEST_JOBS): they check results and time nothing, and the sanitizer runs
+# and CPU references leave the GPU idle most of the time.
+GPU_TEST_JOBS ?= 4
 # the PyTorch op against SDPA (SKIP lines without torch, a GPU or the library)
 TORCHOP_TESTS := python3 tests/gpu/test_flash_op.py
 # packed sequences (flash_attn_varlen_func) against the dense op and fp64
@@ -129,8 +133,8 @@ $(BUILD)/v3_check: $(V3_CHECK_C_OBJS) $(BUILD)/v3_check_cuda.o $(GPU_OBJS) $(HAR
 GPU_TARGETS += $(BUILD)/v3_check
 TEST_DEPS += $(BUILD)/v3_check
 
-gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere)
-	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)" $(GPU_TEST_EXTRA)
+gpu-test: stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so ## GPU tests (on a GPU machine; SKIP lines elsewhere), GPU_TEST_JOBS suites at once
+	@FA_TEST_JOBS=$(GPU_TEST_JOBS) sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)" $(GPU_TEST_EXTRA)
 else
 gpu-test:
 	@sh tests/run.sh "$(GPU_TESTS)" "$(TORCHOP_TESTS)" "$(VARLEN_TESTS)" $(GPU_TEST_EXTRA)
