@@ -30,20 +30,18 @@ PROV_LINE = python3 scripts/gpu/provenance.py --line
 
 # The parts and the canonical files each writes (relative to GPU_DATA), read
 # by scripts/gpu/data_readme.py and tests/gpu_data.py: one list, here.
-GPU_DATA_PARTS := env tests bench-fwd bench-bwd ncu hopper op apps
+GPU_DATA_PARTS := env tests bench-fwd bench-bwd ncu op apps
 GPU_DATA_FILES_env       := env.txt
-GPU_DATA_FILES_tests     := gpu_test.log stage4_default.csv stage4_default.log
+GPU_DATA_FILES_tests     := gpu_test.log fa_suite_sample.log stage4_default.csv stage4_default.log
 GPU_DATA_FILES_bench-fwd := bench_fwd.csv
 GPU_DATA_FILES_bench-bwd := bench_bwd.csv
-GPU_DATA_FILES_ncu       := io_fwd.csv io_fwd_ncu_raw.csv io_fwd_map.json io_bwd.csv io_bwd_ncu_raw.csv io_bwd_map.json \
-                            bwd_opcodes_v4.txt bwd_opcodes_flash.txt bwd_v4_ncu_details.txt bwd_v4_ncu_source.csv hopper_ncu/
-GPU_DATA_FILES_hopper    := v3_steps.csv v3_tests.log v3_sanitize.log v3_ncu.txt
+GPU_DATA_FILES_ncu       := io_fwd.csv io_fwd_ncu_raw.csv io_fwd_map.json io_bwd.csv io_bwd_ncu_raw.csv io_bwd_map.json
 GPU_DATA_FILES_op        := op_overhead.csv train_loss.csv train_loss.log train_compare.csv
 GPU_DATA_FILES_apps      := decode.csv varlen.csv dq_accuracy.csv dq_accuracy_stage5.log
 # written elsewhere: the ring on two GPUs (mk/stage7.mk), and the typed
-# files (methods.md, the predictions v3_predictions.csv)
+# files (methods.md)
 GPU_DATA_FILES_ring      := ring.csv ring_scale.log
-GPU_DATA_TYPED           := README.md methods.md v3_predictions.csv
+GPU_DATA_TYPED           := README.md methods.md
 # tools' raw output that cannot carry a provenance line; each sits beside the
 # file that names its commit (io_*.csv, bwd_v4_ncu_details.txt)
 GPU_DATA_RAW             := io_fwd_ncu_raw.csv io_fwd_map.json io_bwd_ncu_raw.csv io_bwd_map.json bwd_v4_ncu_source.csv
@@ -54,7 +52,8 @@ GPU_DATA_RAW             := io_fwd_ncu_raw.csv io_fwd_map.json io_bwd_ncu_raw.cs
 TEST_SUITES += "python3 tests/scripts_referenced.py"
 
 GPU_DATA_TARGETS := $(addprefix gpu-data-,$(GPU_DATA_PARTS))
-.PHONY: gpu-data gpu-data-readme gpu-data-commit $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu
+.PHONY: gpu-data gpu-data-readme gpu-data-commit $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu \
+        study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps
 
 gpu-data-readme:                         ## data/gpu/README.md: the table of files, targets and columns, from the files (no GPU)
 	python3 scripts/gpu/data_readme.py --out $(GPU_DATA)/README.md
@@ -82,9 +81,10 @@ gpu-data-env: gpu-data-commit  ## data/gpu/env.txt: the GPU, driver, clocks, nvc
 
 # The GPU tests, logged (the paper quotes their counts), and ./stage4 with
 # no shape flags (the real input and two random shapes, every version).
-gpu-data-tests: gpu-data-commit stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so  ## data/gpu/gpu_test.log (make gpu-test), stage4_default.csv, .log
+gpu-data-tests: gpu-data-commit stage4 stage5 $(BUILD)/v3_check $(BUILD)/libfa_gpu.so  ## data/gpu/gpu_test.log (make gpu-test), fa_suite_sample.log, stage4_default.csv, .log
 	@mkdir -p $(GPU_DATA)
-	{ $(PROV_LINE) "make gpu-test"; $(MAKE) -s gpu-test; echo "exit $$?"; } > $(GPU_DATA)/gpu_test.log 2>&1
+	{ $(PROV_LINE) "make gpu-test"; FA_SUITE_LOG=$(abspath $(GPU_DATA))/fa_suite_sample.log $(MAKE) -s gpu-test; echo "exit $$?"; } \
+	    > $(GPU_DATA)/gpu_test.log 2>&1
 	./stage4 --csv $(BUILD)/stage4_default.csv > $(BUILD)/stage4_default.log
 	{ $(PROV_LINE) "./stage4 --csv stage4_default.csv"; cat $(BUILD)/stage4_default.csv; } > $(GPU_DATA)/stage4_default.csv
 	{ $(PROV_LINE) "./stage4 --csv stage4_default.csv"; cat $(BUILD)/stage4_default.log; } > $(GPU_DATA)/stage4_default.log
@@ -103,38 +103,50 @@ gpu-data-bench-bwd: gpu-data-commit $(BUILD)/libfa_gpu.so  ## data/gpu/bench_bwd
 	$(BENCH) --passes bwd,fwdbwd --bwd-csv $(BUILD)/bench_bwd_fp16.csv --dtypes fp16 --ns 2048,8192 --slow-max-n 2048
 	tail -n +2 $(BUILD)/bench_bwd_fp16.csv | grep -v '^#' >> $(GPU_DATA)/bench_bwd.csv
 
-# Nsight Compute: the IO bytes of every version (forward and backward); the
-# executed instructions by opcode of backward version 4 and of
-# FlashAttention-2's backward, one launch each (chapter 4b's count); the full
-# set on backward version 4; the Hopper passes beside cuDNN's.
-OPCODE_METRICS := sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,launch__block_size
-OPCODE_RUN := python3 scripts/gpu/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2
-OPCODE_NCU := --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -c 1
-gpu-data-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## Nsight Compute: data/gpu/io_fwd.csv, io_bwd.csv, bwd_opcodes_v4.txt, bwd_opcodes_flash.txt, bwd_v4_ncu_*, hopper_ncu/
+# Nsight Compute: the DRAM and L2 bytes of every version, forward and
+# backward, beside the IO model's count.
+gpu-data-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## Nsight Compute: data/gpu/io_fwd.csv, io_bwd.csv (every version's bytes beside the IO model)
 	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
 	set -e; mkdir -p $(GPU_DATA); \
 	NCU=$(NCU1) sh scripts/gpu/ncu_io.sh $(GPU_DATA)/io_fwd.csv fwd; \
-	NCU=$(NCU1) sh scripts/gpu/ncu_io.sh $(GPU_DATA)/io_bwd.csv bwd; \
+	NCU=$(NCU1) sh scripts/gpu/ncu_io.sh $(GPU_DATA)/io_bwd.csv bwd
+
+# Studies: one question each, outside gpu-data; each writes into its folder
+# of data/gpu/studies/ (its README says the question, the answer and the
+# commit) and keeps the commit it ran at.
+STUDIES := $(GPU_DATA)/studies
+.PHONY: study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps
+# The executed instructions by opcode of backward version 4 and of
+# FlashAttention-2's backward, one launch each (the backward chapter's
+# count), and Nsight Compute's full set on backward version 4.
+OPCODE_METRICS := sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,launch__block_size
+OPCODE_RUN := python3 scripts/gpu/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2
+OPCODE_NCU := --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -c 1
+study-bwd-v4-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: backward version 4's opcodes beside FlashAttention-2's, its full ncu set (data/gpu/studies/bwd_v4_ncu/)
+	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
+	set -e; d=$(STUDIES)/bwd_v4_ncu; mkdir -p $$d; \
 	{ $(PROV_LINE) "ncu $(OPCODE_NCU) -k regex:bwd_v4_kernel $(OPCODE_RUN) --impls ours_v4_mma8"; \
-	  $(NCU1) $(OPCODE_NCU) -k regex:bwd_v4_kernel $(OPCODE_RUN) --impls ours_v4_mma8; } > $(GPU_DATA)/bwd_opcodes_v4.txt 2>&1; \
+	  $(NCU1) $(OPCODE_NCU) -k regex:bwd_v4_kernel $(OPCODE_RUN) --impls ours_v4_mma8; } > $$d/bwd_opcodes_v4.txt 2>&1; \
 	{ $(PROV_LINE) "ncu $(OPCODE_NCU) -k regex:flash_bwd_dq_dk_dv $(OPCODE_RUN) --impls sdpa_flash"; \
-	  $(NCU1) $(OPCODE_NCU) -k regex:flash_bwd_dq_dk_dv $(OPCODE_RUN) --impls sdpa_flash; } > $(GPU_DATA)/bwd_opcodes_flash.txt 2>&1; \
+	  $(NCU1) $(OPCODE_NCU) -k regex:flash_bwd_dq_dk_dv $(OPCODE_RUN) --impls sdpa_flash; } > $$d/bwd_opcodes_flash.txt 2>&1; \
 	$(NCU1) --set full --import-source yes -k regex:bwd_v4_kernel -c 1 -f -o $(BUILD)/bwd_v4_rep $(OPCODE_RUN) --impls ours_v4_mma8; \
 	{ $(PROV_LINE) "ncu --set full --import-source yes -k regex:bwd_v4_kernel -c 1 $(OPCODE_RUN) --impls ours_v4_mma8"; \
-	  $(NCU1) -i $(BUILD)/bwd_v4_rep.ncu-rep --page details; } > $(GPU_DATA)/bwd_v4_ncu_details.txt; \
-	$(NCU1) -i $(BUILD)/bwd_v4_rep.ncu-rep --page source --csv --print-source sass > $(GPU_DATA)/bwd_v4_ncu_source.csv; \
-	mkdir -p $(GPU_DATA)/hopper_ncu; \
-	NCU=$(NCU1) sh scripts/gpu/ncu_hopper.sh $(GPU_DATA)/hopper_ncu; \
-	$(PROV_LINE) "sh scripts/gpu/ncu_hopper.sh hopper_ncu" > $(GPU_DATA)/hopper_ncu/env.txt
-
+	  $(NCU1) -i $(BUILD)/bwd_v4_rep.ncu-rep --page details; } > $$d/bwd_v4_ncu_details.txt; \
+	$(NCU1) -i $(BUILD)/bwd_v4_rep.ncu-rep --page source --csv --print-source sass > $$d/bwd_v4_ncu_source.csv
+# The Hopper passes beside cuDNN's under Nsight Compute.
+study-hopper-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: the Hopper passes beside cuDNN's under Nsight Compute (data/gpu/studies/hopper_ncu/)
+	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
+	set -e; mkdir -p $(STUDIES)/hopper_ncu; \
+	NCU=$(NCU1) sh scripts/gpu/ncu_hopper.sh $(STUDIES)/hopper_ncu; \
+	$(PROV_LINE) "sh scripts/gpu/ncu_hopper.sh hopper_ncu" > $(STUDIES)/hopper_ncu/env.txt
 # Forward version 3's steps: tests, timings beside SDPA, sanitizers and
 # Nsight Compute, in one staged script (scripts/gpu/v3_steps.sh).
 V3_OUT := $(BUILD)/v3_out
-gpu-data-hopper: gpu-data-commit  ## forward version 3's steps: data/gpu/v3_steps.csv, v3_tests.log, v3_sanitize.log, v3_ncu.txt
-	@mkdir -p $(GPU_DATA)
+study-fwd-v3-steps: gpu-data-commit  ## study: forward version 3's steps (data/gpu/studies/fwd_v3_steps/: v3_steps.csv, v3_tests.log, v3_sanitize.log, v3_ncu.txt)
+	@mkdir -p $(STUDIES)/fwd_v3_steps
 	OUT=$(V3_OUT) bash scripts/gpu/v3_steps.sh
 	for f in v3_steps.csv v3_tests.log v3_sanitize.log v3_ncu.txt; do \
-	    { $(PROV_LINE) "OUT=DIR bash scripts/gpu/v3_steps.sh"; cat $(V3_OUT)/$$f; } > $(GPU_DATA)/$$f; done
+	    { $(PROV_LINE) "OUT=DIR bash scripts/gpu/v3_steps.sh"; cat $(V3_OUT)/$$f; } > $(STUDIES)/fwd_v3_steps/$$f; done
 
 # The PyTorch op: its cost per call at small shapes beside SDPA's, a small
 # transformer trained with it and with SDPA, eager and compiled.
@@ -184,6 +196,6 @@ torchop-gpu: $(BUILD)/libfa_gpu.so       ## the op's checks against SDPA: GPU_LO
 	@mkdir -p $(GPU_LOGS)
 	sh tests/run.sh "$(TORCHOP_TESTS)" > $(GPU_LOGS)/torchop_tests.log 2>&1
 else
-gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu:
+gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps:
 	@echo "$@: skipped: $(GPU_MISSING)"
 endif

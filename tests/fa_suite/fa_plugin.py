@@ -169,8 +169,14 @@ def pytest_sessionfinish(session, exitstatus):
     import torch
     prov = dict(ln.split(" ", 1) for ln in open(PROVENANCE).read().splitlines() if " " in ln) \
         if os.path.exists(PROVENANCE) else {}
-    commit = _run(["git", "rev-parse", "--short=12", "HEAD"]) or "unknown"
-    dirty = " (with uncommitted changes)" if _run(["git", "status", "--porcelain", "--untracked-files=no"]) else ""
+    # FA_COMMIT names the commit where the copy of the tree has no .git (the
+    # lent GPU machine), as for every file of data/gpu/
+    commit = os.environ.get("FA_COMMIT") or _run(["git", "rev-parse", "--short=12", "HEAD"]) or "unknown"
+    dirty = "" if os.environ.get("FA_COMMIT") else \
+        (" (with uncommitted changes)" if _run(["git", "status", "--porcelain", "--untracked-files=no"]) else "")
+    command = " ".join(["python3 -m pytest"] + sys.argv[1:])
+    prov_line = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu", "provenance.py"),
+                                "--line", command], capture_output=True, text=True).stdout.strip()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA GPU"
     fns = sorted(st["collected"])
     tot = collections.Counter()
@@ -178,14 +184,15 @@ def pytest_sessionfinish(session, exitstatus):
         for k, v in st["outcome"][fn].items():
             tot[k] += v
     left = {w: sum(st["left_out"][f][w] for f in fns) for w in ("dropout", "ALiBi", "softcap", "any")}
-    lines = [
+    lines = [prov_line] if prov_line.startswith("# provenance:") else []
+    lines += [
         "# FlashAttention's own test suite through flashattn_stages (tests/fa_suite/fa_plugin.py)",
         f"# suite: {prov.get('repository', 'Dao-AILab/flash-attention')} {prov.get('file', 'tests/test_flash_attn.py')}"
         f" at {prov.get('tag', '?')}, commit {prov.get('commit', '?')}, sha256 {prov.get('sha256', '?')}",
         f"# ours: commit {commit}{dirty}; library {os.environ.get('FA_GPU_LIB') or 'build/libfa_gpu.so'}",
         f"# machine: {gpu}; torch {torch.__version__}; Python {sys.version.split()[0]}; "
         f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"# command: {' '.join(['python3 -m pytest'] + sys.argv[1:])}",
+        f"# command: {command}",
         f"# selection: {sum(st['collected'].values())} collected; {left['any']} left out because they need "
         f"dropout ({left['dropout']}), ALiBi ({left['ALiBi']}) or softcap ({left['softcap']}) (a case may need "
         f"several); {sum(st['not_sampled'].values())} not in the sample "

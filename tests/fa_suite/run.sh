@@ -7,7 +7,9 @@
 # --fa-seed S, --fa-log PATH). make fa-suite-gpu and fa-suite-full-gpu call
 # it. Without a CUDA GPU, torch, pytest, einops or the suite's file it says
 # so in one line and exits 0. --protocol: one PASS/FAIL/SKIP line for
-# tests/run.sh (make gpu-test): PASS when every case run passed.
+# tests/run.sh (make gpu-test): PASS when every case run passed; with
+# FA_SUITE_LOG=PATH the log (provenance, counts per test function) is kept
+# there, written only once the run is over (make gpu-data-tests).
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FILE=third_party/flash-attention/tests/test_flash_attn.py
 protocol=
@@ -30,6 +32,7 @@ log=$(mktemp) || exit 2
 trap 'rm -f "$log"' EXIT
 python3 -m pytest -p fa_plugin -p no:cacheprovider -q "$FILE" --fa-log "$log" "$@" > "$log.out" 2>&1
 rc=$?
+[ -n "${FA_SUITE_LOG:-}" ] && [ -s "$log" ] && cp "$log" "$FA_SUITE_LOG"
 tail -n 3 "$log.out"
 rm -f "$log.out"
 outcome=$(grep '^# outcome:' "$log" 2>/dev/null | sed 's/^# outcome: //')
