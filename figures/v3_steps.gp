@@ -5,13 +5,13 @@
 # not been measured yet), with PyTorch SDPA's cuDNN and flash backends from
 # the same run as horizontal lines (solid: cuDNN, dashed: flash; non-causal
 # darker, causal lighter).
-# Input: data/gpu/v3_steps.csv (scripts/gpu/v3_steps.sh: tests/gpu/v3_check
+# Input: data/gpu/studies/fwd_v3_steps/v3_steps.csv (scripts/gpu/v3_steps.sh: tests/gpu/v3_check
 # --time and scripts/gpu/v3_peers.py; columns device, impl, step, dtype, causal,
-# B, H, N, d, median_ms, tflops, ...) and data/gpu/v3_predictions.csv (step,
+# B, H, N, d, median_ms, tflops, ...) and data/gpu/studies/fwd_v3_steps/v3_predictions.csv (step,
 # d, causal, N, tflops_predicted: the prediction column of
 # data/gpu/studies/fwd_v3_steps/steps.md).
-if (!exists("csv")) csv = "data/gpu/v3_steps.csv"
-if (!exists("pred")) pred = "data/gpu/v3_predictions.csv"
+if (!exists("csv")) csv = "data/gpu/studies/fwd_v3_steps/v3_steps.csv"
+if (!exists("pred")) pred = "data/gpu/studies/fwd_v3_steps/v3_predictions.csv"
 if (!exists("NN")) NN = 8192
 W = 6.5
 Hgt = 3.8

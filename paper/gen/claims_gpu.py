@@ -289,7 +289,7 @@ def fault_inputs(t):
 
 # ---------------------------------------------------------------------------
 # The PyTorch op (chapters/22-pytorch-op.md) and version 3 (chapters/23-hopper.md): the settings their
-# scripts run, and data/gpu/v3_steps.csv when present
+# scripts run, and data/gpu/studies/fwd_v3_steps/v3_steps.csv when present
 # ---------------------------------------------------------------------------
 @claim
 def torch_op(t):
@@ -342,7 +342,7 @@ def torch_op(t):
 @claim
 def v3_steps(t):
     """The setting of the version-3 step figure: the N figures/v3_steps.gp
-    draws, and the tokens and hidden size of data/gpu/v3_steps.csv's rows there."""
+    draws, and the tokens and hidden size of data/gpu/studies/fwd_v3_steps/v3_steps.csv's rows there."""
     for k in ("v3_fig_N", "v3_fig_tokens", "v3_fig_hidden"):
         t.value(k, "n/a")
     with open(path("kernels", "stage4_fwd_v3_hopper.h")) as f:
@@ -350,7 +350,7 @@ def v3_steps(t):
     t.value("v3_default_step", ds.group(1) if ds else "n/a")
     with open(path("figures", "v3_steps.gp")) as f:
         mo = re.search(r"NN = (\d+)", f.read())
-    rows = [r for r in (read_csv("data/gpu/v3_steps.csv") or []) if mo and r.get("N") == mo.group(1)]
+    rows = [r for r in (read_csv("data/gpu/studies/fwd_v3_steps/v3_steps.csv") or []) if mo and r.get("N") == mo.group(1)]
     if not rows:
         return
     t.value("v3_fig_N", grouped(rows[0]["N"]))
@@ -360,7 +360,7 @@ def v3_steps(t):
 
 @claim
 def v3_measured(t):
-    """What the device run of data/gpu/v3_steps.csv and v3_ncu.txt measured
+    """What the device run of data/gpu/studies/fwd_v3_steps/v3_steps.csv and v3_ncu.txt measured
     (paper/gen/paper_v3.py): the default step against SDPA cuDNN and flash,
     each step's gain, the counters that say what limits it."""
     gen_values(t, "paper_v3")
@@ -372,7 +372,7 @@ def bwd_measured(t):
     paper/gen/paper_bwd.py): ratios to SDPA flash and cuDNN, determinism's
     cost, the bytes beside the IO model."""
     v = gen_values(t, "paper_bwd")
-    src = "data/gpu/bench_bwd.csv; data/gpu/io_bwd.csv; data/gpu/bwd_opcodes_v4.txt"
+    src = "data/gpu/bench_bwd.csv; data/gpu/io_bwd.csv; data/gpu/studies/bwd_v4_ncu/bwd_opcodes_v4.txt"
     if v["bwd_status"] != "present":
         t.row("The tiled backward on a GPU (stage 5)", "not in the chapter",
               "not measured in this build: no data/gpu/bench_bwd.csv", src)

@@ -33,7 +33,7 @@ from paper_gpu import span  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 IO = os.environ.get("PAPER_BWD_IO", "data/gpu/io_bwd.csv")
-OPS = {"ours": "data/gpu/bwd_opcodes_v4.txt", "flash": "data/gpu/bwd_opcodes_flash.txt",
+OPS = {"ours": "data/gpu/studies/bwd_v4_ncu/bwd_opcodes_v4.txt", "flash": "data/gpu/studies/bwd_v4_ncu/bwd_opcodes_flash.txt",
        "before": "data/gpu/studies/bwd_v4_steps/bwd_opcodes_v4_round1.txt"}   # version 3 before its second round
 # opcode groups of the instruction-count comparison
 INTEGER = ("IMAD", "LEA", "LOP3", "ISETP", "SHF", "IADD3", "SEL", "VIADD", "IABS", "VIADDMNMX", "VIMNMX",

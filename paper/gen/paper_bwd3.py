@@ -43,7 +43,7 @@ FINAL = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 HOPPER = os.environ.get("PAPER_BWD3_CSV", "data/gpu/studies/bwd_v3_steps/bench.csv")
 EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/studies/bwd_v3_steps/bench_steps_1_2.csv")
 STEP3 = os.environ.get("PAPER_BWD3_STEP3_CSV", "data/gpu/studies/bwd_v3_steps/step3_vs_step2.csv")   # steps 2 and 3 side by side
-NCU_DIR = os.environ.get("PAPER_NCU_DIR", "data/gpu/hopper_ncu")          # scripts/gpu/ncu_hopper.sh's files
+NCU_DIR = os.environ.get("PAPER_NCU_DIR", "data/gpu/studies/hopper_ncu")          # scripts/gpu/ncu_hopper.sh's files
 # the passes around the main kernel after they were rewritten (a study)
 SIDE_NCU_DIR = os.environ.get("PAPER_SIDE_NCU_DIR", "data/gpu/studies/bwd_v3_steps/side_passes_ncu")
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"

@@ -6,15 +6,15 @@
 claims.py takes values() into build/paper/values.tsv. Two files, both written
 by one call of scripts/gpu/v3_steps.sh on the H200:
 
-  data/gpu/v3_steps.csv   TFLOP/s of every step of version 3 (rows ours_v3,
+  data/gpu/studies/fwd_v3_steps/v3_steps.csv   TFLOP/s of every step of version 3 (rows ours_v3,
                           build/v3_check --time) beside SDPA's cuDNN and flash
                           backends (rows sdpa_cudnn, sdpa_flash,
                           scripts/gpu/v3_peers.py) on the same tensors: bf16,
                           d 64 and 128, three N, causal and not
-  data/gpu/v3_ncu.txt     Nsight Compute's sections and metrics for a few
+  data/gpu/studies/fwd_v3_steps/v3_ncu.txt     Nsight Compute's sections and metrics for a few
                           steps at one N (non-causal), d 64 and 128
-  data/gpu/v3_tests.log   build/v3_check --tests (every step against fp64)
-  data/gpu/v3_sanitize.log  compute-sanitizer memcheck, racecheck and
+  data/gpu/studies/fwd_v3_steps/v3_tests.log   build/v3_check --tests (every step against fp64)
+  data/gpu/studies/fwd_v3_steps/v3_sanitize.log  compute-sanitizer memcheck, racecheck and
                           synccheck over build/v3_check --small
 
 From them: the run's commit and shapes; per step, the geometric mean over the
@@ -34,10 +34,10 @@ import sys
 import paper_gpu  # print_values: the one key<TAB>value printer of the chapter generators
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STEPS = os.environ.get("PAPER_V3_CSV", "data/gpu/v3_steps.csv")
-NCU = os.environ.get("PAPER_V3_NCU", "data/gpu/v3_ncu.txt")
-TESTS = os.environ.get("PAPER_V3_TESTS", "data/gpu/v3_tests.log")
-SANITIZE = os.environ.get("PAPER_V3_SANITIZE", "data/gpu/v3_sanitize.log")
+STEPS = os.environ.get("PAPER_V3_CSV", "data/gpu/studies/fwd_v3_steps/v3_steps.csv")
+NCU = os.environ.get("PAPER_V3_NCU", "data/gpu/studies/fwd_v3_steps/v3_ncu.txt")
+TESTS = os.environ.get("PAPER_V3_TESTS", "data/gpu/studies/fwd_v3_steps/v3_tests.log")
+SANITIZE = os.environ.get("PAPER_V3_SANITIZE", "data/gpu/studies/fwd_v3_steps/v3_sanitize.log")
 
 # ncu metric -> the key fragment chapters/23-hopper.md uses
 NCU_METRICS = {

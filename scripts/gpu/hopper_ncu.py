@@ -4,7 +4,7 @@ backward (version 3, steps 2 and 3) at the bench shapes where it is slowest
 against cuDNN, and the forward (version 3) at N = 1024, causal; the answer is
 in data/gpu/studies/bwd_v3_steps/steps.md's last section and chapter 4c2 (tensor-pipe
 use, issue stalls, instructions, per kernel, ours beside cuDNN's and
-FlashAttention-2's; the raw files in data/gpu/hopper_ncu/).
+FlashAttention-2's; the raw files in data/gpu/studies/hopper_ncu/).
 
 hopper_ncu.py -- one pass of one implementation on one shape, with the CUDA
 profiler started around that pass alone (warm-up calls before it are not

@@ -8,7 +8,7 @@
 # DIR (ncu_<pass>_d<d>_n<N>_c<causal>_<impl>.csv, a row per kernel):
 # duration, tensor-pipe use, the issue stalls and tensor-pipe metrics this
 # ncu has, DRAM bytes, occupancy, launch shape. About 90 s on an H200.
-# make gpu-data-ncu runs it into data/gpu/hopper_ncu/.
+# make study-hopper-ncu runs it into data/gpu/studies/hopper_ncu/.
 set -u
 D=${1:?usage: sh scripts/gpu/ncu_hopper.sh DIR}
 mkdir -p "$D" || exit 2

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu/v3_steps.sh -- one call on a Hopper GPU machine (make gpu-data-hopper) that builds
+# scripts/gpu/v3_steps.sh -- one call on a Hopper GPU machine (make study-fwd-v3-steps) that builds
 # version 3 (kernels/stage4_fwd_v3_hopper.cu), checks every step of it against
 # the fp64 reference, times every step beside SDPA flash and cuDNN, and runs
 # compute-sanitizer and Nsight Compute on it; a compact summary comes last.
