@@ -7,6 +7,7 @@
 #   make stage8_gpu && ./stage8_gpu                   one case from stage 8's flags
 #   build/tests/gpu/stage8_gpu_tests --sweep tests     the kernels against the CPU stage 8
 #   make gpu-data-apps                                 the bandwidth measurement (kernels/gpu_data.mk)
+#   make decode-example                                examples/decode_loop.py, the package's decode loop
 #
 # The kernels' object is build/stage8_decode_gpu.o, built here with its
 # ptxas check (gpu.mk's GPU_OBJS leaves the file out), and also goes into
@@ -21,7 +22,7 @@ DECODE_OP_TESTS := python3 tests/gpu/test_decode_op.py
 TEST_SUITES += "$(STAGE8_TESTS)" "$(DECODE_OP_TESTS)"
 # make gpu-test (kernels/gpu.mk) runs these suites after its own
 GPU_TEST_EXTRA += "$(STAGE8_TESTS)" "$(DECODE_OP_TESTS)"
-.PHONY: gpu-test-decode
+.PHONY: gpu-test-decode decode-example
 
 ifneq ($(strip $(NVCC)),)
 define DECODE_PTXAS_CHECK
@@ -50,7 +51,9 @@ TEST_DEPS += $(STAGE8_GPU_TESTS)
 gpu-test-decode: stage8_gpu $(STAGE8_GPU_TESTS) $(BUILD)/libfa_gpu.so  ## stage 8's GPU suites alone (make gpu-test runs them too)
 	@sh tests/run.sh "$(STAGE8_TESTS)" "$(DECODE_OP_TESTS)"
 gpu-test: stage8_gpu $(STAGE8_GPU_TESTS) $(BUILD)/libfa_gpu.so
+decode-example: $(BUILD)/libfa_gpu.so  ## examples/decode_loop.py: prefill, then a decode loop replayed from a CUDA graph (ARGS=flags)
+	python3 examples/decode_loop.py $(ARGS)
 else
-gpu-test-decode stage8_gpu:
+gpu-test-decode stage8_gpu decode-example:
 	@echo "$@: not built: nvcc not found; stage 8's GPU side needs the CUDA toolkit"
 endif

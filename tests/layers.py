@@ -14,6 +14,7 @@ The layers (docs/ARCHITECTURE.md), lowest first:
     python    python/: the PyTorch op and its binding of the C ABI
     tools     scripts/: what make runs (may use all of the above)
     paper     paper/: the paper and its generators
+    examples  examples/: programs a user copies; the package only (python, core)
     tests, exercises: may use anything
 A file may use its own layer and those listed as below it in ALLOWED. The
 test reads each C/CUDA file's #include "..." (resolved the way the compiler
@@ -49,6 +50,7 @@ LAYER_OF = [
     ("python/*", "python"),
     ("scripts/*", "tools"),
     ("paper/*", "paper"),
+    ("examples/*", "examples"),
     ("tests/*", "tests"),
     ("exercises/*", "exercises"),
 ]
@@ -62,9 +64,11 @@ ALLOWED = {
     "kernels": {"core", "kernels"},
     "python": {"core", "python"},
     "tools": BELOW_TOOLS,
+    # what a user would copy: the package as installed, nothing of the build
+    "examples": {"core", "python", "examples"},
     "paper": BELOW_TOOLS | {"paper"},
-    "tests": BELOW_TOOLS | {"paper", "tests", "exercises"},
-    "exercises": BELOW_TOOLS | {"paper", "tests", "exercises"},
+    "tests": BELOW_TOOLS | {"paper", "tests", "exercises", "examples"},
+    "exercises": BELOW_TOOLS | {"paper", "tests", "exercises", "examples"},
 }
 C_EXT = (".c", ".h", ".cu", ".cuh", ".def")
 INCLUDE_DIRS = ("core", "src/harness", "src/cpu", "src/gpu", "kernels")

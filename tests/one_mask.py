@@ -3,7 +3,7 @@
 Every stage, the IO and tile formulas, the kernels, the NumPy reference and
 the exercise checkers ask core/mask.h (or build/libfa_mask.so) which keys a
 query sees. This test reads the code of core/, src/, kernels/, tests/, exercises/,
-scripts/ and python/ with comments and string literals removed, and fails on any
+scripts/, python/ and examples/ with comments and string literals removed, and fails on any
 comparison between a key index and a query index (j <= i, key > row,
 cols <= rows, j0 >= i0 + ...), on np.tril / np.triu, and on a window
 written as i - W: the ways a mask gets written out by hand. Loop headers
@@ -18,7 +18,7 @@ import sys
 import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIRS = ("core", "src", "kernels", "tests", "exercises", "scripts", "python")
+DIRS = ("core", "src", "kernels", "tests", "exercises", "scripts", "python", "examples")
 ALLOWED = {os.path.join("core", "mask.h")}
 KEY = r"(?:j|j0|j1|key|keys|col|cols|jj)"
 QUERY = r"(?:i|i0|i1|row|rows|r|ii)"

@@ -30,7 +30,14 @@ place. Each replayed step's out equals the same step called eagerly on a
 copy of the cache, bitwise, and the cache after the loop equals the eager
 copy's, bitwise (no host synchronization inside the step: capture fails
 otherwise); paged and unpaged caches, float16 and bfloat16.
+decode_op-loop: examples/decode_loop.py (imported by path, its run(args)):
+packed prompts 5, 130, 300 prefilled, then 8 steps of B 3, H 8, H_kv 2, d 64
+and 128, unpaged and paged (pages of 64), float16 and bfloat16. Its replayed
+steps and cache bitwise equal to its eager ones; its last step against
+reference_kvcache in float64 within the twice-PyTorch rule above; the error
+it reports equal to this one (within 1e-9).
 """
+import importlib.util
 import math
 import os
 import sys
@@ -39,7 +46,8 @@ import traceback
 import skips   # tests/gpu/, beside this file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GROUPS = ["decode_op-errors", "decode_op-cases", "decode_op-splits", "decode_op-unpaged", "decode_op-graph"]
+GROUPS = ["decode_op-errors", "decode_op-cases", "decode_op-splits", "decode_op-unpaged", "decode_op-graph",
+          "decode_op-loop"]
 
 torch = skips.need_torch(GROUPS)
 if not torch.cuda.is_available():
@@ -170,6 +178,7 @@ def main():
               f"(B, seqlen_cache, H_kv, d) equals the same cache as pages of 256, bitwise")
         for paged in (False, True):
             graph_loop(dtype, paged, g)
+    example_loops()
     return 0
 
 
@@ -222,6 +231,56 @@ def graph_loop(dtype, paged, g, B=3, H=16, H_kv=4, d=128, cap=1024, steps=6):
         ok = all(same) and cache_same
         print(f"{'PASS' if ok else 'FAIL'} {tag}: {steps} replayed steps bitwise equal to eager: "
               f"{sum(same)}/{steps}; cache after the loop bitwise equal: {cache_same}"
+              + ("" if ok else f" [seed {SEED}]"))
+    except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
+        print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
+        traceback.print_exc()
+
+
+def load_example():
+    """examples/decode_loop.py as a module, by its path."""
+    spec = importlib.util.spec_from_file_location("decode_loop", os.path.join(ROOT, "examples", "decode_loop.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def example_loops():
+    """decode_op-loop for every dtype, head dimension and layout (see the module's text)."""
+    try:
+        ex = load_example()
+    except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
+        print(f"FAIL decode_op-loop: examples/decode_loop.py does not load: {type(e).__name__}: {e}")
+        traceback.print_exc()
+        return
+    for dtype in ("fp16", "bf16"):
+        for d in (64, 128):
+            for page in (0, 64):
+                example_loop(ex, dtype, d, page)
+
+
+def example_loop(ex, dtype, d, page):
+    """One run of the example, judged by this file's reference and rule."""
+    tag = f"decode_op-loop {'paged' if page else 'dense'} d{d} {dtype}"
+    try:
+        args = ex.parse_args(["--dtype", dtype, "--batch", "3", "--heads", "8", "--kv-heads", "2",
+                              "--head-dim", str(d), "--prompt-lens", "5,130,300", "--steps", "8",
+                              "--page", str(page), "--seed", str(SEED)])
+        r = ex.run(args)
+        last = r["last"]
+        kc, vc, table = last["k_cache"], last["v_cache"], last["block_table"]
+        if table is None:      # the unpaged cache as one page per sequence
+            table = torch.arange(kc.shape[0], dtype=torch.int32, device=DEV).view(-1, 1)
+        refs = [decode_op.reference_kvcache(last["q"], kc, vc, last["cache_seqlens"], table, causal=True,
+                                            dtype=dt)[0] for dt in (torch.float64, last["q"].dtype)]
+        e_ours, e_torch = rel(last["out"], refs[0]), rel(refs[1], refs[0])
+        allowed = max(2 * e_torch, EPS[last["q"].dtype] / 2)
+        same_err = abs(r["err"] - e_ours) <= 1e-9
+        ok = r["bitwise"] and e_ours <= allowed and same_err
+        print(f"{'PASS' if ok else 'FAIL'} {tag}: {r['steps_equal']}/8 replayed steps and cache "
+              f"({r['cache_equal']}) bitwise equal to eager; last step err {e_ours:.3g} <= {allowed:.3g} "
+              f"(2 x torch {e_torch:.3g}, floor eps/2); the example's own err {r['err']:.3g} agrees: {same_err}; "
+              f"{r['graph_ms']:.3f} ms a replay, {r['eager_ms']:.3f} eager (not checked)"
               + ("" if ok else f" [seed {SEED}]"))
     except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
         print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
