@@ -155,7 +155,7 @@ gpu-data-op: gpu-data-commit $(BUILD)/libfa_gpu.so  ## the op: data/gpu/op_overh
 	python3 scripts/gpu/bench_op_overhead.py --csv $(GPU_DATA)/op_overhead.csv
 	{ $(PROV_LINE) "python3 scripts/gpu/train_compare.py --csv train_loss.csv"; \
 	  python3 scripts/gpu/train_compare.py --csv $(GPU_DATA)/train_loss.csv; } > $(GPU_DATA)/train_loss.log 2>&1
-	python3 scripts/gpu/train_compare.py --compare --steps 200 --seeds 3 --csv $(GPU_DATA)/train_compare.csv
+	python3 scripts/gpu/train_compare.py --compare --steps 200 --seeds 3 --budget 120 --csv $(GPU_DATA)/train_compare.csv
 
 # Decoding, packed sequences, and dQ on logits near -120 for every backward
 # version (K centered, as given, with the dQ pass) beside SDPA's backends,
@@ -163,7 +163,7 @@ gpu-data-op: gpu-data-commit $(BUILD)/libfa_gpu.so  ## the op: data/gpu/op_overh
 # test must not lose the table).
 gpu-data-apps: gpu-data-commit $(STAGE5_TESTS) $(BUILD)/libfa_gpu.so  ## decode, varlen, dQ accuracy: data/gpu/decode.csv, varlen.csv, dq_accuracy.csv, dq_accuracy_stage5.log
 	@mkdir -p $(GPU_DATA)
-	python3 scripts/gpu/bench_decode.py --csv $(GPU_DATA)/decode.csv
+	python3 scripts/gpu/bench_decode.py --budget-s 120 --csv $(GPU_DATA)/decode.csv
 	python3 scripts/gpu/bench_varlen.py --csv $(GPU_DATA)/varlen.csv
 	python3 scripts/gpu/dq_accuracy.py --csv $(GPU_DATA)/dq_accuracy.csv
 	{ $(PROV_LINE) "$(STAGE5_TESTS) --sweep accuracy"; $(STAGE5_TESTS) --sweep accuracy; echo "exit $$?"; } > $(GPU_DATA)/dq_accuracy_stage5.log 2>&1
