@@ -94,13 +94,18 @@ def make_inputs(torch, dev, bf, B, N, H, d, mixed, L):
     """The equal batch dense (B, N, H, d) and packed (B N, H, d), the mixed
     batch's cu_seqlens and its padded (B, L, H, d) tensors, each made once."""
     total = B * N
+    # drawn from a generator of their own: a CUDA graph capture that fails
+    # (gpu_timing.graph_ms reports it and goes on) can leave the default
+    # generator's capture state behind, and its next draw raises
+    g = torch.Generator(device=dev)
+    g.manual_seed(B * N * H * d)
     # the equal batch: dense (B, N, H, d) and the same rows packed (B N, H, d)
-    q, k, v, do = (torch.randn(B, N, H, d, device=dev, dtype=bf) for _ in range(4))
+    q, k, v, do = (torch.randn(B, N, H, d, device=dev, dtype=bf, generator=g) for _ in range(4))
     qp, kp, vp, dop = (t.reshape(B * N, H, d) for t in (q, k, v, do))
     cu_eq = torch.arange(0, total + 1, N, dtype=torch.int32, device=dev)
     # the mixed batch, packed, and padded to its longest
     cu_mx = torch.tensor([0] + [sum(mixed[:i + 1]) for i in range(B)], dtype=torch.int32, device=dev)
-    qpad, kpad, vpad, dopad = (torch.randn(B, L, H, d, device=dev, dtype=bf) for _ in range(4))
+    qpad, kpad, vpad, dopad = (torch.randn(B, L, H, d, device=dev, dtype=bf, generator=g) for _ in range(4))
 
     # our package's public entries, each in its own layout: flash_attn_func on (B, S, H, d),
     # flash_attn_varlen_func on the packed (total, H, d); leaves made once, before any timing
