@@ -114,28 +114,17 @@ def h200(t):
     t.value("h200_compulsory_gb", f"{comp / 1e9:.3f}")
     t.value("h200_compulsory_noL_gb", f"{4 * tensor / 1e9:.3f}")
     t.value("h200_naive_gb", f"{paper_gpu.fnum(v0, 'model') / 1e9:.2f}")
-    # Which version 0 the bytes belong to: the commit the file was measured
-    # at, and the dtype its first cuBLAS product wrote S in, read from the
-    # kernel's name (cuBLAS names its GEMMs by input, compute and output
-    # type: nvjet_sm90_hsh_... is fp16 in, fp32 compute, fp16 out). The
-    # model column must be that kernel's count, S and P in the dtype:
-    # B H (es (4 N^2 + 4 N d) + 4 N); today's version 0 keeps S in fp32,
-    # B H (4 N^2 + 4 N^2 + 2 es N^2 + 4 es N d + 4 N) (kernels/stage4_fwd_v0.cu,
-    # v0_model, with H_kv = H).
+    # The model column must be version 0's count as the source has it, S in
+    # fp32 and P in the dtype: B H (4 N^2 + 4 N^2 + 2 es N^2 + 4 es N d + 4 N)
+    # (kernels/stage4_fwd_v0.cu, v0_model, with H_kv = H). A file measured on
+    # another version 0 would make the text below wrong: stop instead.
     es = 2                                           # fp16
-    then = B * H * (es * (4 * N * N + 4 * N * d) + 4 * N)
     now = B * H * (8 * N * N + 2 * es * N * N + 4 * es * N * d + 4 * N)
-    gemm = (v0.get("kernel_names") or "").split("|")[0].strip()
-    out_type = re.search(r"_sm\d+_([hts])([hts])([hts])_", gemm)
-    s_dtype = {"h": "fp16", "t": "bf16", "s": "fp32"}[out_type.group(3)] if out_type else "unknown"
-    if paper_gpu.fnum(v0, "model") != then or s_dtype != "fp16":
-        sys.exit(f"claims.py: {paper_gpu.IO}'s version-0 row at Figure 2's shape is no longer the "
-                 f"fp16-S kernel the text describes (model {paper_gpu.fnum(v0, 'model'):.0f} bytes, "
-                 f"S written by {gemm or '?'}); rewrite the account of it in chapters/20-gpu-forward.md")
+    if paper_gpu.fnum(v0, "model") != now:
+        sys.exit(f"claims.py: {paper_gpu.IO}'s version-0 row at Figure 2's shape is not the fp32-S "
+                 f"version 0 the text describes (model {paper_gpu.fnum(v0, 'model'):.0f} bytes, not {now}); "
+                 f"rewrite the account of it in chapters/20-gpu-forward.md")
     t.value("io_fwd_commit", v0.get("commit") or "?")
-    t.value("v0_gemm_then", gemm)
-    t.value("v0_s_dtype_then", s_dtype)
-    t.value("v0_model_then_gb", f"{then / 1e9:.2f}")
     t.value("v0_model_now_gb", f"{now / 1e9:.2f}")
     t.value("h200_tiled_gb", f"{paper_gpu.fnum(v1, 'model') / 1e9:.2f}")
     t.value("h200_tiled_Br", "64")
@@ -161,10 +150,8 @@ def h200(t):
         t.value("v0_sweep_N_hi", str(ns[-1]))
     l2sm = paper_gpu.fnum(v1, "l2_sm")
     t.row(claim_text, "our IO model (stages 1 and 3); " + QUOTES["q_fa1_theorem2"].markdown(),
-          f"version 0 as measured (commit {t.values['io_fwd_commit']}, $S$ stored in fp16 by "
-          f"cuBLAS): DRAM {paper_gpu.dram_of(v0) / 1e9:.2f} GB, model "
-          f"{paper_gpu.fnum(v0, 'model') / 1e9:.2f} GB (today's version 0 keeps $S$ in fp32: "
-          f"model {t.values['v0_model_now_gb']} GB, not profiled) (DRAM/model {t.values['v0_dram_over_model_lo']} "
+          f"version 0 ($S$ in fp32): DRAM {paper_gpu.dram_of(v0) / 1e9:.2f} GB, model "
+          f"{paper_gpu.fnum(v0, 'model') / 1e9:.2f} GB (DRAM/model {t.values['v0_dram_over_model_lo']} "
           f"to {t.values['v0_dram_over_model_hi']} over $N$ = {t.values['v0_sweep_N_lo']}.."
           f"{t.values['v0_sweep_N_hi']}); version 1: DRAM {paper_gpu.dram_of(v1) / 1e9:.2f} GB = "
           f"compulsory {comp / 1e9:.3f} GB ($Q, K, V$ read, $O, L$ written once), requested from L2 "
