@@ -18,7 +18,10 @@ From them: our fastest backward against flash and cuDNN (range over the
 shapes with N >= N_LO, and the geometric mean), version 2 likewise (the
 issue's target was version 2 at 1.0x flash), the forward-plus-backward
 ratios, what the deterministic mode costs, fp16, and the bytes. Ratios are
-of TFLOP/s, which on one shape is the inverse ratio of times. Without the
+of TFLOP/s from graph_ms (every call replayed from a CUDA graph, the one
+clock that charges no host overhead to either side; paper_gpu.fair_tflops),
+which on one shape is the inverse ratio of times; a shape whose graph did not
+capture for one side is left out. Without the
 files every key is "n/a" (bwd_status "absent"). Standard library only.
 """
 import csv
@@ -72,8 +75,9 @@ def table(rs, ps, dtype):
     """(impl, d, causal, N) -> (TFLOP/s, ms) for one pass and dtype, timed rows only."""
     out = {}
     for r in rs:
-        if r["pass"] == ps and r["dtype"] == dtype and r["tflops"] and r["median_ms"]:
-            out[(r["impl"], int(r["d"]), int(r["causal"]), int(r["N"]))] = (float(r["tflops"]), float(r["median_ms"]))
+        tf = paper_gpu.fair_tflops(r)   # graph-replayed: no host overhead on either side
+        if r["pass"] == ps and r["dtype"] == dtype and tf and r["median_ms"]:
+            out[(r["impl"], int(r["d"]), int(r["causal"]), int(r["N"]))] = (tf, float(r["median_ms"]))
     return out
 
 

@@ -259,8 +259,9 @@ def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
         return v
     with open(full(rel), newline="") as f:
         rows = [r for r in csv.DictReader(ln for ln in f if not ln.startswith("#"))
-                if r["pass"] == "fwd" and r["dtype"] == "bf16" and r["tflops"]]
-    t = {(r["impl"], int(r["d"]), int(r["causal"]), int(r["N"])): float(r["tflops"]) for r in rows}
+                if r["pass"] == "fwd" and r["dtype"] == "bf16" and paper_gpu.fair_tflops(r)]
+    # graph-replayed TFLOP/s: no host overhead on either side (paper_gpu.fair_tflops)
+    t = {(r["impl"], int(r["d"]), int(r["causal"]), int(r["N"])): paper_gpu.fair_tflops(r) for r in rows}
     shapes = sorted({k[1:] for k in t if k[0] == "ours_v3_hopper" and ("sdpa_cudnn",) + k[1:] in t
                      and ("sdpa_flash",) + k[1:] in t})
     long_ = [sh for sh in shapes if sh[2] >= n_lo]
