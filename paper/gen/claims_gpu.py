@@ -328,6 +328,61 @@ def torch_op(t):
 
 
 @claim
+def op_cost(t):
+    """What a call of the op costs beside SDPA's (data/gpu/op_overhead.csv,
+    scripts/gpu/bench_op_overhead.py: wall time per call of a loop of calls,
+    bf16, d 64, the shapes below 8 x 32 x 1024 where the host's work is the
+    cost) and what a training step costs (data/gpu/train_compare.csv: ms per
+    step, eager and compiled, mean over the seeds)."""
+    keys = ["op_f_ours", "op_f_flash", "op_fb_ours", "op_fb_flash", "op_fb_cudnn", "op_fb_reg",
+            "op_small", "op_fb_ratio", "step_eager_ours", "step_eager_flash", "step_eager_ratio",
+            "step_comp_ours", "step_comp_flash", "step_comp_ratio", "step_seeds"]
+    for k in keys:
+        t.value(k, "n/a")
+    rows = read_csv("data/gpu/op_overhead.csv") or []
+    big = max(((int(r["B"]), int(r["H"]), int(r["N"])) for r in rows if r.get("impl") == "ours"), default=None)
+    us = {}
+    for r in rows:
+        if r.get("us_per_call") and (int(r["B"]), int(r["H"]), int(r["N"])) != big:
+            us.setdefault((r["impl"], r["pass"]), {})[(r["B"], r["H"], r["N"])] = float(r["us_per_call"])
+
+    def rng(impl, ps):
+        xs = list(us.get((impl, ps), {}).values())
+        return f"{min(xs):.0f}-{max(xs):.0f}" if xs else "n/a"
+    if ("ours", "fwdbwd") in us and ("sdpa_flash", "fwdbwd") in us:
+        t.value("op_small", f"{big[0]} x {big[1]} x {big[2]}")
+        for k, impl, ps in (("op_f_ours", "ours", "fwd"), ("op_f_flash", "sdpa_flash", "fwd"),
+                            ("op_fb_ours", "ours", "fwdbwd"), ("op_fb_flash", "sdpa_flash", "fwdbwd"),
+                            ("op_fb_cudnn", "sdpa_cudnn", "fwdbwd"), ("op_fb_reg", "ours_op", "fwdbwd")):
+            t.value(k, rng(impl, ps))
+        o, f = us[("ours", "fwdbwd")], us[("sdpa_flash", "fwdbwd")]
+        rs = [o[s] / f[s] for s in o if s in f]
+        t.value("op_fb_ratio", f"{min(rs):.1f}-{max(rs):.1f}")
+    tc = read_csv("data/gpu/train_compare.csv") or []
+    ms = {}
+    for r in tc:
+        if r.get("ms_per_step"):
+            ms.setdefault((r["run"], r["mode"]), []).append(float(r["ms_per_step"]))
+    for mode, tag in (("eager", "eager"), ("compiled", "comp")):
+        a, b = ms.get(("ours", mode)), ms.get(("sdpa_flash", mode))
+        if a and b:
+            ma, mb = sum(a) / len(a), sum(b) / len(b)
+            t.value(f"step_{tag}_ours", f"{ma:.1f}")
+            t.value(f"step_{tag}_flash", f"{mb:.1f}")
+            t.value(f"step_{tag}_ratio", f"{ma / mb:.2f}")
+            t.value("step_seeds", str(len(a)))
+    v = t.values
+    if v["op_fb_ours"] != "n/a" and v["step_eager_ratio"] != "n/a":
+        t.row("Our op in a training loop against SDPA's flash kernel (H200, bf16, d 64; each side through "
+              "its public PyTorch entry, eager and compiled)", "not in the chapter",
+              f"per call below {v['op_small']} (B x H x N): forward + backward {v['op_fb_ours']} us, SDPA flash "
+              f"{v['op_fb_flash']}, cuDNN {v['op_fb_cudnn']} ({v['op_fb_ratio']} x flash; the registered "
+              f"operators {v['op_fb_reg']}); training step of the small transformer {v['step_eager_ratio']} x "
+              f"SDPA flash's eager, {v['step_comp_ratio']} x compiled (mean of {v['step_seeds']} seeds)",
+              "data/gpu/op_overhead.csv; data/gpu/train_compare.csv")
+
+
+@claim
 def v3_steps(t):
     """The setting of the version-3 step figure: the N figures/v3_steps.gp
     draws, and the tokens and hidden size of data/gpu/studies/fwd_v3_steps/v3_steps.csv's rows there."""
