@@ -475,6 +475,22 @@ def ring(t):
 
 
 @claim
+def decode_measured(t):
+    """Stage 8 on the H200 (chapters/26-decoding.md, paper/gen/paper_decode.py):
+    ours against cuDNN, each through its public entry, graph-replayed and eager."""
+    v = gen_values(t, "paper_decode")
+    if v["dec_status"] != "present":
+        return
+    t.row(f"One decoding step (H200, bf16, $B$ 1, $H$ 32 on $H_{{kv}}$ 8, $d$ 128, seqlen_k {v['dec_Ns']}; "
+          "ours by flash_attn_with_kvcache on a paged cache, cuDNN by scaled_dot_product_attention with "
+          "enable_gqa, each replayed from a CUDA graph and eager)", "not in the chapter",
+          f"ours takes {v['dec_graph']} x cuDNN's time graph-replayed, {v['dec_eager']} x eager (ours eager "
+          f"{v['dec_self']} x its own graph-replayed time); bandwidth {v['dec_frac_ours']} of the copy's, cuDNN "
+          f"{v['dec_frac_cudnn']}; at {v['dec_big_shape']}: ours {v['dec_big_ours']}, cuDNN {v['dec_big_cudnn']}",
+          "data/gpu/decode.csv (columns graph_ms, median_ms)")
+
+
+@claim
 def dq_accuracy(t):
     """Chapter 04b's section on dQ when every logit is far from zero
     (paper/gen/paper_accuracy.py): the CPU model's values, the GPU table
