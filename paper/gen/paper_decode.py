@@ -161,6 +161,7 @@ def values():
     keys = ["dec_Ns", "dec_graph", "dec_eager", "dec_self", "dec_frac_ours", "dec_frac_cudnn",
             "dec_big_ours", "dec_big_cudnn", "dec_big_shape", "dec_status"]
     v = {k: "n/a" for k in keys}
+    v.update(varlen_values())
     v["dec_status"] = "absent"
     path = os.path.join(ROOT, "data", "gpu", "decode.csv")
     if not os.path.exists(path):
@@ -220,31 +221,66 @@ def varlen_ncu_lines():
             "sequence and bounds), not in memory traffic or balance."]
 
 
+def varlen_rows(path):
+    """{(pass, d, causal): {impl: median_ms}} of data/gpu/varlen.csv, and its first row."""
+    _, rows = read_csv(path)
+    t = {}
+    for r in rows:
+        if r.get("median_ms"):
+            t.setdefault((r["pass"], int(r["d"]), int(r["causal"])), {})[r["impl"]] = float(r["median_ms"])
+    return t, rows[0]
+
+
 def varlen_piece(path):
-    """Packed sequences against the dense kernels (data/gpu/varlen.csv,
-    scripts/gpu/bench_varlen.py): each row's time over the dense call's at the
-    same total tokens, ours and SDPA flash (dense, and padded to the longest
-    sequence where SDPA needs it)."""
+    """Packed sequences against padding (data/gpu/varlen.csv,
+    scripts/gpu/bench_varlen.py): the comparison a user faces is the same
+    batch of mixed lengths packed or padded to the longest, ours and SDPA
+    flash's padded call; the packed equal-length batch over the dense call
+    shows what packing itself costs."""
     if not os.path.exists(path):
         return "`data/gpu/varlen.csv` is not in the repository yet (`make gpu-data-apps` writes it).\n"
-    _, rows = read_csv(path)
-    names = {"ours_varlen_equal": "ours packed, equal", "ours_varlen_mixed": "ours packed, mixed",
-             "ours_padded": "ours padded", "sdpa_flash_dense": "SDPA flash dense",
-             "sdpa_flash_padded": "SDPA flash padded"}
-    at = {(r["impl"], r["pass"], int(r["d"]), int(r["causal"])): float(r["vs_dense"]) for r in rows if r.get("vs_dense")}
-    shapes = sorted({(r["pass"], int(r["d"]), int(r["causal"])) for r in rows}, key=lambda c: (c[0] != "fwd", c[1], c[2]))
-    impls = [i for i in names if any((i, *c) in at for c in shapes)]
-    lines = ["| pass, $d$, mask | " + " | ".join(names[i] for i in impls) + " |", "|:--|" + "---:|" * len(impls)]
+    t, r0 = varlen_rows(path)
+    shapes = sorted(t, key=lambda c: (c[0] != "fwd", c[1], c[2]))
+    lines = ["| pass, $d$, mask | packed, mixed (ms) | ours padded / packed | SDPA flash padded / packed "
+             "| packed / dense, equal lengths |", "|:--|---:|---:|---:|---:|"]
     for c in shapes:
+        m = t[c]
+        cell = lambda a, b: f"{m[a] / m[b]:.2f}" if a in m and b in m else "-"  # noqa: E731
         lines.append(f"| {c[0]}, {c[1]}, {'causal' if c[2] else 'none'} | "
-                     + " | ".join(f"{at[(i, *c)]:.3f}" if (i, *c) in at else "-" for i in impls) + " |")
-    r0 = rows[0]
-    lines += ["", f": Packed sequences (`flash_attn_varlen_func`) against the dense kernel at the same total tokens "
-              f"(useful TFLOP/s as `scripts/gpu/bench_varlen.py` counts them, over ours dense's; equal: every sequence "
-              f"of the same length; mixed: 16 lengths, log-uniform, the sum the same); {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, "
-              f"commit {r0['commit']}, {r0['date']}. Data: `data/gpu/varlen.csv`."]
+                     f"{m['ours_varlen_mixed']:.3f} | {cell('ours_padded', 'ours_varlen_mixed')} | "
+                     f"{cell('sdpa_flash_padded', 'ours_varlen_mixed')} | "
+                     f"{cell('ours_varlen_equal', 'ours_dense')} |" if "ours_varlen_mixed" in m else
+                     f"| {c[0]}, {c[1]}, {'causal' if c[2] else 'none'} | - | - | - | - |")
+    lines += ["", f": Packed sequences (`flash_attn_varlen_func`) against the same batch padded to its longest "
+              f"sequence: time over the packed call's (mixed: 16 lengths, log-uniform, {r0['total_tokens']} tokens "
+              f"in all; SDPA's flash kernel, which has no packed form, runs the padded batch, the padding computed), and the packed call's time over "
+              f"the dense one's when every sequence has the same length; median of calls as made, at times of "
+              f"0.2 ms and more. {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}; "
+              f"measured at commit {r0['commit']}, {r0['date'][:10]}, before the rest of this chapter's data. "
+              f"Data: `data/gpu/varlen.csv`."]
     lines += varlen_ncu_lines()
     return "\n".join(lines) + "\n"
+
+
+def varlen_values():
+    keys = ["vl_pad_ours", "vl_pad_sdpa", "vl_equal"]
+    v = {k: "n/a" for k in keys}
+    path = os.path.join(ROOT, "data", "gpu", "varlen.csv")
+    if not os.path.exists(path):
+        return v
+    t, _ = varlen_rows(path)
+    sp = lambda xs, f="{:.1f}": f"{f.format(min(xs))}-{f.format(max(xs))}"  # noqa: E731
+    ms = [m for m in t.values() if "ours_varlen_mixed" in m]
+    po = [m["ours_padded"] / m["ours_varlen_mixed"] for m in ms if "ours_padded" in m]
+    ps = [m["sdpa_flash_padded"] / m["ours_varlen_mixed"] for m in ms if "sdpa_flash_padded" in m]
+    eq = [m["ours_varlen_equal"] / m["ours_dense"] for m in t.values() if "ours_varlen_equal" in m and "ours_dense" in m]
+    if po:
+        v["vl_pad_ours"] = sp(po)
+    if ps:
+        v["vl_pad_sdpa"] = sp(ps)
+    if eq:
+        v["vl_equal"] = sp(eq, "{:.2f}")
+    return v
 
 
 def main(argv):
