@@ -346,7 +346,7 @@ def values(out_dir=None):
         v["hb_fig_steps_note"] = ("step 1 (dQ added from registers) is in the same run" if st_tab is t else
                                   f"step 1 (dQ added from registers) was timed in an earlier call (commit "
                                   f"{v['hb_early_commit']}, N = {v['hb_early_Ns']} only) and is drawn against "
-                                  "that call's cuDNN")
+                                  "that call's cuDNN, both timed as called (that call had no graph times)")
     ncu_values(v)
     v["hb_ncu_commit"] = _commit_of(os.path.join(NCU_DIR, "env.txt"))
     v["hb_ncu_final_commit"] = next((r.get("commit") for r in rs if r.get("commit")), "n/a")
