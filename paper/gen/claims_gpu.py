@@ -14,6 +14,10 @@ import sys  # noqa: F401
 from claimlib import *  # noqa: F401,F403
 
 
+# how the speed rows' two sides were called and timed (scripts/gpu/bench_gpu.py's how_called, graph_ms)
+CLOCK = "graph-replayed: ours by the library's C entry, SDPA by its Python entry"
+
+
 def gen_values(t, name):
     """The values of generator paper/gen/<name>.py, each recorded in the
     claims table's value list (t.value), returned as a dict."""
@@ -210,8 +214,7 @@ def gpu_speed_and_traffic(t):
               f"the {v['l2_mib']} MiB L2)")
     if v["gpu_shape"] != "n/a":
         t.row(f"Tiled attention beats the materialized path on a GPU (H200, {v['gpu_shape']}, "
-              "forward, same run, same tensors; each call replayed from a CUDA graph, ours by the "
-              "library's C entry, PyTorch's by scaled_dot_product_attention)", QUOTES["q_fa1_speed"].markdown() + " (A100)",
+              "forward, same run, same tensors; " + CLOCK + ")", QUOTES["q_fa1_speed"].markdown() + " (A100)",
               f"{v['gpu_mat_name']} {v['gpu_mat_tflops']} TFLOP/s; {v['gpu_ours_name']} "
               f"{v['gpu_ours_tflops']} ({v['gpu_ours_speedup']}$\\times$); PyTorch's flash kernel "
               f"{v['gpu_sdpa_flash_tflops']} ({v['gpu_sdpa_flash_speedup']}$\\times$)",
@@ -410,8 +413,7 @@ def v3_measured(t):
     v = gen_values(t, "paper_v3")
     if v.get("v3b_n", "n/a") != "n/a":
         t.row(f"Forward version 3 (Hopper; H200, bf16, d 64 and 128, causal and not, $N \\ge$ {v['v3b_N_lo']}, "
-              f"{v['v3b_n']} shapes; each call replayed from a CUDA graph, ours by the library's C entry, "
-              "SDPA by scaled_dot_product_attention) against cuDNN and SDPA flash",
+              f"{v['v3b_n']} shapes; " + CLOCK + ") against cuDNN and SDPA flash",
               "not in the chapter (the project's own comparison)",
               f"{v['v3b_gm_cudnn']} x cuDNN in geometric mean, {v['v3b_cudnn']} per shape, below cuDNN at "
               f"{v['v3b_nbelow']} of {v['v3b_n']}; {v['v3b_flash']} x SDPA flash; below N {v['v3b_N_lo']} "
@@ -430,8 +432,7 @@ def bwd_measured(t):
               "not measured in this build: no data/gpu/bench_bwd.csv", src)
         return
     t.row(f"The tiled backward on a GPU (stage 5; H200, bf16, $N \\ge$ {v['bwd_N_lo']}, {v['bwd_nshapes']} shapes "
-          "whose CUDA graphs captured; each call replayed from its graph, ours by the library's C entry, "
-          "SDPA by scaled_dot_product_attention and autograd)",
+          "captured; " + CLOCK + ")",
           "not in the chapter (its backward is NumPy on the CPU)",
           f"version 4 (mma.sync, 128 keys): {v['bwd_v3_flash']} x SDPA flash (mean {v['bwd_v3_flash_gm']}), "
           f"{v['bwd_v3_cudnn']} x cuDNN; "
@@ -452,9 +453,7 @@ def bwd_hopper(t):
               "not measured in this build: no version 3 rows in " + src, src)
         return
     t.row(f"Backward version 3 (Hopper; {v['hb_gpu']}, bf16, d 64 and 128, N {v['hb_Ns']}, causal and not; "
-          f"each call replayed from a CUDA graph, ours by the library's C entry, SDPA by "
-          f"scaled_dot_product_attention and autograd; {v['hb_bf16_n']} of {v['hb_nrun']} shapes captured "
-          f"beside cuDNN): "
+          f"{CLOCK}; {v['hb_bf16_n']} of {v['hb_nrun']} shapes captured beside cuDNN): "
           "at least 1.0 x cuDNN's backward in geometric mean, no shape below 0.95 x, "
           "at least 1.6 x SDPA flash; fp16 within 5 % of bf16's ratio",
           "not in the chapter (the project's own target for its Hopper backward)",
@@ -482,8 +481,8 @@ def decode_measured(t):
     if v["dec_status"] != "present":
         return
     t.row(f"One decoding step (H200, bf16, $B$ 1, $H$ 32 on $H_{{kv}}$ 8, $d$ 128, seqlen_k {v['dec_Ns']}; "
-          "ours by flash_attn_with_kvcache on a paged cache, cuDNN by scaled_dot_product_attention with "
-          "enable_gqa, each replayed from a CUDA graph and eager)", "not in the chapter",
+          "each through its public entry, ours on a paged cache, cuDNN with enable_gqa; "
+          "graph-replayed and eager)", "not in the chapter",
           f"ours takes {v['dec_graph']} x cuDNN's time graph-replayed, {v['dec_eager']} x eager (ours eager "
           f"{v['dec_self']} x its own graph-replayed time); bandwidth {v['dec_frac_ours']} of the copy's, cuDNN "
           f"{v['dec_frac_cudnn']}; at {v['dec_big_shape']}: ours {v['dec_big_ours']}, cuDNN {v['dec_big_cudnn']}",
@@ -504,6 +503,7 @@ def dq_accuracy(t):
         t.row("The backward on logits near -120: cuDNN's dQ against ours", "not in the chapter",
               "not measured in this build: no data/gpu/dq_accuracy.csv", src)
         return
+    src += f" (commit {v['acc_gpu_commit']}, {v['acc_gpu_date'][:10]})"   # older than the rest of data/gpu
     t.row("The backward on logits near -120 (q = (1, 0.1 z), k = (-120 sqrt(d), 0.1 z), d = 64; "
           f"{v['acc_gpu_gpu']}): cuDNN's dQ against ours",
           "not in the chapter",

@@ -92,7 +92,7 @@ def gpu_pieces(path, out_dir):
     lines = [f"The copy ran at {copy_gbps:.0f} GB/s (bytes read and written, timed as called)." if copy_gbps else "",
              "", "| $H_{kv}$ | $B$ | seqlen_k | splits | ours, graph | ours, eager | cuDNN, graph "
              "| cuDNN, eager | ours / copy | fastest SDPA / copy |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|--:|--:|----:|---:|----:|----:|----:|----:|----:|-------:|"]   # relative widths: the last holds a name
     ms = lambda r, col: f"{float(r[col]):.3f}" if r else "-"  # noqa: E731
     for k in sorted(ours):
         o, s, c = ours[k], sdpa.get(k), cudnn.get(k)
