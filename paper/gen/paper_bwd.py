@@ -81,6 +81,13 @@ def table(rs, ps, dtype):
     return out
 
 
+def both_peers(t):
+    """t restricted to the shapes where both peers were timed (their graphs
+    captured), so that every ratio of one table is over the same shapes."""
+    ok = {k[1:] for k in t if k[0] == FLASH} & {k[1:] for k in t if k[0] == CUDNN}
+    return {k: x for k, x in t.items() if k[1:] in ok}
+
+
 def ratios(t, a, b, n_lo=N_LO, n_hi=None):
     """TFLOP/s of a over b on every shape both ran with N in [n_lo, n_hi]."""
     out = []
@@ -185,7 +192,7 @@ def values():
         hopper = any(r["impl"] == HOPPER_BWD and r["pass"] == "bwd" and r["tflops"] for r in rs)
         v["bwd_fb_pair"] = ("forward and backward version 3" if hopper else
                             "forward version 3 with backward version 4")
-        t = table(rs, "bwd", "bf16")
+        t = both_peers(table(rs, "bwd", "bf16"))
         r3f, r3c = ratios(t, V3, FLASH), ratios(t, V3, CUDNN)
         r2f, r2c = ratios(t, V2, FLASH), ratios(t, V2, CUDNN)
         if r3f:   # version 2's keys stay "n/a" in a file without its rows
@@ -215,12 +222,12 @@ def values():
                 xs = [t[(impl, d, c, N)][0] / t[(impl + "_det", d, c, N)][0]
                       for (i, d, c, N) in t if i == impl and N >= N_LO and (impl + "_det", d, c, N) in t]
                 v[key] = span(xs, 1) if xs else "n/a"
-        fb = table(rs, "fwdbwd", "bf16")
+        fb = both_peers(table(rs, "fwdbwd", "bf16"))
         f3f, f3c = ratios(fb, V3_FB, FLASH), ratios(fb, V3_FB, CUDNN)
         if f3f:
             v["bwd_fb_flash"], v["bwd_fb_flash_gm"] = span(f3f), f"{gmean(f3f):.2f}"
             v["bwd_fb_cudnn"], v["bwd_fb_cudnn_gm"] = span(f3c), f"{gmean(f3c):.2f}"
-        h = table(rs, "bwd", "fp16")
+        h = both_peers(table(rs, "bwd", "fp16"))
         hf, hc = ratios(h, V3, FLASH), ratios(h, V3, CUDNN)
         if hf:
             ns = sorted({N for (i, d, c, N) in h if i == V3})
