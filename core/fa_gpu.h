@@ -176,8 +176,8 @@ double fa_flops(int pass, const attn_params *p);
  * and dP instead of from the 16-bit O, and, for a version that rounds dS
  * or P to 16 bits (0, 2, 3, 4), dQ from fp32 dS split in two 16-bit
  * parts: dQ as an fp32 backward's, at the cost of up to six more N^2 d
- * products (chapter 4b measures it). fp16/bf16, d a multiple of 16 up to
- * 128, no variable lengths. Never the default: the op's
+ * products (chapters/21-gpu-backward.md measures it). fp16/bf16, d a
+ * multiple of 16 up to 128, no variable lengths. Never the default: the op's
  * accurate_dq="full". */
 #define FA_BWD_DQ_PASS 8
 /* FA_OK when the dQ pass takes dtype and p's head dimension (fp16/bf16, d
@@ -188,7 +188,8 @@ int fa_bwd_dq_pass_supported(int dtype, const attn_params *p);
 /* Bytes of slow memory the dQ pass moves, both phases (the version's
  * kernel not included; version 1 runs phase 0 alone, about half of it):
  * the closed form of kernels/stage5_bwd_dq.cu, which Nsight Compute's
- * count of the pass's kernels is set against (chapter 4b). */
+ * count of the pass's kernels is set against
+ * (chapters/21-gpu-backward.md). */
 double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p);
 
 /* The centering's predicted cost as a fraction of backward `version`'s time

@@ -148,8 +148,8 @@ FA_HD bool mask_tile_unmasked(attn_mask m, int i0, int i1, int j0, int j1)
  * rows). */
 /* Deliberate copies in this region: mask_key_rows_read and
  * mask_query_rows_read are one loop with the roles swapped, each written out
- * because chapter 3b's listing shows them side by side (the forward's queries
- * outside, the backward's keys outside). */
+ * because chapters/14-masks.md's listing shows them side by side (the
+ * forward's queries outside, the backward's keys outside). */
 //> mask-tiles
 /* Tiles (query block, key block) the forward with Br x Bc tiles visits:
  * sum over query blocks of mask_key_blocks. The backward, keys outer, visits

@@ -11,8 +11,9 @@
 #                     its `expect` file says "accept" (exit 0: e.g. hand
 #                     arithmetic that must be accepted) or gives a fragment
 #                     that the report of a rejection must contain (exit 1)
-# plus tests that a checker refuses a seed that is not a number and a folder
-# that does not exist (one line, exit 2), and that `make exercise` with a bad
+# plus tests that a checker refuses a seed that is not a number (exercises
+# 1-3, which draw nothing at random, any --seed) and a folder that does not
+# exist (one line, exit 2), and that `make exercise` with a bad
 # EX is a one-line error.
 # Run from the repository root; builds the checkers first if they are missing.
 cd "$(dirname "$0")/.." || exit 2
@@ -89,6 +90,11 @@ refused() {
 for n in 4 5; do
     refused "ex$n-seed-not-a-number" "--seed abc" seed \
         build/exercises/solutions/ex$n/check exercises/solutions/ex$n --seed abc
+done
+# Exercises 1-3 draw no random cases: any flag, --seed included, is refused.
+for n in 1 2 3; do
+    refused "ex$n-no-seed" "--seed 5" "unexpected argument '--seed'" \
+        build/exercises/solutions/ex$n/check exercises/solutions/ex$n --seed 5
 done
 for n in 1 2 3 4 5; do
     refused "ex$n-no-such-folder" "check /nonexistent" /nonexistent \

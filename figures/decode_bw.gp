@@ -14,15 +14,18 @@ set format x "2^{%L}"
 set xlabel "keys per sequence (seqlen\\_k)"
 set ylabel "fraction of copy bandwidth"
 set yrange [0:*]   # autoscaled above: no point clipped
-# the legend below each panel, outside the data, naming both kinds of line
-set key outside below center horizontal maxrows 2 font ",8" spacing 1.0 samplen 2
+# one legend for both panels, below them, outside the data, at the text's
+# size, naming both kinds of line: the left panel draws it, the right none
+set bmargin 8
+set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 2 font ",9" spacing 1.1 samplen 3 box opaque
 sel(h, b) = ($1 == h && $2 == b)
 do for [h in "8 32"] {
     hh = int(h)
-    set title sprintf("H = 32, H_{kv} = %d (solid: ours, dashed: SDPA best)", hh) font ",8"
+    set title sprintf("H = 32, H_{kv} = %d (solid: ours, dashed: SDPA best)", hh) font ",9"
     plot for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):4 with linespoints \
              pt 7 ps 0.5 lt i dt 1 title sprintf("ours B = %s", word("1 4 16 64", i)), \
          for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):5 with linespoints \
              pt 6 ps 0.5 lt i dt 2 title sprintf("SDPA B = %s", word("1 4 16 64", i))
+    unset key
 }
 unset multiplot

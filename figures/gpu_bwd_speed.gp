@@ -36,10 +36,11 @@ set xrange [256:32768]
 set yrange [1:1000]
 # one legend for all four panels, below them at the text's size, so that no
 # panel's lines run under it (the first panel, which has every path, draws it)
-set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",9" spacing 1.1 box opaque
+# (four rows: in three, the fifth column ran past the box and the page)
+set key at screen 0.5, screen 0.01 center bottom maxrows 4 width 1 font ",9" spacing 1.1 box opaque
 set ylabel "backward TFLOP/s"
 if (words(dims) == 0) { dims = "64" }
-set multiplot layout 2, words(dims) margins screen 0.09, 0.98, 0.19, 0.96 spacing screen 0.09, 0.08
+set multiplot layout 2, words(dims) margins screen 0.09, 0.98, 0.22, 0.96 spacing screen 0.09, 0.08
 first = 1
 do for [c = 0:1] {
     do for [dd in dims] {

@@ -5,7 +5,7 @@
 # which paper/gen/paper_gpu.py writes from data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_fig2.dat"
 W = 6.5
-Hgt = 2.8
+Hgt = 3.8
 load "figures/style.gp"
 set datafile separator whitespace
 set multiplot layout 1, 2
@@ -13,7 +13,8 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
-set xtics rotate by -25 font ",9" nomirror
+# the path names upright, one per group: slanted, neighbours overlapped
+set xtics rotate by 90 right font ",8" nomirror
 set termoption noenhanced
 set logscale y 10
 set ylabel "bytes moved (GB, log scale)"

@@ -26,15 +26,18 @@ set logscale x 2
 set logscale y 10
 set xlabel "sequence length N (tokens)"
 # one legend for both panels, below them, at the text's size: the left
-# panel draws it (it has the compulsory line too), the right one none
-set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",9" spacing 1.1 box opaque
+# panel draws it (it has the compulsory line too), the right one none. Its
+# columns are as wide as its longest title: with short titles and five rows
+# all fourteen entries fit the page's width (three rows of long ones showed
+# six and dropped the rest)
+set bmargin 9.5
+set key at screen 0.5, screen 0.01 center bottom maxrows 5 width 1 font ",9" spacing 1.1 box opaque
 set multiplot layout 1, 2
 set ylabel "bytes through DRAM (GB)"
 set title "DRAM (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):3 \
          smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
-     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory (Q, K, V read, O, L written once)" \
+     dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory bytes" \
      @model_curves
 # L2 bytes the SMs requested (column 7) where the data has them, else all L2 traffic
 l2(c7, c4) = (c7 == c7 ? c7 : c4)

@@ -12,7 +12,10 @@ set format y "10^{%T}"
 set logscale y 10
 set xlabel "sequence length N (tokens)"
 set ylabel "peak resident memory (MiB)"
-set key top left font ",9"
+# the legend below the plot, under the axis label: at the top left it
+# covered the naive curve's last points
+set bmargin 6
+set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 2 font ",9" box opaque
 alg(a) = (strcol(1) eq a && $6 > 0)
 MiB = 1048576.0
 plot \

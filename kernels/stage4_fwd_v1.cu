@@ -9,7 +9,8 @@
  * Repeated deliberately: versions 1 and 2 open with the same few lines (the
  * block's rows, its heads, the key blocks the mask lets it see) and version
  * 2's softmax update has the shape of version 3's (stage4_fwd_v3_hopper.cu),
- * so that each kernel of chapter 4's and 4c's listings reads whole.
+ * so that each kernel of the listings of chapters/20-gpu-forward.md and
+ * chapters/23-hopper.md (the appendix chapters/90-listings.md) reads whole.
  *
  * es is the element size of the dtype (fp32 4, fp16 and bf16 2); L is fp32.
  * Every product and sum is accumulated in fp32. The harness the forward

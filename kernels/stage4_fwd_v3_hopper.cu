@@ -455,8 +455,8 @@ __device__ void v3_producer(const v3_smem<D, STEP> &sm, const CUtensorMap *tmQ,
  * exponentiated against 0 instead (P = 0, alpha = 0), so -inf - -inf never
  * happens.
  * Deliberate copy: the shape of version 2's softmax update
- * (stage4_fwd_v2.cu), kept apart because chapter 4c builds version 3 in
- * steps from its own pieces. */
+ * (stage4_fwd_v2.cu), kept apart because chapters/23-hopper.md builds
+ * version 3 in steps from its own pieces. */
 template <bool MASKED, int NG = 16>
 __device__ __forceinline__ void v3_softmax(float (&s)[4 * NG], float (&m)[2], float (&l)[2],
                                            float (&alpha)[2], float scale_log2, const int (&lo)[2],

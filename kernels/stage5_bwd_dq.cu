@@ -1,11 +1,12 @@
 /*
  * stage5_bwd_dq.cu -- dQ as accurate as an fp32 backward's, beside any
- * backward version (FA_BWD_DQ_PASS, core/fa_gpu.h; chapter 4b).
+ * backward version (FA_BWD_DQ_PASS, core/fa_gpu.h;
+ * chapters/21-gpu-backward.md).
  *
  * Every tiled backward rounds two things that reach dQ multiplied by K
- * (chapter 4b, "the error model"): D = rowsum(dO * O) is formed from the O
- * the forward wrote in 16 bits, and dS is rounded to 16 bits before the
- * tensor-core product dQ = softmax_scale dS K. Centering K
+ * (chapters/21-gpu-backward.md, "the error model"): D = rowsum(dO * O) is
+ * formed from the O the forward wrote in 16 bits, and dS is rounded to 16
+ * bits before the tensor-core product dQ = softmax_scale dS K. Centering K
  * (FA_BWD_CENTER_K) shrinks the factor; this pass removes both errors.
  * One thread block owns Br = 64 query rows of one head and walks every key
  * block the mask lets them see, twice:
@@ -32,8 +33,9 @@
  * Cost: phase 0 is two of the backward's five N^2 d products, phase 1 four
  * (S, dP, and dQ twice); the version's kernel still forms its own dQ, which
  * is then discarded. scripts/gpu/dq_accuracy.py measures the time (kind=time,
- * ms_dq_pass); chapter 4b states it. The pass is deterministic: each block
- * writes its own rows, in a fixed order of key blocks.
+ * ms_dq_pass); chapters/21-gpu-backward.md states it. The pass is
+ * deterministic: each block writes its own rows, in a fixed order of key
+ * blocks.
  *
  * Layout: 4 warps, warp w owns query rows 16 w .. 16 w + 15 of the block;
  * Q_i and dO_i stay in shared memory, K_j and V_j in two cp.async stages.

@@ -27,8 +27,8 @@ template <int D> struct bwd_v2_cfg {
 };
 
 /* Deliberate copy: version 4 (stage5_bwd_v4.cu) writes this kernel's
- * two-stage pipeline out again beside its own steps, so that chapter 4b can
- * set the two listings side by side. */
+ * two-stage pipeline out again beside its own steps, so that
+ * chapters/21-gpu-backward.md can set the two listings side by side. */
 //> bwd-v2-kernel
 template <typename T, int D>
 __global__ void __launch_bounds__(128, 2) bwd_v2_kernel(bwd_args<T> x)

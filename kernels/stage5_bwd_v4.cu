@@ -3,7 +3,8 @@
  * 128 keys and 8 warps, on mma.sync. Numbered 4 because a number names one
  * technique in both passes and 3 is Hopper's (wgmma, TMA: forward version 3).
  * Its loop repeats version 2's (stage5_bwd_v2.cu) in places, deliberately:
- * chapter 4b sets the two kernels side by side, and each reads whole.
+ * chapters/21-gpu-backward.md sets the two kernels side by side, and each
+ * reads whole.
  *
  * What it computes is version 2's (stage5_backward.cuh's header: the
  * equations, the masks, the conventions, the deterministic mode), with the
@@ -144,8 +145,8 @@ __device__ __forceinline__ void ldsm_x4_t_u32(unsigned &r0, unsigned &r1, unsign
 
 
 /* Deliberate copy: the two-stage pipeline of version 2's kernel
- * (stage5_bwd_v2.cu), written out again so that chapter 4b reads each
- * version's listing whole. */
+ * (stage5_bwd_v2.cu), written out again so that chapters/21-gpu-backward.md
+ * reads each version's listing whole. */
 //> bwd-v4-kernel
 /* One block of 8 warps per (key block of 128, key/value head). Per query
  * block i (Br = 64) of each query head of the group, warp w runs version 2's

@@ -13,6 +13,13 @@ References to other documents are not the book's numbering and stand as
 typed when the words before them say whose they are ("its section 3.2", "the
 FlashAttention paper's Figure 2"): EXTERNAL lists those lead-ins.
 
+The sources outside the book (code comments, scripts, README.md, docs/,
+paper/numbers.txt, the exercises) cannot generate a number, so they name a
+chapter by its file ("chapters/21-gpu-backward.md") or its title: this test
+also fails on "chapter 4b" or "chapter 3" in any tracked file under SOURCES,
+other documents' chapters (EXTERNAL) left alone. PENDING names files whose
+owner is rewriting them elsewhere; they are reported, not failed.
+
 It also fails when an empty link [](#id) names an id that no heading or part
 of the chapters carries, and, given PAPER.txt (pdftotext of the PDF), when
 LaTeX left a reference unresolved ("??").
@@ -22,6 +29,7 @@ Prints PASS/FAIL lines (tests/run.sh protocol).
 import glob
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +43,11 @@ TYPED = re.compile(
 # words right before a typed number that make it another document's numbering
 EXTERNAL = re.compile(r"(\bits|paper's|textbook's|FlashAttention-2's|FlashAttention's)\s+$",
                       re.IGNORECASE)
+# outside chapters/: the files that may name a chapter, and the pattern
+SOURCES = ("README.md", "Makefile", "docs/", "core/", "kernels/", "src/", "scripts/", "python/",
+           "tests/", "exercises/", "figures/", "mk/", "paper/", "examples/")
+CHAPTER_NO = re.compile(r"\bchapters?\s+(\d[\w.]*|[IVX]+\b)", re.IGNORECASE)
+PENDING = ("paper/gen/claims_gpu.py",)
 REF = re.compile(r"\[\]\(#([^)\s]+)\)")
 HEADING_ID = re.compile(r"^#+ .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
 PART_ID = re.compile(r"^:::+\s*\{[^}]*\.part\b[^}]*#([\w:.-]+)|^:::+\s*\{[^}]*#([\w:.-]+)[^}]*\.part\b")
@@ -42,6 +55,39 @@ PART_ID = re.compile(r"^:::+\s*\{[^}]*\.part\b[^}]*#([\w:.-]+)|^:::+\s*\{[^}]*#(
 
 def prose(text):
     return paper_prose.prose(text, drop_captions=False)
+
+
+def source_files():
+    """Tracked files under SOURCES (git ls-files; every file there when git
+    is not at hand, as in an unpacked tarball)."""
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], capture_output=True,
+                             check=True).stdout.decode("utf-8", "replace")
+        files = [f for f in out.split("\0") if f]
+    except (OSError, subprocess.CalledProcessError):
+        files = [os.path.relpath(os.path.join(d, f), ROOT)
+                 for d, _, fs in os.walk(ROOT) for f in fs]
+    me = os.path.relpath(os.path.abspath(__file__), ROOT)
+    return sorted(f for f in files
+                  if f.startswith(SOURCES) and f != me and not f.startswith("build/"))
+
+
+def typed_in_sources():
+    """(typed, pending): 'file:line: text' of each typed chapter number in
+    the sources; those in PENDING files apart."""
+    typed, pending = [], []
+    for name in source_files():
+        try:
+            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            continue   # binary or gone
+        for m in CHAPTER_NO.finditer(text):
+            if EXTERNAL.search(text[max(0, m.start() - 40):m.start()]):
+                continue
+            hit = f"{name}:{text.count(chr(10), 0, m.start()) + 1}: '{' '.join(m.group(0).split())}'"
+            (pending if name in PENDING else typed).append(hit)
+    return typed, pending
 
 
 def main():
@@ -73,6 +119,16 @@ def main():
     else:
         print(f"PASS paper: no typed cross-reference in {len(chapters)} chapters "
               f"({len(refs)} generated ones)")
+    src_typed, src_pending = typed_in_sources()
+    if src_typed:
+        ok = False
+        print(f"FAIL paper: sources name chapters by file: {len(src_typed)} typed chapter "
+              f"numbers, write the chapter's file (chapters/NN-name.md) or title instead: "
+              + "; ".join(src_typed[:8]))
+    else:
+        note = (f"; pending: {len(src_pending)} in " + ", ".join(PENDING)) if src_pending else ""
+        print(f"PASS paper: sources name chapters by file, no typed chapter number "
+              f"({len(source_files())} files{note})")
     dangling = [f"{where}: #{i}" for where, i in refs if i not in ids]
     if not refs:
         ok = False

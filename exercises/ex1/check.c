@@ -28,13 +28,25 @@ static double roofline_time(double flops, double bytes, double bw)
     return fmax(flops / PEAK, bytes / bw);
 }
 
+/* The hint for a ratio that is within 1% of the answer but not to three
+ * significant figures (31.6 for 31.506): a slip in the division or the
+ * rounding, not the misunderstanding the part's own hint is about. */
+static const char *near_miss(double x, double want, double rtol, const char *hint)
+{
+    if (close_to(x, want, 0, 0.01) && !close_to(x, want, 0, rtol))
+        return "close, but not to 3 significant figures: redo the division with the "
+               "exact counts and round once, at the end";
+    return hint;
+}
+
 /* An arithmetic intensity answer (FLOPs per byte), with the two usual
  * slips named: the ratio upside down, elements instead of bytes. */
 static void mark_intensity(tally *t, answers *a, const char *key, double want, double rtol)
 {
     double x;
     if (!take_answer(t, a, key, &x)) return;
-    const char *hint = "intensity is FLOPs divided by bytes of slow-memory traffic";
+    const char *hint = near_miss(x, want, rtol,
+                                 "intensity is FLOPs divided by bytes of slow-memory traffic");
     if (close_to(x, 1 / want, 0, rtol)) hint = "upside down: FLOPs per byte, not bytes per FLOP";
     if (close_to(x, want * BYTES, 0, rtol)) hint = "per byte, not per element";
     mark_number(t, a, key, x, close_to(x, want, 0, rtol), want, "3 significant figures", "%s", hint);
@@ -105,15 +117,18 @@ int main(int argc, char **argv)
     mark_intensity(&t, a, "naive_intensity", naive_int, rtol);
     mark_intensity(&t, a, "tiled_intensity", tiled_int, rtol);
     if (take_answer(&t, a, "speedup_today", &x)) {
-        const char *hint = "time = max(FLOPs / peak, bytes / bandwidth) for each algorithm "
-                           "at 2 TB/s; the speed-up is naive time over tiled time";
+        const char *hint = near_miss(x, speedup_today, rtol,
+                                     "time = max(FLOPs / peak, bytes / bandwidth) for each "
+                                     "algorithm at 2 TB/s; the speed-up is naive time over "
+                                     "tiled time");
         if (close_to(x, 1 / speedup_today, 0, rtol)) hint = "upside down: naive time over tiled time";
         mark_number(&t, a, "speedup_today", x, close_to(x, speedup_today, 0, rtol), speedup_today,
                     "3 significant figures", "%s", hint);
     }
     if (take_answer(&t, a, "speedup_equal", &x)) {
-        const char *hint = "at 20 TB/s, compare each intensity with peak / bandwidth: "
-                           "which of the two terms of the max wins now?";
+        const char *hint = near_miss(x, speedup_equal, rtol,
+                                     "at 20 TB/s, compare each intensity with peak / "
+                                     "bandwidth: which of the two terms of the max wins now?");
         if (close_to(x, BW_EQUAL / BW_TODAY, 0, rtol) || close_to(x, speedup_today, 0, rtol))
             hint = "a faster memory shortens the memory term only; check whether "
                    "it still sets either time";

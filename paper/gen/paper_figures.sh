@@ -8,12 +8,16 @@
 # OUTDIR/MANIFEST lists what was drawn, one line per figure:
 #     NAME <TAB> script <TAB> data file
 # which the paper's test suite uses to check that every figure is newer than
-# the data it was drawn from.
+# the data it was drawn from, and OUTDIR/SKIPPED the figures skipped for
+# lack of data, one name a line (the suite accepts those as not drawn, also
+# when the paper was up to date and nothing ran).
 set -eu
 out=${1:-build/figures}
 mkdir -p "$out"
 manifest="$out/MANIFEST.tmp"
+skipped="$out/SKIPPED.tmp"
 : > "$manifest"
+: > "$skipped"
 
 # Every figures/NAME.gp but the shared style is a figure, and names its own
 # data in its first default, `if (!exists("VAR")) VAR = "FILE"`; it is drawn
@@ -30,6 +34,7 @@ for gp in figures/*.gp; do
     case $data in data/*) [ -s "$data" ] || [ ! -s "$own" ] || data=$own ;; esac
     if [ ! -s "$data" ]; then
         echo "figures: $name skipped: $data is absent"
+        echo "$name" >> "$skipped"
         rm -f "$out/$name.pdf" "$out/$name.svg"
         continue
     fi
@@ -39,4 +44,5 @@ for gp in figures/*.gp; do
     printf '%s\t%s\t%s\n' "$name" "$gp" "$data" >> "$manifest"
     echo "figures: $name <- $data"
 done
+mv "$skipped" "$out/SKIPPED"
 mv "$manifest" "$out/MANIFEST"

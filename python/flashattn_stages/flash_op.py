@@ -613,11 +613,11 @@ def center_flag(accurate_dq):
     """fa_backward's accuracy bits for accurate_dq: True FA_BWD_CENTER_K (K
     centered), "full" FA_BWD_DQ_PASS (K centered, and D and dQ formed
     without 16-bit roundings in a pass of their own: dQ as an fp32
-    backward's, at a measured cost, chapter 4b), False none (K as given),
-    None FA_BWD_CENTER_AUTO (centered where the library's rule,
-    fa_bwd_center_cost in core/fa_gpu.h, predicts the pre-pass under 3% of
-    the time of the backward version that runs; the rule is read there,
-    never restated here)."""
+    backward's, at a measured cost, chapters/21-gpu-backward.md), False
+    none (K as given), None FA_BWD_CENTER_AUTO (centered where the
+    library's rule, fa_bwd_center_cost in core/fa_gpu.h, predicts the
+    pre-pass under 3% of the time of the backward version that runs; the
+    rule is read there, never restated here)."""
     if accurate_dq is None:
         return fa.BWD_CENTER_AUTO
     if accurate_dq == "full":
@@ -672,11 +672,12 @@ def flash_attention(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=N
     keeps dQ accurate when every logit is far from zero, at the cost of a
     pre-pass; "full" also forms D and dQ without 16-bit roundings (dQ as an
     fp32 backward's, for fp16/bf16 and d a multiple of 16; it costs several
-    times the centering, chapter 4b); False keeps K as given; None (the
-    default) centers where the pre-pass is predicted under 3% of the
-    backward (fa_bwd_center_cost, per version: long sequences; center_flag). Under torch.autocast the inputs are cast to the autocast dtype
-    first, as SDPA's are. Works under torch.compile(fullgraph=True) and CUDA
-    graph capture.
+    times the centering, chapters/21-gpu-backward.md); False keeps K as
+    given; None (the default) centers where the pre-pass is predicted
+    under 3% of the backward (fa_bwd_center_cost, per version: long
+    sequences; center_flag). Under torch.autocast the inputs are cast to
+    the autocast dtype first, as SDPA's are. Works under
+    torch.compile(fullgraph=True) and CUDA graph capture.
     """
     left, right = window_of(causal, window_size)
     o, lse = attention(q, k, v, softmax_scale, left, right, False, version, deterministic,

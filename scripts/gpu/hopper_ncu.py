@@ -2,9 +2,10 @@
 """Question it answers: where the Hopper passes lose to cuDNN's -- the
 backward (version 3, steps 2 and 3) at the bench shapes where it is slowest
 against cuDNN, and the forward (version 3) at N = 1024, causal; the answer is
-in data/gpu/studies/bwd_v3_steps/steps.md's last section and chapter 4c2 (tensor-pipe
-use, issue stalls, instructions, per kernel, ours beside cuDNN's and
-FlashAttention-2's; the raw files in data/gpu/studies/hopper_ncu/).
+in data/gpu/studies/bwd_v3_steps/steps.md's last section and
+chapters/24-hopper-backward.md (tensor-pipe use, issue stalls, instructions,
+per kernel, ours beside cuDNN's and FlashAttention-2's; the raw files in
+data/gpu/studies/hopper_ncu/).
 
 hopper_ncu.py -- one pass of one implementation on one shape, with the CUDA
 profiler started around that pass alone (warm-up calls before it are not
@@ -22,7 +23,8 @@ The shape is bench_gpu.py's: bf16, B N = 16384 tokens, H d = 2048.
                    the profiler starts)
   --accurate-dq    ours only: the op's accurate_dq, auto (None, the
                    default), center (True), full (the dQ pass, whose
-                   kernels chapter 4b's IO count is set against) or off
+                   kernels chapters/21-gpu-backward.md's IO count is set
+                   against) or off
 """
 import argparse
 import os

@@ -79,7 +79,7 @@ FP32 = "fp32_math"   # the reference run of the verdict
 CORPUS = ["chapters/*.md", "src/*/*.c", "src/*/*.h", "kernels/*.cu", "kernels/*.cuh"]
 DEVICE = "cuda"
 # The model and the run, as the paper describes them (paper/gen/claims.py reads
-# this table, so that chapter 4b2's numbers are the script's own).
+# this table, so that chapters/22-pytorch-op.md's numbers are the script's own).
 DEFAULTS = {"steps": 500, "layers": 4, "d_model": 256, "heads": 4, "context": 512, "batch": 16,
             "lr": 1e-3, "seed": 0}
 PROV_COLS = prov.COLUMNS

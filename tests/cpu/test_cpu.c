@@ -182,9 +182,10 @@ static void test_online_softmax(rng_t *rng, int trials)
 
 /* ---- stage 3 against stage 1 ------------------------------------------- */
 
-/* Stage 3's counts in the closed forms of chapter 3 (no mask, and causal with
- * seqlen_q = seqlen_k = N), written out here as the chapter derives them, to
- * hold the general, mask.h-driven formulas to them. */
+/* Stage 3's counts in the closed forms of chapters/13-tiled-backward.md (no
+ * mask, and causal with seqlen_q = seqlen_k = N), written out here as the
+ * chapter derives them, to hold the general, mask.h-driven formulas to
+ * them. */
 static uint64_t closed_form_forward(int64_t N, int64_t d, int64_t Br, int64_t Bc, bool causal)
 {
     int64_t Tr = (N + Br - 1) / Br;
@@ -270,7 +271,7 @@ static void test_tiled_vs_naive(rng_t *rng, int Nmax, int Nstep)
     result(wb <= TOL_TILED_BACKWARD, "tiled backward vs naive",
            "%d shapes: max abs %.2e over dQ, dK, dV (<= %.0e)", cases, wb, TOL_TILED_BACKWARD);
     result(nonfinite == 0, "tiled outputs fully written", "%d shapes with a non-finite output", nonfinite);
-    result(io_bad == 0, "counted IO == formula == chapter 3's closed form (naive and tiled, fwd and bwd)",
+    result(io_bad == 0, "counted IO == formula == the chapter's closed form (naive and tiled, fwd and bwd)",
            "%d mismatches over %d shapes x 6 counts", io_bad, cases);
     result(hw_bad == 0, "SRAM high-water <= M", "%d shapes over M", hw_bad);
 }

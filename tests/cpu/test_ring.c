@@ -317,7 +317,8 @@ static void add(double *acc, const double *x, size_t n)
 }
 
 /* The forward and the backward walk the plan in the same way, written out
- * in each deliberately: chapter 4d shows this function as the schedule. */
+ * in each deliberately: chapters/25-multi-gpu.md shows this function as the
+ * schedule. */
 //> ring-cpu
 /* The ring, rank by rank, on the CPU: the partials of each query piece merged
  * as the shards come by (forward); then dQ summed where it stays and dK, dV
