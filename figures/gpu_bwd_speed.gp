@@ -6,8 +6,11 @@
 # columns
 #   gpu,driver,cuda,torch,cudnn,commit,date,command,impl,pass,dtype,causal,
 #   B,H,N,d,median_ms,tflops,repeats,max_abs_diff,note
+#   ,graph_ms,how_called
 # with '#' provenance lines on top; only rows with pass "bwd" (the backward
-# alone, not fwdbwd) are drawn.
+# alone, not fwdbwd) are drawn, at TFLOP/s on the graph clock: tflops x
+# median_ms / graph_ms (the call replayed from a CUDA graph, host overhead
+# out for every path alike); a row without a graph time is left out.
 # paper/gen/paper_figures.sh skips this figure when the file is absent; a
 # panel with no rows says so instead of failing.
 if (!exists("csv")) csv = "data/gpu/bench_bwd.csv"
@@ -56,7 +59,7 @@ do for [c = 0:1] {
         } else {
             plot for [k = 1:words(these)] csv using \
                  (((strcol(10) eq "bwd" || strcol(10) eq "backward") && strcol(11) eq "bf16" && causal(strcol(12)) == c && \
-                   $16 == dd + 0 && strcol(9) eq word(these, k)) ? $15 : NaN):18 \
+                   $16 == dd + 0 && strcol(9) eq word(these, k)) ? $15 : NaN):(column(22) > 0 ? $18 * $17 / $22 : NaN) \
                  smooth unique with linespoints pt colour(word(these, k)) ps 0.9 \
                  lc colour(word(these, k)) title word(these, k)
         }
