@@ -31,8 +31,11 @@ PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-
 # than all of them is up to date. Coarse on purpose: any change rebuilds
 # the whole book (a minute), none rebuilds nothing. A file deleted is not
 # seen as a change: rm build/figures/MANIFEST (or make clean) then.
+# (Not what the tests write there each run: Python's caches, the package's
+# egg-info.)
 PAPER_INPUTS := $(shell find chapters paper figures data exercises src kernels core python scripts tests \
-                  -type f ! -path '*/__pycache__/*' ! -name '*.pyc' 2>/dev/null) stage2 stage3 stage6
+                  -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' 2>/dev/null) \
+                stage2 stage3 stage6
 PAPER_STAMP := $(PAPER_DIR)/.built
 SOLUTIONS_STAMP := $(PAPER_DIR)/.built-solutions
 
