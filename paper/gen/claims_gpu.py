@@ -235,7 +235,7 @@ def _fp32_half_ulp_log2(x):
 
 @claim
 def fault_inputs(t):
-    """Chapter 4b's arithmetic on two of the fault inputs stage 5 tests:
+    """The arithmetic on two of the fault inputs stage 5 tests (chapters/21-gpu-backward.md):
     Q, K ~ -A U[0,1) and Q, K ~ U[lo, lo + w] (src/gpu/gpu_host.c, GH_IN_NEG900
     and GH_IN_HUGE), at the d of their cases (gh_shared_cases, src/gpu/gpu_host.c,
     which stage 5's suite runs; or its own table in tests/gpu/stage5_tests.c), with the
@@ -491,7 +491,7 @@ def decode_measured(t):
 
 @claim
 def dq_accuracy(t):
-    """Chapter 04b's section on dQ when every logit is far from zero
+    """The section on dQ when every logit is far from zero (chapters/21-gpu-backward.md)
     (paper/gen/paper_accuracy.py): the CPU model's values, the GPU table
     (OUT/dq_accuracy.md, only when data/gpu/dq_accuracy.csv exists) and
     cuDNN's NaN where ours is finite."""
