@@ -32,9 +32,13 @@ PANDOC_COMMON := --metadata-file=paper/metadata.yaml --lua-filter=paper/include-
 # the whole book (a minute), none rebuilds nothing. A file deleted is not
 # seen as a change: rm build/figures/MANIFEST (or make clean) then.
 # (Not what the tests write there each run: Python's caches, the package's
-# egg-info.)
-PAPER_INPUTS := $(shell find chapters paper figures data exercises src kernels core python scripts tests \
+# egg-info; nor a learner's work in exercises/exN/ -- answers, written
+# answers, the functions to complete: the book weaves in only each
+# exercise's statement, its checker and the reference solutions.)
+PAPER_INPUTS := $(shell find chapters paper figures data src kernels core python scripts tests \
                   -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' 2>/dev/null) \
+                $(shell find exercises -type f \( -path 'exercises/solutions/*' -o -name statement.md \
+                  -o -name check.c -o -name README.md \) 2>/dev/null) \
                 stage2 stage3 stage6
 PAPER_STAMP := $(PAPER_DIR)/.built
 SOLUTIONS_STAMP := $(PAPER_DIR)/.built-solutions
