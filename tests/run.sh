@@ -42,20 +42,21 @@ report() {
     fi
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 }
+# run N CMD: suite N's output and exit status into $dir/N.log and $dir/N.rc
+run() { sh -c "$2" >"$dir/$1.log" 2>&1; echo $? >"$dir/$1.rc"; }
 n=0 running=""
 for suite in "$@"; do
     n=$((n + 1))
     printf '%s\n' "$suite" >"$dir/$n.cmd"
     if [ "$jobs" -eq 1 ]; then
-        sh -c "$suite" >"$dir/$n.log" 2>&1; echo $? >"$dir/$n.rc"
-        report "$n"
+        run "$n" "$suite"; report "$n"
         continue
     fi
     # at most $jobs at once: wait for the oldest before starting another
     # shellcheck disable=SC2086
     set -- $running
     if [ $# -ge "$jobs" ]; then wait "$1"; shift; fi
-    ( sh -c "$suite" >"$dir/$n.log" 2>&1; echo $? >"$dir/$n.rc" ) &
+    run "$n" "$suite" &
     running="$* $!"
 done
 if [ "$jobs" -gt 1 ]; then
