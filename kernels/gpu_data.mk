@@ -27,6 +27,9 @@ NCU1 = $(firstword $(NCU))
 SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 # PROV_LINE CMD: the `# provenance:` line naming CMD (the first line of a log)
 PROV_LINE = python3 scripts/gpu/provenance.py --line
+# NEED_NCU: opens a recipe line that needs ncu: without it, one line saying
+# so and exit 0 (a machine without Nsight Compute has nothing to profile)
+NEED_NCU = @[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; };
 
 # The parts and the canonical files each writes (relative to GPU_DATA), read
 # by scripts/gpu/data_readme.py and tests/gpu_data.py: one list, here.
@@ -106,7 +109,7 @@ gpu-data-bench-bwd: gpu-data-commit $(BUILD)/libfa_gpu.so  ## data/gpu/bench_bwd
 # Nsight Compute: the DRAM and L2 bytes of every version, forward and
 # backward, beside the IO model's count.
 gpu-data-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## Nsight Compute: data/gpu/io_fwd.csv, io_bwd.csv (every version's bytes beside the IO model)
-	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
+	$(NEED_NCU) \
 	set -e; mkdir -p $(GPU_DATA); \
 	NCU=$(NCU1) sh scripts/gpu/ncu_io.sh $(GPU_DATA)/io_fwd.csv fwd; \
 	NCU=$(NCU1) sh scripts/gpu/ncu_io.sh $(GPU_DATA)/io_bwd.csv bwd
@@ -123,7 +126,7 @@ OPCODE_METRICS := sass__inst_executed_per_opcode,gpu__time_duration.sum,smsp__in
 OPCODE_RUN := python3 scripts/gpu/bench_gpu.py --passes bwd --dtypes bf16 --ns 8192 --dims 128 --causal 0 --repeats 2
 OPCODE_NCU := --clock-control none --metrics $(OPCODE_METRICS) --print-metric-instances details -c 1
 study-bwd-v4-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: backward version 4's opcodes beside FlashAttention-2's, its full ncu set (data/gpu/studies/bwd_v4_ncu/)
-	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
+	$(NEED_NCU) \
 	set -e; d=$(STUDIES)/bwd_v4_ncu; mkdir -p $$d; \
 	{ $(PROV_LINE) "ncu $(OPCODE_NCU) -k regex:bwd_v4_kernel $(OPCODE_RUN) --impls ours_v4_mma8"; \
 	  $(NCU1) $(OPCODE_NCU) -k regex:bwd_v4_kernel $(OPCODE_RUN) --impls ours_v4_mma8; } > $$d/bwd_opcodes_v4.txt 2>&1; \
@@ -135,7 +138,7 @@ study-bwd-v4-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: backward vers
 	$(NCU1) -i $(BUILD)/bwd_v4_rep.ncu-rep --page source --csv --print-source sass > $$d/bwd_v4_ncu_source.csv
 # The Hopper passes beside cuDNN's under Nsight Compute.
 study-hopper-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: the Hopper passes beside cuDNN's under Nsight Compute (data/gpu/studies/hopper_ncu/)
-	@[ -n "$(NCU1)" ] || { echo "$@: skipped: ncu (Nsight Compute) not found on PATH, beside nvcc or in /usr/local/cuda/bin"; exit 0; }; \
+	$(NEED_NCU) \
 	set -e; mkdir -p $(STUDIES)/hopper_ncu; \
 	NCU=$(NCU1) sh scripts/gpu/ncu_hopper.sh $(STUDIES)/hopper_ncu; \
 	$(PROV_LINE) "sh scripts/gpu/ncu_hopper.sh hopper_ncu" > $(STUDIES)/hopper_ncu/env.txt
