@@ -56,7 +56,7 @@ TEST_SUITES += "python3 tests/scripts_referenced.py"
 
 GPU_DATA_TARGETS := $(addprefix gpu-data-,$(GPU_DATA_PARTS))
 .PHONY: gpu-data gpu-data-readme gpu-data-commit $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu \
-        study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps
+        study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path
 
 gpu-data-readme:                         ## data/gpu/README.md: the table of files, targets and columns, from the files (no GPU)
 	python3 scripts/gpu/data_readme.py --out $(GPU_DATA)/README.md
@@ -118,7 +118,7 @@ gpu-data-ncu: gpu-data-commit $(BUILD)/libfa_gpu.so  ## Nsight Compute: data/gpu
 # of data/gpu/studies/ (its README says the question, the answer and the
 # commit) and keeps the commit it ran at.
 STUDIES := $(GPU_DATA)/studies
-.PHONY: study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps
+
 # The executed instructions by opcode of backward version 4 and of
 # FlashAttention-2's backward, one launch each (the backward chapter's
 # count), and Nsight Compute's full set on backward version 4.
@@ -150,6 +150,13 @@ study-fwd-v3-steps: gpu-data-commit  ## study: forward version 3's steps (data/g
 	OUT=$(V3_OUT) bash scripts/gpu/v3_steps.sh
 	for f in v3_steps.csv v3_tests.log v3_sanitize.log v3_ncu.txt; do \
 	    { $(PROV_LINE) "OUT=DIR bash scripts/gpu/v3_steps.sh"; cat $(V3_OUT)/$$f; } > $(STUDIES)/fwd_v3_steps/$$f; done
+
+# The op's host time per call by entry and stage beside SDPA's, and every
+# version's time at small shapes (scripts/gpu/host_profile.py says how);
+# HOST_PATH_AS names the folder: before or after a change of the host path.
+HOST_PATH_AS ?= after
+study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: where the op's host time goes, and the versions at small shapes (data/gpu/studies/host_path/$$HOST_PATH_AS/)
+	python3 scripts/gpu/host_profile.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
 
 # The PyTorch op: its cost per call at small shapes beside SDPA's, a small
 # transformer trained with it and with SDPA, eager and compiled.
@@ -199,6 +206,6 @@ torchop-gpu: $(BUILD)/libfa_gpu.so       ## the op's checks against SDPA: GPU_LO
 	@mkdir -p $(GPU_LOGS)
 	sh tests/run.sh "$(TORCHOP_TESTS)" > $(GPU_LOGS)/torchop_tests.log 2>&1
 else
-gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps:
+gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path:
 	@echo "$@: skipped: $(GPU_MISSING)"
 endif

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""host_profile.py -- where a call of the op spends its host time, beside SDPA's; and which kernel version is fastest at small shapes.
+
+    python3 scripts/gpu/host_profile.py --out DIR        (make study-host-path; an H200)
+
+The question: a training step through flash_attention, and a decoding step
+through flash_attn_with_kvcache, cost more than SDPA's although our kernels
+are as fast or faster; which part of a call -- Python, autograd, ctypes, the
+library's host code, each launch, a synchronization -- takes the time, and
+which kernel version should the op choose at small and medium shapes?
+
+Writes into DIR (each file opening with a `# provenance:` line or the
+provenance columns):
+  host_profile.csv  for each case and entry: host_us, the host's time per
+                    call with the GPU kept busy by a long sleep kernel (a
+                    call that waits for the GPU shows as the sleep's length:
+                    syncs = 1); loop_us, calls back to back with one
+                    synchronization at the end (what a training loop sees);
+                    graph_us, the same call replayed from a CUDA graph (the
+                    device's time); torch_syncs, synchronizations torch's
+                    sync debug mode reports in one call.
+  host_profile.txt  cProfile (by own time) and torch.profiler (CPU events,
+                    CUDA runtime calls included) of 200 calls of our entries
+  version_times.csv every forward and backward version's graph-replayed time
+                    at B*H 16 and 64, N 512-4096, d 64 and 128, causal and
+                    not, bf16, beside the version the op's chooser takes
+
+Entries: training shapes B 1, H 16, d 64, causal, bf16, N 512 and 2048:
+  fwd     o = f(q, k, v) with q, k, v requiring gradients
+  bwd     o.backward(dO, retain_graph=True) on one saved forward
+  fwdbwd  both
+  bwd_impl (ours) flash_op._bwd_impl: the implementation without autograd
+  bwd_c   (ours) fa_backward through ctypes with the pointers filled: the
+          library's host code and its launches alone
+for ours (flash_attention) and SDPA (F.scaled_dot_product_attention, flash
+and cuDNN backends, each in its sdpa_kernel context entered once).
+Decoding: one query row, B 1, H 32, H_kv 8, d 128, seqlen_k 8192 and 32768,
+bf16, the dense cache (B, seqlen_k, H_kv, d), cache_seqlens an int32 tensor:
+ours through flash_attn_with_kvcache's defaults; SDPA cuDNN and flash on
+q (B, H, 1, d), K, V (B, H_kv, seqlen_k, d) with enable_gqa.
+Cost: about two minutes.
+"""
+import argparse
+import cProfile
+import ctypes
+import csv
+import io
+import math
+import os
+import pstats
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import gpu_timing  # noqa: E402  (scripts/gpu/)
+import provenance as prov  # noqa: E402
+
+SLEEP_CYCLES = 400_000_000   # ~0.2 s at the H200's clock: longer than any timed loop's host work
+CALLS = 40
+
+
+def host_us(torch, fn, calls=CALLS):
+    """(microseconds of host time per call, 1 when the calls waited for the GPU)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t = time.perf_counter() - t0
+    e = torch.cuda.Event(enable_timing=True)
+    e.record()
+    e.synchronize()
+    us = t / calls * 1e6
+    return us, int(t > 0.05)   # the sleep is ~0.2 s: a loop that long waited for it
+
+
+def loop_us(torch, fn, calls=100, repeats=5):
+    """Median over repeats of (wall time of `calls` calls, one sync at the end) / calls."""
+    fn()
+    torch.cuda.synchronize()
+    xs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        xs.append((time.perf_counter() - t0) / calls * 1e6)
+    return gpu_timing.median(xs)
+
+
+def torch_syncs(torch, fn):
+    """Synchronizations torch's sync debug mode warns of in one call."""
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fn()
+        return sum("synchroniz" in str(x.message) for x in w)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def profiles(torch, name, fn, out):
+    """cProfile and torch.profiler tables of 200 calls of fn, appended to out."""
+    fn()
+    torch.cuda.synchronize()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(200):
+        fn()
+    pr.disable()
+    torch.cuda.synchronize()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(22)
+    out.append(f"\n==== {name}: cProfile, 200 calls, by own time ====\n" + s.getvalue())
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+    out.append(f"\n==== {name}: torch.profiler, 200 calls, by self CPU time ====\n"
+               + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
+def training_cases(torch, F, fo, fa, rows, text):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    for N in (512, 2048):
+        B, H, d = 1, 16, 64
+        g = torch.Generator(device="cuda").manual_seed(N)
+        q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+                   for _ in range(3))
+        dO = torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        impls = {"ours": (lambda: fo.flash_attention(q, k, v, causal=True), None),
+                 "sdpa_flash": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), SDPBackend.FLASH_ATTENTION),
+                 "sdpa_cudnn": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                SDPBackend.CUDNN_ATTENTION)}
+        for impl, (f, backend) in impls.items():
+            ctx = sdpa_kernel(backend) if backend is not None else None
+            if ctx is not None:
+                ctx.__enter__()
+            try:
+                o = f()
+                entries = {"fwd": f,
+                           "bwd": lambda: o.backward(dO, retain_graph=True),
+                           "fwdbwd": lambda: f().backward(dO)}
+                if impl == "ours":
+                    scale = 1.0 / math.sqrt(d)
+                    with torch.no_grad():
+                        o2, lse = fo._fwd_impl(q.detach(), k.detach(), v.detach(), scale, -1, 0, False, -1, -1,
+                                               False, False)
+                    qd, kd, vd = q.detach(), k.detach(), v.detach()
+                    entries["bwd_impl"] = lambda: fo._bwd_impl(dO, qd, kd, vd, o2, lse, scale, -1, 0, -1, False,
+                                                               fo.center_flag(None))
+                    dq, dk, dv = (torch.empty_like(t) for t in (qd, kd, vd))
+                    pl = fo._plan(fa.BACKWARD, qd, kd, scale, -1, 0, -1, False)
+                    x = pl.ptrs
+                    for n, t in (("q", qd), ("k", kd), ("v", vd), ("o", o2), ("softmax_lse", lse), ("do_", dO),
+                                 ("dq", dq), ("dk", dk), ("dv", dv)):
+                        setattr(x, n, t.data_ptr())
+                    entries["bwd_c"] = lambda: fo._call(fa.BACKWARD, pl, fa.BF16, fo.center_flag(None), 0)
+                    text.append(f"\nN {N}: backward version {pl.version}, forward version "
+                                f"{fo._plan(fa.FORWARD, qd, kd, scale, -1, 0, -1, False).version}")
+                for entry, fn in entries.items():
+                    h, syncs = host_us(torch, fn)
+                    lp = loop_us(torch, fn)
+                    gms, why = gpu_timing.graph_ms(torch, fn, repeats=10) if entry in ("fwd", "bwd_impl", "bwd_c") \
+                        else (None, "autograd's backward is not captured here")
+                    rows.append(dict(case="train", impl=impl, entry=entry, B=B, H=H, H_kv=H, N=N, d=d,
+                                     host_us=f"{h:.1f}", syncs=syncs, loop_us=f"{lp:.1f}",
+                                     graph_us="" if gms is None else f"{gms * 1000:.1f}",
+                                     torch_syncs=torch_syncs(torch, fn), note=why))
+                    print(f"train N {N} {impl:10s} {entry:8s} host {h:7.1f} us  loop {lp:7.1f} us  "
+                          f"syncs {syncs}", flush=True)
+                    if impl == "ours" and N == 512:
+                        profiles(torch, f"ours {entry} N {N}", fn, text)
+            finally:
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+            q.grad = k.grad = v.grad = None
+
+
+def decode_cases(torch, F, rows, text):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from flashattn_stages import flash_attn_with_kvcache
+    B, H, H_kv, d = 1, 32, 8, 128
+    for S in (8192, 32768):
+        g = torch.Generator(device="cuda").manual_seed(S)
+        q = torch.randn(B, 1, H, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        kc, vc = (torch.randn(B, S, H_kv, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+        lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
+        qs = q.transpose(1, 2).contiguous()
+        ks, vs = kc.transpose(1, 2).contiguous(), vc.transpose(1, 2).contiguous()
+        impls = {"ours": (lambda: flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens), None),
+                 "sdpa_cudnn": (lambda: F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True),
+                                SDPBackend.CUDNN_ATTENTION),
+                 "sdpa_flash": (lambda: F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True),
+                                SDPBackend.FLASH_ATTENTION)}
+        for impl, (fn, backend) in impls.items():
+            ctx = sdpa_kernel(backend) if backend is not None else None
+            if ctx is not None:
+                ctx.__enter__()
+            try:
+                try:
+                    fn()
+                except RuntimeError as e:
+                    rows.append(dict(case="decode", impl=impl, entry="decode", B=B, H=H, H_kv=H_kv, N=S, d=d,
+                                     note=f"does not run: {str(e).splitlines()[0][:80]}"))
+                    continue
+                h, syncs = host_us(torch, fn)
+                lp = loop_us(torch, fn)
+                gms, why = gpu_timing.graph_ms(torch, fn, repeats=10)
+                rows.append(dict(case="decode", impl=impl, entry="decode", B=B, H=H, H_kv=H_kv, N=S, d=d,
+                                 host_us=f"{h:.1f}", syncs=syncs, loop_us=f"{lp:.1f}",
+                                 graph_us="" if gms is None else f"{gms * 1000:.1f}",
+                                 torch_syncs=torch_syncs(torch, fn), note=why))
+                print(f"decode S {S} {impl:10s} host {h:7.1f} us  loop {lp:7.1f} us  syncs {syncs}", flush=True)
+                if impl == "ours" and S == 8192:
+                    profiles(torch, f"ours decode S {S}", fn, text)
+            finally:
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+
+
+def version_times(torch, fo, fa, budget_s):
+    """Every version's graph-replayed time per shape, and the chooser's pick."""
+    out, t_end = [], time.time() + budget_s
+    for (B, H) in ((1, 16), (4, 16)):
+        for N in (512, 1024, 2048, 4096):
+            for d in (64, 128):
+                for causal in (0, 1):
+                    if time.time() > t_end:
+                        return out
+                    g = torch.Generator(device="cuda").manual_seed(N + d + causal)
+                    q, k, v, dO = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=g)
+                                   for _ in range(4))
+                    scale, right = 1.0 / math.sqrt(d), 0 if causal else -1
+                    p = fo._params(B, H, H, N, N, d, scale, -1, right)
+                    for pass_ in (fa.FORWARD, fa.BACKWARD):
+                        chosen = fo.choose_version(pass_, fa.BF16, p)
+                        with torch.no_grad():
+                            o, lse = fo._fwd_impl(q, k, v, scale, -1, right, False, -1, -1, False, False)
+                        for r in fa.versions(fo.library(), pass_):
+                            if r.version == 0 or not fo.library().fa_check_supported(
+                                    pass_, r.version, fa.BF16, ctypes.byref(p)) == fa.OK:
+                                continue
+                            if pass_ == fa.FORWARD:
+                                fn = (lambda ver=r.version: fo._fwd_impl(q, k, v, scale, -1, right, False, ver, -1,
+                                                                          False, False))
+                            else:
+                                fn = (lambda ver=r.version: fo._bwd_impl(dO, q, k, v, o, lse, scale, -1, right,
+                                                                          ver, False, fo.center_flag(None)))
+                            ms, why = gpu_timing.graph_ms(torch, fn, repeats=7)
+                            out.append(dict(pass_=fo.PASS_NAMES[pass_], B=B, H=H, N=N, d=d, causal=causal,
+                                            version=r.version, name=r.name.decode(),
+                                            graph_us="" if ms is None else f"{ms * 1000:.1f}",
+                                            chosen=int(r.version == chosen), note=why))
+    return out
+
+
+def write_csv(path, columns, rows, rec):
+    with open(path + ".tmp", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=prov.COLUMNS + columns, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({**rec, **r})
+    os.replace(path + ".tmp", path)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="the folder the three files go to")
+    ap.add_argument("--versions-budget-s", type=float, default=90.0)
+    a = ap.parse_args(argv[1:])
+    torch = gpu_timing.torch_on_gpu("host_profile.py")
+    if torch is None:
+        return 2
+    import torch.nn.functional as F
+    from flashattn_stages import fa
+    from flashattn_stages import flash_op as fo
+    rec = prov.record(argv)
+    os.makedirs(a.out, exist_ok=True)
+    rows, text = [], []
+    training_cases(torch, F, fo, fa, rows, text)
+    decode_cases(torch, F, rows, text)
+    vt = version_times(torch, fo, fa, a.versions_budget_s)
+    write_csv(os.path.join(a.out, "host_profile.csv"),
+              ["case", "impl", "entry", "B", "H", "H_kv", "N", "d", "host_us", "syncs", "loop_us", "graph_us",
+               "torch_syncs", "note"], rows, rec)
+    write_csv(os.path.join(a.out, "version_times.csv"),
+              ["pass_", "B", "H", "N", "d", "causal", "version", "name", "graph_us", "chosen", "note"], vt, rec)
+    with open(os.path.join(a.out, "host_profile.txt"), "w") as f:
+        f.write(prov.line(rec) + "\n" + "\n".join(text) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
