@@ -44,7 +44,13 @@ runs without the combine.
 How: the kernels of kernels/stage8_decode.cu in build/libfa_gpu.so, loaded
 once by fa.library() (one handle for every entry), called
 through ctypes on torch's current stream with the tensors' device pointers
-and a workspace for the partials from torch's allocator. Inference only: no
+and a workspace for the partials (flash_op.workspace, kept per stream).
+Per signature (shapes, dtype, pages, mask, scale, split count, device) the
+problem's structure, the split count and the library's check are made once
+(flash_op.plan_cache), so that a step does no more on the host than fill in
+the pointers and launch; one query row needs no layout copy (q and O
+(B, 1, H, d) hold the kernel's (B, H, 1, d) as they are), and without k, v
+the caller's cache_seqlens reaches the kernel as it is. Inference only: no
 autograd (decoding needs none).
 
 Errors: a ValueError of one line starting "flash_attn_with_kvcache:" naming
@@ -107,8 +113,67 @@ def _as_pages(k_cache, v_cache, block_table):
     n = S // page
     kc = k_cache.contiguous().view(B * n, page, *k_cache.shape[2:])
     vc = v_cache.contiguous().view(B * n, page, *v_cache.shape[2:])
-    table = torch.arange(B * n, dtype=torch.int32, device=k_cache.device).view(B, n)
-    return kc, vc, table
+    return kc, vc, _dense_table(B, n, k_cache.device)
+
+
+_TABLES = {}   # (B, pages per sequence, device) -> the dense cache's block table, pages in order
+
+
+def _dense_table(B, n, device):
+    """The block table (B, n) int32 of a dense cache seen as pages in
+    order: made once per shape and device (an arange per call cost a launch),
+    but made afresh while a CUDA graph is captured (the graph's memory)."""
+    key = (B, n, device)
+    t = _TABLES.get(key)
+    if t is None:
+        t = torch.arange(B * n, dtype=torch.int32, device=device).view(B, n)
+        if not torch.cuda.is_current_stream_capturing():
+            if len(_TABLES) >= 64:
+                _TABLES.clear()
+            _TABLES[key] = t
+    return t
+
+
+class _Plan:
+    """One decode signature's cached call: the problem (DecodeParams), the
+    split count, the workspace's bytes, the pointers' structure (written
+    per call), and whether the kernels take it (error: the library's reason,
+    None when they do)."""
+    __slots__ = ("params", "p_ref", "ptrs", "x_ref", "dtype_code", "num_splits", "ws_bytes", "error")
+
+
+def _plan(q, H_kv, page, pages_per_seq, num_pages, scale, left, right, num_splits):
+    """The plan of q (B, seqlen_q, H, d) over a paged cache, built once per
+    signature in this thread's plan cache (flash_op.plan_cache): the split
+    rule (num_splits = 0) at the table's capacity for this GPU's SMs, and
+    fa_decode_check at that count, so that a call repeats neither."""
+    B, Sq, H, d = q.shape
+    index = q.get_device()
+    key = (q.dtype, B, Sq, H, d, H_kv, page, pages_per_seq, num_pages, scale, left, right, num_splits, index)
+    plans = flash_op.plan_cache("decode")
+    pl = plans.get(key)
+    if pl is None:
+        lib = library()
+        pl = _Plan()
+        pl.dtype_code = DTYPES[q.dtype]
+        pl.params = DecodeParams(B, H, H_kv, d, Sq, page, pages_per_seq, num_pages, scale, left, right)
+        pl.p_ref = ctypes.byref(pl.params)
+        pl.ptrs = DecodePtrs()
+        pl.x_ref = ctypes.byref(pl.ptrs)
+        if num_splits == 0:
+            sms = torch.cuda.get_device_properties(index).multi_processor_count
+            # the rule at the table's capacity, known on the host: reading the
+            # lengths would synchronize and break CUDA-graph capture
+            num_splits = lib.fa_decode_num_splits(pl.dtype_code, pl.p_ref, pages_per_seq * page if B else 0, sms)
+        pl.num_splits = num_splits
+        pl.error = None
+        if not 1 <= num_splits <= MAX_SPLITS:
+            pl.error = f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}"
+        elif lib.fa_decode_check(pl.dtype_code, pl.p_ref, num_splits) != fa.OK:
+            pl.error = fa.error_text(lib)
+        pl.ws_bytes = lib.fa_decode_workspace_bytes(pl.p_ref, num_splits) if pl.error is None else 0
+        plans[key] = pl
+    return pl
 
 
 def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax_scale=None, causal=False,
@@ -138,39 +203,45 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
         _fail(f"cache_seqlens: expected an int or a ({B},) int32 tensor on {q.device}")
     left, right = flash_op.window_of(causal, window_size)
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    p = DecodeParams(B, H, H_kv, d, Sq, page, table.shape[1], num_pages, scale, left, right)
-    lib = library()
-    cap = table.shape[1] * page
+    if not isinstance(num_splits, int) or not 0 <= num_splits <= MAX_SPLITS:
+        _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
     if check_tables:
+        cap = table.shape[1] * page
         lens = cache_seqlens.cpu()
         bad = ((lens < 0) | (lens > cap)).nonzero()
         if len(bad):
             b = int(bad[0])
             _fail(f"cache_seqlens[{b}] = {int(lens[b])}: must be in [0, {cap}] ({table.shape[1]} pages of {page} keys)")
         _check_pages(table, lens, page, num_pages)
-    if num_splits == 0:
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        # the rule at the table's capacity, known on the host: reading the
-        # lengths would synchronize and break CUDA-graph capture
-        num_splits = lib.fa_decode_num_splits(DTYPES[q.dtype], ctypes.byref(p), cap if B else 0, sms)
-    if not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS:
-        _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
-    dtype_code = DTYPES[q.dtype]
-    if lib.fa_decode_check(dtype_code, ctypes.byref(p), num_splits) != fa.OK:
-        _fail(fa.error_text(lib))
-    qh = q.transpose(1, 2).contiguous()                       # (B, H, seqlen_q, d)
+    pl = _plan(q, H_kv, page, table.shape[1], num_pages, scale, left, right, num_splits)
+    if pl.error is not None:
+        _fail(pl.error)
     kc, vc = kc.contiguous(), vc.contiguous()
     table, cache_seqlens = table.contiguous(), cache_seqlens.contiguous()
-    o = _new_output(qh.shape, qh.dtype, qh.device)
-    lse = _new_output((B, H, Sq), torch.float32, qh.device)
-    nbytes = lib.fa_decode_workspace_bytes(ctypes.byref(p), num_splits)
-    ws = torch.empty(nbytes, dtype=torch.uint8, device=q.device) if nbytes else None
-    ptrs = DecodePtrs(qh.data_ptr(), kc.data_ptr(), vc.data_ptr(), table.data_ptr(), cache_seqlens.data_ptr(),
-                      o.data_ptr(), lse.data_ptr(), ws.data_ptr() if ws is not None else None, nbytes)
-    with torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        fa.check(lib, lib.fa_decode(dtype_code, ctypes.byref(p), num_splits, ctypes.byref(ptrs), stream))
-    out = o.transpose(1, 2).contiguous()                      # (B, seqlen_q, H, d)
+    # one query row: q (B, 1, H, d) and O (B, 1, H, d) contiguous hold the
+    # kernel's (B, H, 1, d) layout as they are, no copy in or out
+    one_row = Sq == 1 and q.is_contiguous()
+    qh = q if one_row else q.transpose(1, 2).contiguous()      # (B, H, seqlen_q, d) in memory
+    o = _new_output((B, Sq, H, d) if one_row else (B, H, Sq, d), q.dtype, q.device)
+    lse = _new_output((B, H, Sq), torch.float32, q.device)
+    index = q.get_device()
+    stream = flash_op.raw_stream(index)
+    x = pl.ptrs
+    x.q, x.k_cache, x.v_cache, x.block_table, x.cache_seqlens = (qh.data_ptr(), kc.data_ptr(), vc.data_ptr(),
+                                                                 table.data_ptr(), cache_seqlens.data_ptr())
+    x.o, x.softmax_lse = o.data_ptr(), lse.data_ptr()
+    if pl.ws_bytes:
+        x.workspace, x.workspace_bytes = flash_op.workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
+    else:
+        x.workspace, x.workspace_bytes = None, 0
+    lib = fa.library()
+    if index != torch.cuda.current_device():
+        with torch.cuda.device(index):   # the library launches on the current device
+            rc = lib.fa_decode(pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream)
+    else:
+        rc = lib.fa_decode(pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream)
+    fa.check(lib, rc)
+    out = o if one_row else o.transpose(1, 2).contiguous()    # (B, seqlen_q, H, d)
     return (out, lse) if return_softmax_lse else out
 
 
@@ -264,15 +335,14 @@ def _attend_packed(q, k_cache, v_cache, start, total, block_table, cache_batch_i
     return o.view(B, Sq, H, d), L.view(H, B, Sq).permute(1, 0, 2).contiguous()
 
 
-def _decode_takes(lib, q, page, H_kv, pages_per_seq, num_pages, scale, left, right, leftpad, batch_idx):
-    """True when the decode kernels take this problem as it stands (fa_decode_check and the layout)."""
-    if not lib.has_decode or q.dtype not in DTYPES or leftpad is not None or batch_idx is not None:
+def _decode_takes(q, page, H_kv, pages_per_seq, num_pages, scale, left, right, num_splits, leftpad, batch_idx):
+    """True when the decode kernels take this problem as it stands: the
+    layout, and fa_decode_check through the signature's cached plan."""
+    if not fa.library().has_decode or q.dtype not in DTYPES or leftpad is not None or batch_idx is not None:
         return False
     if page is None or page not in PAGE_SIZES:
         return False
-    B, Sq, H, d = q.shape
-    p = DecodeParams(B, H, H_kv, d, Sq, page, pages_per_seq, num_pages, scale, left, right)
-    return lib.fa_decode_check(DTYPES[q.dtype], ctypes.byref(p), 1) == fa.OK
+    return _plan(q, H_kv, page, pages_per_seq, num_pages, scale, left, right, num_splits).error is None
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -329,39 +399,44 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         S_new = k.shape[1]
     left, right = flash_op.window_of(causal, window_size)
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    lens = cache_seqlens.long()
-    total = lens + S_new
-    start = cache_leftpad.long() if cache_leftpad is not None else torch.zeros_like(lens)
+    # the keys of each sequence once k, v are appended (int32; the caller's
+    # tensor itself when nothing is appended: no launch)
+    total = cache_seqlens if S_new == 0 else cache_seqlens + S_new
     if check_tables:
-        _check_kvcache_tables(total, start, S_new, cap, k_cache, block_table, cache_batch_idx)
+        _check_kvcache_tables(total, _starts(cache_leftpad, total), S_new, cap, k_cache, block_table,
+                              cache_batch_idx)
     if rotary_cos is not None or rotary_sin is not None:
         if rotary_cos is None or rotary_sin is None or rotary_cos.shape != rotary_sin.shape \
                 or rotary_cos.dim() != 2 or 2 * rotary_cos.shape[1] > d:
             _fail("rotary_cos, rotary_sin: expected two (seqlen_ro, rotary_dim / 2) tensors, rotary_dim <= d")
         per_row = causal or (left, right) != (-1, -1)
-        q = apply_rotary(q, rotary_cos, rotary_sin, lens, rotary_interleaved, per_row, check_tables)
+        q = apply_rotary(q, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved, per_row, check_tables)
         if k is not None:
-            k = apply_rotary(k, rotary_cos, rotary_sin, lens, rotary_interleaved, check=check_tables)
+            k = apply_rotary(k, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved, check=check_tables)
     with torch.no_grad():
         if k is not None:
-            _append(k_cache, v_cache, k, v, lens, block_table, cache_batch_idx)
-        lib = fa.library()
+            _append(k_cache, v_cache, k, v, cache_seqlens, block_table, cache_batch_idx)
         if not paged and k_cache.shape[0] == B and cap % 16 == 0:
             page_dense = next(p for p in PAGE_SIZES if cap % p == 0)
-            takes = _decode_takes(lib, q, page_dense, H_kv, cap // page_dense, B * (cap // page_dense), scale,
-                                  left, right, cache_leftpad, cache_batch_idx)
+            takes = _decode_takes(q, page_dense, H_kv, cap // page_dense, B * (cap // page_dense), scale,
+                                  left, right, num_splits, cache_leftpad, cache_batch_idx)
         elif paged:
-            takes = _decode_takes(lib, q, page, H_kv, block_table.shape[1], num_pages, scale, left, right,
+            takes = _decode_takes(q, page, H_kv, block_table.shape[1], num_pages, scale, left, right, num_splits,
                                   cache_leftpad, None)
         else:
             takes = False
         if takes:
-            out, lse = kvcache_decode(q, k_cache, v_cache, total.to(torch.int32), block_table, scale, causal,
-                                      (left, right), num_splits, True)
+            out, lse = kvcache_decode(q, k_cache, v_cache, total, block_table, scale, causal, (left, right),
+                                      num_splits, True)
         else:
-            out, lse = _attend_packed(q, k_cache, v_cache, start, total, block_table, cache_batch_idx, scale,
-                                      left, right)
+            out, lse = _attend_packed(q, k_cache, v_cache, _starts(cache_leftpad, total), total, block_table,
+                                      cache_batch_idx, scale, left, right)
     return (out, lse) if return_softmax_lse else out
+
+
+def _starts(cache_leftpad, total):
+    """The first key of each sequence (int64): cache_leftpad, or 0."""
+    return cache_leftpad.long() if cache_leftpad is not None else torch.zeros_like(total, dtype=torch.long)
 
 
 def _check_kvcache_tables(total, start, S_new, cap, k_cache, block_table, cache_batch_idx):

@@ -55,7 +55,8 @@ the one handle the varlen and decode entries share.
 
 What the three entries (dense here, varlen_op, decode_op) share lives here
 once: the version chooser (choose_version), the per-thread plan caches
-(plan_cache), the output allocator (new_output) and the workspace.
+(plan_cache), the output allocator (new_output), the workspace (workspace)
+and the raw current stream (raw_stream).
 """
 import ctypes
 import math
@@ -225,7 +226,7 @@ _tls = threading.local()   # per thread: signature -> plan (the structures are w
 
 
 def plan_cache(name):
-    """This thread's plan cache `name` ("dense", "varlen"): a dict from a
+    """This thread's plan cache `name` ("dense", "varlen", "decode"): a dict from a
     problem's signature to its plan, whose ctypes structures each call
     writes its pointers into, hence one per thread; cleared when it holds
     _CACHE_LIMIT signatures (shapes that vary without end)."""
@@ -296,19 +297,13 @@ def _readable(t, st):
     return t
 
 
-def _stream(device):
-    """torch's current CUDA stream of `device` (a torch.device or its index)
-    as the raw cudaStream_t: the value torch.cuda.current_stream(device).cuda_stream
-    gives, without building a torch.Stream object per call."""
-    if isinstance(device, torch.device):
-        device = device.index if device.index is not None else torch.cuda.current_device()
-    return _raw_stream(device)
-
-
+# raw_stream(index): torch's current CUDA stream of GPU `index` as the raw
+# cudaStream_t, the value torch.cuda.current_stream(index).cuda_stream gives,
+# without building a torch.Stream object per call
 if hasattr(torch._C, "_cuda_getCurrentRawStream"):
-    _raw_stream = torch._C._cuda_getCurrentRawStream
+    raw_stream = torch._C._cuda_getCurrentRawStream
 else:   # pragma: no cover
-    def _raw_stream(index):
+    def raw_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
 
 
@@ -316,7 +311,7 @@ _WORKSPACE = {}   # (device index, stream) -> uint8 tensor, grown on demand
 _WORKSPACE_KEEP = 256 << 20   # bytes: larger workspaces are not kept between calls
 
 
-def _workspace(nbytes, index, stream):
+def workspace(nbytes, index, stream):
     """nbytes of device memory on GPU `index` for one call on `stream`, from
     torch's caching allocator: kept per stream (work on one stream is
     ordered, so the next call may reuse it), a fresh one while a CUDA graph
@@ -335,9 +330,9 @@ def _call(pass_, pl, dt, flags, index):
     """One call of fa_forward/fa_backward on torch's current stream of GPU `index`."""
     lib = fa.library()
     x = pl.ptrs
-    stream = _raw_stream(index)
+    stream = raw_stream(index)
     if pl.ws_bytes:
-        x.workspace, x.workspace_bytes = _workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
+        x.workspace, x.workspace_bytes = workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
     if index != torch.cuda.current_device():
         with torch.cuda.device(index):   # the library launches on the current device
             rc = _launch(lib, pass_, pl, dt, flags, stream)

@@ -106,9 +106,9 @@ def _new(shape, like, dtype=None):
 def _run(pass_, pl, flags, index):
     version, p, vl, x, ws, dt = pl
     lib = flash_op.library()
-    stream = flash_op._raw_stream(index)
+    stream = flash_op.raw_stream(index)
     if ws:
-        x.workspace, x.workspace_bytes = flash_op._workspace(ws, index, stream).data_ptr(), ws
+        x.workspace, x.workspace_bytes = flash_op.workspace(ws, index, stream).data_ptr(), ws
     with torch.cuda.device(index):   # the library launches on the current device
         if pass_ == fa.FORWARD:
             rc = lib.fa_forward_varlen(version, dt, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x), stream)

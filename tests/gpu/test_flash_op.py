@@ -693,11 +693,11 @@ def empty_tests(gen):
 def stream_value_tests(gen):
     bad = []
     d = torch.device(DEV, torch.cuda.current_device())
-    if flash_op._stream(d) != torch.cuda.current_stream().cuda_stream:
+    if flash_op.raw_stream(d.index) != torch.cuda.current_stream().cuda_stream:
         bad.append("default stream differs")
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
-        if flash_op._stream(d) != torch.cuda.current_stream().cuda_stream or flash_op._stream(d) != s.cuda_stream:
+        if flash_op.raw_stream(d.index) != torch.cuda.current_stream().cuda_stream or flash_op.raw_stream(d.index) != s.cuda_stream:
             bad.append("side stream differs")
     _report("flash_op-stream-value", bad, "the library's stream is torch.cuda.current_stream().cuda_stream")
 

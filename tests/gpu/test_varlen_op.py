@@ -385,7 +385,7 @@ def poison_one(gen, lib, d, bad):
            lib.fa_check_varlen(fa.BACKWARD, r.version, fa.BF16, ctypes.byref(p), ctypes.byref(vl)) == fa.OK]
     if not bvs:
         bad.append(f"d {d}: no backward version runs this varlen problem")
-    stream = flash_op._raw_stream(torch.cuda.current_device())
+    stream = flash_op.raw_stream(torch.cuda.current_device())
     rc = lib.fa_forward_varlen(fv, fa.BF16, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x), stream)
     if rc != fa.OK:
         bad.append(f"d {d}: forward: {lib.fa_error_string().decode()}")
