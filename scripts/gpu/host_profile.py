@@ -29,14 +29,19 @@ Entries: training shapes B 1, H 16, d 64, causal, bf16, N 512 and 2048:
   fwd     o = f(q, k, v) with q, k, v requiring gradients
   bwd     o.backward(dO, retain_graph=True) on one saved forward
   fwdbwd  both
+  fwd_nograd  the forward under torch.no_grad (inference)
   bwd_impl (ours) flash_op._bwd_impl: the implementation without autograd
   bwd_c   (ours) fa_backward through ctypes with the pointers filled: the
           library's host code and its launches alone
-for ours (flash_attention) and SDPA (F.scaled_dot_product_attention, flash
+  py_identity  the backward of a Python autograd.Function that returns its
+          gradient: what the engine charges any operator with a Python backward
+for ours (flash_attention; ours_op: the registered operator
+flashattn_stages::fwd that torch.compile calls) and SDPA (F.scaled_dot_product_attention, flash
 and cuDNN backends, each in its sdpa_kernel context entered once).
 Decoding: one query row, B 1, H 32, H_kv 8, d 128, seqlen_k 8192 and 32768,
 bf16, the dense cache (B, seqlen_k, H_kv, d), cache_seqlens an int32 tensor:
-ours through flash_attn_with_kvcache's defaults; SDPA cuDNN and flash on
+ours through flash_attn_with_kvcache's defaults (ours_paged: the same
+cache as pages of 64 keys with a block table); SDPA cuDNN and flash on
 q (B, H, 1, d), K, V (B, H_kv, seqlen_k, d) with enable_gqa.
 Cost: about two minutes.
 """
@@ -154,6 +159,8 @@ def training_cases(torch, F, fo, fa, rows, text):
                    for _ in range(3))
         dO = torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=g)
         impls = {"ours": (lambda: fo.flash_attention(q, k, v, causal=True), None),
+                 "ours_op": (lambda: fo.flash_fwd(q, k, v, 1.0 / math.sqrt(d), -1, 0, False, -1, -1, True, False,
+                                                  fo.center_flag(None))[0], None),
                  "sdpa_flash": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), SDPBackend.FLASH_ATTENTION),
                  "sdpa_cudnn": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                 SDPBackend.CUDNN_ATTENTION)}
@@ -166,6 +173,11 @@ def training_cases(torch, F, fo, fa, rows, text):
                 entries = {"fwd": f,
                            "bwd": lambda: o.backward(dO, retain_graph=True),
                            "fwdbwd": lambda: f().backward(dO)}
+                if impl != "ours_op":
+                    def fwd_nograd(f=f):
+                        with torch.no_grad():
+                            return f()
+                    entries["fwd_nograd"] = fwd_nograd
                 if impl == "ours":
                     scale = 1.0 / math.sqrt(d)
                     with torch.no_grad():
@@ -218,7 +230,12 @@ def decode_cases(torch, F, rows, text):
         lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
         qs = q.transpose(1, 2).contiguous()
         ks, vs = kc.transpose(1, 2).contiguous(), vc.transpose(1, 2).contiguous()
+        page = 64
+        kp, vp = kc.view(B * S // page, page, H_kv, d), vc.view(B * S // page, page, H_kv, d)
+        table = torch.arange(B * S // page, dtype=torch.int32, device="cuda").view(B, S // page)
         impls = {"ours": (lambda: flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens), None),
+                 "ours_paged": (lambda: flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=table),
+                                None),
                  "sdpa_cudnn": (lambda: F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True),
                                 SDPBackend.CUDNN_ATTENTION),
                  "sdpa_flash": (lambda: F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True),
