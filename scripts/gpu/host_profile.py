@@ -47,6 +47,7 @@ Cost: about two minutes.
 """
 import argparse
 import cProfile
+import contextlib
 import ctypes
 import csv
 import io
@@ -132,6 +133,12 @@ def profiles(torch, name, fn, out):
                + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
+def sdpa_backend(backend):
+    """SDPA's sdpa_kernel(backend) context, or none for ours (backend None)."""
+    from torch.nn.attention import sdpa_kernel
+    return contextlib.nullcontext() if backend is None else sdpa_kernel(backend)
+
+
 def identity_backward(torch, like):
     """The backward of a Python autograd.Function that returns its gradient
     as is, on a tensor like `like`: what any operator with a Python backward
@@ -151,7 +158,7 @@ def identity_backward(torch, like):
 
 
 def training_cases(torch, F, fo, fa, rows, text):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
     for N in (512, 2048):
         B, H, d = 1, 16, 64
         g = torch.Generator(device="cuda").manual_seed(N)
@@ -165,10 +172,7 @@ def training_cases(torch, F, fo, fa, rows, text):
                  "sdpa_cudnn": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                 SDPBackend.CUDNN_ATTENTION)}
         for impl, (f, backend) in impls.items():
-            ctx = sdpa_kernel(backend) if backend is not None else None
-            if ctx is not None:
-                ctx.__enter__()
-            try:
+            with sdpa_backend(backend):
                 o = f()
                 entries = {"fwd": f,
                            "bwd": lambda: o.backward(dO, retain_graph=True),
@@ -213,14 +217,11 @@ def training_cases(torch, F, fo, fa, rows, text):
                           f"syncs {syncs}", flush=True)
                     if impl == "ours" and N == 512:
                         profiles(torch, f"ours {entry} N {N}", fn, text)
-            finally:
-                if ctx is not None:
-                    ctx.__exit__(None, None, None)
             q.grad = k.grad = v.grad = None
 
 
 def decode_cases(torch, F, rows, text):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
     from flashattn_stages import flash_attn_with_kvcache
     B, H, H_kv, d = 1, 32, 8, 128
     for S in (8192, 32768):
@@ -241,10 +242,7 @@ def decode_cases(torch, F, rows, text):
                  "sdpa_flash": (lambda: F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True),
                                 SDPBackend.FLASH_ATTENTION)}
         for impl, (fn, backend) in impls.items():
-            ctx = sdpa_kernel(backend) if backend is not None else None
-            if ctx is not None:
-                ctx.__enter__()
-            try:
+            with sdpa_backend(backend):
                 try:
                     fn()
                 except RuntimeError as e:
@@ -261,9 +259,6 @@ def decode_cases(torch, F, rows, text):
                 print(f"decode S {S} {impl:10s} host {h:7.1f} us  loop {lp:7.1f} us  syncs {syncs}", flush=True)
                 if impl == "ours" and S == 8192:
                     profiles(torch, f"ours decode S {S}", fn, text)
-            finally:
-                if ctx is not None:
-                    ctx.__exit__(None, None, None)
 
 
 def version_times(torch, fo, fa, budget_s):
