@@ -158,14 +158,17 @@ HOST_PATH_AS ?= after
 study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: where the op's host time goes, and the versions at small shapes (data/gpu/studies/host_path/$$HOST_PATH_AS/)
 	python3 scripts/gpu/host_profile.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
 
-# The PyTorch op: its cost per call at small shapes beside SDPA's, a small
-# transformer trained with it and with SDPA, eager and compiled.
+# The PyTorch op: its cost per call at small shapes beside SDPA's; a small
+# transformer, and two with a Llama model's attention shapes (d 64 and 128,
+# grouped heads), trained with it and with SDPA flash and cuDNN, eager and
+# compiled, several seeds.
 gpu-data-op: gpu-data-commit $(BUILD)/libfa_gpu.so  ## the op: data/gpu/op_overhead.csv, train_loss.csv, train_loss.log, train_compare.csv
 	@mkdir -p $(GPU_DATA)
 	python3 scripts/gpu/bench_op_overhead.py --csv $(GPU_DATA)/op_overhead.csv
 	{ $(PROV_LINE) "python3 scripts/gpu/train_compare.py --csv train_loss.csv"; \
 	  python3 scripts/gpu/train_compare.py --csv $(GPU_DATA)/train_loss.csv; } > $(GPU_DATA)/train_loss.log 2>&1
-	python3 scripts/gpu/train_compare.py --compare --steps 200 --seeds 3 --budget 120 --csv $(GPU_DATA)/train_compare.csv
+	python3 scripts/gpu/train_compare.py --compare --models small,llama-d64,llama-d128 --steps 200 --seeds 3 --budget 90 \
+	    --csv $(GPU_DATA)/train_compare.csv
 
 # Decoding, packed sequences, and dQ on logits near -120 for every backward
 # version (K centered, as given, with the dQ pass) beside SDPA's backends,

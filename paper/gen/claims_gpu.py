@@ -363,8 +363,8 @@ def op_cost(t):
         t.value("op_fb_ratio", f"{min(rs):.1f}-{max(rs):.1f}")
     tc = read_csv("data/gpu/train_compare.csv") or []
     ms = {}
-    for r in tc:
-        if r.get("ms_per_step"):
+    for r in tc:   # the small model's rows (the CSV also holds the Llama-shaped ones)
+        if r.get("ms_per_step") and (r.get("model") or "small") == "small":
             ms.setdefault((r["run"], r["mode"]), []).append(float(r["ms_per_step"]))
     for mode, tag in (("eager", "eager"), ("compiled", "comp")):
         a, b = ms.get(("ours", mode)), ms.get(("sdpa_flash", mode))

@@ -19,7 +19,7 @@ timeout 300 make -j"$(nproc)" GPU_LOGS="$OUT" torchop-gpu > "$OUT/make_tests.log
 tests_rc=$?
 echo "make torchop-gpu: exit $tests_rc; $(tail -n 1 "$OUT/torchop_tests.log" 2>/dev/null)"
 grep -E '^(FAIL|SKIP) ' "$OUT/torchop_tests.log" 2>/dev/null | head -n 40
-timeout 300 make GPU_DATA="$OUT" gpu-data-op > "$OUT/make_train.log" 2>&1
+timeout 600 make GPU_DATA="$OUT" gpu-data-op > "$OUT/make_train.log" 2>&1
 train_rc=$?
 echo "make gpu-data-op: exit $train_rc"
 tail -n 6 "$OUT/train_loss.log" 2>/dev/null

@@ -41,12 +41,18 @@ Usage (on a GPU machine; make build/libfa_gpu.so first):
     python3 scripts/gpu/train_compare.py --csv data/gpu/train_loss.csv
     python3 scripts/gpu/train_compare.py --steps 50 --csv /tmp/t.csv     # a quick look
     python3 scripts/gpu/train_compare.py --compare --steps 200 --seeds 3 \
-        --csv data/gpu/train_compare.csv
-        (eager and torch.compile(fullgraph=True), ours and SDPA flash, and
-        fp32_math as each seed's reference: per run and seed the final loss,
-        its drift from fp32_math's, ms per step; a table over the seeds.
-        About 3 minutes on an H200, most of it compilation; --budget S stops
-        adding seeds after S seconds, 150 by default)
+        --models small,llama-d64,llama-d128 --csv data/gpu/train_compare.csv
+        (eager and torch.compile(fullgraph=True), ours, SDPA flash and SDPA
+        cuDNN, and fp32_math as each seed's reference, for each model of
+        --models (MODELS: small is the model above; llama-d64 and llama-d128
+        have a Llama-style model's attention, hidden 1024 with 16 query
+        heads on 4 key/value heads of d 64, or 8 on 2 of d 128, 4 sequences
+        of 1024 tokens a step; SDPA runs grouped heads through enable_gqa
+        where the backend takes it, else on K, V repeated as transformers'
+        repeat_kv does, and how_called says which): per model, run and seed
+        the final loss, its drift from fp32_math's, ms per step; a table
+        over the seeds with ours over the faster SDPA run. --budget S stops
+        adding seeds of a model after S seconds, 150 by default)
     python3 scripts/gpu/train_compare.py --summary build/paper/train_loss.md
         (no GPU and no torch needed: the Markdown table of the comparison
         from the CSV, for the paper; writes nothing when the CSV is absent)
@@ -82,6 +88,13 @@ DEVICE = "cuda"
 # this table, so that chapters/22-pytorch-op.md's numbers are the script's own).
 DEFAULTS = {"steps": 500, "layers": 4, "d_model": 256, "heads": 4, "context": 512, "batch": 16,
             "lr": 1e-3, "seed": 0}
+# --model: the sizes of a run. small is DEFAULTS' model; the llama ones are a
+# Llama-style model's attention shapes (hidden 1024, grouped key/value heads,
+# 4 sequences of 1024 tokens a step), at d 64 and d 128.
+SIZES = ("layers", "d_model", "heads", "kv_heads", "context", "batch")
+MODELS = {"small": dict(layers=4, d_model=256, heads=4, kv_heads=4, context=512, batch=16),
+          "llama-d64": dict(layers=4, d_model=1024, heads=16, kv_heads=4, context=1024, batch=4),
+          "llama-d128": dict(layers=4, d_model=1024, heads=8, kv_heads=2, context=1024, batch=4)}
 PROV_COLS = prov.COLUMNS
 
 
@@ -188,6 +201,12 @@ def write_md(md_path, csv_path, text):
 # ---------------------------------------------------------------------------
 # The model and the training (torch, on a GPU)
 # ---------------------------------------------------------------------------
+def describe(cfg):
+    """The model's sizes in words."""
+    return (f"{cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} query heads of d = {cfg.d_model // cfg.heads} "
+            f"on {cfg.kv_heads} key/value heads, context {cfg.context}, batch {cfg.batch}")
+
+
 def corpus_bytes():
     """The training text: CORPUS's files in a fixed order, one blank line apart."""
     parts = []
@@ -204,17 +223,19 @@ def build(torch, nn, F, cfg):
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            D = cfg.d_model
+            D, d = cfg.d_model, cfg.d_model // cfg.heads
             self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
-            self.qkv = nn.Linear(D, 3 * D, bias=False)
+            self.qkv = nn.Linear(D, D + 2 * cfg.kv_heads * d, bias=False)
             self.proj = nn.Linear(D, D, bias=False)
             self.fc = nn.Linear(D, 4 * D, bias=False)
             self.out = nn.Linear(4 * D, D, bias=False)
 
         def forward(self, x, attn):
             B, N, D = x.shape
-            # (B, N, 3D) -> three (B, H, N, d) views, SDPA's layout
-            q, k, v = self.qkv(self.ln1(x)).view(B, N, 3, cfg.heads, D // cfg.heads).permute(2, 0, 3, 1, 4)
+            d, Hk = D // cfg.heads, cfg.kv_heads
+            # (B, N, (H + 2 H_kv) d) -> q (B, H, N, d), k, v (B, H_kv, N, d): views, SDPA's layout
+            qkv = self.qkv(self.ln1(x)).view(B, N, cfg.heads + 2 * Hk, d).transpose(1, 2)
+            q, k, v = qkv[:, :cfg.heads], qkv[:, cfg.heads:cfg.heads + Hk], qkv[:, cfg.heads + Hk:]
             y = attn(q, k, v)
             x = x + self.proj(y.transpose(1, 2).reshape(B, N, D))
             return x + self.out(F.gelu(self.fc(self.ln2(x))))
@@ -240,22 +261,54 @@ def build(torch, nn, F, cfg):
     return GPT
 
 
-def attention_paths(torch, F):
-    """name -> attn(q, k, v), causal, (B, H, N, d) in and out."""
+def gqa_native(torch, F, backend):
+    """Whether SDPA's `backend` runs grouped heads itself (enable_gqa=True) on
+    a small bf16 causal problem with 4 query heads per key/value head."""
+    from torch.nn.attention import sdpa_kernel
+    q = torch.randn(1, 8, 64, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    kv = torch.randn(1, 2, 64, 64, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    try:
+        with sdpa_kernel([backend]):
+            F.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True).sum().backward()
+        return True
+    except RuntimeError:
+        return False
+
+
+def sdpa_attention(torch, F, backend, grouped, enter=True):
+    """attn(q, k, v) by SDPA's `backend`, causal (enter: inside each call
+    the sdpa_kernel context; else the caller's around the run): with grouped
+    heads (H > H_kv) through enable_gqa where the backend runs it, else on
+    K, V repeated to H heads as transformers' repeat_kv does. Returns attn
+    and how it calls SDPA."""
+    from torch.nn.attention import sdpa_kernel
+    native = grouped and gqa_native(torch, F, backend)
+
+    def attn(q, k, v):
+        if grouped and not native:
+            r = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+        with sdpa_kernel([backend]) if enter else contextlib.nullcontext():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=native)
+    how = "no grouped heads" if not grouped else ("enable_gqa=True" if native else "K, V repeated to H heads")
+    return attn, how
+
+
+def attention_paths(torch, F, cfg):
+    """name -> attn(q, k, v), causal, q (B, H, N, d), k, v (B, H_kv, N, d) in, (B, H, N, d) out."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     flash_op = import_op()
     flash_attention = flash_op.flash_attention
+    grouped = cfg.kv_heads != cfg.heads
 
     def sdpa(backend):
-        def attn(q, k, v):
-            with sdpa_kernel([backend]):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return attn
+        return sdpa_attention(torch, F, backend, grouped)[0]
 
     def fp32_math(q, k, v):
         # autocast would send SDPA back to bf16: off, and fp32 in and out
         with torch.autocast(DEVICE, enabled=False), sdpa_kernel([SDPBackend.MATH]):
-            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True).to(q.dtype)
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True,
+                                                  enable_gqa=grouped).to(q.dtype)
 
     return {"ours": lambda q, k, v: flash_attention(q, k, v, causal=True),
             "ours_rerun": lambda q, k, v: flash_attention(q, k, v, causal=True),
@@ -323,9 +376,7 @@ def run_training(args):
     text = corpus_bytes()
     data = torch.tensor(list(text), dtype=torch.uint8)
     print(f"corpus: {len(text)} bytes ({', '.join(CORPUS)}), sha256 {hashlib.sha256(text).hexdigest()[:16]}")
-    print(f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads of d = "
-          f"{cfg.d_model // cfg.heads}, context {cfg.context}, batch {cfg.batch}, {cfg.steps} steps, "
-          f"AdamW lr {cfg.lr}, bf16 autocast, seed {cfg.seed}")
+    print(f"model: {describe(cfg)}, {cfg.steps} steps, AdamW lr {cfg.lr}, bf16 autocast, seed {cfg.seed}")
     # one initialization and one sequence of batches for every run
     torch.manual_seed(cfg.seed)
     GPT = build(torch, nn, F, cfg)
@@ -334,17 +385,18 @@ def run_training(args):
     starts = torch.randint(0, len(text) - cfg.context - 1, (cfg.steps, cfg.batch), generator=g)
     batches = data[starts[:, :, None] + torch.arange(cfg.context + 1)].to(DEVICE)   # (steps, batch, context+1)
 
-    paths = attention_paths(torch, F)
+    paths = attention_paths(torch, F, cfg)
     # our op must run the problem (causal, d, bf16) before anything is trained
     probe = torch.randn(1, cfg.heads, cfg.context, cfg.d_model // cfg.heads, device=DEVICE,
                         dtype=torch.bfloat16, requires_grad=True)
+    probe_kv = probe[:, :cfg.kv_heads]
     try:
-        paths["ours"](probe, probe, probe).float().sum().backward()
+        paths["ours"](probe, probe_kv, probe_kv).float().sum().backward()
     except ValueError as e:
         print(f"train_compare: our op cannot train this model: {e}", file=sys.stderr)
         return 2
     flash_op = import_op()
-    p = flash_op.problem(probe, probe, causal=True)
+    p = flash_op.problem(probe, probe_kv, causal=True)
     dt = flash_op.DTYPE_CODES[torch.bfloat16]
     fv = flash_op.choose_version(flash_op.fa.FORWARD, dt, p)
     bv = flash_op.choose_version(flash_op.fa.BACKWARD, dt, p)
@@ -388,62 +440,101 @@ def run_training(args):
 # --compare: eager and torch.compile, our op and SDPA flash, several seeds
 # ---------------------------------------------------------------------------
 COMPARE_RUNS = [("ours", "eager"), ("ours", "compiled"), ("sdpa_flash", "eager"),
-                ("sdpa_flash", "compiled"), (FP32, "eager")]
-COMPARE_COLS = ["run", "mode", "seed", "steps", "final_loss", "drift_from_" + FP32,
-                "ms_per_step", "compile_s"]
+                ("sdpa_flash", "compiled"), ("sdpa_cudnn", "eager"), ("sdpa_cudnn", "compiled"), (FP32, "eager")]
+COMPARE_COLS = ["model", "run", "mode", "seed", "steps", "final_loss", "drift_from_" + FP32,
+                "ms_per_step", "compile_s", "how_called"]
 TIMED_FROM = 10   # step time: steps TIMED_FROM.. (the first ones include compilation)
 
 
 def compare_training(args):
-    """For each seed (a fresh initialization and batch sequence): every run
-    of COMPARE_RUNS trained --steps steps from the same start. Per run: the
-    final loss (mean of the last LAST steps, or of all when fewer), its drift
-    |final - final(fp32_math)| on that seed, the time per step from step
-    TIMED_FROM on and the seconds of the first TIMED_FROM steps (which hold
-    the compilation). One model object per run is compiled once and reloaded
-    for each seed, so a seed does not recompile. Seeds stop being added when
-    --budget seconds have passed (the table says how many ran)."""
+    """For each model of --models and each seed (a fresh initialization and
+    batch sequence): every run of COMPARE_RUNS trained --steps steps from the
+    same start. Per run: the final loss (mean of the last LAST steps, or of
+    all when fewer), its drift |final - final(fp32_math)| on that seed, the
+    time per step from step TIMED_FROM on and the seconds of the first
+    TIMED_FROM steps (which hold the compilation). One model object per run
+    is compiled once and reloaded for each seed, so a seed does not
+    recompile. Seeds stop being added when --budget seconds have passed for
+    that model (the table says how many ran)."""
     torch = gpu_timing.torch_on_gpu("train_compare")
     if torch is None:
         return 2
+    rows, failed = [], []
+    for name in args.models:
+        cfg = argparse.Namespace(**vars(args))
+        cfg.model = name
+        for k, v in MODELS[name].items():
+            setattr(cfg, k, v)
+        compare_model(torch, cfg, rows, failed)
+    lines = compare_table(rows)
+    for ln in lines:
+        print(ln)
+    if args.csv:
+        pv = prov.record(sys.argv)
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        with open(args.csv + ".tmp", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(COMPARE_COLS + PROV_COLS)
+            for r in rows:
+                w.writerow([r["model"], r["run"], r["mode"], r["seed"], r["steps"], f"{r['final_loss']:.6f}",
+                            f"{r['drift_from_' + FP32]:.6f}", f"{r['ms_per_step']:.4f}",
+                            f"{r['compile_s']:.3f}", r["how_called"]] + [pv[c] for c in PROV_COLS])
+        os.replace(args.csv + ".tmp", args.csv)
+        print(f"wrote {args.csv} ({len(rows)} rows)")
+    if failed:
+        print(f"train_compare: {len(failed)} run(s) failed: "
+              + ", ".join(f"{md} {r} {m} seed {s}" for md, r, m, s in failed))
+        return 1
+    return 0
+
+
+def compare_model(torch, cfg, rows, failed):
+    """compare_training's runs for one model (cfg: its sizes); appends to rows and failed."""
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    cfg = args
     flash_op = import_op()
     text = corpus_bytes()
     data = torch.tensor(list(text), dtype=torch.uint8)
     GPT = build(torch, nn, F, cfg)
+    grouped = cfg.kv_heads != cfg.heads
+    print(f"model {cfg.model}: {describe(cfg)}", flush=True)
 
     def ours(q, k, v):
         return flash_op.flash_attention(q, k, v, causal=True)
 
-    def sdpa(q, k, v):   # the backend is chosen around the whole run (sdpa_kernel below)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-
     def fp32_math(q, k, v):
         with torch.autocast(DEVICE, enabled=False):
-            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True).to(q.dtype)
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True,
+                                                  enable_gqa=grouped).to(q.dtype)
 
-    attn_of = {"ours": ours, "sdpa_flash": sdpa, FP32: fp32_math}
-    backend_of = {"ours": None, "sdpa_flash": SDPBackend.FLASH_ATTENTION, FP32: SDPBackend.MATH}
+    backend_of = {"ours": None, "sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
+                  FP32: SDPBackend.MATH}
+    attn_of = {"ours": ours, FP32: fp32_math}
+    how_of = {"ours": "flash_attention(q, k, v, causal=True), k, v with H_kv heads",
+              FP32: "SDPA math backend in fp32" + (", enable_gqa=True" if grouped else "")}
+    for run in ("sdpa_flash", "sdpa_cudnn"):
+        # the backend is chosen around the whole run (sdpa_kernel below)
+        attn, how = sdpa_attention(torch, F, backend_of[run], grouped, enter=False)
+        attn_of[run] = attn
+        how_of[run] = f"F.scaled_dot_product_attention(is_causal=True) under sdpa_kernel({run[5:]}), {how}"
     models, compiled = {}, {}
     for run, mode in COMPARE_RUNS:
         models[(run, mode)] = GPT().to(DEVICE)
         m = models[(run, mode)]
         compiled[(run, mode)] = torch.compile(m, fullgraph=True) if mode == "compiled" else m
-    rows, failed, t_start = [], [], time.perf_counter()
-    for i in range(args.seeds):
-        if i > 0 and time.perf_counter() - t_start > args.budget:
-            print(f"--budget {args.budget:.0f} s reached: {i} of {args.seeds} seeds ran")
+    t_start = time.perf_counter()
+    for i in range(cfg.seeds):
+        if i > 0 and time.perf_counter() - t_start > cfg.budget:
+            print(f"--budget {cfg.budget:.0f} s reached: {i} of {cfg.seeds} seeds ran for {cfg.model}")
             break
-        seed = args.seed + i
+        seed = cfg.seed + i
         torch.manual_seed(seed)
         init = {k: v.detach().clone() for k, v in GPT().state_dict().items()}
         g = torch.Generator().manual_seed(seed + 1)
         starts = torch.randint(0, len(text) - cfg.context - 1, (cfg.steps, cfg.batch), generator=g)
         batches = data[starts[:, :, None] + torch.arange(cfg.context + 1)].to(DEVICE)
-        final = {}
+        final, mine = {}, []
         for run, mode in COMPARE_RUNS:
             model, fn = models[(run, mode)], compiled[(run, mode)]
             model.load_state_dict(init)
@@ -453,90 +544,83 @@ def compare_training(args):
                 with ctx:
                     ls, ms, first = train_steps(torch, F, model, fn, batches, attn_of[run], cfg)
             except Exception as e:  # noqa: BLE001 (one run that fails is one line; the others still run)
-                print(f"seed {seed} {run:11s} {mode:8s} FAILED: {type(e).__name__}: "
+                print(f"{cfg.model} seed {seed} {run:11s} {mode:8s} FAILED: {type(e).__name__}: "
                       f"{str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}", flush=True)
-                failed.append((run, mode, seed))
+                failed.append((cfg.model, run, mode, seed))
                 continue
             k = min(LAST, len(ls))
             final[(run, mode)] = sum(ls[-k:]) / k
-            rows.append({"run": run, "mode": mode, "seed": seed, "steps": cfg.steps,
-                         "final_loss": final[(run, mode)], "ms_per_step": ms, "compile_s": first})
-            print(f"seed {seed} {run:11s} {mode:8s} final {final[(run, mode)]:.5f}  "
+            mine.append({"model": cfg.model, "run": run, "mode": mode, "seed": seed, "steps": cfg.steps,
+                         "final_loss": final[(run, mode)], "ms_per_step": ms, "compile_s": first,
+                         "how_called": how_of[run]})
+            print(f"{cfg.model} seed {seed} {run:11s} {mode:8s} final {final[(run, mode)]:.5f}  "
                   f"{ms:7.2f} ms/step  first {TIMED_FROM} steps {first:6.1f} s", flush=True)
         ref = final.get((FP32, "eager"), math.nan)   # NaN drifts when the reference failed
-        for r in rows:
-            if r["seed"] == seed:
-                r["drift_from_" + FP32] = abs(r["final_loss"] - ref)
-    lines = compare_table(rows)
-    for ln in lines:
-        print(ln)
-    if args.csv:
-        pv = prov.record(sys.argv)
-        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-        with open(args.csv, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(COMPARE_COLS + PROV_COLS)
-            for r in rows:
-                w.writerow([r["run"], r["mode"], r["seed"], r["steps"], f"{r['final_loss']:.6f}",
-                            f"{r['drift_from_' + FP32]:.6f}", f"{r['ms_per_step']:.4f}",
-                            f"{r['compile_s']:.3f}"] + [pv[c] for c in PROV_COLS])
-        print(f"wrote {args.csv} ({len(rows)} rows)")
-    if failed:
-        print(f"train_compare: {len(failed)} run(s) failed: "
-              + ", ".join(f"{r} {m} seed {s}" for r, m, s in failed))
-        return 1
-    return 0
+        for r in mine:
+            r["drift_from_" + FP32] = abs(r["final_loss"] - ref)
+        rows += mine
+
+
+def compare_stats(rows):
+    """Per (model, run, mode) over the seeds: (seeds, mean ms/step, mean and
+    largest drift from fp32_math); and per (model, mode) ours' mean step time
+    over the faster SDPA run's (flash or cuDNN) in that mode, with its name."""
+    by = {}
+    for r in rows:
+        by.setdefault((r.get("model") or "small", r["run"], r["mode"]), []).append(r)
+    stats = {}
+    for key, rs in by.items():
+        dr = [r["drift_from_" + FP32] for r in rs]
+        stats[key] = (len(rs), sum(r["ms_per_step"] for r in rs) / len(rs), sum(dr) / len(dr), max(dr))
+    ratios = {}
+    for (model, run, mode), st in stats.items():
+        if run != "ours":
+            continue
+        peers = [(stats[(model, p, mode)][1], p) for p in ("sdpa_flash", "sdpa_cudnn") if (model, p, mode) in stats]
+        if peers:
+            best_ms, best = min(peers)
+            ratios[(model, mode)] = (st[1] / best_ms, best)
+    return stats, ratios
 
 
 def compare_table(rows):
-    """Per (run, mode) over the seeds: mean ms/step, mean and largest drift
-    from fp32_math, and our drift over SDPA flash's in the same mode."""
-    by = {}
-    for r in rows:
-        by.setdefault((r["run"], r["mode"]), []).append(r)
+    """compare_stats as plain lines (the run's log)."""
     if not rows:
         return ["no run finished"]
-    seeds = len({r["seed"] for r in rows})
-    out = [f"over {seeds} seed(s), {rows[0]['steps'] if rows else 0} steps each; drift = "
-           f"|final loss - final loss of {FP32}| on the same seed",
-           f"{'run':12s} {'mode':9s} {'ms/step':>8s} {'drift mean':>11s} {'drift max':>10s}"]
-    for (run, mode), rs in by.items():
-        ms = sum(r["ms_per_step"] for r in rs) / len(rs)
-        dr = [r["drift_from_" + FP32] for r in rs]
-        out.append(f"{run:12s} {mode:9s} {ms:8.2f} {sum(dr) / len(dr):11.5f} {max(dr):10.5f}")
-    for mode in ("eager", "compiled"):
-        a, b = by.get(("ours", mode)), by.get(("sdpa_flash", mode))
-        if a and b:
-            da = sum(r["drift_from_" + FP32] for r in a) / len(a)
-            db = sum(r["drift_from_" + FP32] for r in b) / len(b)
-            ta = sum(r["ms_per_step"] for r in a) / len(a)
-            tb = sum(r["ms_per_step"] for r in b) / len(b)
-            out.append(f"{mode}: ours / sdpa_flash step time {ta / tb:.3f}x, mean drift "
-                       + (f"{da / db:.2f}x" if db > 0 else f"{da:.5f} (sdpa_flash 0)"))
+    stats, ratios = compare_stats(rows)
+    out = [f"{rows[0]['steps']} steps a run; drift = |final loss - final loss of {FP32}| on the same seed",
+           f"{'model':11s} {'run':12s} {'mode':9s} {'seeds':>5s} {'ms/step':>8s} {'drift mean':>11s} {'drift max':>10s}"]
+    for (model, run, mode), (n, ms, dm, dx) in stats.items():
+        out.append(f"{model:11s} {run:12s} {mode:9s} {n:5d} {ms:8.2f} {dm:11.5f} {dx:10.5f}")
+    for (model, mode), (ratio, best) in ratios.items():
+        out.append(f"{model} {mode}: ours / the faster SDPA run ({best}) step time {ratio:.3f}x")
     return out
 
 
 def write_compare_summary(csv_path, md_path):
-    """The --compare table (Markdown) from its CSV, for the paper: per run and
-    mode the mean ms/step and the mean and largest drift over the seeds.
-    Needs no torch; removes md_path when there is no CSV."""
+    """The --compare table (Markdown) from its CSV, for the paper: per model,
+    run and mode the mean ms/step and the mean and largest drift over the
+    seeds, then ours over the faster SDPA run. Needs no torch; removes
+    md_path when there is no CSV."""
     raw = prov.summary_rows("train_compare", csv_path, md_path)
     if raw is None:
         return 0
-    rows = [{"run": r["run"], "mode": r["mode"], "seed": int(r["seed"]), "steps": int(r["steps"]),
-             "ms_per_step": float(r["ms_per_step"]), "drift_from_" + FP32: float(r["drift_from_" + FP32])}
-            for r in raw]
-    by = {}
-    for r in rows:
-        by.setdefault((r["run"], r["mode"]), []).append(r)
-    seeds = len({r["seed"] for r in rows})
-    out = ["| run | mode | ms per step | drift from `%s`, mean | largest |" % FP32, "|---|---|---:|---:|---:|"]
-    for (run, mode), rs in by.items():
-        dr = [r["drift_from_" + FP32] for r in rs]
-        out.append(f"| `{run}` | {mode} | {sum(r['ms_per_step'] for r in rs) / len(rs):.2f} | "
-                   f"{sum(dr) / len(dr):.4f} | {max(dr):.4f} |")
+    rows = [{"model": r.get("model") or "small", "run": r["run"], "mode": r["mode"], "seed": int(r["seed"]),
+             "steps": int(r["steps"]), "ms_per_step": float(r["ms_per_step"]),
+             "drift_from_" + FP32: float(r["drift_from_" + FP32])} for r in raw]
+    stats, ratios = compare_stats(rows)
+    out = ["| model | run | mode | seeds | ms per step | drift from `%s`, mean | largest |" % FP32,
+           "|---|---|---|---:|---:|---:|---:|"]
+    for (model, run, mode), (n, ms, dm, dx) in stats.items():
+        out.append(f"| {model} | `{run}` | {mode} | {n} | {ms:.2f} | {dm:.4f} | {dx:.4f} |")
+    text = "\n".join(out) + "\n\n"
+    if ratios:
+        text += "Ours over the faster SDPA run of the same model and mode: " + "; ".join(
+            f"{model} {mode} {ratio:.2f} x (`{best}`)" for (model, mode), (ratio, best) in ratios.items()) + ". "
+    sizes = "; ".join(f"{m}: {describe(argparse.Namespace(**MODELS[m]))}" for m in dict.fromkeys(r["model"] for r in rows)
+                      if m in MODELS)
     p = raw[0] if raw else {}
-    text = "\n".join(out) + f"\n\n{seeds} seeds, {rows[0]['steps'] if rows else 0} steps each; {run_facts(p)}.\n"
+    text += f"{rows[0]['steps'] if rows else 0} steps a run. {sizes}. {run_facts(p)}.\n"
     return write_md(md_path, csv_path, text)
 
 
@@ -568,6 +652,8 @@ def main(argv):
     ap.add_argument("--layers", type=int, default=DEFAULTS["layers"])
     ap.add_argument("--d-model", type=int, default=DEFAULTS["d_model"])
     ap.add_argument("--heads", type=int, default=DEFAULTS["heads"])
+    ap.add_argument("--kv-heads", type=int, default=None,
+                    help="key/value heads (grouped-query attention; default: --heads)")
     ap.add_argument("--context", type=int, default=DEFAULTS["context"])
     ap.add_argument("--batch", type=int, default=DEFAULTS["batch"])
     ap.add_argument("--lr", type=float, default=DEFAULTS["lr"])
@@ -581,21 +667,31 @@ def main(argv):
                     help="only write the Markdown table of --compare's CSV (--from-csv, default "
                     "data/gpu/train_compare.csv); no torch needed")
     ap.add_argument("--budget", type=float, default=150.0,
-                    help="with --compare: no further seed once this many seconds have passed")
+                    help="with --compare: no further seed of a model once this many seconds have passed")
+    ap.add_argument("--models", default="small",
+                    help="with --compare: comma-separated models of " + ", ".join(MODELS)
+                    + " (their sizes replace the size flags)")
     args = ap.parse_args(argv)
+    if args.kv_heads is None:
+        args.kv_heads = args.heads
     if args.summary:
         return write_summary(args.from_csv, args.summary)
     if args.compare_summary:
         src = args.from_csv if "--from-csv" in argv else os.path.join(ROOT, "data", "gpu", "train_compare.csv")
         return write_compare_summary(src, args.compare_summary)
     if args.compare:
-        if args.steps < 2 or args.seeds < 1 or args.d_model % args.heads or args.context < 2:
-            print("train_compare: bad arguments (sizes, --steps >= 2, --seeds >= 1)", file=sys.stderr)
+        args.models = args.models.split(",")
+        unknown = [m for m in args.models if m not in MODELS]
+        if unknown or args.steps < 2 or args.seeds < 1:
+            print(f"train_compare: bad arguments ({'unknown models ' + ','.join(unknown) if unknown else ''}"
+                  f"{'; ' if unknown else ''}--steps >= 2, --seeds >= 1; models: {', '.join(MODELS)})",
+                  file=sys.stderr)
             return 2
         return compare_training(args)
     args.runs = args.runs.split(",")
     bad = [r for r in args.runs if r not in RUNS]
-    if bad or args.steps < 1 or args.d_model % args.heads or args.layers < 1 or args.context < 2:
+    if bad or args.steps < 1 or args.d_model % args.heads or args.layers < 1 or args.context < 2 \
+            or args.kv_heads < 1 or args.heads % args.kv_heads:
         print(f"train_compare: bad arguments ({'unknown runs ' + ','.join(bad) if bad else 'sizes'})",
               file=sys.stderr)
         return 2
