@@ -88,10 +88,10 @@ DEVICE = "cuda"
 # this table, so that chapters/22-pytorch-op.md's numbers are the script's own).
 DEFAULTS = {"steps": 500, "layers": 4, "d_model": 256, "heads": 4, "context": 512, "batch": 16,
             "lr": 1e-3, "seed": 0}
-# --model: the sizes of a run. small is DEFAULTS' model; the llama ones are a
-# Llama-style model's attention shapes (hidden 1024, grouped key/value heads,
-# 4 sequences of 1024 tokens a step), at d 64 and d 128.
-SIZES = ("layers", "d_model", "heads", "kv_heads", "context", "batch")
+# --models (with --compare): the sizes of each model trained. small is
+# DEFAULTS' model; the llama ones have a Llama-style model's attention shapes
+# (hidden 1024, grouped key/value heads, 4 sequences of 1024 tokens a step),
+# at d 64 and d 128.
 MODELS = {"small": dict(layers=4, d_model=256, heads=4, kv_heads=4, context=512, batch=16),
           "llama-d64": dict(layers=4, d_model=1024, heads=16, kv_heads=4, context=1024, batch=4),
           "llama-d128": dict(layers=4, d_model=1024, heads=8, kv_heads=2, context=1024, batch=4)}
