@@ -50,6 +50,9 @@ include mk/cpu_data.mk
 -include exercises/exercises.mk
 -include tests/fa_suite/fa_suite.mk
 
+# make setup's closing summary (apt-get and sudo stood in for: no network, nothing installed)
+TEST_SUITES += "sh tests/setup.sh"
+
 # Help lines of the GPU files that kernels/gpu.mk builds.
 ifneq ($(strip $(NVCC)),)
 $(BUILD)/libfa_gpu.so:                    ## the kernels as one shared library (python/, through ctypes)

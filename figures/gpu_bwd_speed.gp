@@ -10,7 +10,11 @@
 # with '#' provenance lines on top; only rows with pass "bwd" (the backward
 # alone, not fwdbwd) are drawn, at TFLOP/s on the graph clock: tflops x
 # median_ms / graph_ms (the call replayed from a CUDA graph, host overhead
-# out for every path alike); a row without a graph time is left out.
+# out for every path alike); a row without a graph time is left out, and a
+# path with no such row in a panel is not plotted there at all (an empty
+# series would be a legend entry with nothing behind it, and a gnuplot
+# warning: in the measured file, torch_materialized causal at d = 128 has
+# no graph time at any N, its graph capture out of memory or the N skipped).
 # paper/gen/paper_figures.sh skips this figure when the file is absent; a
 # panel with no rows says so instead of failing.
 if (!exists("csv")) csv = "data/gpu/bench_bwd.csv"
@@ -19,14 +23,16 @@ Hgt = 5.6
 load "figures/style.gp"
 set termoption noenhanced
 # Python's csv module reads the file (the command column holds commas inside
-# quotes): the head dimensions present, and the paths of one panel.
+# quotes): the head dimensions present, and the paths of one panel that
+# have a row to draw (a graph time).
 py = "import csv,sys\n" . \
      "rows=[r for r in csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith('#'))\n" . \
      "      if r.get('pass') in ('bwd','backward') and r.get('dtype')=='bf16']\n" . \
      "c=lambda r: 1 if r.get('causal') in ('1','True','true') else 0\n" . \
+     "def g(r):\n try: return float(r.get('graph_ms') or 0)>0\n except ValueError: return False\n" . \
      "if len(sys.argv)==2: print(' '.join(sorted({r['d'] for r in rows}, key=int)))\n" . \
      "elif sys.argv[2]=='all': print(' '.join(sorted({r['impl'] for r in rows})))\n" . \
-     "else: print(' '.join(sorted({r['impl'] for r in rows if c(r)==int(sys.argv[2]) and r['d']==sys.argv[3]})))"
+     "else: print(' '.join(sorted({r['impl'] for r in rows if c(r)==int(sys.argv[2]) and r['d']==sys.argv[3] and g(r)})))"
 dims = system(sprintf("python3 -c \"%s\" '%s'", py, csv))
 impls(c, dd) = system(sprintf("python3 -c \"%s\" '%s' %d %s", py, csv, c, dd))
 # one colour and point per path in every panel: its place in the list of all

@@ -4,10 +4,15 @@
 # Pandoc + LaTeX + gnuplot for the woven PDF, poppler for checking it. Runs as
 # root (or under sudo) on Debian/Ubuntu.
 #
-#   sh scripts/setup.sh               (make setup) install, whatever is there
+#   sh scripts/setup.sh               (make setup) install, whatever is there,
+#                                     then say in three lines what is here now
+#                                     (and what this run added), whether the
+#                                     GPU programs will build, and what to run
+#                                     next
 #   sh scripts/setup.sh --if-missing  (make test runs this first) do nothing
 #                                     when every tool is there; otherwise say
-#                                     what is missing and install it, or stop
+#                                     what is missing and install it (one line
+#                                     after: what was installed), or stop
 #                                     with one line saying why it cannot
 set -eu
 # python3-numpy serves Debian's own python3, where pip refuses to install
@@ -30,8 +35,13 @@ missing() {
     echo "${m# }"
 }
 
+# What is missing before anything is installed: the summary names what this
+# run added.
+before=$(missing)
+mode=full
 if [ "${1-}" = "--if-missing" ]; then
-    need=$(missing)
+    mode=if-missing
+    need=$before
     [ -z "$need" ] && exit 0
     why=""
     if ! command -v apt-get >/dev/null 2>&1; then
@@ -61,9 +71,27 @@ if ! python3 -c "import numpy" 2>/dev/null; then
     python3 -m pip install -q numpy 2>/dev/null || python3 -m pip install -q --user numpy \
         || { echo "setup: could not install numpy with pip" >&2; exit 1; }
 fi
-python3 -c "import numpy; print('setup: numpy', numpy.__version__)"
 still=$(missing)
 if [ -n "$still" ]; then
     echo "setup: still missing after the install: $still" >&2
     exit 1
 fi
+
+# The summary: what is here (and what this run added), whether the GPU
+# programs will build, and what to run next; a few short lines.
+if [ "$mode" = if-missing ]; then
+    echo "make test: installed $before; now the tests"
+    exit 0
+fi
+numpy=$(python3 -c "import numpy; print(numpy.__version__)")
+echo "setup: done. Checked: pandoc, gnuplot, pdflatex (fvextra, lmodern), pdftotext, pdftoppm, numpy $numpy"
+echo "setup: installed by this run: ${before:-nothing (all of it was here already)}"
+# (times measured on two cores from a clean build: README.md)
+if command -v nvcc >/dev/null 2>&1; then
+    echo "setup: nvcc found: the GPU programs build too (make stage4: about 4 minutes on 2 cores)"
+    first="about 8 minutes the first time on 2 cores, most of it nvcc"
+else
+    echo "setup: no nvcc: CPU stages only (the GPU programs are not built; their tests print SKIP)"
+    first="about 3 minutes the first time on 2 cores"
+fi
+echo "setup: next: make stage3 && ./stage3   (then make test: $first)"

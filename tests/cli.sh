@@ -184,6 +184,28 @@ if [ -n "$stage4" ]; then
         && echo "PASS stage4 --help names the dtypes it runs, and --causal, which it takes" \
         || echo "FAIL stage4 --help names the dtypes it runs, and --causal, which it takes"
 fi
+# A shape flag without --random (--n, --d, --batch, --heads) cannot shape the
+# real input, so it implies random input: the run says so in one line on
+# stdout naming the flags, --help says so, and with --random no note is printed.
+stage5=""
+[ -x ./stage5 ] && stage5=./stage5
+for s in ./stage1 ./stage3 ./stage6 $stage4 $stage5; do
+    $s --n 16 --d 8 >"$tmp/out" 2>&1
+    rc=$?
+    notes=$(grep -c "^$(basename $s): note: --n, --d imply --random: random N(0,1) input (seed 1234), not the real model input" "$tmp/out")
+    $s --random --n 16 --d 8 >"$tmp/o2" 2>&1
+    if [ "$rc" -ne 0 ]; then
+        echo "FAIL $s --n alone: exit status $rc ($(head -c 200 "$tmp/out"))"
+    elif [ "$notes" -ne 1 ]; then
+        echo "FAIL $s --n alone: $notes lines say that --n, --d imply --random, expected 1: $(head -c 200 "$tmp/out")"
+    elif grep -q "imply --random" "$tmp/o2"; then
+        echo "FAIL $s --random --n: a note about an implied --random where --random was given"
+    elif ! $s --help | grep -q -- "--n N .*(implies --random)"; then
+        echo "FAIL $s --help: --n does not say that it implies --random"
+    else
+        echo "PASS $s --n alone says it implies --random (stdout and --help; no note with --random)"
+    fi
+done
 ./stage3 --random --n 64 --d 16 --sram 4096 --rule io 2>&1 | grep -q "why these tiles (--rule io)" \
     && echo "PASS stage3 --rule io says why its tiles are thin" || echo "FAIL stage3 --rule io says why its tiles are thin"
 # stage 8: its own flags follow the same rules, and a decoding problem that

@@ -20,6 +20,12 @@ each panel (d) each implementation's curve is its bf16, non-causal rows,
 from a CUDA graph (tflops x median_ms / graph_ms) where the file has the
 graph_ms column, a row without a graph time left out.
 
+Last, each figure is drawn as the build draws it (pdf and svg, with the
+data variable its script names, as paper/gen/paper_figures.sh does) and
+must draw without a word from gnuplot on stderr: a warning such as
+"Skipping data file with no valid points" (a curve in the legend with
+nothing behind it) scrolls past in `make paper` and is a figure bug.
+
 Prints PASS/FAIL/SKIP lines (tests/run.sh protocol).
 """
 import csv
@@ -147,6 +153,23 @@ def check_speed(workdir):
     return None
 
 
+def gnuplot_stderr(name, script, data, workdir):
+    """What gnuplot writes on stderr drawing the figure to pdf and to svg,
+    as paper/gen/paper_figures.sh runs it; empty when it draws cleanly."""
+    text = open(os.path.join(ROOT, script)).read()
+    m = re.search(r'^if \(!exists\("([A-Za-z_]+)"\)\) \1 = "', text, re.M)
+    var = m.group(1) if m else "csv"
+    said = []
+    for term in ("pdf", "svg"):
+        out = os.path.join(workdir, f"{name}_drawn.{term}")
+        r = subprocess.run(["gnuplot", "-e", f"term='{term}'; out='{out}'; {var}='{data}'", script],
+                           cwd=ROOT, capture_output=True, text=True)
+        said += [f"{term}: {ln}" for ln in r.stderr.splitlines() if ln.strip()]
+        if r.returncode != 0:
+            said.append(f"{term}: gnuplot exited {r.returncode}")
+    return said
+
+
 def main(argv):
     manifest = argv[1] if len(argv) > 1 else os.path.join(ROOT, "build/figures/MANIFEST")
     try:
@@ -178,6 +201,17 @@ def main(argv):
             else:
                 print("PASS paper: forward-speed figure re-derived from bench_fwd.csv "
                       "(each panel's curves are the bf16, non-causal rows)")
+        noisy = []
+        for name, script, data in entries:
+            said = gnuplot_stderr(name, script, data, work)
+            if said:
+                noisy.append(f"{name} ({script} on {data}): {said[0]}"
+                             + (f" (and {len(said) - 1} more lines)" if len(said) > 1 else ""))
+        if noisy:
+            print(f"FAIL paper: figures draw without gnuplot warnings: {'; '.join(noisy[:4])}")
+        else:
+            print(f"PASS paper: figures draw without gnuplot warnings ({len(entries)} figures, "
+                  "pdf and svg, nothing on stderr)")
     return 0
 
 

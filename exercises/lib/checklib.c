@@ -268,7 +268,13 @@ bool take_answer(tally *t, const answers *a, const char *key, double *x)
         return false;
     case ANS_BAD:
     default:
-        mark_todo(t, key, "not a number (write a plain number such as 1.5e-3)");
+        /* Answered, but with something that cannot be read as a number (a
+         * decimal comma, a unit, an expression): wrong, not "not answered
+         * yet", and the line is named so that it can be found. */
+        for (int i = 0; i < a->n; i++)
+            if (strcmp(a->key[i], key) == 0)
+                mark(t, key, false, "%s:%d: '%s' is not a number (write a plain number such as "
+                     "1.5e-3 or 16_384)", a->path, a->line[i], a->val[i]);
         return false;
     }
 }

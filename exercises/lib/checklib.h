@@ -11,7 +11,7 @@
  *
  * A checker prints one line per part:
  *     right  key
- *     wrong  key: <hint>
+ *     wrong  key: <hint>       (also: a value that is not a number, with its line)
  *     todo   key: <what is missing>
  * then a closing line, and exits 0 only when every marked part is right.
  * Written parts are shown, never marked.
@@ -86,10 +86,11 @@ bool close_to(double x, double ref, double atol, double rtol);
  * 0.851 at two, 0.86 is not). */
 bool same_sig(double x, double ref, int sig);
 
-/* Look key up and mark it. When the value is missing, still '?', or not a
- * number, empty or given twice, the part is "todo" and the function returns false with *x
- * untouched; otherwise it returns true and sets *x, and the caller decides
- * right or wrong with mark(). */
+/* Look key up and mark it. When the value is missing, still '?', empty or
+ * given twice, the part is "todo"; when it is not a number (e.g. "6,07"), it
+ * is "wrong", the hint naming the file, line and value. Either way the
+ * function returns false with *x untouched; otherwise it returns true and
+ * sets *x, and the caller decides right or wrong with mark(). */
 bool take_answer(tally *t, const answers *a, const char *key, double *x);
 
 /* Mark a part right (ok) or wrong, printing the hint when wrong. */

@@ -44,6 +44,7 @@ static int sweep_point(FILE *csv, const options *opt, int N, int d, flash_blocks
     o.d = d;
     o.batch = o.heads = 1;
     o.given |= OPT_N | OPT_D;
+    o.random = true;   /* a sweep's points are random by design: no note */
     int R = opt->repeats > 0 ? opt->repeats : 1;
     attn_problem prob;
     load_problem(&o, &prob);

@@ -33,7 +33,7 @@ static const opt_spec SPECS[] = {
     {"--d", OPT_D, ARG_INT, "D", "head dimension of random input"},
     {"--batch", OPT_BATCH, ARG_INT, "B", "batch size of random input"},
     {"--heads", OPT_HEADS, ARG_INT, "H", "number of heads of random input"},
-    {"--random", OPT_RANDOM, ARG_NONE, NULL, "random N(0,1) input instead of the real model input"},
+    {"--random", OPT_RANDOM, ARG_NONE, NULL, "random N(0,1) input instead of the real model input (implied by --n, --d, --batch, --heads)"},
     {"--seed", OPT_SEED, ARG_U64, "S", "seed of the random generator (default 1234)"},
     {"--causal", OPT_CAUSAL, ARG_NONE, NULL, "causal mask, the window (-1, 0): query i sees keys j <= i + seqlen_k - seqlen_q"},
     {"--window", OPT_WINDOW, ARG_STR, "L,R", "sliding window: query i sees keys i + seqlen_k - seqlen_q - L .. + R (-1: unbounded)"},
@@ -110,6 +110,9 @@ static void print_usage(const char *usage, opt_set accepted)
              * names the dtypes it runs and fp64 among them */
             snprintf(help, sizeof help, "number type of the arithmetic: %s%s", list,
                      (accepted & OPT_FP64) ? " (default fp64)" : "");
+        } else if ((SPECS[i].flag & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS)) && (accepted & OPT_RANDOM)) {
+            /* the real input's shape is its own: a shape flag means random input */
+            snprintf(help, sizeof help, "%s (implies --random)", SPECS[i].help);
         } else {
             snprintf(help, sizeof help, "%s", SPECS[i].help);
         }

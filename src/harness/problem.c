@@ -116,6 +116,27 @@ void problem_fill_normal(attn_problem *p, rng_t *rng)
     fill_normal(p->dO, nq, 0, 1, rng);
 }
 
+/* A shape flag without --random cannot shape the real input, whose shape is
+ * its own, so it means random input: said once per run, on stdout, naming the
+ * flags, so that a run meant for the real input is not silently another. */
+static void note_implied_random(const options *opt)
+{
+    static bool said = false;
+    static const struct { opt_set flag; const char *name; } shape[] = {
+        {OPT_N, "--n"}, {OPT_D, "--d"}, {OPT_BATCH, "--batch"}, {OPT_HEADS, "--heads"}};
+    if (said) return;
+    said = true;
+    char names[64] = "";
+    int k = 0;
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+        if (!(opt->given & shape[i].flag)) continue;
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", k++ ? ", " : "", shape[i].name);
+    }
+    printf("%s: note: %s %s --random: random N(0,1) input (seed %llu), not the real model input\n",
+           g_prog, names, k > 1 ? "imply" : "implies", (unsigned long long)opt->seed);
+}
+
 void load_problem(const options *opt, attn_problem *p)
 {
     memset(p, 0, sizeof *p);
@@ -125,6 +146,7 @@ void load_problem(const options *opt, attn_problem *p)
     bool random = opt->random || (opt->given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS));
     if (files && random)
         fatal(EXIT_BAD_INPUT, "--q/--k/--v cannot be combined with --random, --n, --d, --batch or --heads");
+    if (random && !opt->random) note_implied_random(opt);
     if (files && (opt->given & OPT_SEQLEN_K))
         fatal(EXIT_BAD_INPUT, "--seqlen-k %d: the --k file gives seqlen_k; drop the flag", opt->seqlen_k);
     int left, right;
