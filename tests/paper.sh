@@ -2,8 +2,9 @@
 # tests/paper.sh -- the paper's test suite (run by `make test` through
 # tests/run.sh; one PASS/FAIL/SKIP line per test).
 #
-#   1. the include filter: a good region is cut without its markers, a missing
-#      region and a region marked twice fail and name the file and region;
+#   1. the include filter: a good region is cut without its markers, each
+#      line numbered as in its file (past a nested region's markers too), a
+#      missing region and a region marked twice fail and name the file and region;
 #   2. `make paper` builds the PDF and the HTML (nothing, when no file they
 #      are made from changed since the last build: paper/paper.mk);
 #   3. every region the chapters name was resolved (one listing per reference,
@@ -97,6 +98,15 @@ good_region() {
 }
 ok=1 why=""
 good_region "$tmp/demo.c#demo" 'return x + 1;' '//[<>]' f "a good C region (//> name)"
+# Each line of a listing keeps its number in the file, past a nested region's
+# markers too: in demo.c 'return x + 1;' is line 6 and '}' line 8.
+if [ "$ok" = 1 ]; then
+    numbered=$(awk '/startFrom="/ { n = $0; sub(/.*startFrom="/, "", n); sub(/".*/, "", n); n += 0; next }
+                    n && /^```/ { n = 0 }
+                    n { printf "%d:%s\n", n++, $0 }' "$tmp/out.md")
+    printf '%s\n' "$numbered" | grep -qx '6:    return x + 1;' && printf '%s\n' "$numbered" | grep -qx '8:}' ||
+        { ok=0 why="a listing's lines are numbered apart from the file's past a nested region: $(printf '%s' "$numbered" | tr '\n' '|')"; }
+fi
 if [ "$ok" = 1 ]; then
     if run_filter "$tmp/demo.c#no-such-region"; then
         ok=0 why="a missing region did not fail the build"
@@ -119,7 +129,7 @@ def g(y):
 #< pyregion
 PYDEMO
 [ "$ok" = 1 ] && good_region "$tmp/demo.py#pyregion" 'return y + 1' '#[<>] pyregion' g "a Python region (#> name)"
-[ "$ok" = 1 ] && pass "paper: include filter (cuts regions, //> in C, #> in Python; missing or doubled regions fail, naming file and region)" \
+[ "$ok" = 1 ] && pass "paper: include filter (cuts regions, numbered as in the file, //> in C, #> in Python; missing or doubled regions fail, naming file and region)" \
               || fail "paper: include filter" "$why"
 
 # ---- 2. the build -----------------------------------------------------------
