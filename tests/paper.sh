@@ -24,7 +24,8 @@
 #      one, and no repository path such as ../../ex4/statement.md;
 #   8. no number in chapters/ that is neither generated from data/ nor quoted
 #      with its source (tests/paper_numbers.py), and nothing cited from
-#      outside the repository;
+#      outside the repository; a name the text places in a file stands in
+#      that file (tests/paper_names.py);
 #   9. every cross-reference is generated from a heading's id, none typed,
 #      none unresolved in the PDF (tests/paper_refs.py), and the main text
 #      names no commit and tells no run history (tests/paper_history.py);
@@ -51,7 +52,7 @@ if [ -n "$missing" ]; then
              "paper: exercises woven in" "paper: instructor's edition" "paper: no exercise answers in the learner's edition" \
              "paper: exercises in order" "paper: numbers generated or cited" \
              "paper: no typed cross-reference" "paper: cross-references resolve" \
-             "paper: no run history in the main text" \
+             "paper: no run history in the main text" "paper: names stand in the files the text gives" \
              "paper: textbook quotations"; do
         skip "$t" "not installed:$missing (make setup)"
     done
@@ -305,6 +306,8 @@ elif grep -nE 'ANCHORS|DESIGN\.md|\.\./shared|shared/seed' build/paper/claims.md
 else
     echo "$out" | sed 's/^PASS paper: every number/PASS paper: numbers generated or cited: every number/'
 fi
+
+python3 tests/paper_names.py
 
 # ---- 8b. the generators stay readable; the opening lists every stage ----------
 long=$(wc -l paper/gen/*.py paper/gen/*.sh | awk '$2 != "total" && $1 > 1000 {print $2 " (" $1 " lines)"}')
