@@ -21,12 +21,13 @@ prints the solutions), which keeps the search itself honest.
 An answer too small to look for alone (exercise 1's speed-up of 2.0, its
 tiles of 64 by 512: such numbers are on every page) is looked for where a
 text would state it (IN_CONTEXT): the tiles as a shape, Br x Bc, and the
-speed-up as a ratio beside the word "forward" (in a memory-bound pass the
-speed-up is the naive over the tiled forward traffic, which a table of block
-rules or the claims table states for tiles with Br = d). The patterns take
-the values from the reference answers, never typed here; the test first
-checks that they find each answer as a sentence would write it, and nothing
-in the same sentence with other numbers.
+speed-up as a ratio beside the word "forward" or in words beside "naive"
+("half of the naive"): in a memory-bound pass the speed-up is the naive over
+the tiled forward traffic, which a table of block rules, the claims table or
+the text states for tiles with Br = d. The patterns take the values from the
+reference answers, never typed here; the test first checks that each finds
+its answer as a sentence would write it, and that the same pattern made from
+other numbers does not.
 
 Prints PASS/FAIL lines (tests/run.sh protocol).
 """
@@ -79,6 +80,9 @@ IN_CONTEXT = [
      "its forward tiles, Br x Bc"),
     (1, ("speedup_today",), r"\bforward\b[^;]{{0,60}}?{speedup_today}",
      "forward 64 \u00d7 64 1.26 {speedup_today}", "its speed-up, as the naive over the tiled forward traffic"),
+    (1, ("speedup_today",), r"{speedup_today_words}[^.;]{{0,25}}\bnaive\b|\bnaive\b[^.;]{{0,25}}{speedup_today_words}",
+     "the forward traffic, about 2N^2 elements, half of the naive 4N^2",
+     "its speed-up in words, the tiled forward traffic as a fraction of the naive one"),
 ]
 
 
@@ -140,6 +144,24 @@ def value_pattern(tok):
     return r"(?<![\d.,])" + re.escape(tok) + r"(?![\d]|[.,]\d)"
 
 
+def words_pattern(tok):
+    """A regular expression for a ratio tok in words, when it has them (2: half,
+    twice; 3: a third, three times); else one that matches nothing."""
+    words = {2: ("half", "twice"), 3: ("a third", "three times"), 4: ("a quarter", "four times")}
+    x = float(tok)
+    if x != int(x) or int(x) not in words:
+        return r"(?!)"
+    return r"\b(?:" + "|".join(re.escape(w) for w in words[int(x)]) + r")\b"
+
+
+def patterns(vals, keys):
+    """The substitutions of an IN_CONTEXT pattern: each key's value, and its
+    words as key_words."""
+    sub = {k: value_pattern(vals[k]) for k in keys}
+    sub.update({k + "_words": words_pattern(vals[k]) for k in keys})
+    return sub
+
+
 def in_context(text):
     """[(exercise, what, pattern, where)], one for each place an IN_CONTEXT
     pattern is found in text; a pattern whose answers are missing is
@@ -150,7 +172,7 @@ def in_context(text):
         if any(k not in vals for k in keys):
             found.append((n, what, pattern, None))
             continue
-        rx = pattern.format(**{k: value_pattern(vals[k]) for k in keys})
+        rx = pattern.format(**patterns(vals, keys))
         for mo in re.finditer(rx, text):
             found.append((n, what, rx, text[max(0, mo.start() - 40):mo.end() + 20].replace("\n", " ")))
     return found
@@ -159,18 +181,19 @@ def in_context(text):
 def context_self_check():
     """None when every IN_CONTEXT pattern finds its sentence with the
     reference answers in it (a decimal to one place, as a table prints it)
-    and misses the same sentence with other numbers; else what went wrong."""
+    and the same pattern made from other numbers misses it; else what went
+    wrong."""
     for n, keys, pattern, sample, what in IN_CONTEXT:
         vals = answer_values(n)
         if any(k not in vals for k in keys):
             return f"exercise {n}'s answers.txt has no {', '.join(keys)}"
-        rx = pattern.format(**{k: value_pattern(vals[k]) for k in keys})
         right = {k: f"{float(vals[k]):.1f}" if "." in vals[k] else vals[k] for k in keys}
-        wrong = {k: f"{float(vals[k]) + 0.3:.1f}" if "." in vals[k] else str(int(vals[k]) + 3) for k in keys}
-        if not re.search(rx, sample.format(**right)):
-            return f"the pattern for exercise {n}'s {what} misses '{sample.format(**right)}'"
-        if re.search(rx, sample.format(**wrong)):
-            return f"the pattern for exercise {n}'s {what} finds '{sample.format(**wrong)}'"
+        other = {k: f"{float(vals[k]) + 0.3:.1f}" if "." in vals[k] else str(int(vals[k]) + 3) for k in keys}
+        text = sample.format(**right)
+        if not re.search(pattern.format(**patterns(vals, keys)), text):
+            return f"the pattern for exercise {n}'s {what} misses '{text}'"
+        if re.search(pattern.format(**patterns(other, keys)), text):
+            return f"the pattern for exercise {n}'s {what}, made from other numbers, finds '{text}'"
     return None
 
 
@@ -223,8 +246,8 @@ def main(argv):
               + "; ".join(hits[:12]) + (" ..." if len(hits) > 12 else ""))
     else:
         print(f"PASS paper: no exercise answers in the learner's edition ({total} numbers of the "
-              f"{len(ans)} reference solutions and {len(IN_CONTEXT)} small ones in their context "
-              "looked for, none found)")
+              f"{len(ans)} reference solutions looked for, and {len(IN_CONTEXT)} patterns of the small "
+              "ones in their context: none found)")
     if len(argv) > 2:
         inst = prose(argv[2], code=True)
         missing = [f"exercise {n}'s {tok}" for n, toks in sorted(ans.items()) for tok, line in
