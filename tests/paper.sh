@@ -8,7 +8,8 @@
 #   2. `make paper` builds the PDF and the HTML (nothing, when no file they
 #      are made from changed since the last build: paper/paper.mk);
 #   3. every region the chapters name was resolved (one listing per reference,
-#      no reference left in the output);
+#      no reference left in the output), and no TeX left unparsed ('$' in the
+#      text outside code);
 #   4. every figure is newer than its data file and its gnuplot script
 #      (redrawn whenever either changed), and every figure with data is in
 #      the PDF;
@@ -48,7 +49,7 @@ for tool in pandoc pdflatex gnuplot pdftotext python3; do
 done
 if [ -n "$missing" ]; then
     for t in "paper: include filter" "paper: build" "paper: regions resolved" \
-             "paper: figures from data" "paper: figures plot their rows" "paper: claims table in PDF" "paper: every marked region included" \
+             "paper: math parsed" "paper: figures from data" "paper: figures plot their rows" "paper: claims table in PDF" "paper: every marked region included" \
              "paper: exercises woven in" "paper: instructor's edition" "paper: no exercise answers in the learner's edition" \
              "paper: exercises in order" "paper: numbers generated or cited" \
              "paper: no typed cross-reference" "paper: cross-references resolve" \
@@ -158,6 +159,22 @@ elif grep -q '```include' "$html" || grep -q '//[<>] ' "$html"; then
     fail "paper: regions resolved" "an include block or a region marker reached the HTML"
 else
     pass "paper: regions resolved ($nrefs listings, all cut from the sources)"
+fi
+# A '$' in the prose (code left out) is TeX that Pandoc did not read as math:
+# "$j + $" closes on a space and stands in the PDF as typed.
+left=$(python3 - "$html" <<'PYMATH'
+import re, sys
+sys.path.insert(0, "tests")
+import paper_answers
+text = paper_answers.prose(sys.argv[1])
+print("; ".join(repr(" ".join(text[max(0, m.start() - 40):m.end() + 20].split()))
+                for m in re.finditer(r"\$", text))[:600])
+PYMATH
+)
+if [ -n "$left" ]; then
+    fail "paper: math parsed" "a '\$' stands in the text, TeX left unparsed: $left"
+else
+    pass "paper: math parsed (no '\$' left in the text outside code)"
 fi
 
 # ---- 4. figures -------------------------------------------------------------
