@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tests/paper_names.py -- a name the text places in a file stands in that file.
+"""tests/paper_names.py -- a name the text places in a file stands in that file,
+and a file the text names exists.
 
     python3 tests/paper_names.py
 
@@ -9,8 +10,12 @@ file that only includes the one defining the name, or a name that has
 moved, sends the reader to the wrong place. This test reads every such
 phrase in the prose of chapters/*.md (a code name, then "in", "of" or
 "from", then a repository file in code) and fails when the file is missing
-or does not hold the name as a word. It first checks on made-up text that
-it finds such a phrase and catches a wrong file.
+or does not hold the name as a word. It also fails on a path in code that
+names a file or folder of the repository (under one of its top folders,
+TOP) that is not there: `tests/gpu/v3_check` for the program
+`build/v3_check`. A segment that is a placeholder (`exercises/exN/`) is not a
+path. It first checks on made-up text that it finds such a phrase and
+catches a wrong file, and that it catches a path that is not there.
 
 Prints one PASS/FAIL line (tests/run.sh protocol).
 """
@@ -20,6 +25,10 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOP = ("src/", "core/", "kernels/", "tests/", "scripts/", "data/", "paper/", "figures/", "exercises/",
+       "python/", "chapters/", "docs/", "mk/", "examples/")
+PATH = re.compile(r"`([\w.\-]+/[\w./\-]*)`")
+PLACEHOLDER = re.compile(r"^[a-z]*[A-Z]+$")   # exN, NAME
 PLACED = re.compile(r"`([A-Za-z_]\w*)(?:\(\))?`\s+(?:in|of|from)\s+"
                     r"`([\w.\-]+(?:/[\w.\-]+)+\.(?:h|c|cu|cuh|py))`")
 
@@ -38,6 +47,18 @@ def wrong(text):
     return out
 
 
+def missing_paths(text):
+    """The repository paths in code in text that are not there."""
+    out = []
+    for m in PATH.finditer(text):
+        path = m.group(1).split("#")[0]
+        if not path.startswith(TOP) or any(PLACEHOLDER.match(seg) for seg in path.split("/")):
+            continue
+        if not os.path.exists(os.path.join(ROOT, path.rstrip("/"))):
+            out.append(path)
+    return out
+
+
 def main():
     good = "the arena (`sram_arena` in `src/harness/io_model.h`) holds it"
     bad = "the arena (`sram_arena` in `src/harness/common.h`) holds it"
@@ -45,15 +66,24 @@ def main():
         print("FAIL paper: names stand in the files the text gives: the check itself does not "
               "find 'sram_arena' in io_model.h and miss it in common.h")
         return 0
-    n, bad_all = 0, []
+    if missing_paths("`tests/gpu/v3_check.c`, `exercises/exN/`") or \
+            missing_paths("`tests/gpu/v3_check`") != ["tests/gpu/v3_check"]:
+        print("FAIL paper: names stand in the files the text gives: the check itself does not "
+              "tell tests/gpu/v3_check.c (there) from tests/gpu/v3_check (not there)")
+        return 0
+    n, paths, bad_all = 0, 0, []
     for path in sorted(glob.glob(os.path.join(ROOT, "chapters", "*.md"))):
         text = open(path, encoding="utf-8").read()
+        rel = os.path.relpath(path, ROOT)
         n += len(PLACED.findall(text))
-        bad_all += [f"{os.path.relpath(path, ROOT)}: `{a}` in `{b}`: {why}" for a, b, why in wrong(text)]
+        paths += sum(m.startswith(TOP) for m in PATH.findall(text))
+        bad_all += [f"{rel}: `{a}` in `{b}`: {why}" for a, b, why in wrong(text)]
+        bad_all += [f"{rel}: `{p}`: no such file or folder" for p in missing_paths(text)]
     if bad_all:
         print("FAIL paper: names stand in the files the text gives: " + "; ".join(bad_all[:8]))
     else:
-        print(f"PASS paper: names stand in the files the text gives ({n} placed, each in its file)")
+        print(f"PASS paper: names stand in the files the text gives ({n} names placed, each in its "
+              f"file; {paths} repository paths in code, each there)")
     return 0
 
 
