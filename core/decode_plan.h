@@ -105,6 +105,7 @@ FA_HD void decode_key_range(const decode_params *p, int len, int *lo, int *hi)
  * start. Every split but possibly the last non-empty one holds the same
  * whole number of DECODE_BLOCK_N-key blocks; splits past the end are empty
  * (*k0 = *k1). Returns *k1 - *k0. */
+//> decode-split-blocks
 FA_HD int decode_split_range(int n, int num_splits, int s, int *k0, int *k1)
 {
     int blocks = (n + DECODE_BLOCK_N - 1) / DECODE_BLOCK_N;
@@ -114,6 +115,7 @@ FA_HD int decode_split_range(int n, int num_splits, int s, int *k0, int *k1)
     *k1 = mask_imin(e, n);
     return *k1 - *k0;
 }
+//< decode-split-blocks
 //< decode-key-range
 
 //> split-rule

@@ -67,6 +67,7 @@ FA_HD merge_plan merge_plan_of(double L_a, double L_b)
         m.L = L_b;
         return m;
     }
+    //> merge-weights
     bool a_hi = L_a >= L_b;
     double hi = a_hi ? L_a : L_b, lo = a_hi ? L_b : L_a;   /* a NaN lands in lo */
     double e = exp(lo - hi);
@@ -74,6 +75,7 @@ FA_HD merge_plan merge_plan_of(double L_a, double L_b)
     m.L = hi + log1p(e);
     m.w_a = a_hi ? w_hi : w_lo;
     m.w_b = a_hi ? w_lo : w_hi;
+    //< merge-weights
     return m;
 }
 

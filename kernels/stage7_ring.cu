@@ -47,6 +47,7 @@ template <typename T>
 __global__ void __launch_bounds__(256) ring_merge_kernel(float *O, float *L, const T *O_part,
                                                          const float *L_part, size_t rows, int d)
 {
+    //> ring-merge-rows
     __shared__ merge_plan plan[RPB];
     size_t r0 = (size_t)blockIdx.x * RPB;
     int nr = rows - r0 < (size_t)RPB ? (int)(rows - r0) : RPB;
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(256) ring_merge_kernel(float *O, float *L, con
     for (int e = threadIdx.x; e < nr * d; e += blockDim.x)
         O[base + e] = (float)merge_elem(plan[e / d], O[base + e], to_f(O_part[base + e]));
     if ((int)threadIdx.x < nr) L[r0 + threadIdx.x] = (float)plan[threadIdx.x].L;
+    //< ring-merge-rows
 }
 //< ring-merge-kernel
 

@@ -9,8 +9,9 @@ Chapters never type a listing by hand. They name a region of a source file:
 
 and this filter replaces the block with the lines between the markers
 `//> online-update` and `//< online-update` of that file (both marker lines
-dropped, and any other marker line inside dropped too), captioned with the
-file, the region and the function(s) it sits in. Files whose comments start
+dropped; the marker line of a region nested inside shown blank, so that each
+line keeps its number in the file), captioned with the file, the lines, and
+the function(s) it sits in. Files whose comments start
 with '#' (Python, shell, gnuplot, make) may mark regions `#> name` ... `#< name`
 as well; a Python caption names the top-level functions and classes. Paths are relative to the
 directory pandoc runs in (the repository root).
@@ -195,14 +196,19 @@ local function cut_region(path, name)
   local body, defined, kinds = {}, {}, {}
   for i = open_at + 1, close_at - 1 do
     local line = lines[i]
-    if not marker(line, hash) then
+    if marker(line, hash) then
+      -- a region nested inside: its marker stands as a blank line, so that
+      -- every line keeps its number in the file
+      body[#body + 1] = ""
+    else
       body[#body + 1] = line
       local fn, kind = defined_at(lines, i)
       if fn then defined[#defined + 1] = fn; kinds[#kinds + 1] = kind end
     end
   end
-  -- trim blank lines at both ends
-  while #body > 0 and body[1]:match("^%s*$") do table.remove(body, 1) end
+  -- trim blank lines at both ends (the first line shown keeps its number)
+  local first = open_at + 1
+  while #body > 0 and body[1]:match("^%s*$") do table.remove(body, 1); first = first + 1 end
   while #body > 0 and body[#body]:match("^%s*$") do table.remove(body) end
   if #body == 0 then
     fail(string.format("%s#%s: region '%s' in %s is empty", path, name, name, path))
@@ -230,8 +236,8 @@ local function cut_region(path, name)
     where = enclosing and (kind == "class" and ("inside class " .. enclosing)
                            or ("inside " .. enclosing .. "()")) or "file scope"
   end
-  local caption = string.format("%s, lines %d-%d, %s", path, open_at + 1, close_at - 1, where)
-  return table.concat(body, "\n"), caption, open_at + 1
+  local caption = string.format("%s, lines %d-%d, %s", path, first, first + #body - 1, where)
+  return table.concat(body, "\n"), caption, first
 end
 
 local function language_of(path)

@@ -2,12 +2,14 @@
 # tests/paper.sh -- the paper's test suite (run by `make test` through
 # tests/run.sh; one PASS/FAIL/SKIP line per test).
 #
-#   1. the include filter: a good region is cut without its markers, a missing
-#      region and a region marked twice fail and name the file and region;
+#   1. the include filter: a good region is cut without its markers, each
+#      line numbered as in its file (past a nested region's markers too), a
+#      missing region and a region marked twice fail and name the file and region;
 #   2. `make paper` builds the PDF and the HTML (nothing, when no file they
 #      are made from changed since the last build: paper/paper.mk);
 #   3. every region the chapters name was resolved (one listing per reference,
-#      no reference left in the output);
+#      no reference left in the output), and no TeX left unparsed ('$' in the
+#      text outside code);
 #   4. every figure is newer than its data file and its gnuplot script
 #      (redrawn whenever either changed), and every figure with data is in
 #      the PDF;
@@ -23,7 +25,8 @@
 #      one, and no repository path such as ../../ex4/statement.md;
 #   8. no number in chapters/ that is neither generated from data/ nor quoted
 #      with its source (tests/paper_numbers.py), and nothing cited from
-#      outside the repository;
+#      outside the repository; a name the text places in a file stands in
+#      that file (tests/paper_names.py);
 #   9. every cross-reference is generated from a heading's id, none typed,
 #      none unresolved in the PDF (tests/paper_refs.py), and the main text
 #      names no commit and tells no run history (tests/paper_history.py);
@@ -46,11 +49,11 @@ for tool in pandoc pdflatex gnuplot pdftotext python3; do
 done
 if [ -n "$missing" ]; then
     for t in "paper: include filter" "paper: build" "paper: regions resolved" \
-             "paper: figures from data" "paper: figures plot their rows" "paper: claims table in PDF" "paper: every marked region included" \
+             "paper: math parsed" "paper: figures from data" "paper: figures plot their rows" "paper: claims table in PDF" "paper: every marked region included" \
              "paper: exercises woven in" "paper: instructor's edition" "paper: no exercise answers in the learner's edition" \
              "paper: exercises in order" "paper: numbers generated or cited" \
              "paper: no typed cross-reference" "paper: cross-references resolve" \
-             "paper: no run history in the main text" \
+             "paper: no run history in the main text" "paper: names stand in the files the text gives" \
              "paper: textbook quotations"; do
         skip "$t" "not installed:$missing (make setup)"
     done
@@ -97,6 +100,15 @@ good_region() {
 }
 ok=1 why=""
 good_region "$tmp/demo.c#demo" 'return x + 1;' '//[<>]' f "a good C region (//> name)"
+# Each line of a listing keeps its number in the file, past a nested region's
+# markers too: in demo.c 'return x + 1;' is line 6 and '}' line 8.
+if [ "$ok" = 1 ]; then
+    numbered=$(awk '/startFrom="/ { n = $0; sub(/.*startFrom="/, "", n); sub(/".*/, "", n); n += 0; next }
+                    n && /^```/ { n = 0 }
+                    n { printf "%d:%s\n", n++, $0 }' "$tmp/out.md")
+    printf '%s\n' "$numbered" | grep -qx '6:    return x + 1;' && printf '%s\n' "$numbered" | grep -qx '8:}' ||
+        { ok=0 why="a listing's lines are numbered apart from the file's past a nested region: $(printf '%s' "$numbered" | tr '\n' '|')"; }
+fi
 if [ "$ok" = 1 ]; then
     if run_filter "$tmp/demo.c#no-such-region"; then
         ok=0 why="a missing region did not fail the build"
@@ -119,7 +131,7 @@ def g(y):
 #< pyregion
 PYDEMO
 [ "$ok" = 1 ] && good_region "$tmp/demo.py#pyregion" 'return y + 1' '#[<>] pyregion' g "a Python region (#> name)"
-[ "$ok" = 1 ] && pass "paper: include filter (cuts regions, //> in C, #> in Python; missing or doubled regions fail, naming file and region)" \
+[ "$ok" = 1 ] && pass "paper: include filter (cuts regions, numbered as in the file, //> in C, #> in Python; missing or doubled regions fail, naming file and region)" \
               || fail "paper: include filter" "$why"
 
 # ---- 2. the build -----------------------------------------------------------
@@ -147,6 +159,22 @@ elif grep -q '```include' "$html" || grep -q '//[<>] ' "$html"; then
     fail "paper: regions resolved" "an include block or a region marker reached the HTML"
 else
     pass "paper: regions resolved ($nrefs listings, all cut from the sources)"
+fi
+# A '$' in the prose (code left out) is TeX that Pandoc did not read as math:
+# "$j + $" closes on a space and stands in the PDF as typed.
+left=$(python3 - "$html" <<'PYMATH'
+import re, sys
+sys.path.insert(0, "tests")
+import paper_answers
+text = paper_answers.prose(sys.argv[1])
+print("; ".join(repr(" ".join(text[max(0, m.start() - 40):m.end() + 20].split()))
+                for m in re.finditer(r"\$", text))[:600])
+PYMATH
+)
+if [ -n "$left" ]; then
+    fail "paper: math parsed" "a '\$' stands in the text, TeX left unparsed: $left"
+else
+    pass "paper: math parsed (no '\$' left in the text outside code)"
 fi
 
 # ---- 4. figures -------------------------------------------------------------
@@ -295,6 +323,8 @@ elif grep -nE 'ANCHORS|DESIGN\.md|\.\./shared|shared/seed' build/paper/claims.md
 else
     echo "$out" | sed 's/^PASS paper: every number/PASS paper: numbers generated or cited: every number/'
 fi
+
+python3 tests/paper_names.py
 
 # ---- 8b. the generators stay readable; the opening lists every stage ----------
 long=$(wc -l paper/gen/*.py paper/gen/*.sh | awk '$2 != "total" && $1 > 1000 {print $2 " (" $1 " lines)"}')

@@ -18,6 +18,17 @@ quote it. A number found in the learner's text fails the test, with where it
 stands; the instructor's edition must hold every reference answer (it
 prints the solutions), which keeps the search itself honest.
 
+An answer too small to look for alone (exercise 1's speed-up of 2.0, its
+tiles of 64 by 512: such numbers are on every page) is looked for where a
+text would state it (IN_CONTEXT): the tiles as a shape, Br x Bc, and the
+speed-up as a ratio beside the word "forward" or in words beside "naive"
+("half of the naive"): in a memory-bound pass the speed-up is the naive over
+the tiled forward traffic, which a table of block rules, the claims table or
+the text states for tiles with Br = d. The patterns take the values from the
+reference answers, never typed here; the test first checks that each finds
+its answer as a sentence would write it, and that the same pattern made from
+other numbers does not.
+
 Prints PASS/FAIL lines (tests/run.sh protocol).
 """
 import glob
@@ -59,6 +70,22 @@ COMMON = {
 }
 
 
+# Answers too small to look for alone, each with where a text states it:
+# (exercise, the answers.txt keys, the pattern with {key} standing for the
+# key's value in any of its forms, a sentence that states the answers with
+# {key} for each value, what a match means).
+TIMES = r"\s*(?:×|x|by|\\times)(?:\s*\\times)?\s*"   # 64 × 512; MathML's text adds \times
+IN_CONTEXT = [
+    (1, ("Br", "Bc"), "{Br}" + TIMES + "{Bc}", "forward tiles of {Br} \u00d7 {Bc}",
+     "its forward tiles, Br x Bc"),
+    (1, ("speedup_today",), r"\bforward\b[^;]{{0,60}}?{speedup_today}",
+     "forward 64 \u00d7 64 1.26 {speedup_today}", "its speed-up, as the naive over the tiled forward traffic"),
+    (1, ("speedup_today",), r"{speedup_today_words}[^.;]{{0,25}}\bnaive\b|\bnaive\b[^.;]{{0,25}}{speedup_today_words}",
+     "the forward traffic, about 2N^2 elements, half of the naive 4N^2",
+     "its speed-up in words, the tiled forward traffic as a fraction of the naive one"),
+]
+
+
 def forms(tok):
     """The ways a text may write tok."""
     f = {tok}
@@ -93,6 +120,83 @@ def answers():
     return out
 
 
+def answer_values(n):
+    """{key: value as written} of exercise n's reference answers."""
+    out = {}
+    path = os.path.join(ROOT, f"exercises/solutions/ex{n}/answers.txt")
+    for line in open(path) if os.path.exists(path) else ():
+        mo = re.match(r"\s*(\w+)\s*=\s*([\d_.]+)", line)
+        if mo:
+            out[mo.group(1)] = mo.group(2).replace("_", "")
+    return out
+
+
+def value_pattern(tok):
+    """A regular expression for tok as a text may write it: a decimal to any
+    number of its places from one (2.000 as 2.0 or 2.00), an integer as it
+    stands."""
+    if "." in tok:
+        whole, frac = tok.split(".")
+        alts = [f"{whole}.{frac[:k]}" for k in range(len(frac), 0, -1)]
+        alts = [f"{float(tok):.{k}f}" for k in range(len(frac), 0, -1)] + alts
+        body = "|".join(re.escape(a) for a in dict.fromkeys(alts))
+        return r"(?<![\d.,])(?:" + body + r")(?![\d]|[.,]\d|e)"
+    return r"(?<![\d.,])" + re.escape(tok) + r"(?![\d]|[.,]\d)"
+
+
+def words_pattern(tok):
+    """A regular expression for a ratio tok in words, when it has them (2: half,
+    twice; 3: a third, three times); else one that matches nothing."""
+    words = {2: ("half", "twice"), 3: ("a third", "three times"), 4: ("a quarter", "four times")}
+    x = float(tok)
+    if x != int(x) or int(x) not in words:
+        return r"(?!)"
+    return r"\b(?:" + "|".join(re.escape(w) for w in words[int(x)]) + r")\b"
+
+
+def patterns(vals, keys):
+    """The substitutions of an IN_CONTEXT pattern: each key's value, and its
+    words as key_words."""
+    sub = {k: value_pattern(vals[k]) for k in keys}
+    sub.update({k + "_words": words_pattern(vals[k]) for k in keys})
+    return sub
+
+
+def in_context(text):
+    """[(exercise, what, pattern, where)], one for each place an IN_CONTEXT
+    pattern is found in text; a pattern whose answers are missing is
+    reported once, with where None."""
+    found = []
+    for n, keys, pattern, sample, what in IN_CONTEXT:
+        vals = answer_values(n)
+        if any(k not in vals for k in keys):
+            found.append((n, what, pattern, None))
+            continue
+        rx = pattern.format(**patterns(vals, keys))
+        for mo in re.finditer(rx, text):
+            found.append((n, what, rx, text[max(0, mo.start() - 40):mo.end() + 20].replace("\n", " ")))
+    return found
+
+
+def context_self_check():
+    """None when every IN_CONTEXT pattern finds its sentence with the
+    reference answers in it (a decimal to one place, as a table prints it)
+    and the same pattern made from other numbers misses it; else what went
+    wrong."""
+    for n, keys, pattern, sample, what in IN_CONTEXT:
+        vals = answer_values(n)
+        if any(k not in vals for k in keys):
+            return f"exercise {n}'s answers.txt has no {', '.join(keys)}"
+        right = {k: f"{float(vals[k]):.1f}" if "." in vals[k] else vals[k] for k in keys}
+        other = {k: f"{float(vals[k]) + 0.3:.1f}" if "." in vals[k] else str(int(vals[k]) + 3) for k in keys}
+        text = sample.format(**right)
+        if not re.search(pattern.format(**patterns(vals, keys)), text):
+            return f"the pattern for exercise {n}'s {what} misses '{text}'"
+        if re.search(pattern.format(**patterns(other, keys)), text):
+            return f"the pattern for exercise {n}'s {what}, made from other numbers, finds '{text}'"
+    return None
+
+
 def find(text, tok):
     for form in sorted(forms(tok), key=len, reverse=True):
         mo = re.search(r"(?<![\d.,])" + re.escape(form) + r"(?![\d]|[.,]\d)", text)
@@ -119,6 +223,10 @@ def main(argv):
     if len(argv) < 2:
         print("usage: paper_answers.py LEARNER.html [INSTRUCTOR.html]", file=sys.stderr)
         return 2
+    why = context_self_check()
+    if why:
+        print(f"FAIL paper: no exercise answers in the learner's edition: {why}")
+        return 0
     learner = prose(argv[1])
     ans = answers()
     total = sum(len(v) for v in ans.values())
@@ -128,6 +236,9 @@ def main(argv):
             f = find(learner, tok)
             if f:
                 hits.append(f"exercise {n}'s {f[0]} (answers.txt: '{line}') in '...{f[1].strip()}...'")
+    for n, what, rx, where in in_context(learner):
+        hits.append(f"exercise {n}'s answer, {what}, " +
+                    (f"in '...{where.strip()}...'" if where else "has no reference answer to look for"))
     if total == 0:
         print("FAIL paper: no exercise answers in the learner's edition: found no reference answers")
     elif hits:
@@ -135,7 +246,8 @@ def main(argv):
               + "; ".join(hits[:12]) + (" ..." if len(hits) > 12 else ""))
     else:
         print(f"PASS paper: no exercise answers in the learner's edition ({total} numbers of the "
-              f"{len(ans)} reference solutions looked for, none found)")
+              f"{len(ans)} reference solutions looked for, and {len(IN_CONTEXT)} patterns of the small "
+              "ones in their context: none found)")
     if len(argv) > 2:
         inst = prose(argv[2], code=True)
         missing = [f"exercise {n}'s {tok}" for n, toks in sorted(ans.items()) for tok, line in

@@ -21,8 +21,11 @@ other documents' chapters (EXTERNAL) left alone. PENDING names files whose
 owner is rewriting them elsewhere; they are reported, not failed.
 
 It also fails when an empty link [](#id) names an id that no heading or part
-of the chapters carries, and, given PAPER.txt (pdftotext of the PDF), when
-LaTeX left a reference unresolved ("??").
+of the chapters carries, or when the word before it does not fit the
+heading ("chapter [](#id)" for a section's id prints "chapter 5.2"; a
+chapter is a top-level heading, a section a deeper one, a part a part), and,
+given PAPER.txt (pdftotext of the PDF), when LaTeX left a reference
+unresolved ("??").
 
 Prints PASS/FAIL lines (tests/run.sh protocol).
 """
@@ -49,7 +52,10 @@ SOURCES = ("README.md", "Makefile", "docs/", "core/", "kernels/", "src/", "scrip
 CHAPTER_NO = re.compile(r"\bchapters?\s+(\d[\w.]*|[IVX]+\b)", re.IGNORECASE)
 PENDING = ()
 REF = re.compile(r"\[\]\(#([^)\s]+)\)")
-HEADING_ID = re.compile(r"^#+ .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
+HEADING_ID = re.compile(r"^(#+) .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
+# the word before a reference and the heading levels it may name (0: a part)
+KIND = re.compile(r"\b(chapters?|sections?|parts?)\s+\[\]\(#([^)\s]+)\)", re.IGNORECASE)
+LEVELS = {"chapter": {1}, "section": {2, 3, 4, 5, 6}, "part": {0}}
 PART_ID = re.compile(r"^:::+\s*\{[^}]*\.part\b[^}]*#([\w:.-]+)|^:::+\s*\{[^}]*#([\w:.-]+)[^}]*\.part\b")
 
 
@@ -95,14 +101,22 @@ def main():
     if not chapters:
         print("FAIL paper: cross-references generated: no chapters/*.md")
         return 1
-    typed, ids, refs = [], set(), []
+    typed, ids, refs, level = [], set(), [], {}
+    texts = {}
+    for path in chapters:
+        text = texts[path] = open(path, encoding="utf-8").read()
+        for line in text.split("\n"):
+            m = HEADING_ID.match(line)
+            if m:
+                level[m.group(2)] = len(m.group(1))
+            m = PART_ID.match(line)
+            if m:
+                level[next(g for g in m.groups() if g)] = 0
+    ids = set(level)
+    misnamed = []
     for path in chapters:
         name = os.path.relpath(path, ROOT)
-        text = open(path, encoding="utf-8").read()
-        for line in text.split("\n"):
-            m = HEADING_ID.match(line) or PART_ID.match(line)
-            if m:
-                ids.add(next(g for g in m.groups() if g))
+        text = texts[path]
         body = prose(text)   # matched whole: a reference may break across lines
         for m in TYPED.finditer(body):
             if EXTERNAL.search(body[max(0, m.start() - 40):m.start()]):
@@ -111,6 +125,12 @@ def main():
             typed.append(f"{name}:{no}: '{' '.join(m.group(0).split())}'")
         for m in REF.finditer(body):
             refs.append((f"{name}:{body.count(chr(10), 0, m.start()) + 1}", m.group(1)))
+        for m in KIND.finditer(body):
+            word, i = m.group(1).lower().rstrip("s"), m.group(2)
+            if i in level and level[i] not in LEVELS[word]:
+                what = "a part" if level[i] == 0 else "a chapter" if level[i] == 1 else "a section"
+                misnamed.append(f"{name}:{body.count(chr(10), 0, m.start()) + 1}: '{word} [](#{i})' "
+                                f"names {what}")
     ok = True
     if typed:
         ok = False
@@ -136,6 +156,10 @@ def main():
     elif dangling:
         ok = False
         print("FAIL paper: cross-references resolve: no heading carries " + "; ".join(dangling[:8]))
+    elif misnamed:
+        ok = False
+        print("FAIL paper: cross-references resolve: the word before a reference does not fit its "
+              "heading: " + "; ".join(misnamed[:8]))
     else:
         print(f"PASS paper: cross-references resolve ({len(refs)} references to "
               f"{len({i for _, i in refs})} of {len(ids)} heading ids)")

@@ -240,12 +240,13 @@ class Table:
         self.values[key] = str(text)
         return str(text)
 
-    def row(self, claim, says, measured, data, erratum="", answer_of=None):
+    def row(self, claim, says, measured, data, erratum="", answer_of=None, learner=None):
         """One row of the table. answer_of = n when the measured cell (and
         the erratum) state exercise n's answer: the learner's edition's table
-        (claims.md) says where to find it instead; claims-solutions.md, the
-        instructor's, has the row as given."""
-        self.rows.append((claim, says, measured, codify(data), erratum, answer_of))
+        (claims.md) says where to find it instead, or, when only part of the
+        measured cell is the answer, shows learner in its place (the erratum
+        kept); claims-solutions.md, the instructor's, has the row as given."""
+        self.rows.append((claim, says, measured, codify(data), erratum, (answer_of, learner)))
 
 
 CLAIMS = []

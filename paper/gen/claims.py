@@ -20,7 +20,9 @@ and writes, into OUT only,
                   says (quoted, with where) | measured here | data | erratum;
                   the exercises' answers left to claims-solutions.md, the
                   instructor's edition's table
-  block_rules.md  the three block-size rules side by side (chapters/12-tiled.md)
+  block_rules.md  the three block-size rules side by side (chapters/12-tiled.md),
+                  without exercise 1's answer; block_rules-solutions.md
+                  with it, for the instructor's edition
   values.tsv      "key<TAB>value": every measured number the chapters show
                   as [key]{.m}, and every quotation as [key]{.q} (Markdown,
                   with its source), see paper/include-code.lua.
@@ -78,8 +80,10 @@ def main(argv):
             # dashes set the relative column widths of the PDF table
             f.write("|:" + "-" * 16 + "|:" + "-" * 21 + "|:" + "-" * 24 + "|:" + "-" * 15 + "|:"
                     + "-" * 24 + "|\n")
-            for *r, answer_of in t.rows:
-                if answer_of and not solved:
+            for *r, (answer_of, learner) in t.rows:
+                if answer_of and not solved and learner is not None:
+                    r[2] = learner
+                elif answer_of and not solved:
                     r[2] = (f"exercise {answer_of}'s answer: in the instructor's edition "
                             "(make paper-solutions)")
                     r[4] = ""
@@ -88,7 +92,8 @@ def main(argv):
         for k in sorted(t.values):
             f.write(f"{k}\t{t.values[k]}\n")
     print(f"claims.py: {len(t.rows)} claims, {len(t.values)} values -> {out}/claims.md "
-          "(and claims-solutions.md, with the exercises' answers), values.tsv, block_rules.md")
+          "(and claims-solutions.md, with the exercises' answers), values.tsv, block_rules.md "
+          "(and block_rules-solutions.md)")
 
 
 if __name__ == "__main__":

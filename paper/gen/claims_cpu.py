@@ -288,26 +288,33 @@ def tiled_io(t, rows, src, claim_text):
             thin_note = (f"Tall/thin tiles (`derive_blocks_io`): forward {r16:.1f}$\\times$ at "
                          f"$M/d^2$ = 16, {r32:.1f}$\\times$ at 32; backward "
                          f"{t.values['thin_ratio_bwd']}$\\times$ at 32. ")
+    # the forward ratio once B_r = d is exercise 1's speed-up (a memory-bound
+    # pass's, at another N): the learner's table says where it is instead
+    def fit_note(fwd):
+        return (thin_note + f"Stage 3's fit of the paper's rule (`derive_blocks`, the printed blocks "
+                f"shrunk to fit $M$; backward {t.values['Mmax_bwd_Br']} $\\times$ "
+                f"{t.values['Mmax_bwd_Bc']} at the largest $M$): forward "
+                f"{fwd} at $M/d^2$ = {mmax / d ** 2:g}, flat from "
+                f"$M$ = {t.values['fwd_flat_from_M']}; backward {t.values['ratio_bwd_Mmax']}$\\times$, "
+                f"slope {s_bwd:.2f} in $M$")
     t.row(f"{claim_text} ($N$ = 2048, $d$ = {d}, $M$ = {grouped(fw[0][0])}..{grouped(mmax)}; "
           "elements counted while running)",
           QUOTES["q_order"].markdown() + "; " + QUOTES["q_chapter_br"].markdown(),
-          thin_note + f"Stage 3's fit of the paper's rule (`derive_blocks`, the printed blocks "
-          f"shrunk to fit $M$; backward {t.values['Mmax_bwd_Br']} $\\times$ "
-          f"{t.values['Mmax_bwd_Bc']} at the largest $M$): forward "
-          f"{t.values['ratio_fwd_Mmax']}$\\times$ at $M/d^2$ = {mmax / d ** 2:g}, flat from "
-          f"$M$ = {t.values['fwd_flat_from_M']}; backward {t.values['ratio_bwd_Mmax']}$\\times$, "
-          f"slope {s_bwd:.2f} in $M$",
+          fit_note(f"{t.values['ratio_fwd_Mmax']}$\\times$"),
           src,
           "None with the chapter's own reading, $B_r = \\Theta(M/d)$ for the query block (the "
           "outer loop's, read once while $K$, $V$ stream past it): the data support an order "
           "of magnitude. The shortfall belongs to the "
           "FlashAttention paper's rule (next rows), whose $B_r$ stops at $d$, applied to a "
-          "queries-outer forward pass")
+          "queries-outer forward pass",
+          answer_of=1, learner=fit_note("a small constant factor (exercise 1's speed-up: in the "
+                                        "instructor's edition)"))
 
 
 @claim
 def block_rules(t):
-    """The three block-size rules side by side (OUT/block_rules.md) and their rows."""
+    """The three block-size rules side by side (OUT/block_rules.md, and
+    OUT/block_rules-solutions.md with exercise 1's answer) and their rows."""
     src = "data/cpu/formulas.csv"
     rows = read_csv(src)
     sweep = read_csv("data/cpu/io_sweep.csv") or []
@@ -317,8 +324,9 @@ def block_rules(t):
     out_md = os.path.join(t.out, "block_rules.md")
     if rows is None:
         absent(t, "The paper's block sizes fit in SRAM", "q_fa1_blocks", src)
-        with open(out_md, "w") as f:
-            f.write(f"*(No `{src}` in this build.)*\n")
+        for name in (out_md, out_md.replace(".md", "-solutions.md")):
+            with open(name, "w") as f:
+                f.write(f"*(No `{src}` in this build.)*\n")
         return
     d, M = 64, 16384
     fp = {(r["rule"], r["pass"]): r for r in select(rows, quantity="footprint", M=str(M), d=str(d))}
@@ -376,22 +384,38 @@ def block_rules(t):
     spec = [("FlashAttention paper (Alg. 1)", "paper"),
             ("stage 3's fit of it (`derive_blocks`)", "derive_blocks"),
             ("IO-optimal (`derive_blocks_io`)", "derive_blocks_io")]
+    # A forward pass whose B_r has reached d moves about half the naive one's
+    # traffic whatever N and M: that ratio is exercise 1's speed-up (a
+    # memory-bound pass's), so the learner's table leaves those cells to it.
+    hidden = 0
+    learner = list(lines)
     for name, rule in spec:
         for pas in ("forward", "backward"):
-            cells = []
+            cells, cells_l = [], []
             for m in Ms:
                 f, io = cell(rule, pas, m)
                 ratio = f"{naive[pas] / int(io['value']):.1f}" if naive.get(pas) and io else "-"
-                cells += ([f"{f['Br']} $\\times$ {f['Bc']}", f"{int(f['value']) / m:.2f}", ratio]
-                          if f else ["-", "-", "-"])
-            lines.append(f"| {name if pas == 'forward' else ''} | {pas} | " + " | ".join(cells) + " |")
+                row = ([f"{f['Br']} $\\times$ {f['Bc']}", f"{int(f['value']) / m:.2f}", ratio]
+                       if f else ["-", "-", "-"])
+                cells += row
+                if f and pas == "forward" and int(f["Br"]) == d and ratio != "-":
+                    row, hidden = row[:2] + ["ex. 1"], hidden + 1
+                cells_l += row
+            head_cells = f"| {name if pas == 'forward' else ''} | {pas} | "
+            lines.append(head_cells + " | ".join(cells) + " |")
+            learner.append(head_cells + " | ".join(cells_l) + " |")
+    caption = (f": The block-size rules side by side at $d$ = {d}, $N$ = 2048: the tiles, their "
+               "SRAM footprint over $M$ (above 1: they do not fit) and naive/tiled traffic from "
+               "the IO formulas (the sweeps count the same). The textbook's rule is asymptotic; "
+               "read as a tall query block and a thin key block it is the IO-optimal one, up to "
+               "constants.")
+    sources = " Data: `data/cpu/formulas.csv`, `data/cpu/io_sweep.csv`.\n"
+    with open(out_md.replace(".md", "-solutions.md"), "w") as f:
+        f.write("\n".join(lines) + "\n\n" + caption + sources)
     with open(out_md, "w") as f:
-        f.write("\n".join(lines) + "\n\n")
-        f.write(f": The block-size rules side by side at $d$ = {d}, $N$ = 2048: the tiles, their "
-                "SRAM footprint over $M$ (above 1: they do not fit) and naive/tiled traffic from "
-                "the IO formulas (the sweeps count the same). The textbook's rule is asymptotic; "
-                "read as a tall query block and a thin key block it is the IO-optimal one, up to "
-                "constants. Data: `data/cpu/formulas.csv`, `data/cpu/io_sweep.csv`.\n")
+        f.write("\n".join(learner) + "\n\n" + caption +
+                (" *ex. 1*: once $B_r = d$ the forward ratio is exercise 1's speed-up, left to the "
+                 "exercise (the instructor's edition prints it)." if hidden else "") + sources)
 
 
 @claim

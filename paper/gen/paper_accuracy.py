@@ -162,6 +162,64 @@ def bwd_flops(r):
     return 2.5 * 4 * int(r["B"]) * int(r["H"]) * N * N * int(r["d"]) * (0.5 if r["causal"] == "1" else 1.0)
 
 
+def center_constants():
+    """The centering rule's settings as the sources state them: FA_BWD_CENTER_BW
+    and FA_BWD_CENTER_LAUNCH_S (core/fa_gpu.h), and each backward version's
+    center_rate (its row in kernels/stage5_bwd_*.cu), in SI units."""
+    import glob
+    import re
+    with open(os.path.join(ROOT, "core", "fa_gpu.h")) as f:
+        h = f.read()
+    const = {k: float(re.search(r"#define\s+" + k + r"\s+([0-9.eE+-]+)", h).group(1))
+             for k in ("FA_BWD_CENTER_BW", "FA_BWD_CENTER_LAUNCH_S", "FA_BWD_CENTER_MAX_COST")}
+    rates = {}
+    for path in glob.glob(os.path.join(ROOT, "kernels", "stage5_bwd_*.cu")):
+        with open(path) as f:
+            for mo in re.finditer(r"\.pass = FA_BACKWARD, \.version = (\d+),[^;]*?\.center_rate = ([0-9.eE+]+)",
+                                  f.read()):
+                rates[f"v{mo.group(1)}"] = float(mo.group(2))
+    return const, rates
+
+
+def center_values(t):
+    """What the centering rule's settings are fitted to, from the kind=time rows t
+    (tests/center_rule.py checks the same): each version's highest backward
+    FLOP/s (fa_flops over the time with K as given), the measured pre-pass
+    time over the rule's prediction (the median, its spread, and the
+    bandwidth that would match the median), and the measured cost of the
+    version-3 points a rule at that bandwidth would center though they cost
+    FA_BWD_CENTER_MAX_COST or more."""
+    v = {}
+    const, rates = center_constants()
+    ver = lambda r: r["impl"].split("_")[1]  # noqa: E731
+    best = {}
+    for r in t:
+        best[ver(r)] = max(best.get(ver(r), 0.0), bwd_flops(r) / (num(r["ms_keep_k"]) * 1e-3) / 1e12)
+    order = sorted(best, key=lambda k: int(k[1:]))
+    v["acc_center_best"] = ", ".join(f"{best[k]:.1f}" for k in order[:-1]) + f" and {best[order[-1]]:.1f}"
+    if any(ver(r) not in rates for r in t):
+        return v
+    launch, bw, bar = const["FA_BWD_CENTER_LAUNCH_S"], const["FA_BWD_CENTER_BW"], const["FA_BWD_CENTER_MAX_COST"]
+    pre = {id(r): (num(r["predicted_ratio"]) - 1) * bwd_flops(r) / rates[ver(r)] for r in t}   # the rule's, s
+    ratio = sorted((num(r["ms_centered"]) - num(r["ms_keep_k"])) * 1e-3 / pre[id(r)] for r in t)
+    med = ratio[len(ratio) // 2] if len(ratio) % 2 else 0.5 * (ratio[len(ratio) // 2 - 1] + ratio[len(ratio) // 2])
+    v["acc_center_median"] = f"{med:.2f}"
+    v["acc_center_spread"] = f"{ratio[0]:.2f} to {ratio[-1]:.2f}"
+    v["acc_center_median_bw"] = f"{bw / med / 1e12:.1f} TB/s"
+    # the rule with the bytes' time scaled to the median's bandwidth
+    fast = [(num(r["time_ratio"]) - 1, int(ver(r)[1:])) for r in t
+            if ((pre[id(r)] - launch) * med + launch) / (bwd_flops(r) / rates[ver(r)]) < bar
+            and num(r["time_ratio"]) - 1 >= bar]
+    if fast:
+        vers = sorted({n for _, n in fast})
+        v["acc_center_fast_cost"] = f"{min(fast)[0] * 100:.1f} to {max(fast)[0] * 100:.1f}%"
+        v["acc_center_fast_at"] = (f"{len(fast)} measured point{'s' if len(fast) != 1 else ''} of version"
+                                   f"{'s' if len(vers) != 1 else ''} " + ", ".join(map(str, vers)))
+    else:
+        v["acc_center_fast_cost"], v["acc_center_fast_at"] = "none", "no measured point"
+    return v
+
+
 def gpu_values():
     rows = gpu_rows()
     v = {"acc_gpu_status": "absent" if rows is None else "present"}
@@ -170,7 +228,8 @@ def gpu_values():
               "acc_gpu_flash_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
               "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes", "acc_gpu_auto_n",
               "acc_gpu_missed", "acc_gpu_miss", "acc_gpu_miss_by", "acc_gpu_miss_u", "acc_gpu_miss_math_u",
-              "acc_gpu_one_rule_counter", "acc_gpu_rule_commit"):
+              "acc_gpu_one_rule_counter", "acc_gpu_rule_commit", "acc_center_best", "acc_center_median",
+              "acc_center_spread", "acc_center_median_bw", "acc_center_fast_cost", "acc_center_fast_at"):
         v[k] = "n/a"
     if rows is None:
         return v
@@ -278,6 +337,8 @@ def gpu_values():
             _, (N, c, d), lo, hi = max(split)
             v["acc_gpu_one_rule_counter"] = (f"N = {N} {'causal' if c == '1' else 'without a mask'}, d = {d}, "
                                              f"{lo[1]} costs {lo[0] * 100:.1f}% and {hi[1]} {hi[0] * 100:.1f}%")
+        if all(r.get("predicted_ratio") not in (None, "") for r in t):
+            v.update(center_values(t))
     return v
 
 
@@ -291,7 +352,7 @@ def pass_values():
     v = {"acc_pass_status": "absent" if rows is None else "present"}
     for k in ("acc_gpu_full_max", "acc_gpu_full_over_math", "acc_gpu_full_within2", "acc_gpu_full_cost",
               "acc_gpu_full_pass_tflops", "acc_gpu_full_v3_worst", "acc_pass_commit", "acc_pass_date",
-              "acc_pass_rerun"):
+              "acc_pass_rerun", "acc_pass_rate_fail"):
         v[k] = "n/a"
     if rows is None:
         return v
@@ -342,6 +403,15 @@ def pass_values():
         parts.append(f"{len(under)} point{'s' if len(under) != 1 else ''} under 1% {'were' if len(under) != 1 else 'was'}"
                      " left uncentered" + (": " + "; ".join(at(r) for r in under) if under else ""))
         v["acc_pass_rerun"] = ", ".join(parts[:-1]) + " and " + parts[-1]
+        # the versions whose center_rate tests/center_rule.py's check (at least the best rate
+        # measured, within 1% of it) would refuse against this run's best
+        _, rates = center_constants()
+        fail = [int(k[1:]) for k in sorted(best, key=lambda k: int(k[1:]))
+                if k in rates and not best[k] <= rates[k] / 1e12 <= 1.01 * best[k]]
+        v["acc_pass_rate_fail"] = ("no version" if not fail else
+                                   ("version " if len(fail) == 1 else "versions ")
+                                   + ", ".join(map(str, fail[:-1])) + (" and " if len(fail) > 1 else "")
+                                   + str(fail[-1]))
     v.update(pass_ncu_values())
     return v
 

@@ -158,9 +158,10 @@ def decode_table(rows):
 def values():
     """The decoding chapter's numbers (claims.py takes them into values.tsv):
     ours against cuDNN at B 1, H_kv 8, seqlen_k from 8192, graph-replayed and
-    eager; ours eager over its own graph-replayed time; bandwidth fractions."""
+    eager; ours eager over its own graph-replayed time; bandwidth fractions;
+    the copy's own bandwidth (bytes read and written)."""
     keys = ["dec_Ns", "dec_graph", "dec_eager", "dec_self", "dec_frac_ours", "dec_frac_cudnn",
-            "dec_big_ours", "dec_big_cudnn", "dec_big_shape", "dec_status"]
+            "dec_big_ours", "dec_big_cudnn", "dec_big_shape", "dec_status", "dec_copy"]
     v = {k: "n/a" for k in keys}
     v.update(varlen_values())
     v["dec_status"] = "absent"
@@ -174,6 +175,7 @@ def values():
     if not ks or not d["copy_gbps"]:
         return v
     v["dec_status"] = "present"
+    v["dec_copy"] = f"{d['copy_gbps'] / 1e3:.1f} TB/s"
     sp = lambda xs, f="{:.2f}": (f.format(min(xs)) if f.format(min(xs)) == f.format(max(xs))  # noqa: E731
                                   else f"{f.format(min(xs))}-{f.format(max(xs))}")
     kib = lambda n: f"{n // 1024}k"  # noqa: E731

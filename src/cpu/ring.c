@@ -65,6 +65,7 @@ int ring_sub_problem(const attn_params *p, ring_piece q, ring_piece k, attn_para
     sub->seqlen_q = q.len;
     sub->seqlen_k = k.len;
     attn_mask m = attn_mask_of(p);
+    //> ring-pair-kind
     /* The key piece is block k.start / k.len of size k.len: mask.h says which
      * key blocks the query rows visit, and whether the pair is all visible. */
     int jb, je;
@@ -75,6 +76,7 @@ int ring_sub_problem(const attn_params *p, ring_piece q, ring_piece k, attn_para
         sub->window_size_left = sub->window_size_right = -1;
         return RING_FULL;
     }
+    //< ring-pair-kind
     /* Global query q.start + i sees key k.start + j when
      *   i + off - left <= j <= i + off + right,  off = q.start + delta - k.start;
      * the sub-problem's own mask is centred on i + (k.len - q.len) (mask.h's

@@ -41,6 +41,7 @@ void online_softmax_update(double *m, double *l, double *o, const double *x,
     }
     /* Rescale what was accumulated against the old max onto the new one.
      * Before the first unmasked block m = -inf and l = o = 0: alpha = 0. */
+    //> online-rescale
     double a = exp(*m - m_new);
     *l *= a;
     for (int c = 0; c < d; c++) o[c] *= a;
@@ -50,6 +51,7 @@ void online_softmax_update(double *m, double *l, double *o, const double *x,
         for (int c = 0; c < d; c++) o[c] += p * V[(size_t)j * ldv + c];
     }
     *m = m_new;
+    //< online-rescale
     if (alpha) *alpha = a;
 }
 

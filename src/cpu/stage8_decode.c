@@ -157,6 +157,7 @@ void decode_combine(const decode_params *p, int num_splits, const double *O_part
     double *Os = sram_alloc(sram, (size_t)Sq * d, "O_s");
     double *Ls = sram_alloc(sram, (size_t)Sq, "L_s");
     for (size_t row0 = 0; row0 < part_rows; row0 += Sq) {     /* one (sequence, query head) */
+        //> decode-merge-splits
         for (int i = 0; i < Sq; i++) {
             La[i] = -INFINITY;   /* the empty result: no key yet */
             for (int c = 0; c < d; c++) Oa[(size_t)i * d + c] = 0.0;
@@ -166,6 +167,7 @@ void decode_combine(const decode_params *p, int num_splits, const double *O_part
             hbm_load(Ls, L_part + s * part_rows + row0, Sq, 1, 1, io, T_L);
             merge_into(Oa, La, Os, Ls, (size_t)Sq, d);   /* merge.h, as stage 7's ring */
         }
+        //< decode-merge-splits
         hbm_store(O + row0 * d, Oa, Sq, d, d, io, T_O);
         hbm_store(L + row0, La, Sq, 1, 1, io, T_L);
     }

@@ -77,12 +77,14 @@ static void ring_exchange(ring_ctx *x, void *const *send, void *const *recv, siz
 {
     int G = x->G;
     if (!x->virt) {
+        //> ring-hop
         NC(ncclGroupStart());
         for (int r = 0; r < G; r++) {
             NC(ncclSend(send[r], bytes, ncclUint8, (r + 1) % G, x->nccl[r], x->comm[r]));
             NC(ncclRecv(recv[r], bytes, ncclUint8, (r + G - 1) % G, x->nccl[r], x->comm[r]));
         }
         NC(ncclGroupEnd());
+        //< ring-hop
     } else {
         /* One GPU: rank r copies from rank r-1's buffer once r-1 has reached
          * this point, and leaves only when rank r+1 has copied from it. */
