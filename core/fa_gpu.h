@@ -209,15 +209,14 @@ double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p);
  * 16384, H d = 2048, N = 512 to 16384, causal and not, each backward with
  * and without the pre-pass). A version's center_rate is the highest FLOP/s
  * its backward reached there, so its predicted backward time is never
- * longer than a measured one at those shapes. FA_BWD_CENTER_BW is the
- * median over those rows of the pre-pass bytes over the measured
- * difference (ms_centered - ms_keep_k less the launches) when D's kernel
- * read one element a lane: 1.52 TB/s, not the 4 TB/s of a copy. With its
- * 16-byte loads the median difference is 0.58 of this rule's, yet a rule
- * at that bandwidth centers version 3 where the centered backward measured
- * 4.6-8.2% slower: the measured difference spreads 0.1 to 3.9 times the
- * prediction, so the older, slower value stays as the cautious one
- * (tests/center_rule.py holds it to never undercounting the median). The
+ * longer than a measured one at those shapes. FA_BWD_CENTER_BW is a
+ * cautious bandwidth for the pre-pass, not the 4 TB/s of a copy: over
+ * those rows the measured difference (ms_centered - ms_keep_k less the
+ * launches) has a median of 0.58 of this rule's prediction (about 2.6
+ * TB/s) but spreads 0.09 to 2.42 times it, and a rule at 2.5 TB/s centers
+ * version 3 where the centered backward measured 4.6-8.2% slower
+ * (tests/center_rule.py holds the rule to never undercounting the
+ * median and to the measured costs). The
  * cost then falls as 1 / N at a rate per version: with Sq = Sk = N and
  * H = H_kv about 0.8 center_rate / (FA_BWD_CENTER_BW N) without a mask
  * and twice that causal, at the bench shapes 90 / N (v2), 130 / N (v4) and
@@ -228,7 +227,7 @@ double fa_bwd_dq_pass_bytes(int dtype, const attn_params *p);
  * smaller K and pass sooner. Host only, needs no GPU. Source: the byte
  * count of the kernels in stage5_bwd_center.cu and stage5_bwd_prepass.cu
  * (bwd-center, bwd-dot). */
-#define FA_BWD_CENTER_BW 1.5e12          /* bytes/s: the pre-pass as measured (median, rounded down) */
+#define FA_BWD_CENTER_BW 1.5e12          /* bytes/s: the pre-pass, cautiously (under its measured median) */
 #define FA_BWD_CENTER_LAUNCH_S 6.0e-6    /* three launches in one stream */
 #define FA_BWD_CENTER_RATE 500.0e12      /* FLOP/s: a row without center_rate; above every measured one */
 #define FA_BWD_CENTER_MAX_COST 0.03

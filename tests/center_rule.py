@@ -14,11 +14,10 @@ host code, no GPU needed):
             FLOP/s (fa_flops over ms_keep_k) that version reached there and
             within 1% of it; FA_BWD_CENTER_BW does not undercount the
             measured pre-pass: the median of measured over predicted
-            pre-pass time at most 1.1. Not at least 0.9: after the pre-pass
-            that forms D went to 16-byte loads the median fell to 0.58, but
-            the bandwidth that matches it (2.5 TB/s) makes the rule center
-            version 3 where the centered backward measured 4.6-8.2% slower
-            (the spread of the ratio, 0.1 to 3.9, says one bandwidth models
+            pre-pass time at most 1.1. Not at least 0.9: the median is 0.58,
+            but the bandwidth that matches it (2.5 TB/s) makes the rule
+            center version 3 where the centered backward measured 4.6-8.2%
+            slower (the ratio spreads 0.09 to 2.42, so one bandwidth models
             the cost only roughly); the cost check above is what binds
   form      with Sq = Sk = N the cost is about 90 / N (v2), 130 / N (v4)
             and 280 / N (v3) without a mask and twice that causal (within
