@@ -42,16 +42,12 @@ Usage (on a GPU machine; make build/libfa_gpu.so first):
     python3 scripts/gpu/train_compare.py --steps 50 --csv /tmp/t.csv     # a quick look
     python3 scripts/gpu/train_compare.py --compare --steps 200 --seeds 3 \
         --models small,llama-d64,llama-d128 --csv data/gpu/train_compare.csv
-        (eager and torch.compile(fullgraph=True), ours, SDPA flash and SDPA
-        cuDNN, and fp32_math as each seed's reference, for each model of
-        --models (MODELS: small is the model above; llama-d64 and llama-d128
-        have a Llama-style model's attention, hidden 1024 with 16 query
-        heads on 4 key/value heads of d 64, or 8 on 2 of d 128, 4 sequences
-        of 1024 tokens a step; SDPA runs grouped heads through enable_gqa
-        where the backend takes it, else on K, V repeated as transformers'
-        repeat_kv does, and how_called says which): per model, run and seed
-        the final loss, its drift from fp32_math's, ms per step; a table
-        over the seeds with ours over the faster SDPA run. --budget S stops
+        (eager and torch.compile(fullgraph=True), ours, SDPA flash and cuDNN,
+        fp32_math as each seed's reference, per model of MODELS; SDPA runs
+        grouped heads through enable_gqa where the backend takes it, else on
+        K, V repeated as transformers' repeat_kv does (how_called says which):
+        per model, run and seed the final loss, its drift from fp32_math's, ms
+        per step; a table with ours over the faster SDPA run. --budget S stops
         adding seeds of a model after S seconds, 150 by default)
     python3 scripts/gpu/train_compare.py --summary build/paper/train_loss.md
         (no GPU and no torch needed: the Markdown table of the comparison
