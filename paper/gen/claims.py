@@ -44,7 +44,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "scripts", "gpu"))   # train_compare.py
+    os.path.abspath(__file__)))), "scripts", "gpu"))   # train_report.py
 from claimlib import CLAIMS, QUOTES, Table, path  # noqa: E402
 import claims_cpu  # noqa: E402,F401  (registers the CPU claims first)
 import claims_gpu  # noqa: E402,F401  (then the GPU's)

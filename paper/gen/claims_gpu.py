@@ -286,8 +286,8 @@ def fault_inputs(t):
 def torch_op(t):
     """The training comparison's model and run (scripts/gpu/train_compare.py's
     DEFAULTS), and what the op saves for the backward at that size."""
-    import train_compare
-    c = train_compare.DEFAULTS
+    import train_report
+    c = train_report.DEFAULTS
     B, H, N = c["batch"], c["heads"], c["context"]
     for k in ("steps", "layers", "d_model", "heads", "context", "batch"):
         t.value("train_" + k, str(c[k]))
@@ -305,7 +305,7 @@ def torch_op(t):
         t.value(k, "n/a")
     cur = path("data", "gpu", "train_loss.csv")
     if os.path.exists(cur):
-        summ = train_compare.summarize(train_compare.read_csv(cur)[0])
+        summ = train_report.summarize(train_report.read_csv(cur)[0])
         s = summ["final"]
         if "sdpa_flash_rerun" in s and "sdpa_flash" in s:
             t.value("train_rerun", f"{abs(s['sdpa_flash_rerun'] - s['sdpa_flash']):.4f}")
@@ -319,9 +319,9 @@ def torch_op(t):
         t.row("Training with our op ends where PyTorch's kernels do", "not in the chapter",
               "not measured in this build: no data/gpu/train_loss.csv", "data/gpu/train_loss.csv")
     if os.path.exists(first):
-        losses, pv = train_compare.read_csv(first)
-        s = train_compare.summarize(losses)
-        dev = abs(s["final"]["ours"] - s["final"][train_compare.REF])
+        losses, pv = train_report.read_csv(first)
+        s = train_report.summarize(losses)
+        dev = abs(s["final"]["ours"] - s["final"][train_report.REF])
         t.value("train_first_commit", pv.get("commit", "?"))
         t.value("train_first_dev", f"{dev:.4f}")
         t.value("train_first_spread", f"{s['spread']:.4f}")
