@@ -109,11 +109,7 @@ def write_summary(csv_path, md_path):
     text += (f"Wall time per call of loops of calls, bf16, d = {D} unless given; {p.get('gpu', '?')}, "
              f"driver {p.get('driver', '?')}, CUDA {p.get('cuda', '?')}, torch {p.get('torch', '?')}, "
              f"commit {p.get('commit', '?')}, {p.get('date', '?')}.\n")
-    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
-    with open(md_path, "w") as f:
-        f.write(text)
-    print(f"bench_op_overhead: wrote {md_path} from {csv_path}")
-    return 0
+    return prov.write_summary("bench_op_overhead", md_path, csv_path, text)
 
 
 def parse_args(argv):

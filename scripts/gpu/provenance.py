@@ -63,6 +63,16 @@ def summary_rows(prog, csv_path, md_path, what="table"):
         return list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
 
 
+def write_summary(prog, md_path, csv_path, text):
+    """A summary's Markdown `text` written to md_path (its folder made), and
+    one line saying so; returns 0 (the exit status of a --summary run)."""
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(f"{prog}: wrote {md_path} from {csv_path}")
+    return 0
+
+
 def torch_versions():
     """(cuda, torch, cudnn) as torch reports them; "none" for each without torch."""
     try:

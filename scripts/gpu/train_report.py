@@ -9,7 +9,6 @@ claims read so that the chapter's numbers are the script's own.
 import argparse
 import csv
 import math
-import os
 
 import provenance as prov   # scripts/gpu/, this module's own folder
 
@@ -110,21 +109,13 @@ def write_summary(csv_path, md_path):
                      f"({'within' if dev <= 2 * s['spread'] else 'outside'} twice the spread)")
         text += ". "
     text += f"{s['steps']} steps per run; {run_facts(p)}.\n"
-    return write_md(md_path, csv_path, text)
+    return prov.write_summary("train_compare", md_path, csv_path, text)
 
 
 def run_facts(p):
     """The provenance of a run as the summaries state it, from a CSV row p."""
     return (f"{p.get('gpu', '?')}, driver {p.get('driver', '?')}, CUDA {p.get('cuda', '?')}, "
             f"torch {p.get('torch', '?')}, commit {p.get('commit', '?')}, {p.get('date', '?')}")
-
-
-def write_md(md_path, csv_path, text):
-    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
-    with open(md_path, "w") as f:
-        f.write(text)
-    print(f"train_compare: wrote {md_path} from {csv_path}")
-    return 0
 
 
 def describe(cfg):
@@ -193,4 +184,4 @@ def write_compare_summary(csv_path, md_path):
                       if m in MODELS)
     p = raw[0] if raw else {}
     text += f"{rows[0]['steps'] if rows else 0} steps a run. {sizes}. {run_facts(p)}.\n"
-    return write_md(md_path, csv_path, text)
+    return prov.write_summary("train_compare", md_path, csv_path, text)
