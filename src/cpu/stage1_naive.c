@@ -177,6 +177,7 @@ double gradcheck_central(const attn_params *p, const double *Q, const double *K,
     memcpy(X[2], V, nkv * sizeof(double));
     const double *analytic[3] = {dQ, dK, dV};
     size_t sizes[3] = {nq, nkv, nkv};
+    //> gradcheck-loop
     double max_diff = 0, max_grad = 0;
     for (int t = 0; t < 3; t++)
         for (size_t x = 0; x < sizes[t]; x++) {
@@ -197,6 +198,7 @@ double gradcheck_central(const attn_params *p, const double *Q, const double *K,
     free(O);
     free(L);
     return max_diff / fmax(max_grad, DBL_MIN);
+    //< gradcheck-loop
 }
 //< gradcheck
 

@@ -43,6 +43,7 @@ void FN(naive_forward)(const attn_params *p, const T *Q, const T *K, const T *V,
         STORE(S + (size_t)i * Sk, row, 1, Sk, Sk, io, T_S);
     }
 
+    //> naive-softmax
     /* 2. P = softmax of each row of S, read back from slow memory. Subtracting
      * the row max keeps every exponent <= 0, so nothing overflows. A row whose
      * keys are all masked has m = -inf: its softmax is empty (P = 0, L = -inf),
@@ -65,6 +66,7 @@ void FN(naive_forward)(const attn_params *p, const T *Q, const T *K, const T *V,
         STORE(P + (size_t)i * Sk, row, 1, Sk, Sk, io, T_P);
         STORE(L + i, &Li, 1, 1, 1, io, T_L);
     }
+    //< naive-softmax
 
     /* 3. O = P V, reading P back once more. */
     LOAD(kv, V, Sk, d, d, io, T_V);

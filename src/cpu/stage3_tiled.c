@@ -120,6 +120,7 @@ void flash_forward(const attn_params *p, const double *Q, const double *K, const
             l[r] = 0.0;
             for (int c = 0; c < d; c++) Oi[(size_t)r * d + c] = 0.0;
         }
+        //> tiled-forward-blocks
         for (int j = jb; j < je; j++) {            /* inner loop: key/value blocks */
             int j0 = j * Bc, bc = imin(Bc, Sk - j0);
             hbm_load(Kj, K + (size_t)j0 * d, bc, d, d, io, T_K);
@@ -149,6 +150,7 @@ void flash_forward(const attn_params *p, const double *Q, const double *K, const
             online_softmax_finalize(m[r], l[r], Oi + (size_t)r * d, d, &m[r]);
         hbm_store(O + (size_t)i0 * d, Oi, br, d, d, io, T_O);
         hbm_store(L + i0, m, br, 1, 1, io, T_L);
+        //< tiled-forward-blocks
     }
 }
 //< tiled-forward
@@ -178,6 +180,7 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
     double *Pij = sram_alloc(sram, (size_t)Br * Bc, "P_ij");
     double *dSij = sram_alloc(sram, (size_t)Br * Bc, "dP_ij, then dS_ij");
     int Tr = ceil_div(Sq, Br), Tc = ceil_div(Sk, Bc);
+    //> tiled-backward-d
     /* D_i = dO_i . O_i, once per row (it equals sum_j P_ij dP_ij). The O
      * block passes through Q_i's tile, which is free until the main loop.
      * A query block that sees no key gets dQ = 0 here: no key block will
@@ -198,6 +201,7 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
                 hbm_store(dQ + h * qd + (size_t)i0 * d, dQi, br, d, d, io, T_dQ);
             }
         }
+    //< tiled-backward-d
 
     for (int j = 0; j < Tc; j++) {                 /* outer loop: key/value blocks */
         int j0 = j * Bc, bc = imin(Bc, Sk - j0);
@@ -221,6 +225,7 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
             hbm_load(Li, L + (size_t)h * Sq + i0, br, 1, 1, io, T_L);
             hbm_load(Di, D + (size_t)h * Sq + i0, br, 1, 1, io, T_D);
 
+            //> tiled-backward-p-ds
             /* Rebuild P from S and L: exp(S - L) is already normalized. A
              * hidden key, or a row that sees no key (L = -inf), gives 0. */
             bool whole = mask_tile_unmasked(mask, i0, i0 + br, j0, j0 + bc);
@@ -247,6 +252,8 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
                     if (flash_backward_rounding.dS)
                         dSij[(size_t)r * bc + c] = flash_backward_rounding.dS(dSij[(size_t)r * bc + c]);
                 }
+            //< tiled-backward-p-ds
+            //> tiled-backward-dk-dq
             /* dK_j += scale * dS^T Q_i */
             for (int r = 0; r < br; r++)
                 for (int c = 0; c < bc; c++) {
@@ -268,6 +275,7 @@ void flash_backward(const attn_params *p, const double *Q, const double *K, cons
                     for (int k = 0; k < d; k++) dQi[(size_t)r * d + k] += g * Kj[(size_t)c * d + k];
                 }
             hbm_store(dQ + h * qd + (size_t)i0 * d, dQi, br, d, d, io, T_dQ);
+            //< tiled-backward-dk-dq
             if (stats) stats->tiles_visited++;
         }
         /* dK_j and dV_j are complete: every query block of every head of the
