@@ -81,6 +81,7 @@ FA_HD bool mask_visible(attn_mask m, int i, int j)
 //< mask-visible
 
 //> mask-ranges
+//> mask-key-ends
 /* First and last key query i sees, clipped to [0, seqlen_k - 1]; the row is
  * empty when key_first > key_last. Both ends are those of mask_visible. */
 FA_HD int mask_key_first(attn_mask m, int i)
@@ -92,6 +93,7 @@ FA_HD int mask_key_last(attn_mask m, int i)
     return m.window_size_right < 0 ? m.seqlen_k - 1
                                    : mask_imin(m.seqlen_k - 1, i + mask_delta(m) + m.window_size_right);
 }
+//< mask-key-ends
 /* First and last query that sees key j, clipped to [0, seqlen_q - 1]; empty
  * when query_first > query_last (a key nobody sees: dK, dV rows of zero). */
 FA_HD int mask_query_first(attn_mask m, int j)
@@ -111,6 +113,7 @@ FA_HD bool mask_row_empty(attn_mask m, int i) { return mask_key_first(m, i) > ma
  * handing out the longest blocks first relies on. */
 FA_HD bool mask_work_grows(attn_mask m) { return m.window_size_left < 0 && m.window_size_right >= 0; }
 
+//> mask-key-blocks
 /* Key blocks of size Bc that the query rows [i0, i1) visit: blocks
  * [*jb_begin, *jb_end); returns the count (0: every row of the block is
  * empty, the block writes O = 0 and L = -inf without reading K or V). */
@@ -122,6 +125,7 @@ FA_HD int mask_key_blocks(attn_mask m, int i0, int i1, int Bc, int *jb_begin, in
     *jb_end = hi / Bc + 1;
     return *jb_end - *jb_begin;
 }
+//< mask-key-blocks
 /* Query blocks of size Br that see any key of [j0, j1): blocks
  * [*ib_begin, *ib_end); returns the count. */
 FA_HD int mask_query_blocks(attn_mask m, int j0, int j1, int Br, int *ib_begin, int *ib_end)
@@ -164,6 +168,7 @@ FA_HD int64_t mask_tiles_visited(attn_mask m, int Br, int Bc)
     }
     return n;
 }
+//> mask-rows-read
 /* Key rows the forward reads, summed over query blocks (each visited key
  * block contributes its rows; the last block may be short). */
 FA_HD int64_t mask_key_rows_read(attn_mask m, int Br, int Bc)
@@ -187,6 +192,7 @@ FA_HD int64_t mask_query_rows_read(attn_mask m, int Br, int Bc)
     }
     return n;
 }
+//< mask-rows-read
 /* Rows of the query blocks (size Br) that visit at least one key block: the
  * rows whose Q a forward reads. The others belong to blocks of empty rows. */
 FA_HD int64_t mask_query_rows_active(attn_mask m, int Br)

@@ -357,6 +357,7 @@ flash_errors flash_errors_vs(const attn_problem *in, const double *O, const doub
     const attn_params *p = &in->params;
     size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);
     flash_errors e = {0, 0, 0, 0, 0};
+    //> tolerance-scales
     /* O is a convex combination of rows of V: its rounding scales with
      * max|V|, however small O itself comes out. L = m + log l rounds
      * relative to its own size, and log l is O(1). */
@@ -374,6 +375,7 @@ flash_errors flash_errors_vs(const attn_problem *in, const double *O, const doub
         e.dK = rel_err(dK, rdK, nkv, fmax(max_abs_finite(rdK, nkv), s * max_abs_finite(in->Q, nq)));
         e.dV = rel_err(dV, rdV, nkv, fmax(max_abs_finite(rdV, nkv), mdO));
     }
+    //< tolerance-scales
     return e;
 }
 

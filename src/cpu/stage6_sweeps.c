@@ -164,6 +164,7 @@ static void reference_ld(const attn_params *p, const double *Q, const double *K,
     long double *P = xmalloc((size_t)Sq * Sk, sizeof(long double), "P (long double)");
     long double *acc = xmalloc(3 * (size_t)Sk * d, sizeof(long double), "dK, dV (long double)");
     for (size_t x = 0; x < 3 * (size_t)Sk * d; x++) acc[x] = 0;
+    //> long-double-softmax
     for (int i = 0; i < Sq; i++) {
         long double m = -INFINITY, l = 0, Dl = 0;
         long double *Pi = P + (size_t)i * Sk;
@@ -181,6 +182,7 @@ static void reference_ld(const attn_params *p, const double *Q, const double *K,
             Dl += o * dO[(size_t)i * d + c];
         }
         L[i] = l > 0 ? (double)(m + logl(l)) : -INFINITY;
+        //< long-double-softmax
         for (int c = 0; c < d; c++) dQ[(size_t)i * d + c] = 0;
         long double *dq = acc + 2 * (size_t)Sk * d;   /* scratch row */
         for (int c = 0; c < d; c++) dq[c] = 0;
