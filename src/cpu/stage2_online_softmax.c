@@ -29,6 +29,7 @@
 #include <string.h>
 
 //> online-update
+//> online-step
 void online_softmax_update(double *m, double *l, double *o, const double *x,
                            const double *V, int nb, int d, int ldv, double *alpha)
 {
@@ -54,6 +55,7 @@ void online_softmax_update(double *m, double *l, double *o, const double *x,
     //< online-rescale
     if (alpha) *alpha = a;
 }
+//< online-step
 
 void online_softmax_finalize(double m, double l, double *o, int d, double *L)
 {
@@ -71,6 +73,7 @@ void online_softmax_finalize(double m, double l, double *o, int d, double *L)
 void online_softmax_weighted_sum(const double *x, const double *V, int N, int d, int block,
                                  double *out, double *L, io_counter *io, FILE *trace)
 {
+    //> online-loop
     double m = -INFINITY, l = 0.0;     /* the whole state: m, l and out (d,) */
     for (int c = 0; c < d; c++) out[c] = 0.0;
     for (int j0 = 0, b = 1; j0 < N; j0 += block, b++) {
@@ -90,6 +93,7 @@ void online_softmax_weighted_sum(const double *x, const double *V, int N, int d,
     online_softmax_finalize(m, l, out, d, L);
     io_write(io, T_O, (uint64_t)d);
     io_write(io, T_L, 1);
+    //< online-loop
     /* alpha is in [0, 1] and l in [1, N]: fixed decimals suit them; m and L
      * may be any size, so %g beyond 1e6 */
     if (trace)
