@@ -20,7 +20,11 @@ set datafile separator ","
 set datafile commentschars "#"
 set datafile missing NaN   # so that rows filtered out by a ternary do not break lines
 set grid xtics ytics mxtics mytics lc rgb "#dddddd" lw 0.5
-set key top left box opaque samplen 2 spacing 1.1
+# the legend outside the data, at the text's size: every figure places its
+# own (at screen, below the panels with a bottom margin to hold it, or in a
+# side margin), or none; tests/paper_figures.py fails on a legend inside a
+# plot. (Plain "below" overlapped the x axis label in gnuplot 5.4.)
+set key at screen 0.5, screen 0.01 center bottom vertical box opaque samplen 2 spacing 1.1 font ",9"
 set border lw 0.8
 # one colour per algorithm/pass, the same in every figure
 c_naive_f = "#b2182b"; c_naive_b = "#e66101"
