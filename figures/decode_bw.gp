@@ -17,7 +17,7 @@ set yrange [0:*]   # autoscaled above: no point clipped
 # one legend for both panels, below them, outside the data, at the text's
 # size, naming both kinds of line: the left panel draws it, the right none
 set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 4 maxrows 2 font ",9" spacing 1.1 samplen 3 box opaque
+set key at screen 0.5, screen 0.01 center bottom vertical maxrows 2 font ",9" spacing 1.1 samplen 3 box opaque
 sel(h, b) = ($1 == h && $2 == b)
 # each batch size a colour and a shape (circle, square, triangle, diamond),
 # filled for ours and open for SDPA, so that the eight lines part in grey too
