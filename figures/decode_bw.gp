@@ -17,15 +17,19 @@ set yrange [0:*]   # autoscaled above: no point clipped
 # one legend for both panels, below them, outside the data, at the text's
 # size, naming both kinds of line: the left panel draws it, the right none
 set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 2 font ",9" spacing 1.1 samplen 3 box opaque
+set key at screen 0.5, screen 0.01 center bottom vertical maxrows 2 font ",9" spacing 1.1 samplen 3 box opaque
 sel(h, b) = ($1 == h && $2 == b)
+# each batch size a colour and a shape (circle, square, triangle, diamond),
+# filled for ours and open for SDPA, so that the eight lines part in grey too
+pt_ours = "7 5 9 13"
+pt_sdpa = "6 4 8 12"
 do for [h in "8 32"] {
     hh = int(h)
     set title sprintf("H = 32, H_{kv} = %d (solid: ours, dashed: SDPA best)", hh) font ",9"
     plot for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):4 with linespoints \
-             pt 7 ps 0.5 lt i dt 1 title sprintf("ours B = %s", word("1 4 16 64", i)), \
+             pt (word(pt_ours, i) + 0) ps 0.6 lt i dt 1 title sprintf("ours B = %s", word("1 4 16 64", i)), \
          for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):5 with linespoints \
-             pt 6 ps 0.5 lt i dt 2 title sprintf("SDPA B = %s", word("1 4 16 64", i))
+             pt (word(pt_sdpa, i) + 0) ps 0.6 lt i dt 2 title sprintf("SDPA B = %s", word("1 4 16 64", i))
     unset key
 }
 unset multiplot

@@ -5,7 +5,8 @@
 # read from the file's tolerance column (core/tolerances.h wrote them). An
 # error of exactly 0 has no place on a log axis: it is drawn on the bottom
 # line, which is labelled "0 (exact)". The legend sits below the plot, off
-# the bound lines.
+# the bound lines, which have a dash pattern each (dashes, dash-dot,
+# dash-dot-dot) so that they part in grey too.
 # Input: data/cpu/exactness.csv (or csv=...), written by build/test_cpu --csv.
 if (!exists("csv")) csv = "data/cpu/exactness.csv"
 Hgt = 3.9
@@ -33,5 +34,5 @@ plot \
   csv using (chk("gradcheck_rel") ? $3 : NaN):(pos($8)) with points pt 9 ps 0.6 lc rgb c_naive_f title "gradient check (rel.)", \
   csv using (chk("online_vs_two_pass_max_abs") ? $3 : NaN):(pos($8)) with points pt 13 ps 0.8 lc rgb c_other title "online softmax, largest of 1000 rows (abs)", \
   TF_max with lines lc rgb c_tiled_f dt 2 title sprintf("bound O, L: %.0e", TF_max), \
-  TB_max with lines lc rgb c_tiled_b dt 2 title sprintf("bound dQ, dK, dV: %.0e", TB_max), \
-  TG_max with lines lc rgb c_naive_f dt 2 title sprintf("bound gradient check: %.0e", TG_max)
+  TB_max with lines lc rgb c_tiled_b dt 4 title sprintf("bound dQ, dK, dV: %.0e", TB_max), \
+  TG_max with lines lc rgb c_naive_f dt 5 title sprintf("bound gradient check: %.0e", TG_max)

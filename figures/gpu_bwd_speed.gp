@@ -31,13 +31,12 @@ py = "import csv,sys\n" . \
      "c=lambda r: 1 if r.get('causal') in ('1','True','true') else 0\n" . \
      "def g(r):\n try: return float(r.get('graph_ms') or 0)>0\n except ValueError: return False\n" . \
      "if len(sys.argv)==2: print(' '.join(sorted({r['d'] for r in rows}, key=int)))\n" . \
-     "elif sys.argv[2]=='all': print(' '.join(sorted({r['impl'] for r in rows})))\n" . \
      "else: print(' '.join(sorted({r['impl'] for r in rows if c(r)==int(sys.argv[2]) and r['d']==sys.argv[3] and g(r)})))"
 dims = system(sprintf("python3 -c \"%s\" '%s'", py, csv))
 impls(c, dd) = system(sprintf("python3 -c \"%s\" '%s' %d %s", py, csv, c, dd))
-# one colour and point per path in every panel: its place in the list of all
-all = system(sprintf("python3 -c \"%s\" '%s' all 0", py, csv))
-colour(w) = sum [i = 1:words(all)] (word(all, i) eq w ? i : 0)
+# one colour and point shape per path in every panel, and the same as in the
+# forward figures: impl_lt of figures/style.gp (thirteen paths: the eight
+# colours of line types 1-8 alone repeated, v0's beside v4 det's)
 causal(s) = (s eq "1" || s eq "True" || s eq "true") ? 1 : 0
 set logscale x 2
 set logscale y 10
@@ -47,7 +46,7 @@ set yrange [1:1000]
 # panel's lines run under it (the first panel, which has every path, draws it)
 # (four rows: in three, the fifth column ran past the box and the page)
 set key at screen 0.5, screen 0.01 center bottom maxrows 4 width 1 font ",9" spacing 1.1 box opaque
-set ylabel "backward TFLOP/s"
+set ylabel "backward throughput (TFLOP/s)"
 if (words(dims) == 0) { dims = "64" }
 set multiplot layout 2, words(dims) margins screen 0.09, 0.98, 0.22, 0.96 spacing screen 0.09, 0.08
 first = 1
@@ -66,8 +65,8 @@ do for [c = 0:1] {
             plot for [k = 1:words(these)] csv using \
                  (((strcol(10) eq "bwd" || strcol(10) eq "backward") && strcol(11) eq "bf16" && causal(strcol(12)) == c && \
                    $16 == dd + 0 && strcol(9) eq word(these, k)) ? $15 : NaN):(column(22) > 0 ? $18 * $17 / $22 : NaN) \
-                 smooth unique with linespoints pt colour(word(these, k)) ps 0.9 \
-                 lc colour(word(these, k)) title word(these, k)
+                 smooth unique with linespoints pt impl_lt(word(these, k)) ps 0.9 \
+                 lt impl_lt(word(these, k)) title word(these, k)
         }
     }
 }

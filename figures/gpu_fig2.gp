@@ -19,12 +19,17 @@ set termoption noenhanced
 set logscale y 10
 set ylabel "bytes moved (GB, log scale)"
 set yrange [0.1:*]
-set key top right font ",9"
-plot dat using 2:xtic(1) lc rgb c_tiled_f title "DRAM read + write", \
-     dat using 6 lc rgb "#1b7837" title "L2, requested by the SMs", \
-     dat using 3 lc rgb c_tiled_b title "L2, all traffic", \
-     dat using 4 lc rgb c_other title "IO model"
+# one legend above both panels, outside the bars; each byte count a fill of
+# its own (solid dark, cross-hatched, solid light, empty) so that the four
+# bars of a path part in grey too; the time panel's one series needs none
+set tmargin 3.5
+set key at screen 0.5, screen 0.995 center top horizontal maxcols 4 font ",9" samplen 2 box opaque
+plot dat using 2:xtic(1) fs solid 0.9 border -1 lc rgb c_tiled_f title "DRAM read + write", \
+     dat using 6 fs pattern 2 border -1 lc rgb "#1b7837" title "L2, requested by the SMs", \
+     dat using 3 fs solid 0.45 border -1 lc rgb c_tiled_b title "L2, all traffic", \
+     dat using 4 fs empty border -1 lc rgb "#000000" title "IO model"
 set ylabel "forward time (ms, log scale)"
 set yrange [0.1:*]
+unset key
 plot dat using 5:xtic(1) lc rgb c_naive_f title "forward time"
 unset multiplot

@@ -14,13 +14,12 @@ impls = system("awk '!/^#/ {gsub(/\"/, \"\", $1); print $1}' " . dat . " | sort 
 # the paths the IO model covers (column 5 not nan): the SDPA kernels have no
 # model line, and plotting an all-NaN series would only warn
 models = system("awk '!/^#/ && $5 != \"nan\" {gsub(/\"/, \"\", $1); print $1}' " . dat . " | sort -u | tr '\\n' ' '")
-# index of a path in impls, so that its model line has the colour of its points
-idx(s, k) = (k > words(impls)) ? 0 : ((word(impls, k) eq s) ? k : idx(s, k + 1))
+# a path's colour and shape: impl_lt of figures/style.gp (its model line the same colour)
 # their dashed model lines, as plot clauses expanded at the end of each plot
 # (none at all when no path has a model: an empty iteration still warns)
 model_curves = ""
 do for [m in models] {
-    model_curves = model_curves . sprintf(", dat using ((strcol(1) eq '%s') ? $2 : NaN):5 smooth unique with lines dt 2 lc %d notitle", m, idx(m, 1))
+    model_curves = model_curves . sprintf(", dat using ((strcol(1) eq '%s') ? $2 : NaN):5 smooth unique with lines dt 2 lc %d notitle", m, impl_lt(m))
 }
 set logscale x 2
 set logscale y 10
@@ -36,7 +35,7 @@ set multiplot layout 1, 2
 set ylabel "bytes through DRAM (GB)"
 set title "DRAM (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):3 \
-         smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k), \
+         smooth unique with linespoints pt impl_lt(word(impls, k)) ps 0.6 lt impl_lt(word(impls, k)) title word(impls, k), \
      dat using 2:6 smooth unique with lines lw 2 lc rgb "#000000" dt 3 title "compulsory bytes" \
      @model_curves
 # L2 bytes the SMs requested (column 7) where the data has them, else all L2 traffic
@@ -45,6 +44,6 @@ unset key
 set ylabel "bytes requested from L2 (GB)"
 set title "L2 (points) and IO model (dashed)"
 plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k)) ? $2 : NaN):(l2($7, $4)) \
-         smooth unique with linespoints pt k ps 0.6 lc k title word(impls, k) \
+         smooth unique with linespoints pt impl_lt(word(impls, k)) ps 0.6 lt impl_lt(word(impls, k)) title word(impls, k) \
      @model_curves
 unset multiplot

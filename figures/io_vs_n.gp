@@ -4,6 +4,7 @@
 # evaluated by the programs for the same N (column formula_elements).
 # Input: data/cpu/io_sweep.csv (or csv=...).
 if (!exists("csv")) csv = "data/cpu/io_sweep.csv"
+Hgt = 3.6
 load "figures/style.gp"
 set logscale xy 2
 set format y "10^{%T}"
@@ -12,6 +13,9 @@ set xlabel "sequence length N (tokens)"
 set ylabel "slow-memory traffic (bytes, fp64)"
 set xrange [100:5000]
 set xtics (128, 256, 512, 1024, 2048, 4096)
+# the legend below the plot, under the axis label, off the points and the lines
+set bmargin 6.5
+set key at screen 0.5, screen 0.01 center bottom vertical maxrows 2 font ",9" box opaque
 sel(a, p) = (strcol(1) eq a && strcol(2) eq p && (a eq "naive" || strcol(6) eq "16384"))
 plot \
   csv using (sel("naive","forward") ? $4 : NaN):($10*8) smooth unique with lines lc rgb c_naive_f dt 2 notitle, \

@@ -6,6 +6,7 @@
 # stage divides exp(S - m) by l and does not. Lines: eps max|L| and the
 # tolerance the checks use. Input: data/cpu/lse_error.csv.
 if (!exists("csv")) csv = "data/cpu/lse_error.csv"
+Hgt = 3.9
 load "figures/style.gp"
 set logscale xy 10
 set format x "10^{%T}"
@@ -14,7 +15,9 @@ set xlabel "max |L| (logsumexp of a row)"
 set ylabel "backward error (relative)"
 set xrange [1:1e6]
 set yrange [1e-17:1e-8]
-set key top left font ",9"
+# the legend below the plot, under the axis label, off the points and the lines
+set bmargin 7.5
+set key at screen 0.5, screen 0.01 center bottom vertical maxrows 3 font ",9" box opaque
 sel(a, peaked) = (strcol(4) eq a && (peaked ? $1 == 1 : $1 != 1))
 epsd = 2.220446049250313e-16
 plot \

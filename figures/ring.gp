@@ -15,10 +15,12 @@ load "figures/style.gp"
 row(p, c) = (strcol(13) eq p && $10 == c)
 stats csv using ($9) name "GG" nooutput
 G = int(GG_max)
+# the communication hidden, backward: purple, apart from the forward's grey
+c_hid_b = "#762a83"
 set multiplot layout 1, 2
 set logscale x 2
 set format x "2^{%L}"
-set xlabel "sequence length N"
+set xlabel "sequence length N (tokens)"
 set ylabel "throughput (TFLOP/s)"
 set yrange [0:*]
 # legends below the panels, at the text's size: inside they covered the
@@ -34,16 +36,20 @@ plot \
   csv using (row("fwd", 1) ? $16 : NaN):24 with linespoints pt 7 ps 0.5 lc rgb c_tiled_f dt 2 notitle, \
   csv using (row("fwd", 1) ? $16 : NaN):25 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 2 notitle, \
   csv using (row("bwd", 1) ? $16 : NaN):24 with linespoints pt 6 ps 0.5 lc rgb c_tiled_b dt 2 notitle, \
-  csv using (row("bwd", 1) ? $16 : NaN):25 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 2 notitle
-set ylabel "fraction"
+  csv using (row("bwd", 1) ? $16 : NaN):25 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 2 notitle, \
+  NaN with lines lc rgb "#000000" dt 1 title "no mask", \
+  NaN with lines lc rgb "#000000" dt 2 title "causal"
+set ylabel "fraction (efficiency, share hidden)"
 set yrange [0:1.05]
 plot \
   csv using (row("fwd", 0) ? $16 : NaN):26 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 1 title "efficiency fwd", \
   csv using (row("bwd", 0) ? $16 : NaN):26 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 1 title "efficiency bwd", \
   csv using (row("fwd", 0) ? $16 : NaN):23 with linespoints pt 9 ps 0.5 lc rgb c_other dt 1 title "comm hidden fwd", \
-  csv using (row("bwd", 0) ? $16 : NaN):23 with linespoints pt 8 ps 0.5 lc rgb c_other dt 1 title "comm hidden bwd", \
+  csv using (row("bwd", 0) ? $16 : NaN):23 with linespoints pt 8 ps 0.5 lc rgb c_hid_b dt 1 title "comm hidden bwd", \
   csv using (row("fwd", 1) ? $16 : NaN):26 with linespoints pt 5 ps 0.5 lc rgb c_naive_f dt 2 notitle, \
   csv using (row("bwd", 1) ? $16 : NaN):26 with linespoints pt 4 ps 0.5 lc rgb c_naive_b dt 2 notitle, \
   csv using (row("fwd", 1) ? $16 : NaN):23 with linespoints pt 9 ps 0.5 lc rgb c_other dt 2 notitle, \
-  csv using (row("bwd", 1) ? $16 : NaN):23 with linespoints pt 8 ps 0.5 lc rgb c_other dt 2 notitle
+  csv using (row("bwd", 1) ? $16 : NaN):23 with linespoints pt 8 ps 0.5 lc rgb c_hid_b dt 2 notitle, \
+  NaN with lines lc rgb "#000000" dt 1 title "no mask", \
+  NaN with lines lc rgb "#000000" dt 2 title "causal"
 unset multiplot

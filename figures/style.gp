@@ -20,7 +20,11 @@ set datafile separator ","
 set datafile commentschars "#"
 set datafile missing NaN   # so that rows filtered out by a ternary do not break lines
 set grid xtics ytics mxtics mytics lc rgb "#dddddd" lw 0.5
-set key top left box opaque samplen 2 spacing 1.1
+# the legend outside the data, at the text's size: every figure places its
+# own (at screen, below the panels with a bottom margin to hold it, or in a
+# side margin), or none; tests/paper_figures.py fails on a legend inside a
+# plot. (Plain "below" overlapped the x axis label in gnuplot 5.4.)
+set key at screen 0.5, screen 0.01 center bottom vertical box opaque samplen 2 spacing 1.1 font ",9"
 set border lw 0.8
 # one colour per algorithm/pass, the same in every figure
 c_naive_f = "#b2182b"; c_naive_b = "#e66101"
@@ -36,3 +40,21 @@ set linetype 5 lc rgb "#8c6d00"
 set linetype 6 lc rgb "#000000"
 set linetype 7 lc rgb "#56b4e9"
 set linetype 8 lc rgb "#7f7f7f"
+# 9-16 for figures with more lines than eight: hues unlike 1-8 (in print
+# each line also has a point shape of its own, pt k, k = 1..15)
+set linetype 9 lc rgb "#882255"
+set linetype 10 lc rgb "#332288"
+set linetype 11 lc rgb "#e69f00"
+set linetype 12 lc rgb "#117733"
+set linetype 13 lc rgb "#aa4499"
+set linetype 14 lc rgb "#661100"
+set linetype 15 lc rgb "#44aa99"
+set linetype 16 lc rgb "#999933"
+# one line type (colour) and point shape per GPU path, the same in every
+# figure that draws paths (forward and backward speed, the IO sweep): its
+# place in this list; a path not in it takes 15 or 16 (shape 15: pentagon)
+impl_names = "ours_op ours_v0_materialized ours_v1_tiled ours_v1_tiled_det ours_v2_mma ours_v2_mma_det " . \
+             "ours_v3_hopper ours_v3_hopper_det ours_v4_mma8 ours_v4_mma8_det " . \
+             "sdpa_cudnn sdpa_efficient sdpa_flash torch_materialized"
+impl_ix(s) = (sum [i = 1:words(impl_names)] (word(impl_names, i) eq s ? i : 0)) + 0
+impl_lt(s) = impl_ix(s) > 0 ? impl_ix(s) : 15

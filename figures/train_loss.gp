@@ -13,18 +13,19 @@ load "figures/style.gp"
 set termoption noenhanced
 others = system("awk -F, 'NR > 1 && !/^#/ && $1 != \"ours\" && $1 != \"sdpa_flash\" {print $1}' " . csv . " | sort -u | tr '\\n' ' '")
 set multiplot layout 2, 1
-# the same right margin in both panels (the lower one's legend stands there),
+# the same margins in both panels (the legends stand in the right one),
 # so that their step axes line up
-set rmargin at screen 0.80
+set rmargin at screen 0.77
+set lmargin at screen 0.10
 set xlabel "training step"
 set ylabel "training loss (nats per byte)"
-set key top right font ",9" box opaque
+# both legends outside the plots, in the right margin the two panels share
+set key at screen 0.995, graph 1.0 right top vertical Left reverse font ",9" spacing 1.1 box opaque
 plot csv using (strcol(1) eq "sdpa_flash" ? $2 : NaN):3 with lines lt 3 lw 1.2 title "SDPA flash (PyTorch)", \
      csv using (strcol(1) eq "ours" ? $2 : NaN):3 with lines lt 4 lw 1.0 dt 2 title "our op (flash_op.py)"
-set ylabel "loss minus SDPA flash's"
+set ylabel "loss minus SDPA flash's (nats per byte)"
 # PyTorch's runs in the distinct colours of figures/style.gp (line types 1,
 # 2, 3, 5, 7, 8: 4 is ours, 6 is black), the legend outside the plot
-set key at screen 0.995, graph 1.0 right top vertical Left reverse font ",9" spacing 1.1 box opaque
 others_lt = "1 2 3 5 7 8"
 plot for [k=1:words(others)] csv using (strcol(1) eq word(others, k) ? $2 : NaN):4 \
          with lines lt word(others_lt, (k - 1) % 6 + 1) + 0 lw 0.8 title word(others, k), \

@@ -14,8 +14,10 @@
 #      (redrawn whenever either changed), and every figure with data is in
 #      the PDF;
 #      every point a figure plots is one row of its data, none averaged, and
-#      the forward-speed figure is bench_fwd.csv's rows its caption names
-#      (tests/paper_figures.py);
+#      the forward-speed figure is bench_fwd.csv's rows its caption names;
+#      every legend outside the data and no figure text under 7 pt in print
+#      (tests/paper_figures.py); no number in the PDF cut by a line break,
+#      as a too-narrow table column cuts 4.1e-04 (tests/paper_tables.py);
 #   5. the claims table is in the PDF text with the measured values;
 #   6. every region marked in the sources is a listing of some chapter;
 #   7. the exercises are woven in, in the order of their numbers, each with
@@ -49,7 +51,9 @@ for tool in pandoc pdflatex gnuplot pdftotext python3; do
 done
 if [ -n "$missing" ]; then
     for t in "paper: include filter" "paper: build" "paper: regions resolved" \
-             "paper: math parsed" "paper: figures from data" "paper: figures plot their rows" "paper: claims table in PDF" "paper: every marked region included" \
+             "paper: math parsed" "paper: figures from data" "paper: figures plot their rows" \
+             "paper: figure legends outside the data" "paper: figure text at least 7 pt in print" \
+             "paper: no number cut by a line break" "paper: claims table in PDF" "paper: every marked region included" \
              "paper: exercises woven in" "paper: instructor's edition" "paper: no exercise answers in the learner's edition" \
              "paper: exercises in order" "paper: numbers generated or cited" \
              "paper: no typed cross-reference" "paper: cross-references resolve" \
@@ -211,6 +215,8 @@ python3 tests/paper_figures.py
 
 # ---- 5. claims table in the PDF -----------------------------------------------
 pdftotext -layout "$pdf" "$tmp/paper.txt"
+# no table cell wraps a number (a mantissa left without its exponent)
+python3 tests/paper_tables.py "$tmp/paper.txt"
 v() { awk -F'\t' -v k="$1" '$1 == k {print $2}' build/paper/values.tsv; }
 ok=1 why=""
 grep -q "measured here" "$tmp/paper.txt" || { ok=0; why="no claims table header in the PDF text"; }

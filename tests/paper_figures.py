@@ -26,6 +26,14 @@ must draw without a word from gnuplot on stderr: a warning such as
 "Skipping data file with no valid points" (a curve in the legend with
 nothing behind it) scrolls past in `make paper` and is a figure bug.
 
+Also, from the scripts themselves (figures/*.gp) and the chapters that
+include them: every legend stands outside the data -- each `set key` says
+where (at screen, below, above, outside, a margin) or turns it off, none is
+left at gnuplot's place inside the plot (`set key top left`, `at graph`) --
+and no text is smaller than 7 pt at print size: each font a script sets
+(",N", else the terminal's 9 pt) times the scale at which its chapter
+includes the figure ({width=P%} of the text width, over the script's W).
+
 Prints PASS/FAIL/SKIP lines (tests/run.sh protocol).
 """
 import csv
@@ -170,6 +178,63 @@ def gnuplot_stderr(name, script, data, workdir):
     return said
 
 
+# Where a legend may stand: outside every plot. A `set key` without one of
+# these (or `set key off`) puts it inside, over the data.
+KEY_OUTSIDE = re.compile(r"\b(at\s+screen|below|above|outside|[lrtb]margin|off)\b")
+MIN_PT = 7.0
+
+
+def legends_inside(scripts):
+    """['script:line: text'] of each `set key` that leaves the legend inside a plot."""
+    bad = []
+    for path in scripts:
+        with open(path) as f:
+            for no, line in enumerate(f, 1):
+                code = line.split("#", 1)[0].strip()
+                if re.match(r"set\s+key\b", code) and not KEY_OUTSIDE.search(code):
+                    bad.append(f"{os.path.relpath(path, ROOT)}:{no}: {code}")
+    return bad
+
+
+def text_width_in(root=ROOT):
+    """The PDF's text width in inches: US letter (LaTeX article's default:
+    paper/metadata.yaml sets no paper size) less its geometry margins."""
+    meta = open(os.path.join(root, "paper/metadata.yaml")).read()
+    m = re.search(r"margin=([0-9.]+)(cm|mm|in)", meta)
+    margin = float(m.group(1)) / {"cm": 2.54, "mm": 25.4, "in": 1.0}[m.group(2)] if m else 1.0
+    return 8.5 - 2 * margin
+
+
+def small_text(root=ROOT):
+    """['NAME: N pt at print size'] for each figure whose smallest text is under MIN_PT."""
+    widths = {}
+    for ch in sorted(os.listdir(os.path.join(root, "chapters"))):
+        if ch.endswith(".md"):
+            text = open(os.path.join(root, "chapters", ch)).read()
+            for m in re.finditer(r"\]\(build/figures/(\w+)\)(\{[^}]*\})?", text):
+                w = re.search(r"width=([0-9.]+)%", m.group(2) or "")
+                widths[m.group(1)] = float(w.group(1)) / 100 if w else None
+    style = open(os.path.join(root, "figures/style.gp")).read()
+    base = float(re.search(r'pdfcairo[^\n]*font "[^",]*,([0-9.]+)"', style).group(1))
+    w_default = float(re.search(r'if \(!exists\("W"\)\) W = ([0-9.]+)', style).group(1))
+    tw = text_width_in(root)
+    bad = []
+    for name, frac in sorted(widths.items()):
+        gp = os.path.join(root, "figures", name + ".gp")
+        if not os.path.exists(gp):
+            continue
+        text = open(gp).read()
+        m = re.search(r"(?m)^W = ([0-9.]+)", text)
+        w = float(m.group(1)) if m else w_default
+        # without a width LaTeX draws it at its own size, shrunk to the text width
+        scale = (frac * tw / w) if frac else min(1.0, tw / w)
+        sizes = [base] + [float(x) for x in re.findall(r'font\s+"[^",]*,([0-9.]+)"', text)]
+        if min(sizes) * scale < MIN_PT:
+            bad.append(f"{name}: {min(sizes):g} pt drawn {w:g} in wide at "
+                       f"{(frac or 1) * 100:.0f}% of {tw:.2f} in = {min(sizes) * scale:.1f} pt")
+    return bad
+
+
 def main(argv):
     manifest = argv[1] if len(argv) > 1 else os.path.join(ROOT, "build/figures/MANIFEST")
     try:
@@ -178,6 +243,21 @@ def main(argv):
     except OSError:
         print(f"FAIL paper: figures plot their rows: no {manifest} (make figures)")
         return 0
+    scripts = sorted(os.path.join(ROOT, "figures", f) for f in os.listdir(os.path.join(ROOT, "figures"))
+                     if f.endswith(".gp"))
+    inside = legends_inside(scripts)
+    if inside:
+        print(f"FAIL paper: figure legends outside the data: {len(inside)} `set key` inside a plot: "
+              + "; ".join(inside[:4]))
+    else:
+        print(f"PASS paper: figure legends outside the data ({len(scripts)} scripts, every `set key` "
+              "at screen, below, above, outside or off)")
+    small = small_text()
+    if small:
+        print(f"FAIL paper: figure text at least {MIN_PT:g} pt in print: " + "; ".join(small[:4]))
+    else:
+        print(f"PASS paper: figure text at least {MIN_PT:g} pt in print (every font of every "
+              "included figure, at the width its chapter gives it)")
     bad = []
     with tempfile.TemporaryDirectory() as work:
         for name, script, data in entries:
