@@ -18,7 +18,7 @@
 # Run from the repository root; builds the checkers first if they are missing.
 cd "$(dirname "$0")/.." || exit 2
 out=$(mktemp) || exit 2
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.stdout"' EXIT
 
 # The checkers (make test builds them as TEST_DEPS; standalone, build here).
 if ! make -s --no-print-directory ex-checkers >"$out" 2>&1; then
@@ -77,14 +77,14 @@ done
 # does not exist are one line on stderr and exit 2, before any case runs (never seed 0, never the
 # compiled-in C marked "right" for a folder that is not there).
 # refused NAME WHAT WORD CMD...: CMD exits 2 with one line on stderr containing WORD
-refused() {
+refused() {   # one line on stderr naming `word`, exit 2, and nothing on stdout before it
     name=$1 what=$2 word=$3; shift 3
-    "$@" 2>"$out" >/dev/null
+    "$@" 2>"$out" >"$out.stdout"
     rc=$?
-    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q -- "$word" "$out"; then
-        echo "PASS $name ($what: one line naming $word, exit 2)"
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q -- "$word" "$out" && [ ! -s "$out.stdout" ]; then
+        echo "PASS $name ($what: one line naming $word, exit 2, nothing else printed)"
     else
-        echo "FAIL $name: $what gave status $rc: $(head -c 200 "$out")"
+        echo "FAIL $name: $what gave status $rc: $(head -c 200 "$out"); stdout: $(head -c 120 "$out.stdout")"
     fi
 }
 for n in 4 5; do

@@ -41,7 +41,8 @@ def main(argv):
     name = "paper: textbook quotations are word for word on the lines they name"
     path = seed_path(argv)
     if not path:
-        print(f"SKIP {name}: the textbook chapter is not on this machine (set FA_SEED_CHAPTER)")
+        print(f"SKIP {name}: the textbook chapter the quotations come from is not part of this repository "
+              "(FA_SEED_CHAPTER=FILE names a copy of it)")
         return 0
     with open(path, encoding="utf-8") as f:
         text = f.read().split("\n")

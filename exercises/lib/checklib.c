@@ -75,6 +75,13 @@ uint64_t check_seed(const char *text)
     return (uint64_t)v;
 }
 
+/* The options' usage line on stderr, exit 2. */
+static void options_usage(int ex, const char *arg)
+{
+    fprintf(stderr, "ex%d check: unexpected argument '%s' (usage: check [DIR] [--seed S] [--cases K])\n", ex, arg);
+    exit(2);
+}
+
 static const char *begin(int argc, char **argv, int ex, const char *title, int takes_options)
 {
     static char dir[4096];
@@ -83,6 +90,14 @@ static const char *begin(int argc, char **argv, int ex, const char *title, int t
         fprintf(stderr, "ex%d check: unexpected argument '%s' (usage: check [DIR], DIR the folder of your answers)\n",
                 ex, argv[i]);
         exit(2);
+    }
+    /* bad options are refused before anything is printed (check_seed_flags
+     * reads them after the header) */
+    for (int i = 1; i < argc && takes_options; i++) {
+        if (i == 1 && argv[i][0] != '-') continue;
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) (void)check_seed(argv[++i]);
+        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) i++;
+        else options_usage(ex, argv[i]);
     }
     if (argc > 1 && argv[1][0] != '-') {
         snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -424,8 +439,9 @@ uint64_t check_seed_flags(int argc, char **argv, const char *dir, const char *wh
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = check_seed(argv[++i]);
         else if (cases && !strcmp(argv[i], "--cases") && i + 1 < argc) *cases = atoi(argv[++i]);
-        else if (argv[i][0] == '-') {
-            printf("  usage: check [DIR] [--seed S]%s\n", cases ? " [--cases K]" : "");
+        else if (argv[i][0] == '-') {   /* --cases where this checker has none */
+            fprintf(stderr, "check: unexpected argument '%s' (usage: check [DIR] [--seed S]%s)\n", argv[i],
+                    cases ? " [--cases K]" : "");
             exit(2);
         }
     }

@@ -44,8 +44,10 @@ const char *check_begin(int argc, char **argv, int ex, const char *title);
  * --cases: check_seed_flags) starts with check_begin_with_options. */
 const char *check_begin_with_options(int argc, char **argv, int ex, const char *title);
 /* The random cases' seed of a checker: --seed S (default a fresh one) and,
- * where cases is not NULL, --cases K; any other flag prints the usage line
- * and exits with status 2. Prints "  <what> from seed S (replay: ...)". */
+ * where cases is not NULL, --cases K; any other flag gets one line on
+ * stderr and exit status 2 (check_begin_with_options has refused a bad seed
+ * or an unknown flag before the header). Prints "  <what> from seed S
+ * (replay: ...)". */
 uint64_t check_seed_flags(int argc, char **argv, const char *dir, const char *what, int *cases);
 
 /* Name the case about to run (printf format), for the crash report. */

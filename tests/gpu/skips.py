@@ -17,5 +17,5 @@ def need_torch(groups):
     try:
         import torch
     except ImportError:
-        skip_all(groups, "torch is not installed (the GPU machine has it)")
+        skip_all(groups, "torch is not installed (the GPU tests need it: pip install torch)")
     return torch

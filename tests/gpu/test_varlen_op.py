@@ -138,7 +138,7 @@ try:
     import torch
     import torch._dynamo
 except ImportError:
-    skip_all("torch is not installed (the GPU machine has it)")
+    skip_all("torch is not installed (the GPU tests need it: pip install torch)")
     sys.exit(0)
 if not os.path.exists(fa.library_path()):
     skip_all("build/libfa_gpu.so is not built (make build/libfa_gpu.so)")

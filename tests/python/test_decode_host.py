@@ -37,8 +37,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 try:
     import numpy as np
     import torch
-except ImportError:
-    print("SKIP decode-host: needs torch and numpy (pip install torch numpy)")
+except ImportError as e:
+    print(f"SKIP decode-host: {e.name} is not installed (this test needs torch and numpy; the CPU build of "
+          "torch is enough)")
     sys.exit(0)
 
 from flashattn_stages import decode_op, fa, flash_op  # noqa: E402  (PYTHONPATH=python)
