@@ -61,7 +61,7 @@ endif
 
 gpu: $(GPU_TARGETS)                       ## build the CUDA programs: stage4, stage5, stage8_gpu, stage7 (with NCCL), build/libfa_gpu.so, build/v3_check, build/tests/gpu/*; nothing without nvcc
 
-setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot
+setup:                                    ## the one set-up command: NumPy, Pandoc, LaTeX, gnuplot, poppler
 	sh scripts/setup.sh
 
 # On a fresh machine `make test` alone is enough: test-tools installs what
