@@ -97,7 +97,7 @@ int main(int argc, char **argv)
     if ((size_t)p.num_pages * p.page_size * p.H_kv * p.d > (1u << 28))
         fatal(EXIT_BAD_INPUT, "the cache pool would hold more than 2^28 elements (the fp64 reference holds it)");
     if (fa_device_count() < 1) {
-        printf("SKIP stage8-gpu flags: no GPU here\n");
+        printf("SKIP stage8_gpu: no CUDA GPU here; the flags were checked, nothing to run\n");
         free(lens);
         return 0;
     }
