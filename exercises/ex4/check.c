@@ -4,7 +4,7 @@
  * edge cases, on random shapes drawn from a fresh seed, and on the real input.
  *
  * Marked parts, each over every case:
- *   written     O and L have no NaN left (they are poisoned before the call)
+ *   filled      O and L have no NaN left (they are poisoned before the call)
  *   O, L        within 1e-13 (abs) + 1e-13 (rel) of the reference
  *   tiles       tiles_visited equals the number of (query block, key block)
  *               pairs that hold at least one visible (query, key) pair,
@@ -56,7 +56,7 @@ typedef struct {
     char msg[512];
 } part;
 
-static part p_written, p_O, p_L, p_tiles, p_traffic, p_own;
+static part p_filled, p_O, p_L, p_tiles, p_traffic, p_own;
 static int cases_run, untouched;
 
 /* The finished forwards that already take a window (stage 1's and stage 3's,
@@ -203,7 +203,7 @@ static void run_case(swa_case c, rng_t *rng)
     size_t nan_o = count_nonfinite(O, nd, false), nan_l = count_nonfinite(L, (size_t)N, false);
     if (nan_o == nd && nan_l == (size_t)N) untouched++;
     if (nan_o || nan_l)
-        fail(&p_written, "%s: %zu of %zu entries of O and %zu of %d of L are NaN or infinite "
+        fail(&p_filled, "%s: %zu of %zu entries of O and %zu of %d of L are NaN or infinite "
              "(every row sees at least itself, so none should be)", where, nan_o, nd, nan_l, N);
 
     for (int i = 0; i < N && !p_O.failed; i++)
@@ -353,7 +353,7 @@ int main(int argc, char **argv)
     printf("  %d cases run (edge cases, random shapes, real input)\n", cases_run);
     tally t = {0};
     bool stub = untouched == cases_run;
-    mark_part(&t, "written", &p_written, stub);
+    mark_part(&t, "filled", &p_filled, stub);
     mark_part(&t, "O", &p_O, stub);
     mark_part(&t, "L", &p_L, stub);
     mark_part(&t, "tiles", &p_tiles, stub);
