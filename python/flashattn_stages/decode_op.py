@@ -142,6 +142,12 @@ class _Plan:
     __slots__ = ("params", "p_ref", "ptrs", "x_ref", "dtype_code", "num_splits", "ws_bytes", "error")
 
 
+def _check_splits(num_splits):
+    """One line unless num_splits is 0 (the rule) or a count the kernels take."""
+    if not isinstance(num_splits, int) or not 0 <= num_splits <= MAX_SPLITS:
+        _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
+
+
 def _plan(q, H_kv, page, pages_per_seq, num_pages, scale, left, right, num_splits):
     """The plan of q (B, seqlen_q, H, d) over a paged cache, built once per
     signature in this thread's plan cache (flash_op.plan_cache): the split
@@ -166,10 +172,8 @@ def _plan(q, H_kv, page, pages_per_seq, num_pages, scale, left, right, num_split
             # lengths would synchronize and break CUDA-graph capture
             num_splits = lib.fa_decode_num_splits(pl.dtype_code, pl.p_ref, pages_per_seq * page if B else 0, sms)
         pl.num_splits = num_splits
-        pl.error = None
-        if not 1 <= num_splits <= MAX_SPLITS:
-            pl.error = f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}"
-        elif lib.fa_decode_check(pl.dtype_code, pl.p_ref, num_splits) != fa.OK:
+        pl.error = None   # the library's check covers the rule's count too
+        if lib.fa_decode_check(pl.dtype_code, pl.p_ref, num_splits) != fa.OK:
             pl.error = fa.error_text(lib)
         pl.ws_bytes = lib.fa_decode_workspace_bytes(pl.p_ref, num_splits) if pl.error is None else 0
         plans[key] = pl
@@ -203,8 +207,7 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
         _fail(f"cache_seqlens: expected an int or a ({B},) int32 tensor on {q.device}")
     left, right = flash_op.window_of(causal, window_size)
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    if not isinstance(num_splits, int) or not 0 <= num_splits <= MAX_SPLITS:
-        _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
+    _check_splits(num_splits)
     if check_tables:
         cap = table.shape[1] * page
         lens = cache_seqlens.cpu()
@@ -235,12 +238,7 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
     else:
         x.workspace, x.workspace_bytes = None, 0
     lib = fa.library()
-    if index != torch.cuda.current_device():
-        with torch.cuda.device(index):   # the library launches on the current device
-            rc = lib.fa_decode(pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream)
-    else:
-        rc = lib.fa_decode(pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream)
-    fa.check(lib, rc)
+    fa.check(lib, flash_op.on_device(index, lib.fa_decode, pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream))
     out = o if one_row else o.transpose(1, 2).contiguous()    # (B, seqlen_q, H, d)
     return (out, lse) if return_softmax_lse else out
 
@@ -369,8 +367,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _fail(f"q has {H} heads, k_cache {H_kv}: the query heads must be a multiple of the key/value heads")
     if (k is None) != (v is None):
         _fail("k and v: give both or neither")
-    if not isinstance(num_splits, int) or not 0 <= num_splits <= MAX_SPLITS:
-        _fail(f"num_splits={num_splits!r}: expected 0 (the rule) or 1 to {MAX_SPLITS}")
+    _check_splits(num_splits)
     dev = q.device
     paged = block_table is not None
     if paged:

@@ -55,8 +55,9 @@ the one handle the varlen and decode entries share.
 
 What the three entries (dense here, varlen_op, decode_op) share lives here
 once: the version chooser (choose_version), the per-thread plan caches
-(plan_cache), the output allocator (new_output), the workspace (workspace)
-and the raw current stream (raw_stream).
+(plan_cache), the output allocator (new_output), the workspace (workspace),
+the raw current stream (raw_stream) and the launch on the tensors' device
+(on_device).
 """
 import ctypes
 import math
@@ -333,13 +334,19 @@ def _call(pass_, pl, dt, flags, index):
     stream = raw_stream(index)
     if pl.ws_bytes:
         x.workspace, x.workspace_bytes = workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
-    if index != torch.cuda.current_device():
-        with torch.cuda.device(index):   # the library launches on the current device
-            rc = _launch(lib, pass_, pl, dt, flags, stream)
-    else:
-        rc = _launch(lib, pass_, pl, dt, flags, stream)
+    rc = on_device(index, _launch, lib, pass_, pl, dt, flags, stream)
     if rc != fa.OK:
         fa.check(lib, rc)
+
+
+def on_device(index, fn, *args):
+    """fn(*args) with GPU `index` the current device, as the library's
+    launches need; the device context only when another device is current
+    (entering it costs more than a small problem's launch)."""
+    if index != torch.cuda.current_device():
+        with torch.cuda.device(index):
+            return fn(*args)
+    return fn(*args)
 
 
 def _zero_strides(x):

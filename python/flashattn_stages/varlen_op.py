@@ -109,12 +109,11 @@ def _run(pass_, pl, flags, index):
     stream = flash_op.raw_stream(index)
     if ws:
         x.workspace, x.workspace_bytes = flash_op.workspace(ws, index, stream).data_ptr(), ws
-    with torch.cuda.device(index):   # the library launches on the current device
-        if pass_ == fa.FORWARD:
-            rc = lib.fa_forward_varlen(version, dt, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x), stream)
-        else:
-            rc = lib.fa_backward_varlen(version, dt, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x),
-                                        flags, stream)
+    refs = (ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x))
+    if pass_ == fa.FORWARD:
+        rc = flash_op.on_device(index, lib.fa_forward_varlen, version, dt, *refs, stream)
+    else:
+        rc = flash_op.on_device(index, lib.fa_backward_varlen, version, dt, *refs, flags, stream)
     if rc != fa.OK:
         fa.check(lib, rc)
 
