@@ -78,23 +78,26 @@ class FakeLibrary:
 
     def fa_decode_check(self, dtype, p_ref, num_splits):
         CALLS["check"] += 1
-        return fa.OK if p_ref._obj.d in (64, 128) else 1
+        return fa.OK if p_ref._obj.d in (64, 128) and 1 <= num_splits <= 128 else 1
 
     def fa_error_string(self):
-        return b"the decode kernels take d = 64 or 128"
+        return b"the decode kernels take d = 64 or 128 and 1 to 128 splits"
+
+    @staticmethod
+    def partials_bytes(p, num_splits):
+        """fa_decode_workspace_bytes's count (core/fa_decode.h): O and L per split."""
+        return 0 if num_splits <= 1 else num_splits * p.B * p.H * p.seqlen_q * (p.d + 1) * 4
 
     def fa_decode_workspace_bytes(self, p_ref, num_splits):
         CALLS["workspace_bytes"] += 1
-        p = p_ref._obj
-        return 0 if num_splits <= 1 else num_splits * p.B * p.H * p.seqlen_q * (p.d + 1) * 4
+        return self.partials_bytes(p_ref._obj, num_splits)
 
     def fa_decode(self, dtype, p_ref, num_splits, x_ref, stream):
         CALLS["decode"] += 1
         p, x = p_ref._obj, x_ref._obj
         B, H, Hk, d, Sq = p.B, p.H, p.H_kv, p.d, p.seqlen_q
         page, pps, npg = p.page_size, p.pages_per_seq, p.num_pages
-        need = self.fa_decode_workspace_bytes(p_ref, num_splits)
-        CALLS["workspace_bytes"] -= 1
+        need = self.partials_bytes(p, num_splits)
         if need and (not x.workspace or x.workspace_bytes < need):
             return 2
         q = host_array(x.q, B * H * Sq * d, np.float16).reshape(B, H, Sq, d).astype(np.float64)
