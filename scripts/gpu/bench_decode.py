@@ -240,14 +240,9 @@ def main(argv):
 
     print(f"bench_decode.py: {len(rec.rows)} rows in {time.time() - t_start:.0f} s")
     if a.csv:
-        gpu_timing.write_rows(a.csv, COLUMNS, rec.rows, lambda r, c: _csv(r[c]))
+        gpu_timing.write_rows(a.csv, COLUMNS, rec.rows, lambda r, c: gpu_timing.csv_cell(r[c]))
         print(f"bench_decode.py: wrote {a.csv}")
     return 0
-
-
-def _csv(x):
-    s = str(x)
-    return f'"{s}"' if "," in s or '"' in s else s
 
 
 if __name__ == "__main__":

@@ -123,6 +123,12 @@ def bench_output(a, prog):
     return False
 
 
+def csv_cell(x):
+    """x as one CSV field: quoted where it holds a comma or a quote."""
+    s = str(x)
+    return '"' + s.replace('"', '""') + '"' if "," in s or '"' in s else s
+
+
 def write_rows(path, columns, rows, cell):
     """The header line and one line per row (cell(row, column) -> text) into
     path + ".tmp", then moved onto path: a failed run leaves the old file."""

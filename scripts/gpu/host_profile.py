@@ -49,7 +49,6 @@ import argparse
 import cProfile
 import contextlib
 import ctypes
-import csv
 import io
 import math
 import os
@@ -298,12 +297,9 @@ def version_times(torch, fo, fa, budget_s):
 
 
 def write_csv(path, columns, rows, rec):
-    with open(path + ".tmp", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=prov.COLUMNS + columns, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({**rec, **r})
-    os.replace(path + ".tmp", path)
+    """rows (dicts) under the provenance columns (rec) and `columns`; a cell a row lacks is empty."""
+    gpu_timing.write_rows(path, prov.COLUMNS + columns, [{**rec, **r} for r in rows],
+                          lambda r, c: gpu_timing.csv_cell(r.get(c, "")))
 
 
 def main(argv):
