@@ -4,8 +4,8 @@
     python3 tests/paper_tables.py PAPER.txt      (pdftotext -layout of the PDF)
 
 A table column narrower than its numbers wraps them where LaTeX may break a
-line, and inside a number that is the hyphen of an exponent: issue 32 found
-"4.1e-" on one line of the fp16 dQ table and "04" on the next. In the text
+line, and inside a number that is the hyphen of an exponent: "4.1e-" on one
+line of a table and "04" on the next. In the text
 that pdftotext writes such a cell leaves a mantissa with its "e" (and sign)
 but no exponent digits, which no whole number has; this test fails on any.
 
