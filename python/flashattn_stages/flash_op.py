@@ -115,16 +115,12 @@ def window_of(causal, window_size):
     return left, right
 
 
-def _params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, left, right):
-    return fa.Params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, left, right)
-
-
 def problem(q, k, causal=False, window_size=(-1, -1), softmax_scale=None):
     """The attn_params (fa.Params) of q, k (SDPA layout) and the mask."""
     B, H, seqlen_q, d = q.shape
     H_kv, seqlen_k = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    return _params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, *window_of(causal, window_size))
+    return fa.Params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, *window_of(causal, window_size))
 
 
 _ROWS = {}   # (pass, version) -> the table's row (fa.VersionInfo)
@@ -252,7 +248,7 @@ def _plan(pass_, q, k, scale, left, right, requested, deterministic):
     plans = plan_cache("dense")
     pl = plans.get(key)
     if pl is None:
-        p = _params(B, H, H_kv, Sq, Sk, d, scale, left, right)
+        p = fa.Params(B, H, H_kv, Sq, Sk, d, scale, left, right)
         pl = _Plan()
         pl.version = cached_version(pass_, dt, p, ("dense",) + key, requested, deterministic)
         pl.strided = bool(_row(pass_, pl.version).strided)
@@ -340,9 +336,8 @@ def _call(pass_, pl, dt, flags, index):
 
 
 def on_device(index, fn, *args):
-    """fn(*args) with GPU `index` the current device, as the library's
-    launches need; the device context only when another device is current
-    (entering it costs more than a small problem's launch)."""
+    """fn(*args) with GPU `index` current, as the library's launches need (the
+    context only when another device is: it costs more than a small launch)."""
     if index != torch.cuda.current_device():
         with torch.cuda.device(index):
             return fn(*args)

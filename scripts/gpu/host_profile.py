@@ -273,7 +273,7 @@ def version_times(torch, fo, fa, budget_s):
                     q, k, v, dO = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=g)
                                    for _ in range(4))
                     scale, right = 1.0 / math.sqrt(d), 0 if causal else -1
-                    p = fo._params(B, H, H, N, N, d, scale, -1, right)
+                    p = fa.Params(B, H, H, N, N, d, scale, -1, right)
                     for pass_ in (fa.FORWARD, fa.BACKWARD):
                         chosen = fo.choose_version(pass_, fa.BF16, p)
                         with torch.no_grad():
