@@ -58,5 +58,5 @@ TEST_SUITES += $(BUILD)/test_cpu "$(BUILD)/stage3_accuracy --test" $(BUILD)/test
                $(BUILD)/test_decode $(BUILD)/test_varlen "$(ASAN)/test_varlen --quick" "sh tests/emulate_decode.sh" \
                "sh tests/emulate_center.sh" "sh tests/io_mutants.sh" \
                "sh tests/stages.sh" "sh tests/cli.sh" "python3 tests/one_mask.py" "python3 tests/layers.py" "python3 tests/rooms.py" "python3 tests/make_targets.py" \
-               "python3 tests/test_reference.py" "python3 tests/python/test_package.py" "python3 tests/python/test_decode_host.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
+               "python3 tests/test_reference.py" "python3 tests/python/test_package.py" "python3 tests/python/test_decode_host.py" "python3 tests/python/test_dense_host.py" "$(ASAN)/test_cpu --quick" "$(ASAN)/test_masks --quick" \
                "$(ASAN)/test_ring --quick" "$(ASAN)/test_decode --quick" "sh tests/stages.sh $(ASAN)"

@@ -30,12 +30,9 @@ both); the numbers are the same bit for bit (tests/gpu/test_flash_op.py).
 The implementations call fa_forward and fa_backward of libfa_gpu.so
 (core/fa_gpu.h) through fa.py, on torch's current CUDA stream of the
 tensors' device, with torch tensors' device pointers. Per problem signature
-(pass, dtype, shapes, strides, mask, scale, device) the chosen version and
-the filled ctypes structures are cached, so a call fills in only the
-pointers; the backward's workspace (fa_workspace_bytes) comes from torch's
-caching allocator and is kept per stream, grown when a larger problem asks
-(a fresh one while a CUDA graph is captured, which the graph then owns).
-The forward saves Q, K, V, O and the logsumexp L (B, H, seqlen_q) fp32 --
+(pass, dtype, shapes, mask, scale, device) the chosen version and the
+filled ctypes structures are cached (a plan), so a call fills in only the
+pointers; the backward's workspace is workspace()'s. The forward saves Q, K, V, O and the logsumexp L (B, H, seqlen_q) fp32 --
 O(seqlen_q) numbers beyond the tensors autograd keeps anyway -- and the
 backward recomputes P = exp(S - L) tile by tile from them, as the chapter's
 backward pass does; no seqlen_q x seqlen_k matrix is kept between the passes.
@@ -43,9 +40,9 @@ backward pass does; no seqlen_q x seqlen_k matrix is kept between the passes.
 Strides: a version whose table row says `strided` (the Hopper forward and
 the wide tensor-core backward, the defaults on an H200) reads q, k, v, o and
 dO and writes o through their row, head and batch strides, so (B, seqlen,
-heads, d) views and slices of a packed QKV tensor run without copies; the
-others get contiguous copies here (and an operand whose strides are not
-multiples of 16 bytes does, for any version).
+heads, d) views and slices of a packed QKV tensor run without copies; for
+the others an operand not contiguous or not 16-byte aligned is copied
+(_operands), as, for any version, one whose strides are not multiples of 16 bytes.
 
 Errors: a ValueError of one line naming what is wrong (shape, dtype, device,
 window, a problem no kernel version runs), raised before any launch;
@@ -135,17 +132,14 @@ def _row(pass_, version):
 
 
 def choose_version(pass_, dtype_code, p, deterministic=False, requested=-1, vl=None, fail=_fail):
-    """The version that runs this problem (p, an fa.Params; vl, an fa.Varlen
-    for packed sequences, checked by fa_check_varlen instead of
-    fa_check_supported): `requested` (>= 0) checked, or else the
-    highest-numbered version of the table (core/versions.def) that runs the
-    problem and dtype on this GPU, those whose row says `prefer` first: the
-    table numbers versions from the materialized baseline (0) up through
-    faster kernels, so the highest that accepts the problem is the fastest
-    one it has, but for a row marked faster than the numbers above it
-    (backward 3 on Hopper). One line (fail, ValueError) listing each
-    version's reason otherwise. The one chooser of the dense, varlen and
-    decode entries; not cached (the plans are)."""
+    """The version that runs problem p (an fa.Params; with vl, an fa.Varlen,
+    packed sequences, checked by fa_check_varlen): `requested` (>= 0)
+    checked, or the highest-numbered version of core/versions.def that runs
+    the problem and dtype on this GPU, rows that say `prefer` first (the
+    table numbers versions from the materialized baseline up through faster
+    kernels; `prefer` marks one faster than those above it, backward 3 on
+    Hopper). Else one line (fail, ValueError) with each version's reason.
+    The one chooser of the dense, varlen and decode entries; not cached."""
     lib = library()
     kind = "varlen problem" if vl is not None else "problem"
 
@@ -180,11 +174,6 @@ def choose_version(pass_, dtype_code, p, deterministic=False, requested=-1, vl=N
          + "; ".join(f"{n}: {w}" for n, w in why.items()) + ")")
 
 
-def check_version(pass_, version, dtype_code, p, deterministic=False):
-    """ValueError of one line unless `version` runs this problem here."""
-    return choose_version(pass_, dtype_code, p, deterministic, version)
-
-
 # (pass, dtype, sizes, mask, scale, deterministic, requested version, device)
 # -> the version, or the ValueError's message for a problem no version runs.
 # The choice depends on the GPU (the device index is in the key) and on
@@ -216,7 +205,8 @@ def cached_version(pass_, dt, p, key, requested, deterministic, vl=None, fail=_f
 class _Plan:
     """One signature's cached call: the version, its row's `strided`, and the
     ctypes structures (problem filled, strides filled, pointers per call)."""
-    __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes", "strides_set")
+    __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes", "strides_set",
+                 "backward_runs")
 
 
 _tls = threading.local()   # per thread: signature -> plan (the structures are written per call)
@@ -256,6 +246,7 @@ def _plan(pass_, q, k, scale, left, right, requested, deterministic):
         pl.p_ref, pl.x_ref = ctypes.byref(pl.params), ctypes.byref(pl.ptrs)
         pl.ws_bytes = library().fa_workspace_bytes(pass_, pl.version, dt, pl.p_ref)
         pl.strides_set = False   # the structure's strides are all zero (contiguous)
+        pl.backward_runs = set()   # (backward version, deterministic) checked for a forward plan
         plans[key] = pl
     return pl
 
@@ -282,16 +273,45 @@ def _kernel_strides(t):
     return sb, sh, sr
 
 
-def _readable(t, st):
-    """t as a strided kernel reads it, its strides written into st (an
-    fa.Stride): t itself, or a contiguous copy where _kernel_strides says
-    the kernel cannot read it in place."""
+def _copy(t, out):
+    """A contiguous, aligned tensor of t's shape: t's values, or (out) none."""
+    return _new(t.shape, t) if out else t.clone(memory_format=torch.contiguous_format)
+
+
+def _readable(t, st, out=False):
+    """t as a strided kernel reads (or, out, writes) it, its strides written
+    into st (an fa.Stride): t itself, or a contiguous _copy where
+    _kernel_strides says the kernel cannot use it in place."""
     s = _kernel_strides(t)
     if s is None:
-        t = t.contiguous() if not t.is_contiguous() else t.clone()
+        t = _copy(t, out)
         s = _kernel_strides(t)
     st.batch, st.head, st.row = s
     return t
+
+
+def _operands(pl, ts, fields, outputs=0):
+    """ts ((B, heads, seqlen, d); the last `outputs` written by the kernel)
+    as the plan's version uses them, strides in its fa_ptrs `fields`: all
+    as they are with zero strides when all are contiguous and 16-byte
+    aligned (the common case, one test); else a strided version's in place
+    through their strides, the others' contiguous; a _copy where the
+    version cannot use one (the caller copies an output's back)."""
+    contiguous, addresses = True, 0
+    for t in ts:
+        contiguous = contiguous and t.is_contiguous()
+        addresses |= t.data_ptr()
+    if contiguous and not addresses & 15:
+        if pl.strides_set:
+            _zero_strides(pl.ptrs)
+            pl.strides_set = False
+        return ts
+    first_out = len(ts) - outputs
+    if pl.strided:
+        pl.strides_set = True
+        return [_readable(t, getattr(pl.ptrs, f), i >= first_out) for i, (t, f) in enumerate(zip(ts, fields))]
+    return [t if t.is_contiguous() and not t.data_ptr() & 15 else _copy(t, i >= first_out)
+            for i, t in enumerate(ts)]
 
 
 # raw_stream(index): torch's current CUDA stream of GPU `index` as the raw
@@ -330,7 +350,10 @@ def _call(pass_, pl, dt, flags, index):
     stream = raw_stream(index)
     if pl.ws_bytes:
         x.workspace, x.workspace_bytes = workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
-    rc = on_device(index, _launch, lib, pass_, pl, dt, flags, stream)
+    if pass_ == fa.FORWARD:
+        rc = on_device(index, lib.fa_forward, pl.version, dt, pl.p_ref, pl.x_ref, stream)
+    else:
+        rc = on_device(index, lib.fa_backward, pl.version, dt, pl.p_ref, pl.x_ref, flags, stream)
     if rc != fa.OK:
         fa.check(lib, rc)
 
@@ -348,12 +371,6 @@ def _zero_strides(x):
     for n in fa.STRIDE_FIELDS:
         st = getattr(x, n)
         st.batch = st.head = st.row = 0
-
-
-def _launch(lib, pass_, pl, dt, flags, stream):
-    if pass_ == fa.FORWARD:
-        return lib.fa_forward(pl.version, dt, pl.p_ref, pl.x_ref, stream)
-    return lib.fa_backward(pl.version, dt, pl.p_ref, pl.x_ref, flags, stream)
 
 
 def new_output(shape, dtype, device):
@@ -399,28 +416,14 @@ def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_v
         return o, lse
     library()
     dt = DTYPE_CODES[q.dtype]
-    if need_bwd:   # refuse a backward that cannot run now, not after the forward
-        _plan(fa.BACKWARD, q, k, softmax_scale, window_left, window_right, bwd_version, deterministic)
     pl = _plan(fa.FORWARD, q, k, softmax_scale, window_left, window_right, fwd_version, False)
+    if need_bwd and (bwd_version, deterministic) not in pl.backward_runs:
+        # refuse a backward that cannot run now, not after the forward
+        _plan(fa.BACKWARD, q, k, softmax_scale, window_left, window_right, bwd_version, deterministic)
+        pl.backward_runs.add((bwd_version, deterministic))
+    # O is ours, contiguous or (out_bshd) FlashAttention's layout
+    q, k, v, o_run = _operands(pl, (q, k, v, o), ("sq", "sk", "sv", "so"), outputs=1)
     x = pl.ptrs
-    o_run = o
-    if (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and o.is_contiguous()
-            and not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15):
-        # the common case, for every version: zero strides (contiguous)
-        if pl.strides_set:
-            _zero_strides(x)
-            pl.strides_set = False
-    elif pl.strided:   # read and written in place, through the strides
-        q, k, v = _readable(q, x.sq), _readable(k, x.sk), _readable(v, x.sv)
-        if _kernel_strides(o) is None:
-            o_run = _new(q.shape, q)
-        _readable(o_run, x.so)
-        pl.strides_set = True
-    else:
-        # this version reads the contiguous layout only: copies in and out
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        if not o.is_contiguous():
-            o_run = _new(q.shape, q)
     x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(),
                                          o_run.data_ptr(), lse.data_ptr())
     _call(fa.FORWARD, pl, dt, 0, q.get_device())
@@ -447,14 +450,10 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
     # dO from autograd may be strided or even expanded (stride 0): a strided
     # version reads what it can in place (dQ, dK, dV are written contiguous,
     # as the fake implementation says); the others get contiguous copies.
-    x = pl.ptrs
-    do, lse = do.to(q.dtype), lse.contiguous()
-    if pl.strided:
-        q, k, v = _readable(q, x.sq), _readable(k, x.sk), _readable(v, x.sv)
-        o, do = _readable(o, x.so), _readable(do, x.sdo)
-        pl.strides_set = True
-    else:
-        q, k, v, o, do = q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(), do.contiguous()
+    if do.dtype != q.dtype:
+        do = do.to(q.dtype)
+    q, k, v, o, do = _operands(pl, (q, k, v, o, do), ("sq", "sk", "sv", "so", "sdo"))
+    x, lse = pl.ptrs, lse.contiguous()
     x.q, x.k, x.v, x.o, x.softmax_lse = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                                          lse.data_ptr())
     x.do_, x.dq, x.dk, x.dv = do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
@@ -538,11 +537,15 @@ class FlashAttentionFunction(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.args = (scale, left, right, bv, det, center)
         ctx.mark_non_differentiable(lse)
+        # L's gradient is never used: no zero tensor made for it per backward
+        ctx.set_materialize_grads(False)
         return o, lse
 
     @staticmethod
     @torch.autograd.function.once_differentiable   # our backward is not itself differentiable
     def backward(ctx, do, _dlse):
+        if do is None:   # (autograd calls it only when O has a gradient)
+            return None, None, None, None
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = _bwd_impl(do, q, k, v, o, lse, *ctx.args)
         return dq, dk, dv, None
