@@ -42,22 +42,12 @@ except ImportError as e:
           "torch is enough)")
     sys.exit(0)
 
-from flashattn_stages import decode_op, fa, flash_op  # noqa: E402  (PYTHONPATH=python)
+from flashattn_stages import decode_op, fa  # noqa: E402  (PYTHONPATH=python)
+from cpu_as_gpu import gpu  # noqa: E402
+import cpu_as_gpu  # noqa: E402
 
 SEED = int(os.environ.get("FA_SEED", random.randrange(1 << 30)))
 CALLS = {"num_splits": 0, "check": 0, "workspace_bytes": 0, "decode": 0}
-
-
-class OnGpu(torch.Tensor):
-    """A CPU tensor that says it is on a GPU: the entry's checks pass and
-    its data_ptr() is a host address the fake kernel reads."""
-    @property
-    def is_cuda(self):
-        return True
-
-
-def gpu(t):
-    return t.as_subclass(OnGpu)
 
 
 def host_array(ptr, n, dtype):
@@ -127,14 +117,8 @@ class FakeLibrary:
 
 
 def install_fakes():
-    lib = FakeLibrary()
-    fa.library = lambda: lib
+    cpu_as_gpu.install(FakeLibrary())
     torch.cuda.get_device_properties = lambda index: type("P", (), {"multi_processor_count": 132})()
-    torch.cuda.current_device = lambda: -1
-    torch.cuda.is_current_stream_capturing = lambda: False
-    flash_op.raw_stream = lambda index: 0
-    flash_op.workspace = lambda nbytes, index, stream: torch.empty(nbytes, dtype=torch.uint8)
-    flash_op.poison_outputs = True
 
 
 def reference(q, kc, vc, lens, table, causal):

@@ -57,23 +57,13 @@ if not os.path.exists(os.environ.get("FA_MASK_LIB") or os.path.join(ROOT, "build
 
 import attention_ref  # noqa: E402  (the mask of core/mask.h)
 from flashattn_stages import fa, flash_attn_interface, flash_op  # noqa: E402  (PYTHONPATH=python)
+from cpu_as_gpu import gpu  # noqa: E402
+import cpu_as_gpu  # noqa: E402
 
 SEED = int(os.environ.get("FA_SEED", random.randrange(1 << 30)))
 TORCH_DTYPES = {fa.FP32: torch.float32, fa.FP16: torch.float16, fa.BF16: torch.bfloat16}
 CALLS = {"check": 0, "workspace_bytes": 0, "forward": 0, "backward": 0}
 SEEN = {"flags": [], "workspace": []}   # what each fa_backward call was given
-
-
-class OnGpu(torch.Tensor):
-    """A CPU tensor that says it is on a GPU: the entry's checks pass and
-    its data_ptr() is a host address the fake kernels read."""
-    @property
-    def is_cuda(self):
-        return True
-
-
-def gpu(t):
-    return t.as_subclass(OnGpu)
 
 
 def cpu(t):
@@ -211,12 +201,7 @@ class FakeLibrary:
 
 def install_fakes():
     lib = FakeLibrary()
-    fa.library = lambda: lib
-    torch.cuda.current_device = lambda: -1
-    torch.cuda.is_current_stream_capturing = lambda: False
-    flash_op.raw_stream = lambda index: 0
-    flash_op.workspace = lambda nbytes, index, stream: torch.empty(nbytes, dtype=torch.uint8)
-    flash_op.poison_outputs = True
+    cpu_as_gpu.install(lib)
     return lib
 
 
