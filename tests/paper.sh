@@ -16,7 +16,8 @@
 #      skipped, one line each naming it and its absent data file;
 #      every point a figure plots is one row of its data, none averaged, and
 #      the forward-speed figure is bench_fwd.csv's rows its caption names;
-#      every legend outside the data and no figure text under 7 pt in print
+#      every legend outside the data, no figure text under 7 pt in print and
+#      no two series of a panel told apart by colour alone
 #      (tests/paper_figures.py); no number in the PDF cut by a line break,
 #      as a too-narrow table column cuts 4.1e-04 (tests/paper_tables.py);
 #   5. the claims table is in the PDF text with the measured values;
