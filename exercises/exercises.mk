@@ -56,11 +56,14 @@ $(EX_BUILD)/obj/ex%/check.o: exercises/ex%/check.c | $(BUILD)
 # swa_forward that calls one has not done the exercise).
 EX_LDFLAGS_4 := $(foreach f,flash_forward flash_attention_all_heads naive_forward naive_attention_all_heads,-Wl,--wrap=$(f))
 
-# ex_checker(n, folder): the checker of exercise n, linked with folder's C files.
-define ex_checker
-$(call ex_bin,$(2)): $(EX_BUILD)/obj/ex$(1)/check.o $(EX_BUILD)/lib/checklib.o \
+# ex_objs(n, folder): what the checker of exercise n for folder is linked from.
+ex_objs = $(EX_BUILD)/obj/ex$(1)/check.o $(EX_BUILD)/lib/checklib.o \
         $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/%.o,$(call ex_csrc,$(2))) \
         $(patsubst %.c,$(EX_BUILD)/$(call ex_tag,$(2))/gen/%.o,$(call ex_gen,$(1),$(2))) $(EX_LIBS)
+
+# ex_checker(n, folder): the checker of exercise n, linked with folder's C files.
+define ex_checker
+$(call ex_bin,$(2)): $(call ex_objs,$(1),$(2))
 	@mkdir -p $$(@D)
 	$$(CC) $$(CFLAGS) $$^ -o $$@ $$(EX_LDFLAGS_$(1)) $$(LDLIBS)
 $(EX_BUILD)/$(call ex_tag,$(2))/%.o: $(2)/%.c | $(BUILD)
@@ -101,6 +104,12 @@ ifneq ($(filter exercise,$(MAKECMDGOALS)),)
   endif
   ifeq ($(filter $(EX_DIR),$(call ex_dirs,$(EX))),)
     $(eval $(call ex_checker,$(EX),$(EX_DIR)))
+  endif
+  # What a learner reads is the checker's marks: building the checker echoes
+  # no command (a compiler's error still shows, and make stops after it).
+  # make V=1 exercise EX=n shows the commands; make -n lists them either way.
+  ifneq ($(V),1)
+    .SILENT: $(call ex_bin,$(EX_DIR)) $(call ex_objs,$(EX),$(EX_DIR))
   endif
 endif
 

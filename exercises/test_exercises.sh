@@ -13,8 +13,9 @@
 #                     that the report of a rejection must contain (exit 1)
 # plus tests that a checker refuses a seed that is not a number (exercises
 # 1-3, which draw nothing at random, any --seed) and a folder that does not
-# exist (one line, exit 2), and that `make exercise` with a bad
-# EX is a one-line error.
+# exist (one line, exit 2), that `make exercise` with a bad
+# EX is a one-line error, and that building a learner's checker echoes no
+# command before the marks (only a compiler's error, when the C is broken).
 # Run from the repository root; builds the checkers first if they are missing.
 cd "$(dirname "$0")/.." || exit 2
 out=$(mktemp) || exit 2
@@ -100,6 +101,31 @@ for n in 1 2 3 4 5; do
     refused "ex$n-no-such-folder" "check /nonexistent" /nonexistent \
         build/exercises/solutions/ex$n/check /nonexistent
 done
+
+# `make exercise` on a folder whose checker is not built yet (a copy of
+# exercise 5's solution: a C file to compile): the first line printed is the
+# checker's heading, no command echoed; with a C file that does not compile,
+# the compiler's error and a non-zero status, still no command echoed.
+# (V=0: a `make V=1 test` would otherwise pass V=1 down.)
+mine=$(mktemp -d build/exercises/quiet.XXXXXX) || exit 2
+mine_tag=build/exercises/custom/$(printf '%s' "$mine" | tr './' '__')
+cp exercises/solutions/ex5/* "$mine/"
+make --no-print-directory V=0 exercise EX=5 DIR="$mine" >"$out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && head -n 1 "$out" | grep -q '^exercise 5: ' && [ -x "$mine_tag/check" ]; then
+    echo "PASS exercise-quiet-build (a fresh checker's build echoes nothing before the marks)"
+else
+    echo "FAIL exercise-quiet-build: status $rc, first line '$(head -n 1 "$out" | cut -c1-120)' (want the checker's heading)"
+fi
+echo 'int broken(void) { return }' >>"$mine/rowsum.c"
+make --no-print-directory V=0 exercise EX=5 DIR="$mine" >"$out" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "rowsum.c:[0-9]*:[0-9]*: error" "$out" && ! grep -q -- '-c .*rowsum.c' "$out"; then
+    echo "PASS exercise-quiet-compile-error (the compiler's error shown, no command echoed)"
+else
+    echo "FAIL exercise-quiet-compile-error: status $rc; output: $(head -c 300 "$out")"
+fi
+rm -rf "$mine" "$mine_tag"; rmdir build/exercises/custom 2>/dev/null
 
 # A bad EX: one line on stderr, non-zero status, nothing built.
 make -s --no-print-directory exercise EX=9 >"$out" 2>&1

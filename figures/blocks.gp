@@ -11,9 +11,13 @@ stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward") ? $9*8 : NaN) 
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward") ? $9*8 : NaN) name "NBB" nooutput
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward") ? $13 : NaN) name "NFT" nooutput
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward") ? $13 : NaN) name "NBT" nooutput
+# Each series tells itself apart in grey print as well as in colour, by its
+# point shape, the same as in the other CPU figures (naive forward and
+# backward filled circles and squares, on their lines every 20 samples;
+# tiled, up and down triangles), and the tiled backward is dashed.
 # one legend for both panels, below them, off the curves
 set bmargin 6
-set key at screen 0.5, screen 0.01 center bottom maxrows 1 maxcols 4 font ",9" box opaque
+set key at screen 0.5, screen 0.01 center bottom maxrows 1 maxcols 4 font ",9" samplen 3 box opaque
 set multiplot layout 1, 2
 set logscale x 2
 set xrange [3:700]
@@ -23,18 +27,18 @@ set logscale y 10
 set format y "10^{%T}"
 set ylabel "slow-memory traffic (bytes, fp64)"
 plot \
-  NFB_max with lines lc rgb c_naive_f lw 1 title "naive fwd", \
-  NBB_max with lines lc rgb c_naive_b lw 1 title "naive bwd", \
-  csv using (tiled("forward") ? $7 : NaN):($9*8) smooth unique with linespoints pt 9 ps 0.7 lc rgb c_tiled_f title "tiled fwd", \
-  csv using (tiled("backward") ? $7 : NaN):($9*8) smooth unique with linespoints pt 11 ps 0.7 lc rgb c_tiled_b title "tiled bwd"
+  NFB_max with linespoints pi 20 pt 7 ps 0.6 lc rgb c_naive_f lw 1 title "naive fwd", \
+  NBB_max with linespoints pi 20 pt 5 ps 0.6 lc rgb c_naive_b lw 1 title "naive bwd", \
+  csv using (tiled("forward") ? $7 : NaN):($9*8) smooth unique with linespoints pt 9 ps 0.8 lc rgb c_tiled_f title "tiled fwd", \
+  csv using (tiled("backward") ? $7 : NaN):($9*8) smooth unique with linespoints pt 11 ps 0.8 dt 2 lc rgb c_tiled_b title "tiled bwd"
 unset logscale y
 set format y "%g"
 set yrange [0:*]
 set ylabel "wall time on this CPU (s, median of the runs)"
 unset key
 plot \
-  NFT_max with lines lc rgb c_naive_f lw 1 title "naive fwd", \
-  NBT_max with lines lc rgb c_naive_b lw 1 title "naive bwd", \
-  csv using (tiled("forward") ? $7 : NaN):13 smooth unique with linespoints pt 9 ps 0.7 lc rgb c_tiled_f title "tiled fwd", \
-  csv using (tiled("backward") ? $7 : NaN):13 smooth unique with linespoints pt 11 ps 0.7 lc rgb c_tiled_b title "tiled bwd"
+  NFT_max with linespoints pi 20 pt 7 ps 0.6 lc rgb c_naive_f lw 1 title "naive fwd", \
+  NBT_max with linespoints pi 20 pt 5 ps 0.6 lc rgb c_naive_b lw 1 title "naive bwd", \
+  csv using (tiled("forward") ? $7 : NaN):13 smooth unique with linespoints pt 9 ps 0.8 lc rgb c_tiled_f title "tiled fwd", \
+  csv using (tiled("backward") ? $7 : NaN):13 smooth unique with linespoints pt 11 ps 0.8 dt 2 lc rgb c_tiled_b title "tiled bwd"
 unset multiplot

@@ -4,6 +4,8 @@
 # line of slope -1 through the backward's first point, what Theta(N^2 d^2/M)
 # predicts; dash-dot (if the sweep has "tiled-io" rows): the IO-optimal
 # tiles of derive_blocks_io. The legend names each curve as the caption does.
+# Naive forward and backward are told apart in grey by their points (filled
+# circles and squares on the lines every 20 samples, as in io_vs_n).
 # Input: data/cpu/io_sweep.csv (or csv=...).
 if (!exists("csv")) csv = "data/cpu/io_sweep.csv"
 Hgt = 4.0
@@ -36,8 +38,8 @@ d = 64
 set arrow from 4*d*d, graph 0 to 4*d*d, graph 1 nohead lc rgb "#999999" dt 3
 set label "M = 4d^2 (d = 64)" at 4*d*d*1.1, graph 0.06 left font ",9" tc rgb "#555555"
 plot \
-  NF_max with lines lc rgb c_naive_f lw 1 title "naive forward", \
-  NB_max with lines lc rgb c_naive_b lw 1 title "naive backward", \
+  NF_max with linespoints pi 20 pt 7 ps 0.6 lc rgb c_naive_f lw 1 title "naive forward", \
+  NB_max with linespoints pi 20 pt 5 ps 0.6 lc rgb c_naive_b lw 1 title "naive backward", \
   csv using (tiled("forward") ? $6 : NaN):($10*8) smooth unique with lines lc rgb c_tiled_f dt 2 notitle, \
   csv using (tiled("forward") ? $6 : NaN):($9*8) with points pt 9 ps 0.8 lc rgb c_tiled_f title "tiled fwd, paper's rule (derive\\_blocks)", \
   csv using (tiled("backward") ? $6 : NaN):($10*8) smooth unique with lines lc rgb c_tiled_b dt 2 notitle, \

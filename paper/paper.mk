@@ -2,7 +2,9 @@
 #
 #   make figures   every figure, redrawn from data/ into build/figures/
 #                  (NAME.pdf for LaTeX, NAME.svg for HTML); figures whose data
-#                  is absent (GPU data on a machine without a GPU) are skipped
+#                  is absent (GPU data on a machine without a GPU) are skipped,
+#                  each named with its absent file in build/figures/SKIPPED
+#                  (no such file when every figure was drawn)
 #   make paper     figures, then the claims table, then
 #                  build/paper/flashattention.pdf (pdflatex) and
 #                  build/paper/flashattention.html (standalone, one file);

@@ -12,10 +12,12 @@
 #      text outside code);
 #   4. every figure is newer than its data file and its gnuplot script
 #      (redrawn whenever either changed), and every figure with data is in
-#      the PDF;
+#      the PDF; build/figures/SKIPPED is there only when a figure was
+#      skipped, one line each naming it and its absent data file;
 #      every point a figure plots is one row of its data, none averaged, and
 #      the forward-speed figure is bench_fwd.csv's rows its caption names;
-#      every legend outside the data and no figure text under 7 pt in print
+#      every legend outside the data, no figure text under 7 pt in print and
+#      no two series of a panel told apart by colour alone
 #      (tests/paper_figures.py); no number in the PDF cut by a line break,
 #      as a too-narrow table column cuts 4.1e-04 (tests/paper_tables.py);
 #   5. the claims table is in the PDF text with the measured values;
@@ -201,10 +203,23 @@ else
     # every figure a chapter shows is drawn, unless its data is absent (then skipped by design)
     for name in $(grep -o 'build/figures/[a-z0-9_]*' chapters/*.md | sed 's|.*/||' | sort -u); do
         if ! grep -q "^$name$tab" "$manifest"; then
-            grep -qx "$name" build/figures/SKIPPED 2>/dev/null ||
+            grep -q "^$name: not drawn, its data .* is absent" build/figures/SKIPPED 2>/dev/null ||
                 { ok=0; why="figure $name is neither drawn nor skipped for lack of data"; }
         fi
     done
+    # build/figures/SKIPPED: only when a figure was skipped, one line each,
+    # naming a figure that was not drawn and why
+    if [ -e build/figures/SKIPPED ]; then
+        if [ ! -s build/figures/SKIPPED ]; then ok=0; why="build/figures/SKIPPED is empty (it should be absent when nothing was skipped)"; fi
+        while IFS= read -r line; do
+            name=${line%%:*}
+            case $line in
+                *": not drawn, its data "*" is absent"*) ;;
+                *) ok=0; why="build/figures/SKIPPED line '$line' does not say which figure and why"; continue ;;
+            esac
+            if grep -q "^$name$tab" "$manifest"; then ok=0; why="build/figures/SKIPPED names $name, which was drawn"; fi
+        done < build/figures/SKIPPED
+    fi
 fi
 [ "$ok" = 1 ] && pass "paper: figures from data ($n figures, each newer than its data and script)" \
               || fail "paper: figures from data" "$why"

@@ -34,6 +34,11 @@ and no text is smaller than 7 pt at print size: each font a script sets
 (",N", else the terminal's 9 pt) times the scale at which its chapter
 includes the figure ({width=P%} of the text width, over the script's W).
 
+And every legend's entries can be told apart printed in grey: in each
+panel of each figure drawn (its SVG, build/figures/NAME.svg), no two
+entries of a legend look the same without their colours -- lines differ in
+dash pattern or point shape, bars in fill pattern or in grey level.
+
 Prints PASS/FAIL/SKIP lines (tests/run.sh protocol).
 """
 import csv
@@ -43,6 +48,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -235,6 +241,87 @@ def small_text(root=ROOT):
     return bad
 
 
+SVG = "{http://www.w3.org/2000/svg}"
+XLINK = "{http://www.w3.org/1999/xlink}href"
+GREY_APART = 0.15   # two fills closer than this in grey level look the same
+
+
+def grey(colour, opacity=1.0):
+    """The grey level (0 black, 1 white) of an SVG colour printed over white."""
+    m = re.match(r"rgb\(\s*(\d+),\s*(\d+),\s*(\d+)\)", colour)
+    if m:
+        r, g, b = (int(x) for x in m.groups())
+    elif re.match(r"#[0-9a-fA-F]{6}$", colour):
+        r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    else:
+        r = g = b = {"black": 0, "white": 255}.get(colour, 128)
+    level = (0.299 * r + 0.587 * g + 0.114 * b) / 255
+    return opacity * level + (1 - opacity)
+
+
+def legend_looks(svg_path):
+    """{panel: [(title, look)]}: each legend entry of a gnuplot SVG (a plot's
+    group that holds text: its title and its sample), per panel of a
+    multiplot (gnuplot_plot_<n><panel letter>). look is ("box", fill) for a
+    bar's sample, fill a grey level or a pattern's drawing, or ("line",
+    dash pattern, point shapes) for a line's or points' sample."""
+    root = ET.parse(svg_path).getroot()
+    patterns = {pat.get("id"): " ".join(p.get("d", "") for p in pat.iter(SVG + "path"))
+                for pat in root.iter(SVG + "pattern")}
+    panels = {}
+    for g in root.iter(SVG + "g"):
+        m = re.match(r"gnuplot_plot_\d+([a-z]*)$", g.get("id") or "")
+        texts = list(g.iter(SVG + "text")) if m else []
+        if not texts:
+            continue
+        title = " ".join("".join(t.itertext()).strip() for t in texts).strip()
+        fills = [(poly.get("fill", ""), float(poly.get("fill-opacity", "1")))
+                 for poly in g.iter(SVG + "polygon")]
+        paths = list(g.iter(SVG + "path"))
+        if fills or any(p.get("d", "").rstrip().endswith("Z") for p in paths):
+            fill = "empty"
+            if fills:
+                colour, opacity = fills[0]
+                pm = re.match(r"url\(#(\w+)\)", colour)
+                fill = ("pattern " + patterns.get(pm.group(1), pm.group(1))) if pm else grey(colour, opacity)
+            look = ("box", fill)
+        else:
+            dashes = set()
+            for p in paths:
+                d = p.get("stroke-dasharray")
+                if d:
+                    v = [float(x) for x in d.split(",")]
+                    dashes.add(tuple(round(x / sum(v), 2) for x in v))
+            shapes = {u.get(XLINK) for u in g.iter(SVG + "use")}
+            look = ("line", tuple(sorted(dashes)), tuple(sorted(shapes)))
+        panels.setdefault(m.group(1), []).append((title, look))
+    return panels
+
+
+def look_alike(a, b):
+    """Whether two legend samples look the same in grey."""
+    if a[0] != b[0]:
+        return False
+    if a[0] == "box":
+        fa, fb = a[1], b[1]
+        if isinstance(fa, float) and isinstance(fb, float):
+            return abs(fa - fb) < GREY_APART
+        return fa == fb
+    return a == b
+
+
+def alike_in_grey(svg_path):
+    """['"A" and "B"'] for each pair of legend entries of one panel that look
+    the same printed in grey."""
+    bad = []
+    for panel, entries in legend_looks(svg_path).items():
+        for i, (ta, la) in enumerate(entries):
+            for tb, lb in entries[i + 1:]:
+                if look_alike(la, lb):
+                    bad.append(f'"{ta}" and "{tb}"')
+    return bad
+
+
 def main(argv):
     manifest = argv[1] if len(argv) > 1 else os.path.join(ROOT, "build/figures/MANIFEST")
     try:
@@ -258,6 +345,21 @@ def main(argv):
     else:
         print(f"PASS paper: figure text at least {MIN_PT:g} pt in print (every font of every "
               "included figure, at the width its chapter gives it)")
+    alike = []
+    for name, _, _ in entries:
+        svg = os.path.join(os.path.dirname(manifest), name + ".svg")
+        try:
+            pairs = alike_in_grey(svg)
+        except (OSError, ET.ParseError) as e:
+            pairs = [f"unreadable ({e})"]
+        if pairs:
+            alike.append(f"{name}: " + ", ".join(pairs[:3]))
+    if alike:
+        print("FAIL paper: figure series told apart in grey (dash, point shape or fill, "
+              "not colour alone): " + "; ".join(alike[:4]))
+    else:
+        print(f"PASS paper: figure series told apart in grey ({len(entries)} figures: no two "
+              "legend entries of a panel differ in colour alone)")
     bad = []
     with tempfile.TemporaryDirectory() as work:
         for name, script, data in entries:

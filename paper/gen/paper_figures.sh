@@ -8,9 +8,11 @@
 # OUTDIR/MANIFEST lists what was drawn, one line per figure:
 #     NAME <TAB> script <TAB> data file
 # which the paper's test suite uses to check that every figure is newer than
-# the data it was drawn from, and OUTDIR/SKIPPED the figures skipped for
-# lack of data, one name a line (the suite accepts those as not drawn, also
-# when the paper was up to date and nothing ran).
+# the data it was drawn from, and, only when some figure was skipped,
+# OUTDIR/SKIPPED, one line per figure skipped for lack of data:
+#     NAME: not drawn, its data FILE is absent; ...
+# (the suite accepts those as not drawn, also when the paper was up to date
+# and nothing ran). When every figure is drawn there is no OUTDIR/SKIPPED.
 set -eu
 out=${1:-build/figures}
 mkdir -p "$out"
@@ -34,7 +36,7 @@ for gp in figures/*.gp; do
     case $data in data/*) [ -s "$data" ] || [ ! -s "$own" ] || data=$own ;; esac
     if [ ! -s "$data" ]; then
         echo "figures: $name skipped: $data is absent"
-        echo "$name" >> "$skipped"
+        echo "$name: not drawn, its data $data is absent; the paper says so where the figure would stand" >> "$skipped"
         rm -f "$out/$name.pdf" "$out/$name.svg"
         continue
     fi
@@ -44,5 +46,10 @@ for gp in figures/*.gp; do
     printf '%s\t%s\t%s\n' "$name" "$gp" "$data" >> "$manifest"
     echo "figures: $name <- $data"
 done
-mv "$skipped" "$out/SKIPPED"
+if [ -s "$skipped" ]; then
+    mv "$skipped" "$out/SKIPPED"
+    echo "figures: $(wc -l < "$out/SKIPPED") not drawn for lack of data, each with why in $out/SKIPPED"
+else
+    rm -f "$skipped" "$out/SKIPPED"
+fi
 mv "$manifest" "$out/MANIFEST"
