@@ -444,7 +444,7 @@ def bwd_measured(t):
 
 @claim
 def bwd_hopper(t):
-    """Backward version 3 on Hopper (chapters/24-hopper-backward.md, paper/gen/paper_bwd3.py):
+    """Backward version 3 on Hopper (chapters/23-hopper.md, paper/gen/paper_bwd3.py):
     the issue's targets for it, each as measured, held or missed by how much."""
     v = gen_values(t, "paper_bwd3")
     src = "data/gpu/bench_bwd.csv or data/gpu/studies/bwd_v3_steps/bench.csv"
