@@ -466,7 +466,7 @@ def bwd_hopper(t):
 
 @claim
 def ring(t):
-    """Stage 7 (chapters/25-multi-gpu.md): exercise 2 by the merge rule, and data/gpu/ring.csv
+    """Stage 7 (chapters/25-merge-rule.md): exercise 2 by the merge rule, and data/gpu/ring.csv
     when present (paper/gen/paper_ring.py)."""
     import paper_ring
     gen_values(t, "paper_ring")
@@ -475,7 +475,7 @@ def ring(t):
 
 @claim
 def decode_measured(t):
-    """Stage 8 on the H200 (chapters/26-decoding.md, paper/gen/paper_decode.py):
+    """Stage 8 on the H200 (chapters/25-merge-rule.md, paper/gen/paper_decode.py):
     ours against cuDNN, each through its public entry, graph-replayed and eager."""
     v = gen_values(t, "paper_decode")
     if v["dec_status"] != "present":
