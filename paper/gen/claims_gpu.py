@@ -279,7 +279,7 @@ def fault_inputs(t):
 
 
 # ---------------------------------------------------------------------------
-# The PyTorch op (chapters/22-pytorch-op.md) and version 3 (chapters/23-hopper.md): the settings their
+# The PyTorch op (chapters/24-pytorch-op.md) and version 3 (chapters/23-hopper.md): the settings their
 # scripts run, and data/gpu/studies/fwd_v3_steps/v3_steps.csv when present
 # ---------------------------------------------------------------------------
 @claim
