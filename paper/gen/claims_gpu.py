@@ -279,7 +279,7 @@ def fault_inputs(t):
 
 
 # ---------------------------------------------------------------------------
-# The PyTorch op (chapters/22-pytorch-op.md) and version 3 (chapters/23-hopper.md): the settings their
+# The PyTorch op (chapters/24-pytorch-op.md) and version 3 (chapters/23-hopper.md): the settings their
 # scripts run, and data/gpu/studies/fwd_v3_steps/v3_steps.csv when present
 # ---------------------------------------------------------------------------
 @claim
@@ -444,7 +444,7 @@ def bwd_measured(t):
 
 @claim
 def bwd_hopper(t):
-    """Backward version 3 on Hopper (chapters/24-hopper-backward.md, paper/gen/paper_bwd3.py):
+    """Backward version 3 on Hopper (chapters/23-hopper.md, paper/gen/paper_bwd3.py):
     the issue's targets for it, each as measured, held or missed by how much."""
     v = gen_values(t, "paper_bwd3")
     src = "data/gpu/bench_bwd.csv or data/gpu/studies/bwd_v3_steps/bench.csv"
@@ -466,7 +466,7 @@ def bwd_hopper(t):
 
 @claim
 def ring(t):
-    """Stage 7 (chapters/25-multi-gpu.md): exercise 2 by the merge rule, and data/gpu/ring.csv
+    """Stage 7 (chapters/25-merge-rule.md): exercise 2 by the merge rule, and data/gpu/ring.csv
     when present (paper/gen/paper_ring.py)."""
     import paper_ring
     gen_values(t, "paper_ring")
@@ -475,7 +475,7 @@ def ring(t):
 
 @claim
 def decode_measured(t):
-    """Stage 8 on the H200 (chapters/26-decoding.md, paper/gen/paper_decode.py):
+    """Stage 8 on the H200 (chapters/25-merge-rule.md, paper/gen/paper_decode.py):
     ours against cuDNN, each through its public entry, graph-replayed and eager."""
     v = gen_values(t, "paper_decode")
     if v["dec_status"] != "present":
@@ -492,9 +492,10 @@ def decode_measured(t):
 @claim
 def dq_accuracy(t):
     """The section on dQ when every logit is far from zero (chapters/21-gpu-backward.md)
-    (paper/gen/paper_accuracy.py): the CPU model's values, the GPU table
-    (OUT/dq_accuracy.md, only when data/gpu/dq_accuracy.csv exists) and
-    cuDNN's NaN where ours is finite."""
+    (paper/gen/paper_accuracy.py): the CPU model's values, the GPU tables
+    (OUT/dq_accuracy.md, and the costs for chapters/91-records.md in
+    OUT/dq_accuracy_cost.md and OUT/dq_accuracy_pass.md, only when
+    data/gpu/dq_accuracy.csv exists) and cuDNN's NaN where ours is finite."""
     import paper_accuracy
     v = gen_values(t, "paper_accuracy")
     paper_accuracy.write_table(t.out)

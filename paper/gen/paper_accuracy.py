@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""paper/gen/paper_accuracy.py -- the numbers and the table of chapters/21-gpu-backward.md's
-section on dQ's accuracy when every logit sits far from zero.
+"""paper/gen/paper_accuracy.py -- the numbers and the tables of chapters/21-gpu-backward.md's
+section on dQ's accuracy when every logit sits far from zero, and of its records
+(chapters/91-records.md).
 
     python3 paper/gen/paper_accuracy.py [--out DIR]   prints "key<TAB>value" lines;
                                                     with --out also writes DIR/dq_accuracy.md
+                                                    (the errors), DIR/dq_accuracy_cost.md and
+                                                    DIR/dq_accuracy_pass.md (the costs)
 
 claims.py takes values() into build/paper/values.tsv and calls write_table().
 Two files:
@@ -468,15 +471,42 @@ def shape_rows(t, vers, ds, cell):
 
 
 def write_table(out):
-    """DIR/dq_accuracy.md: one table per dtype, err dQ by seqlen and mask."""
+    """DIR/dq_accuracy.md: one table per dtype, err dQ by seqlen and mask (the
+    chapter); DIR/dq_accuracy_cost.md: the centering's cost per version, measured
+    beside predicted, and DIR/dq_accuracy_pass.md: the dQ pass's time (the
+    records appendix). A file whose data is absent is removed."""
     rows = gpu_rows()
     path = os.path.join(out, "dq_accuracy.md")
+    cost_path = os.path.join(out, "dq_accuracy_cost.md")
+    pass_path = os.path.join(out, "dq_accuracy_pass.md")
     if rows is None:
+        for p in (path, cost_path, pass_path):
+            if os.path.exists(p):
+                os.remove(p)
+        return
+    prows = read(PASS) or []
+    os.makedirs(out, exist_ok=True)
+    write_lines(path, error_tables(rows, prows))
+    t = [r for r in rows if r["kind"] == "time"]
+    cost, passes = time_tables(t, prows)
+    write_lines(cost_path, cost)
+    write_lines(pass_path, passes)
+
+
+def write_lines(path, lines):
+    """lines into path, or path removed when there are none."""
+    if not lines:
         if os.path.exists(path):
             os.remove(path)
         return
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def error_tables(rows, prows):
+    """The error of dQ, one table per dtype: our centered versions, the last
+    one uncentered and with the dQ pass, beside SDPA's backends."""
     err = [r for r in rows if r["kind"] == "error"]
-    prows = read(PASS) or []
     full_of = {(r["dtype"], r["seqlen"], r["causal"], r["impl"]): r for r in prows
                if r["kind"] == "error" and r["impl"].endswith("_full")}
     ours = []
@@ -518,7 +548,13 @@ def write_table(out):
                 row += [e(impl) for impl, _ in PEERS]
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-    t = [r for r in rows if r["kind"] == "time"]
+    return lines
+
+
+def time_tables(t, prows):
+    """(cost, passes): the lines of the centering's cost table over kind=time
+    rows t, and of the dQ pass's time table from prows ([] where absent)."""
+    cost, passes = [], []
     if t and all(r.get("predicted_ratio") not in (None, "") for r in t):
         # the cost in percent of the backward per version and d: measured, then the rule's prediction
         ds = sorted({int(r["d"]) for r in t})
@@ -527,38 +563,37 @@ def write_table(out):
             if r["impl"] not in vers:
                 vers.append(r["impl"])
         head = ["N, mask"] + [f"{o.split('_')[1]} d={d}" for o in vers for d in ds]
-        lines.append("Cost of the centering in percent of one backward's time, measured / predicted "
-                     f"(bf16, B N = {int(t[0]['B']) * int(t[0]['seqlen'])}, "
-                     f"{t[0]['note'].split(';')[1].strip()}; predicted: fa_bwd_center_cost for that "
-                     "version; * where the auto mode centers):\n")
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        cost.append("Cost of the centering in percent of one backward's time, measured / predicted "
+                    f"(bf16, B N = {int(t[0]['B']) * int(t[0]['seqlen'])}, "
+                    f"{t[0]['note'].split(';')[1].strip()}; predicted: fa_bwd_center_cost for that "
+                    "version; * where the auto mode centers):\n")
+        cost.append("| " + " | ".join(head) + " |")
+        cost.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+
         def pct(x):
             return f"{(x - 1) * 100:.1f}"
-        lines += shape_rows(t, vers, ds, lambda r: f"{pct(num(r['time_ratio']))} / {pct(num(r['predicted_ratio']))}"
-                            + ("*" if r["auto"] == "1" else ""))
-        lines.append("")
+        cost += shape_rows(t, vers, ds, lambda r: f"{pct(num(r['time_ratio']))} / {pct(num(r['predicted_ratio']))}"
+                           + ("*" if r["auto"] == "1" else ""))
+        cost.append("")
         tf = [r for r in prows if r["kind"] == "time" and r.get("ms_full") not in (None, "")]
         if tf:
-            lines.append("Time of the backward with the dQ pass (accurate_dq=\"full\") over its time with K as "
-                         f"given, and the time with the pass in ms (bf16, the shapes above; run of commit "
-                         f"{tf[0]['commit']}):\n")
-            lines.append("| " + " | ".join(head) + " |")
-            lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
-            lines += shape_rows(tf, vers, ds, lambda r: f"{num(r['full_ratio']):.2f} ({num(r['ms_full']):.2f})")
-            lines.append("")
+            passes.append("Time of the backward with the dQ pass (accurate_dq=\"full\") over its time with K as "
+                          f"given, and the time with the pass in ms (bf16, the shapes of the centering's cost "
+                          f"table; run of commit {tf[0]['commit']}):\n")
+            passes.append("| " + " | ".join(head) + " |")
+            passes.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+            passes += shape_rows(tf, vers, ds, lambda r: f"{num(r['full_ratio']):.2f} ({num(r['ms_full']):.2f})")
+            passes.append("")
     elif t:
-        lines.append("Time of one backward with and without the centering (bf16, "
-                     f"$N$ = {t[0]['seqlen']}, $d$ = {t[0]['d']}, {t[0]['note'].split(';')[0]}):\n")
-        lines.append("| version | mask | centered [ms] | as given [ms] | ratio |")
-        lines.append("|---|---|---:|---:|---:|")
+        cost.append("Time of one backward with and without the centering (bf16, "
+                    f"$N$ = {t[0]['seqlen']}, $d$ = {t[0]['d']}, {t[0]['note'].split(';')[0]}):\n")
+        cost.append("| version | mask | centered [ms] | as given [ms] | ratio |")
+        cost.append("|---|---|---:|---:|---:|")
         for r in t:
-            lines.append(f"| {r['impl'].split('_')[1]} | {'causal' if r['causal'] == '1' else 'full'} | "
-                         f"{num(r['ms_centered']):.2f} | {num(r['ms_keep_k']):.2f} | {num(r['time_ratio']):.2f} |")
-        lines.append("")
-    os.makedirs(out, exist_ok=True)
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+            cost.append(f"| {r['impl'].split('_')[1]} | {'causal' if r['causal'] == '1' else 'full'} | "
+                        f"{num(r['ms_centered']):.2f} | {num(r['ms_keep_k']):.2f} | {num(r['time_ratio']):.2f} |")
+        cost.append("")
+    return cost, passes
 
 
 def main(argv):

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""paper_decode.py -- the decoding chapter's generated pieces, from data/ only.
+"""paper_decode.py -- the generated pieces of split-KV decoding and packed
+sequences (chapters/25-merge-rule.md), from data/ only.
 
     python3 paper/gen/paper_decode.py --out build/paper        (make paper runs it)
 
@@ -14,10 +15,12 @@ Writes into --out:
                   kernel and of SDPA's best backend as fractions of the copy
                   bandwidth measured in the same run, against the targets;
                   without the file, one paragraph saying the measurement is
-                  pending (no number); with the file also the split counts
-                  measured against the rule's
+                  pending (no number)
   decode_bw.csv   the figure's data (figures/decode_bw.gp), only with
                   data/gpu/decode.csv; removed otherwise
+  decode_splits.md  for the records appendix (chapters/91-records.md): the
+                  split-count rule against every other count on the same
+                  step, only with data/gpu/decode.csv; removed otherwise
 Every number comes from those files; nothing is typed here.
 """
 import argparse
@@ -73,8 +76,9 @@ def cpu_table(path):
 def gpu_pieces(path, out_dir):
     fig = os.path.join(out_dir, "decode_bw.csv")
     if not os.path.exists(path):
-        if os.path.exists(fig):
-            os.remove(fig)
+        for stale in (fig, os.path.join(out_dir, "decode_splits.md")):
+            if os.path.exists(stale):
+                os.remove(stale)
         return ("The measurement on the H200 is pending: `data/gpu/decode.csv` is not in the repository "
                 "yet. `make gpu-data-apps` (or `scripts/device/decode.sh`) writes it; this section then shows "
                 "the kernel's bandwidth beside the copy's and SDPA's, measured in the same run, and the "
@@ -119,16 +123,30 @@ def gpu_pieces(path, out_dir):
     lines.append(f"Targets, on graph-replayed times: at least 0.85 of the copy at seqlen_k from 8192 with "
                  f"$B H_{{kv}} \\ge 8$: {met1} of {len(t1)} shapes; at least 0.7 at $B$ = 1, $H_{{kv}}$ = 8: "
                  f"{met2} of {len(t2)}; at least 1.5 times the fastest SDPA backend at $B$ = 1: {met3} of {len(t3)}.")
-    alt = [r for r in rows if r["impl"] == "ours_splits" and r.get("graph_ms")]
-    if alt:
-        lines += ["", "| $B$ | $H_{kv}$ | seqlen_k | splits | ms, graph | ours / copy | |",
-                  "|---:|---:|---:|---:|---:|---:|:--|"]
-        for r in sorted(alt, key=lambda r: (int(r["B"]), int(r["seqlen_k"]), int(r["num_splits"]))):
-            lines.append(f"| {r['B']} | {r['H_kv']} | {r['seqlen_k']} | {r['num_splits']} | {r['graph_ms']} | "
-                         f"{fr(r):.2f} | {r['note']} |")
-        lines += ["", ": The split-count rule against its alternatives: the same step with every split count "
-                  "from 1 up, same run as the table above, graph-replayed."]
+    write_splits(rows, fr, os.path.join(out_dir, "decode_splits.md"))
     return "\n".join(lines) + "\n"
+
+
+def write_splits(rows, fr, path):
+    """decode_splits.md, for the records appendix: the split-count rule
+    against every other count on the same step (rows of impl ours_splits);
+    removed when the run has none."""
+    alt = [r for r in rows if r["impl"] == "ours_splits" and r.get("graph_ms")]
+    if not alt:
+        if os.path.exists(path):
+            os.remove(path)
+        return
+    lines = ["| $B$ | $H_{kv}$ | seqlen_k | splits | ms, graph | ours / copy | |",
+             "|---:|---:|---:|---:|---:|---:|:--|"]
+    for r in sorted(alt, key=lambda r: (int(r["B"]), int(r["seqlen_k"]), int(r["num_splits"]))):
+        lines.append(f"| {r['B']} | {r['H_kv']} | {r['seqlen_k']} | {r['num_splits']} | {r['graph_ms']} | "
+                     f"{fr(r):.2f} | {r['note']} |")
+    r0 = alt[0]
+    lines += ["", ": The split-count rule against its alternatives: one decoding step with every split count "
+              f"from 1 up, graph-replayed, in the same run as the measurement of split-KV decoding "
+              f"({r0['gpu']}, commit {r0['commit']}). Data: `data/gpu/decode.csv`."]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def decode_table(rows):
@@ -259,7 +277,7 @@ def varlen_piece(path):
               f"in all; SDPA's flash kernel, which has no packed form, runs the padded batch, the padding computed), and the packed call's time over "
               f"the dense one's when every sequence has the same length; median of calls as made, at times of "
               f"0.2 ms and more. {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}; "
-              f"measured at commit {r0['commit']}, {r0['date'][:10]}, before the rest of this chapter's data. "
+              f"measured at commit {r0['commit']}, {r0['date'][:10]}, before this chapter's decoding data (`data/gpu/decode.csv`). "
               f"Data: `data/gpu/varlen.csv`."]
     lines += varlen_ncu_lines()
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""paper/gen/paper_ring.py -- the numbers chapters/25-multi-gpu.md (one sequence, several GPUs) quotes.
+"""paper/gen/paper_ring.py -- the numbers chapters/25-merge-rule.md (the ring across GPUs, stage 7) quotes.
 
     python3 paper/gen/paper_ring.py          prints the values, one "key<TAB>value" a line
 

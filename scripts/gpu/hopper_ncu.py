@@ -2,10 +2,10 @@
 """Question it answers: where the Hopper passes lose to cuDNN's -- the
 backward (version 3, steps 2 and 3) at the bench shapes where it is slowest
 against cuDNN, and the forward (version 3) at N = 1024, causal; the answer is
-in data/gpu/studies/bwd_v3_steps/steps.md's last section and
-chapters/24-hopper-backward.md (tensor-pipe use, issue stalls, instructions,
-per kernel, ours beside cuDNN's and FlashAttention-2's; the raw files in
-data/gpu/studies/hopper_ncu/).
+in data/gpu/studies/bwd_v3_steps/steps.md's last section, chapters/23-hopper.md
+and its records in chapters/91-records.md (tensor-pipe use, issue stalls,
+instructions, per kernel, ours beside cuDNN's and FlashAttention-2's; the raw
+files in data/gpu/studies/hopper_ncu/).
 
 hopper_ncu.py -- one pass of one implementation on one shape, with the CUDA
 profiler started around that pass alone (warm-up calls before it are not

@@ -16,7 +16,7 @@ REF = "sdpa_flash"
 LAST = 50    # steps averaged into a run's final loss
 FP32 = "fp32_math"   # the reference run of the verdict
 # The model and the run, as the paper describes them (paper/gen/claims.py reads
-# this table, so that chapters/22-pytorch-op.md's numbers are the script's own).
+# this table, so that chapters/24-pytorch-op.md's numbers are the script's own).
 DEFAULTS = {"steps": 500, "layers": 4, "d_model": 256, "heads": 4, "context": 512, "batch": 16,
             "lr": 1e-3, "seed": 0}
 # --models (with --compare): the sizes of each model trained. small is

@@ -144,13 +144,13 @@ void flash_forward(const attn_params *p, const double *Q, const double *K, const
                                       Vj, bc, d, d, NULL);
             if (stats) stats->tiles_visited++;
         }
+        //< tiled-forward-blocks
         /* Normalize once; L = m + log l replaces the row's N probabilities.
          * A row that saw no key gets O = 0 and L = -inf. */
         for (int r = 0; r < br; r++)
             online_softmax_finalize(m[r], l[r], Oi + (size_t)r * d, d, &m[r]);
         hbm_store(O + (size_t)i0 * d, Oi, br, d, d, io, T_O);
         hbm_store(L + i0, m, br, 1, 1, io, T_L);
-        //< tiled-forward-blocks
     }
 }
 //< tiled-forward

@@ -164,8 +164,8 @@ static void reference_ld(const attn_params *p, const double *Q, const double *K,
     long double *P = xmalloc((size_t)Sq * Sk, sizeof(long double), "P (long double)");
     long double *acc = xmalloc(3 * (size_t)Sk * d, sizeof(long double), "dK, dV (long double)");
     for (size_t x = 0; x < 3 * (size_t)Sk * d; x++) acc[x] = 0;
-    //> long-double-softmax
     for (int i = 0; i < Sq; i++) {
+        //> long-double-softmax
         long double m = -INFINITY, l = 0, Dl = 0;
         long double *Pi = P + (size_t)i * Sk;
         for (int j = 0; j < Sk; j++) {

@@ -317,7 +317,7 @@ static void add(double *acc, const double *x, size_t n)
 }
 
 /* The forward and the backward walk the plan in the same way, written out
- * in each deliberately: chapters/25-multi-gpu.md shows this function as the
+ * in each deliberately: chapters/25-merge-rule.md shows this function as the
  * schedule. */
 //> ring-cpu
 /* The ring, rank by rank, on the CPU: the partials of each query piece merged
