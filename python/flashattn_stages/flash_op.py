@@ -32,17 +32,18 @@ The implementations call fa_forward and fa_backward of libfa_gpu.so
 tensors' device, with torch tensors' device pointers. Per problem signature
 (pass, dtype, shapes, mask, scale, device) the chosen version and the
 filled ctypes structures are cached (a plan), so a call fills in only the
-pointers; the backward's workspace is workspace()'s. The forward saves Q, K, V, O and the logsumexp L (B, H, seqlen_q) fp32 --
-O(seqlen_q) numbers beyond the tensors autograd keeps anyway -- and the
-backward recomputes P = exp(S - L) tile by tile from them, as the chapter's
-backward pass does; no seqlen_q x seqlen_k matrix is kept between the passes.
+pointers; the backward's workspace is workspace()'s. The forward saves Q,
+K, V, O and the logsumexp L (B, H, seqlen_q) fp32, and the backward
+recomputes P = exp(S - L) tile by tile from them, as the chapter's backward
+pass does: no seqlen_q x seqlen_k matrix is kept between the passes.
 
 Strides: a version whose table row says `strided` (the Hopper forward and
 the wide tensor-core backward, the defaults on an H200) reads q, k, v, o and
 dO and writes o through their row, head and batch strides, so (B, seqlen,
-heads, d) views and slices of a packed QKV tensor run without copies; for
-the others an operand not contiguous or not 16-byte aligned is copied
-(_operands), as, for any version, one whose strides are not multiples of 16 bytes.
+heads, d) views and slices of a packed QKV tensor run without copies. Any
+version gets a copy of an operand it cannot read in place (_operands): one
+not contiguous or not 16-byte aligned for the others, one whose strides are
+not multiples of 16 bytes for any.
 
 Errors: a ValueError of one line naming what is wrong (shape, dtype, device,
 window, a problem no kernel version runs), raised before any launch;
@@ -205,8 +206,7 @@ def cached_version(pass_, dt, p, key, requested, deterministic, vl=None, fail=_f
 class _Plan:
     """One signature's cached call: the version, its row's `strided`, and the
     ctypes structures (problem filled, strides filled, pointers per call)."""
-    __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes", "strides_set",
-                 "backward_runs")
+    __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes", "strides_set", "backward_runs")
 
 
 _tls = threading.local()   # per thread: signature -> plan (the structures are written per call)
@@ -544,7 +544,7 @@ class FlashAttentionFunction(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable   # our backward is not itself differentiable
     def backward(ctx, do, _dlse):
-        if do is None:   # (autograd calls it only when O has a gradient)
+        if do is None:   # no gradient reached O (L has none): none flows back
             return None, None, None, None
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = _bwd_impl(do, q, k, v, o, lse, *ctx.args)
