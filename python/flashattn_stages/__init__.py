@@ -9,10 +9,11 @@ support, and FlashAttention 2's Python interface over it.
 Installed by `pip install .` from the repository (pyproject.toml; the build
 runs make for the library and puts it inside the package); in the
 repository, python/ on PYTHONPATH (the Makefile sets it). The modules:
-fa (the ctypes binding and the one library loader, no torch), flash_op (the
-dense op and what every entry shares: version chooser, plan caches, output
-allocator), varlen_op (packed sequences), decode_op (a KV cache),
-flash_attn_interface (FlashAttention's functions). The torch parts load on
+fa (the ctypes binding and the one library loader, no torch), dispatch
+(what every entry shares on the way to a launch: version chooser, plan
+caches, workspace), flash_op (the dense op, the output allocator),
+varlen_op (packed sequences), decode_op (a KV cache), flash_attn_interface
+(FlashAttention's functions). The torch parts load on
 first use, so `from flashattn_stages import fa` needs no torch; without
 torch, asking for one of them raises ImportError of one line saying so.
 """
@@ -25,7 +26,7 @@ _INTERFACE = ("flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpack
 _LAZY = dict({name: ("flash_attn_interface", name) for name in _INTERFACE},
              flash_attention=("flash_op", "flash_attention"),
              visible_mask=("flash_op", "visible_mask"))
-_MODULES = ("flash_op", "flash_attn_interface", "varlen_op", "decode_op")
+_MODULES = ("dispatch", "flash_op", "flash_attn_interface", "varlen_op", "decode_op")
 __all__ = ["fa", "FaError", *_MODULES, *_LAZY]
 
 

@@ -44,10 +44,10 @@ runs without the combine.
 How: the kernels of kernels/stage8_decode.cu in build/libfa_gpu.so, loaded
 once by fa.library() (one handle for every entry), called
 through ctypes on torch's current stream with the tensors' device pointers
-and a workspace for the partials (flash_op.workspace, kept per stream).
+and a workspace for the partials (dispatch.workspace, kept per stream).
 Per signature (shapes, dtype, pages, mask, scale, split count, device) the
 problem's structure, the split count and the library's check are made once
-(flash_op.plan_cache), so that a step does no more on the host than fill in
+(dispatch.plan_cache), so that a step does no more on the host than fill in
 the pointers and launch; one query row needs no layout copy (q and O
 (B, 1, H, d) hold the kernel's (B, H, 1, d) as they are), and without k, v
 the caller's cache_seqlens reaches the kernel as it is. Inference only: no
@@ -70,7 +70,7 @@ import contextlib
 import ctypes
 import math
 
-from . import fa, flash_op, varlen_op   # flash_op first: it says in one line when torch is missing
+from . import dispatch, fa, flash_op, varlen_op   # dispatch first: it says in one line when torch is missing
 
 import torch
 
@@ -150,13 +150,13 @@ def _check_splits(num_splits):
 
 def _plan(q, H_kv, page, pages_per_seq, num_pages, scale, left, right, num_splits):
     """The plan of q (B, seqlen_q, H, d) over a paged cache, built once per
-    signature in this thread's plan cache (flash_op.plan_cache): the split
+    signature in this thread's plan cache (dispatch.plan_cache): the split
     rule (num_splits = 0) at the table's capacity for this GPU's SMs, and
     fa_decode_check at that count, so that a call repeats neither."""
     B, Sq, H, d = q.shape
     index = q.get_device()
     key = (q.dtype, B, Sq, H, d, H_kv, page, pages_per_seq, num_pages, scale, left, right, num_splits, index)
-    plans = flash_op.plan_cache("decode")
+    plans = dispatch.plan_cache("decode")
     pl = plans.get(key)
     if pl is None:
         lib = library()
@@ -228,17 +228,17 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
     o = _new_output((B, Sq, H, d) if one_row else (B, H, Sq, d), q.dtype, q.device)
     lse = _new_output((B, H, Sq), torch.float32, q.device)
     index = q.get_device()
-    stream = flash_op.raw_stream(index)
+    stream = dispatch.raw_stream(index)
     x = pl.ptrs
     x.q, x.k_cache, x.v_cache, x.block_table, x.cache_seqlens = (qh.data_ptr(), kc.data_ptr(), vc.data_ptr(),
                                                                  table.data_ptr(), cache_seqlens.data_ptr())
     x.o, x.softmax_lse = o.data_ptr(), lse.data_ptr()
     if pl.ws_bytes:
-        x.workspace, x.workspace_bytes = flash_op.workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
+        x.workspace, x.workspace_bytes = dispatch.workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
     else:
         x.workspace, x.workspace_bytes = None, 0
     lib = fa.library()
-    fa.check(lib, flash_op.on_device(index, lib.fa_decode, pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream))
+    fa.check(lib, dispatch.on_device(index, lib.fa_decode, pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream))
     out = o if one_row else o.transpose(1, 2).contiguous()    # (B, seqlen_q, H, d)
     return (out, lse) if return_softmax_lse else out
 

@@ -51,26 +51,19 @@ fa.FaError (a RuntimeError) when a CUDA call fails or the library cannot be
 loaded. Nothing here needs a GPU to import; the library is fa.library(),
 the one handle the varlen and decode entries share.
 
-What the three entries (dense here, varlen_op, decode_op) share lives here
-once: the version chooser (choose_version), the per-thread plan caches
-(plan_cache), the output allocator (new_output), the workspace (workspace),
-the raw current stream (raw_stream) and the launch on the tensors' device
-(on_device).
+What the three entries (dense here, varlen_op, decode_op) share on the way
+to a launch -- the version chooser, the per-thread plan caches, the
+workspace, the stream, the launch on the tensors' device -- is dispatch.py's;
+the output allocator (new_output) and the checks of q, k, v are here.
 """
 import ctypes
 import math
-import threading
 
-try:
-    import torch
-except ImportError:
-    raise ImportError("flashattn_stages: the PyTorch entries need torch (pip install torch); "
-                      "flashattn_stages.fa works without it") from None
+from . import dispatch, fa   # dispatch first: it says in one line when torch is missing
 
-from . import fa
+import torch
 
 DTYPE_CODES = {torch.float32: fa.FP32, torch.float16: fa.FP16, torch.bfloat16: fa.BF16}
-PASS_NAMES = {fa.FORWARD: "forward", fa.BACKWARD: "backward"}
 NAMESPACE = "flashattn_stages"   # the operators' namespace: torch.ops.flashattn_stages
 # True: outputs start as NaN instead of uninitialized memory (which may hold
 # a previous call's right answer), so an element a kernel never writes shows.
@@ -79,11 +72,6 @@ poison_outputs = False
 # False: eager calls go through the registered operators too (the tests
 # compare both paths; bench_overhead.py times both).
 eager_fast_path = True
-
-
-def library():
-    """libfa_gpu.so, loaded once (fa.library(); fa.FaError of one line when it cannot be)."""
-    return fa.library()
 
 
 def _fail(msg):
@@ -121,111 +109,10 @@ def problem(q, k, causal=False, window_size=(-1, -1), softmax_scale=None):
     return fa.Params(B, H, H_kv, seqlen_q, seqlen_k, d, scale, *window_of(causal, window_size))
 
 
-_ROWS = {}   # (pass, version) -> the table's row (fa.VersionInfo)
-
-
-def _row(pass_, version):
-    r = _ROWS.get((pass_, version))
-    if r is None:
-        ptr = library().fa_version(pass_, version)
-        r = _ROWS[(pass_, version)] = ptr.contents if ptr else None
-    return r
-
-
-def choose_version(pass_, dtype_code, p, deterministic=False, requested=-1, vl=None, fail=_fail):
-    """The version that runs problem p (an fa.Params; with vl, an fa.Varlen,
-    packed sequences, checked by fa_check_varlen): `requested` (>= 0)
-    checked, or the highest-numbered version of core/versions.def that runs
-    the problem and dtype on this GPU, rows that say `prefer` first (the
-    table numbers versions from the materialized baseline up through faster
-    kernels; `prefer` marks one faster than those above it, backward 3 on
-    Hopper). Else one line (fail, ValueError) with each version's reason.
-    The one chooser of the dense, varlen and decode entries; not cached."""
-    lib = library()
-    kind = "varlen problem" if vl is not None else "problem"
-
-    def runs(version):
-        if vl is not None:
-            return lib.fa_check_varlen(pass_, version, dtype_code, ctypes.byref(p), ctypes.byref(vl)) == fa.OK
-        return lib.fa_check_supported(pass_, version, dtype_code, ctypes.byref(p)) == fa.OK
-    rows = sorted(fa.versions(lib, pass_), key=lambda r: (-r.prefer, -r.version))
-    if requested >= 0:
-        row = next((r for r in rows if r.version == requested), None)
-        if row is None:
-            fail(f"version={requested}: the {PASS_NAMES[pass_]} has no such version")
-        if not runs(requested):
-            fail(f"version={requested}: {fa.error_text(lib)}")
-        if deterministic and not row.deterministic:
-            fail(f"deterministic=True: {PASS_NAMES[pass_]} version {requested} has no deterministic mode")
-        return requested
-    why = {}   # version name -> the library's reason
-    for row in rows:
-        name = row.name.decode()
-        if deterministic and not row.deterministic:
-            why[name] = "no deterministic mode"
-        elif runs(row.version):
-            return row.version
-        else:
-            why[name] = fa.error_text(lib)
-    if not why:
-        fail(f"the library has no {PASS_NAMES[pass_]} version")
-    if len(set(why.values())) == 1:   # one reason for all: say it once
-        fail(f"no {PASS_NAMES[pass_]} version runs this {kind}: {next(iter(why.values()))}")
-    fail(f"no {PASS_NAMES[pass_]} version runs this {kind} ("
-         + "; ".join(f"{n}: {w}" for n, w in why.items()) + ")")
-
-
-# (pass, dtype, sizes, mask, scale, deterministic, requested version, device)
-# -> the version, or the ValueError's message for a problem no version runs.
-# The choice depends on the GPU (the device index is in the key) and on
-# FA_V3_STEP, read once per signature here. Shared by the dense and varlen
-# entries (their keys differ in their first field's tag); a lock keeps the
-# size check and the insertion together across threads.
-_VERSIONS = {}
-_VERSIONS_LOCK = threading.Lock()
-_CACHE_LIMIT = 4096   # signatures kept per cache
-
-
-def cached_version(pass_, dt, p, key, requested, deterministic, vl=None, fail=_fail):
-    """choose_version once per signature `key` (ValueError again from the cache)."""
-    got = _VERSIONS.get(key)
-    if got is None:
-        try:
-            got = choose_version(pass_, dt, p, deterministic, requested, vl, fail)
-        except ValueError as e:
-            got = str(e)
-        with _VERSIONS_LOCK:
-            if len(_VERSIONS) >= _CACHE_LIMIT:
-                _VERSIONS.clear()
-            _VERSIONS[key] = got
-    if isinstance(got, str):
-        raise ValueError(got)
-    return got
-
-
 class _Plan:
     """One signature's cached call: the version, its row's `strided`, and the
     ctypes structures (problem filled, strides filled, pointers per call)."""
     __slots__ = ("version", "strided", "params", "ptrs", "p_ref", "x_ref", "ws_bytes", "strides_set", "backward_runs")
-
-
-_tls = threading.local()   # per thread: signature -> plan (the structures are written per call)
-
-
-def plan_cache(name):
-    """This thread's plan cache `name` ("dense", "varlen", "decode"): a dict from a
-    problem's signature to its plan, whose ctypes structures each call
-    writes its pointers into, hence one per thread; cleared when it holds
-    _CACHE_LIMIT signatures (shapes that vary without end)."""
-    caches = getattr(_tls, "caches", None)
-    if caches is None:
-        caches = _tls.caches = {}
-    c = caches.get(name)
-    if c is None:
-        c = caches[name] = {}
-    elif len(c) >= _CACHE_LIMIT:
-        c.clear()
-    return c
 
 
 def _plan(pass_, q, k, scale, left, right, requested, deterministic):
@@ -235,16 +122,17 @@ def _plan(pass_, q, k, scale, left, right, requested, deterministic):
     dt = DTYPE_CODES[q.dtype]
     key = (pass_, dt, B, H, H_kv, Sq, Sk, d, scale, left, right, requested, deterministic,
            q.get_device())
-    plans = plan_cache("dense")
+    plans = dispatch.plan_cache("dense")
     pl = plans.get(key)
     if pl is None:
         p = fa.Params(B, H, H_kv, Sq, Sk, d, scale, left, right)
         pl = _Plan()
-        pl.version = cached_version(pass_, dt, p, ("dense",) + key, requested, deterministic)
-        pl.strided = bool(_row(pass_, pl.version).strided)
+        pl.version = dispatch.cached_version(pass_, dt, p, ("dense",) + key, requested, deterministic,
+                                             fail=_fail)
+        pl.strided = bool(dispatch.row(pass_, pl.version).strided)
         pl.params, pl.ptrs = p, fa.Ptrs()
         pl.p_ref, pl.x_ref = ctypes.byref(pl.params), ctypes.byref(pl.ptrs)
-        pl.ws_bytes = library().fa_workspace_bytes(pass_, pl.version, dt, pl.p_ref)
+        pl.ws_bytes = fa.library().fa_workspace_bytes(pass_, pl.version, dt, pl.p_ref)
         pl.strides_set = False   # the structure's strides are all zero (contiguous)
         pl.backward_runs = set()   # (backward version, deterministic) checked for a forward plan
         plans[key] = pl
@@ -314,57 +202,19 @@ def _operands(pl, ts, fields, outputs=0):
             for i, t in enumerate(ts)]
 
 
-# raw_stream(index): torch's current CUDA stream of GPU `index` as the raw
-# cudaStream_t, the value torch.cuda.current_stream(index).cuda_stream gives,
-# without building a torch.Stream object per call
-if hasattr(torch._C, "_cuda_getCurrentRawStream"):
-    raw_stream = torch._C._cuda_getCurrentRawStream
-else:   # pragma: no cover
-    def raw_stream(index):
-        return torch.cuda.current_stream(index).cuda_stream
-
-
-_WORKSPACE = {}   # (device index, stream) -> uint8 tensor, grown on demand
-_WORKSPACE_KEEP = 256 << 20   # bytes: larger workspaces are not kept between calls
-
-
-def workspace(nbytes, index, stream):
-    """nbytes of device memory on GPU `index` for one call on `stream`, from
-    torch's caching allocator: kept per stream (work on one stream is
-    ordered, so the next call may reuse it), a fresh one while a CUDA graph
-    is being captured (the graph's pool keeps it for its replays)."""
-    if torch.cuda.is_current_stream_capturing() or nbytes > _WORKSPACE_KEEP:
-        # (a large one, version 0's materialized S and P, goes back to the allocator)
-        return torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
-    key = (index, stream)
-    ws = _WORKSPACE.get(key)
-    if ws is None or ws.numel() < nbytes:
-        ws = _WORKSPACE[key] = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
-    return ws
-
-
 def _call(pass_, pl, dt, flags, index):
     """One call of fa_forward/fa_backward on torch's current stream of GPU `index`."""
     lib = fa.library()
     x = pl.ptrs
-    stream = raw_stream(index)
+    stream = dispatch.raw_stream(index)
     if pl.ws_bytes:
-        x.workspace, x.workspace_bytes = workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
+        x.workspace, x.workspace_bytes = dispatch.workspace(pl.ws_bytes, index, stream).data_ptr(), pl.ws_bytes
     if pass_ == fa.FORWARD:
-        rc = on_device(index, lib.fa_forward, pl.version, dt, pl.p_ref, pl.x_ref, stream)
+        rc = dispatch.on_device(index, lib.fa_forward, pl.version, dt, pl.p_ref, pl.x_ref, stream)
     else:
-        rc = on_device(index, lib.fa_backward, pl.version, dt, pl.p_ref, pl.x_ref, flags, stream)
+        rc = dispatch.on_device(index, lib.fa_backward, pl.version, dt, pl.p_ref, pl.x_ref, flags, stream)
     if rc != fa.OK:
         fa.check(lib, rc)
-
-
-def on_device(index, fn, *args):
-    """fn(*args) with GPU `index` current, as the library's launches need (the
-    context only when another device is: it costs more than a small launch)."""
-    if index != torch.cuda.current_device():
-        with torch.cuda.device(index):
-            return fn(*args)
-    return fn(*args)
 
 
 def _zero_strides(x):
@@ -414,7 +264,7 @@ def _fwd_impl(q, k, v, softmax_scale, window_left, window_right, out_bshd, fwd_v
             o.zero_()
             lse.fill_(-math.inf)
         return o, lse
-    library()
+    fa.library()
     dt = DTYPE_CODES[q.dtype]
     pl = _plan(fa.FORWARD, q, k, softmax_scale, window_left, window_right, fwd_version, False)
     if need_bwd and (bwd_version, deterministic) not in pl.backward_runs:
@@ -443,7 +293,7 @@ def _bwd_impl(do, q, k, v, o, lse, softmax_scale, window_left, window_right, bwd
                 t.zero_()
         return dq, dk, dv
     del Sq
-    library()
+    fa.library()
     dt = DTYPE_CODES[q.dtype]
     pl = _plan(fa.BACKWARD, q, k, softmax_scale, window_left, window_right, bwd_version,
                deterministic)
@@ -641,7 +491,7 @@ def attention(q, k, v, softmax_scale, left, right, out_bshd, version, determinis
             sig = None
         if sig is None or sig not in _CHECKED:
             _check_tensors(q, k, v)
-            if len(_CHECKED) >= _CACHE_LIMIT:
+            if len(_CHECKED) >= dispatch.CACHE_LIMIT:
                 _CHECKED.clear()
             _CHECKED.add(sig)
     q, k, v, scale = autocast_and_scale(q, k, v, softmax_scale)
@@ -693,7 +543,7 @@ def visible_mask(seqlen_q, seqlen_k, causal=False, window_size=(-1, -1), device=
     left, right = window_of(causal, window_size)
     p = fa.Params(1, 1, 1, int(seqlen_q), int(seqlen_k), 1, 1.0, left, right)
     try:
-        bits = fa.mask(library(), p)
+        bits = fa.mask(fa.library(), p)
     except fa.FaError as e:
         _fail(str(e))
     m = torch.frombuffer(bytearray(bits), dtype=torch.uint8).view(seqlen_q, seqlen_k).bool()

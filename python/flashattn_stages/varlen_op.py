@@ -22,11 +22,11 @@ cu_seqlens -> dQ, dK, dV), each with a fake (meta) implementation and the
 backward registered as the forward's autograd formula, so torch.compile
 (fullgraph=True) and CUDA graphs take them as two opaque nodes. They call
 fa_forward_varlen and fa_backward_varlen of libfa_gpu.so through fa.py on
-torch's current stream; the version is flash_op.choose_version's (the one
+torch's current stream; the version is dispatch.choose_version's (the one
 chooser of every entry) with fa_check_varlen as the test: the highest of the
 table that runs the packed problem, rows that say `prefer` first (backward 3
 on Hopper, then 4), chosen once per signature; the plans are kept per thread
-(flash_op.plan_cache), as the dense entry's are.
+(dispatch.plan_cache), as the dense entry's are.
 
 Errors: ValueError of one line. flash_attn_varlen_func checks shapes,
 dtypes and devices of every argument, and in eager mode also the contents
@@ -40,7 +40,7 @@ core/varlen.h, but compute nothing meaningful from bad ones).
 import ctypes
 import math
 
-from . import fa, flash_op   # flash_op first: it says in one line when torch is missing
+from . import dispatch, fa, flash_op   # dispatch first: it says in one line when torch is missing
 
 import torch
 import torch.nn.functional as F
@@ -57,20 +57,20 @@ _NOT_READ = 16   # a non-NULL device address that fa_check_varlen never derefere
 
 def _plan(pass_, q, k, B, max_q, max_k, scale, left, right, requested, deterministic):
     """(version, params, varlen struct, ptrs, workspace bytes, dtype) of this
-    signature, from this thread's cache (flash_op.plan_cache("varlen"))."""
+    signature, from this thread's cache (dispatch.plan_cache("varlen"))."""
     total_q, H, d = q.shape
     total_k, H_kv = k.shape[0], k.shape[1]
     dt = flash_op.DTYPE_CODES[q.dtype]
     key = (pass_, dt, B, H, H_kv, total_q, total_k, max_q, max_k, d, scale, left, right, requested,
            deterministic, q.get_device())
-    plans = flash_op.plan_cache("varlen")
+    plans = dispatch.plan_cache("varlen")
     pl = plans.get(key)
     if pl is None:
         p = fa.Params(B, H, H_kv, max(max_q, 1), max(max_k, 1), d, scale, left, right)
         # the check reads no array: placeholders until a call sets the real ones
         vl = fa.Varlen(_NOT_READ, _NOT_READ, total_q, total_k)
-        got = flash_op.cached_version(pass_, dt, p, ("varlen",) + key, requested, deterministic, vl, _fail)
-        ws = flash_op.library().fa_workspace_bytes_varlen(pass_, got, dt, ctypes.byref(p), ctypes.byref(vl))
+        got = dispatch.cached_version(pass_, dt, p, ("varlen",) + key, requested, deterministic, vl, _fail)
+        ws = fa.library().fa_workspace_bytes_varlen(pass_, got, dt, ctypes.byref(p), ctypes.byref(vl))
         pl = plans[key] = (got, p, vl, fa.Ptrs(), ws, dt)
     return pl
 
@@ -105,15 +105,15 @@ def _new(shape, like, dtype=None):
 
 def _run(pass_, pl, flags, index):
     version, p, vl, x, ws, dt = pl
-    lib = flash_op.library()
-    stream = flash_op.raw_stream(index)
+    lib = fa.library()
+    stream = dispatch.raw_stream(index)
     if ws:
-        x.workspace, x.workspace_bytes = flash_op.workspace(ws, index, stream).data_ptr(), ws
+        x.workspace, x.workspace_bytes = dispatch.workspace(ws, index, stream).data_ptr(), ws
     refs = (ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x))
     if pass_ == fa.FORWARD:
-        rc = flash_op.on_device(index, lib.fa_forward_varlen, version, dt, *refs, stream)
+        rc = dispatch.on_device(index, lib.fa_forward_varlen, version, dt, *refs, stream)
     else:
-        rc = flash_op.on_device(index, lib.fa_backward_varlen, version, dt, *refs, flags, stream)
+        rc = dispatch.on_device(index, lib.fa_backward_varlen, version, dt, *refs, flags, stream)
     if rc != fa.OK:
         fa.check(lib, rc)
 
@@ -258,7 +258,7 @@ def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
         return   # no values to read: traced, or captured into a graph
     both = torch.cat([cu_seqlens_q, cu_seqlens_k]).cpu()
     B = cu_seqlens_q.shape[0] - 1
-    lib = flash_op.library()
+    lib = fa.library()
     base = both.data_ptr()
     if lib.fa_varlen_check(base, base + 4 * (B + 1), B, q.shape[0], k.shape[0], max_seqlen_q,
                            max_seqlen_k) != fa.OK:

@@ -275,11 +275,11 @@ def version_times(torch, fo, fa, budget_s):
                     scale, right = 1.0 / math.sqrt(d), 0 if causal else -1
                     p = fa.Params(B, H, H, N, N, d, scale, -1, right)
                     for pass_ in (fa.FORWARD, fa.BACKWARD):
-                        chosen = fo.choose_version(pass_, fa.BF16, p)
+                        chosen = fo.dispatch.choose_version(pass_, fa.BF16, p)
                         with torch.no_grad():
                             o, lse = fo._fwd_impl(q, k, v, scale, -1, right, False, -1, -1, False, False)
-                        for r in fa.versions(fo.library(), pass_):
-                            if r.version == 0 or not fo.library().fa_check_supported(
+                        for r in fa.versions(fa.library(), pass_):
+                            if r.version == 0 or not fa.library().fa_check_supported(
                                     pass_, r.version, fa.BF16, ctypes.byref(p)) == fa.OK:
                                 continue
                             if pass_ == fa.FORWARD:
@@ -289,7 +289,7 @@ def version_times(torch, fo, fa, budget_s):
                                 fn = (lambda ver=r.version: fo._bwd_impl(dO, q, k, v, o, lse, scale, -1, right,
                                                                           ver, False, fo.center_flag(None)))
                             ms, why = gpu_timing.graph_ms(torch, fn, repeats=7)
-                            out.append(dict(pass_=fo.PASS_NAMES[pass_], B=B, H=H, N=N, d=d, causal=causal,
+                            out.append(dict(pass_=fo.dispatch.PASS_NAMES[pass_], B=B, H=H, N=N, d=d, causal=causal,
                                             version=r.version, name=r.name.decode(),
                                             graph_us="" if ms is None else f"{ms * 1000:.1f}",
                                             chosen=int(r.version == chosen), note=why))

@@ -275,8 +275,8 @@ def run_training(args):
     flash_op = import_op()
     p = flash_op.problem(probe, probe_kv, causal=True)
     dt = flash_op.DTYPE_CODES[torch.bfloat16]
-    fv = flash_op.choose_version(flash_op.fa.FORWARD, dt, p)
-    bv = flash_op.choose_version(flash_op.fa.BACKWARD, dt, p)
+    fv = flash_op.dispatch.choose_version(flash_op.fa.FORWARD, dt, p)
+    bv = flash_op.dispatch.choose_version(flash_op.fa.BACKWARD, dt, p)
     print(f"ours: forward v{fv}, backward v{bv} (the best the table has for bf16, causal, d = {p.d})")
 
     losses, seconds = {}, {}

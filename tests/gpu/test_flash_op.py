@@ -102,7 +102,7 @@ torch = skips.need_torch(GROUPS)
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-from flashattn_stages import flash_op  # noqa: E402
+from flashattn_stages import dispatch, flash_op  # noqa: E402
 from flashattn_stages.flash_op import fa, flash_attention  # noqa: E402
 from flashattn_stages.flash_attn_interface import (flash_attn_func, flash_attn_kvpacked_func,  # noqa: E402
                                   flash_attn_qkvpacked_func)
@@ -253,7 +253,7 @@ class Problem:
 
 
 def versions_for(pass_, dtype, p):
-    lib = flash_op.library()
+    lib = fa.library()
     ok, why = [], []
     for row in fa.versions(lib, pass_):
         if lib.fa_check_supported(pass_, row.version, flash_op.DTYPE_CODES[dtype],
@@ -316,7 +316,7 @@ def grad_tests(gen):
             if dt != "fp32" and not fused[0]:
                 print(f"# {name}: no fused SDPA backend takes it ({fused[1]}); bound eps/2")
             mat = prob.materialized() if dt != "fp32" else (None, "")
-            lib = flash_op.library()
+            lib = fa.library()
 
             def peer_of(pass_, version):   # like with like: tiled vs fused, materialized vs materialized
                 return fused if lib.fa_block_rows(pass_, version, p.d) > 0 else mat
@@ -343,7 +343,7 @@ def grad_tests(gen):
 
 
 def deterministic_tests(gen):
-    lib = flash_op.library()
+    lib = fa.library()
     det = [r.version for r in fa.versions(lib, fa.BACKWARD) if r.deterministic]
     if not det:
         print("SKIP flash_op-deterministic: no backward version has a deterministic mode")
@@ -591,8 +591,8 @@ def strided_tests(gen):
         base = _run_grads(_det(causal), q, k, v, do)
         got = _run_grads(_det(causal), qs, ks, vs, do)
         p = flash_op.problem(q, k, causal)
-        fv = flash_op.choose_version(fa.FORWARD, flash_op.DTYPE_CODES[q.dtype], p)
-        fwd_row = flash_op._row(fa.FORWARD, fv)
+        fv = dispatch.choose_version(fa.FORWARD, flash_op.DTYPE_CODES[q.dtype], p)
+        fwd_row = dispatch.row(fa.FORWARD, fv)
         _report(f"flash_op-strided {case}", [f"{t} differs" for t in _diff(base, got)],
                 f"bitwise vs contiguous; forward {fwd_row.name.decode()} "
                 + ("reads the strides" if fwd_row.strided else "takes copies"))
@@ -613,11 +613,11 @@ def strided_tests(gen):
     # accurate_dq=None: the library's rule (fa_bwd_center_auto, for the backward version the op
     # runs) picks centered or as given, bitwise one of the two; one shape where it centers and one
     # where it does not (version 3's rule centers without a mask from N = 9300 at d = 64)
-    lib, bad, seen = flash_op.library(), [], []
+    lib, bad, seen = fa.library(), [], []
     for B, H, N in ((1, 2, 256), (2, 8, 4096), (1, 8, 16384), (2, 8, 16384)):
         q, k, v, do = _inputs(gen, B, H, H, N, N, 64)
         p = flash_op.problem(q, k, False)
-        bv = flash_op.choose_version(fa.BACKWARD, fa.BF16, p, deterministic=True)
+        bv = dispatch.choose_version(fa.BACKWARD, fa.BF16, p, deterministic=True)
         auto = lib.fa_bwd_center_auto(bv, fa.BF16, ctypes.byref(p))
         if auto in seen:
             continue
@@ -693,11 +693,11 @@ def empty_tests(gen):
 def stream_value_tests(gen):
     bad = []
     d = torch.device(DEV, torch.cuda.current_device())
-    if flash_op.raw_stream(d.index) != torch.cuda.current_stream().cuda_stream:
+    if dispatch.raw_stream(d.index) != torch.cuda.current_stream().cuda_stream:
         bad.append("default stream differs")
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
-        if flash_op.raw_stream(d.index) != torch.cuda.current_stream().cuda_stream or flash_op.raw_stream(d.index) != s.cuda_stream:
+        if dispatch.raw_stream(d.index) != torch.cuda.current_stream().cuda_stream or dispatch.raw_stream(d.index) != s.cuda_stream:
             bad.append("side stream differs")
     _report("flash_op-stream-value", bad, "the library's stream is torch.cuda.current_stream().cuda_stream")
 

@@ -144,7 +144,7 @@ if not os.path.exists(fa.library_path()):
     skip_all("build/libfa_gpu.so is not built (make build/libfa_gpu.so)")
     sys.exit(0)
 
-from flashattn_stages import flash_op  # noqa: E402
+from flashattn_stages import dispatch, flash_op  # noqa: E402
 from flashattn_stages.flash_attn_interface import flash_attn_func, flash_attn_varlen_func  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -348,7 +348,7 @@ def poison_tests(gen):
     """C-level calls into the middle of NaN buffers: every row written, guards
     untouched; d = 64 and 128 (the backward's two tile shapes)."""
     name = "varlen-poison"
-    lib = flash_op.library()
+    lib = fa.library()
     bad, said = [], ""
     for d in (64, 128):
         said = poison_one(gen, lib, d, bad)
@@ -385,7 +385,7 @@ def poison_one(gen, lib, d, bad):
            lib.fa_check_varlen(fa.BACKWARD, r.version, fa.BF16, ctypes.byref(p), ctypes.byref(vl)) == fa.OK]
     if not bvs:
         bad.append(f"d {d}: no backward version runs this varlen problem")
-    stream = flash_op.raw_stream(torch.cuda.current_device())
+    stream = dispatch.raw_stream(torch.cuda.current_device())
     rc = lib.fa_forward_varlen(fv, fa.BF16, ctypes.byref(p), ctypes.byref(vl), ctypes.byref(x), stream)
     if rc != fa.OK:
         bad.append(f"d {d}: forward: {lib.fa_error_string().decode()}")

@@ -9,7 +9,7 @@ workspace). Needs torch; the tests import it only after checking that.
 """
 import torch
 
-from flashattn_stages import fa, flash_op
+from flashattn_stages import dispatch, fa, flash_op
 
 
 class OnGpu(torch.Tensor):
@@ -30,6 +30,6 @@ def install(lib):
     fa.library = lambda: lib
     torch.cuda.current_device = lambda: -1
     torch.cuda.is_current_stream_capturing = lambda: False
-    flash_op.raw_stream = lambda index: 0
-    flash_op.workspace = lambda nbytes, index, stream: torch.empty(nbytes, dtype=torch.uint8)
+    dispatch.raw_stream = lambda index: 0
+    dispatch.workspace = lambda nbytes, index, stream: torch.empty(nbytes, dtype=torch.uint8)
     flash_op.poison_outputs = True

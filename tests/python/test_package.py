@@ -32,7 +32,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "python", "flashattn_stages")
-MODULES = ("fa", "flash_op", "varlen_op", "decode_op", "flash_attn_interface")
+MODULES = ("fa", "dispatch", "flash_op", "varlen_op", "decode_op", "flash_attn_interface")
 
 # Run in a fresh interpreter from /tmp: prints one "ok ..." line or raises.
 PROBE = r"""
@@ -51,7 +51,7 @@ from flashattn_stages import flash_attn_with_kvcache, flash_attn_varlen_func, fl
 from flashattn_stages import decode_op, varlen_op, flash_op, flash_attn_interface
 mine = sorted(n for n, m in sys.modules.items()
               if m is not None and getattr(m, "__file__", None) and m.__file__.startswith(where))
-plain = [n for n in ("fa", "flash_op", "varlen_op", "decode_op", "flash_attn_interface") if n in sys.modules]
+plain = [n for n in ("fa", "dispatch", "flash_op", "varlen_op", "decode_op", "flash_attn_interface") if n in sys.modules]
 assert not plain, ("modules loaded a second time under plain names", plain)
 for n in mine:
     assert n == "flashattn_stages" or n.startswith("flashattn_stages."), ("a module outside the package", n)
