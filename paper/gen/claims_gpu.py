@@ -493,9 +493,10 @@ def decode_measured(t):
 def dq_accuracy(t):
     """The section on dQ when every logit is far from zero (chapters/21-gpu-backward.md)
     (paper/gen/paper_accuracy.py): the CPU model's values, the GPU tables
-    (OUT/dq_accuracy.md, and the costs for chapters/91-records.md in
-    OUT/dq_accuracy_cost.md and OUT/dq_accuracy_pass.md, only when
-    data/gpu/dq_accuracy.csv exists) and cuDNN's NaN where ours is finite."""
+    (OUT/dq_accuracy.md in bf16, and for chapters/91-records.md the fp16 one in
+    OUT/dq_accuracy_fp16.md and the costs in OUT/dq_accuracy_cost.md and
+    OUT/dq_accuracy_pass.md, only when data/gpu/dq_accuracy.csv exists) and
+    cuDNN's NaN where ours is finite."""
     import paper_accuracy
     v = gen_values(t, "paper_accuracy")
     paper_accuracy.write_table(t.out)

@@ -5,7 +5,9 @@ section on dQ's accuracy when every logit sits far from zero, and of its records
 
     python3 paper/gen/paper_accuracy.py [--out DIR]   prints "key<TAB>value" lines;
                                                     with --out also writes DIR/dq_accuracy.md
-                                                    (the errors), DIR/dq_accuracy_cost.md and
+                                                    (the errors in bf16),
+                                                    DIR/dq_accuracy_fp16.md (in fp16),
+                                                    DIR/dq_accuracy_cost.md and
                                                     DIR/dq_accuracy_pass.md (the costs)
 
 claims.py takes values() into build/paper/values.tsv and calls write_table().
@@ -471,22 +473,25 @@ def shape_rows(t, vers, ds, cell):
 
 
 def write_table(out):
-    """DIR/dq_accuracy.md: one table per dtype, err dQ by seqlen and mask (the
-    chapter); DIR/dq_accuracy_cost.md: the centering's cost per version, measured
-    beside predicted, and DIR/dq_accuracy_pass.md: the dQ pass's time (the
-    records appendix). A file whose data is absent is removed."""
+    """DIR/dq_accuracy.md: err dQ by seqlen and mask in bf16 (the chapter);
+    DIR/dq_accuracy_fp16.md: the same in fp16, DIR/dq_accuracy_cost.md: the
+    centering's cost per version, measured beside predicted, and
+    DIR/dq_accuracy_pass.md: the dQ pass's time (the records appendix). A file
+    whose data is absent is removed."""
     rows = gpu_rows()
     path = os.path.join(out, "dq_accuracy.md")
+    fp16_path = os.path.join(out, "dq_accuracy_fp16.md")
     cost_path = os.path.join(out, "dq_accuracy_cost.md")
     pass_path = os.path.join(out, "dq_accuracy_pass.md")
     if rows is None:
-        for p in (path, cost_path, pass_path):
+        for p in (path, fp16_path, cost_path, pass_path):
             if os.path.exists(p):
                 os.remove(p)
         return
     prows = read(PASS) or []
     os.makedirs(out, exist_ok=True)
-    write_lines(path, error_tables(rows, prows))
+    write_lines(path, error_tables(rows, prows, "bf16"))
+    write_lines(fp16_path, error_tables(rows, prows, "fp16"))
     t = [r for r in rows if r["kind"] == "time"]
     cost, passes = time_tables(t, prows)
     write_lines(cost_path, cost)
@@ -503,9 +508,10 @@ def write_lines(path, lines):
         f.write("\n".join(lines) + "\n")
 
 
-def error_tables(rows, prows):
-    """The error of dQ, one table per dtype: our centered versions, the last
-    one uncentered and with the dQ pass, beside SDPA's backends."""
+def error_tables(rows, prows, dtype):
+    """The error of dQ in dtype: our centered versions, the last one
+    uncentered and with the dQ pass, beside SDPA's backends ([] where that
+    dtype was not measured)."""
     err = [r for r in rows if r["kind"] == "error"]
     full_of = {(r["dtype"], r["seqlen"], r["causal"], r["impl"]): r for r in prows
                if r["kind"] == "error" and r["impl"].endswith("_full")}
@@ -513,41 +519,40 @@ def error_tables(rows, prows):
     for r in err:
         if centered(r["impl"]) and r["impl"] not in ours:
             ours.append(r["impl"])
+    sub = [r for r in err if r["dtype"] == dtype]
+    if not sub:
+        return []
     lines = []
-    for dtype in ("bf16", "fp16"):
-        sub = [r for r in err if r["dtype"] == dtype]
-        if not sub:
-            continue
-        last = ours[-1] if ours else None
-        head = ["seqlen, mask"] + [o.split("_")[1] for o in ours]
-        if last:
-            head.append(last.split("_")[1] + " uncentered")
-            if full_of:
-                head.append(last.split("_")[1] + " full")
-        head += [name for _, name in PEERS]
-        lines.append(f"Error of $\\mathrm{{d}}Q$, {dtype}:\n")
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
-        for N in SEQLENS:
-            for causal in ("1", "0"):
-                cell = {r["impl"]: r for r in sub if r["seqlen"] == str(N) and r["causal"] == causal}
-                if not cell:
-                    continue
+    last = ours[-1] if ours else None
+    head = ["seqlen, mask"] + [o.split("_")[1] for o in ours]
+    if last:
+        head.append(last.split("_")[1] + " uncentered")
+        if full_of:
+            head.append(last.split("_")[1] + " full")
+    head += [name for _, name in PEERS]
+    lines.append(f"Error of $\\mathrm{{d}}Q$, {dtype}:\n")
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+    for N in SEQLENS:
+        for causal in ("1", "0"):
+            cell = {r["impl"]: r for r in sub if r["seqlen"] == str(N) and r["causal"] == causal}
+            if not cell:
+                continue
 
-                def e(impl):
-                    r = cell.get(impl)
-                    if r is None or r["err_dQ"] == "":
-                        return "--"
-                    return fmt_cell(num(r["err_dQ"]))
-                row = [f"{N} {'causal' if causal == '1' else 'full'}"] + [e(o) for o in ours]
-                if last:
-                    row.append(e(last + "_keep_k"))
-                    if full_of:
-                        f = full_of.get((dtype, str(N), causal, last + "_full"))
-                        row.append("--" if f is None or f["err_dQ"] == "" else fmt_cell(num(f["err_dQ"])))
-                row += [e(impl) for impl, _ in PEERS]
-                lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
+            def e(impl):
+                r = cell.get(impl)
+                if r is None or r["err_dQ"] == "":
+                    return "--"
+                return fmt_cell(num(r["err_dQ"]))
+            row = [f"{N} {'causal' if causal == '1' else 'full'}"] + [e(o) for o in ours]
+            if last:
+                row.append(e(last + "_keep_k"))
+                if full_of:
+                    f = full_of.get((dtype, str(N), causal, last + "_full"))
+                    row.append("--" if f is None or f["err_dQ"] == "" else fmt_cell(num(f["err_dQ"])))
+            row += [e(impl) for impl, _ in PEERS]
+            lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
     return lines
 
 
