@@ -32,6 +32,7 @@
 #      outside the repository; a name the text places in a file stands in
 #      that file (tests/paper_names.py);
 #   9. every cross-reference is generated from a heading's id, none typed,
+#      no figure or table named by its place ("the second figure"),
 #      none unresolved in the PDF (tests/paper_refs.py), and the main text
 #      names no commit and tells no run history (tests/paper_history.py);
 #  10. every quotation of the textbook is in it word for word
@@ -58,7 +59,8 @@ if [ -n "$missing" ]; then
              "paper: no number cut by a line break" "paper: claims table in PDF" "paper: every marked region included" \
              "paper: exercises woven in" "paper: instructor's edition" "paper: no exercise answers in the learner's edition" \
              "paper: exercises in order" "paper: numbers generated or cited" \
-             "paper: no typed cross-reference" "paper: cross-references resolve" \
+             "paper: no typed cross-reference" "paper: no figure or table named by its place" \
+             "paper: cross-references resolve" \
              "paper: no run history in the main text" "paper: names stand in the files the text gives" \
              "paper: textbook quotations"; do
         skip "$t" "not installed:$missing (make setup)"

@@ -29,6 +29,15 @@ reference answers, never typed here; the test first checks that each finds
 its answer as a sentence would write it, and that the same pattern made from
 other numbers does not.
 
+A written answer is not a number. Where the model answer is a short
+derivation that a chapter could state in passing (exercise 5's proof that
+the rebuilt rows of exp(S - L) sum to one: the row sum written as
+e^{-L_i} sum_j e^{S_ij}), PROOFS holds the step that gives it away, as TeX
+(the HTML keeps each formula's TeX beside its MathML) or as plain text; the
+learner's edition may state the fact and send the reader to the exercise,
+not take the step. The instructor's edition must take it, and each pattern
+is first checked to find its sample and to miss the fact stated alone.
+
 Prints PASS/FAIL lines (tests/run.sh protocol).
 """
 import glob
@@ -84,6 +93,33 @@ IN_CONTEXT = [
      "the forward traffic, about 2N^2 elements, half of the naive 4N^2",
      "its speed-up in words, the tiled forward traffic as a fraction of the naive one"),
 ]
+
+
+# Written answers short enough to be given away in passing: (exercise, the
+# pattern of the step that gives it, a text that takes the step, a text that
+# only states the fact, what a match means).
+SUM = r"(?:\\sum|\bsum)_\{?j\b[^=]{0,30}?"
+PROOFS = [
+    (5, SUM + r"(?:\\exp|\bexp)\s*\(\s*S_\{?ij\}?\s*-\s*L_i\s*\)\s*=\s*"
+        r"(?:e\^\{?-\s*L_i|\\frac|(?:\\sum|\bsum)_|e\^\{?-)",
+     "\\sum_j \\exp(S_{ij} - L_i) = e^{-L_i} \\sum_j e^{S_{ij}} = 1",
+     "each row of these P_ij sums to 1; the sum of exp(S_ij - L_i) over the keys it sees",
+     "its proof that the rebuilt rows of exp(S - L) sum to one"),
+]
+
+
+def proofs_self_check():
+    """None when every PROOFS pattern finds its sample, the model answer's own
+    form included, and misses the fact stated alone; else what went wrong."""
+    for n, pattern, yes, no, what in PROOFS:
+        model = os.path.join(ROOT, f"exercises/solutions/ex{n}/written.md")
+        texts = [yes] + ([open(model).read()] if os.path.exists(model) else [])
+        for text in texts:
+            if not re.search(pattern, text):
+                return f"the pattern for exercise {n}'s {what} misses '{text[:60]}...'"
+        if re.search(pattern, no):
+            return f"the pattern for exercise {n}'s {what} finds the bare fact '{no}'"
+    return None
 
 
 def forms(tok):
@@ -223,7 +259,7 @@ def main(argv):
     if len(argv) < 2:
         print("usage: paper_answers.py LEARNER.html [INSTRUCTOR.html]", file=sys.stderr)
         return 2
-    why = context_self_check()
+    why = context_self_check() or proofs_self_check()
     if why:
         print(f"FAIL paper: no exercise answers in the learner's edition: {why}")
         return 0
@@ -236,6 +272,10 @@ def main(argv):
             f = find(learner, tok)
             if f:
                 hits.append(f"exercise {n}'s {f[0]} (answers.txt: '{line}') in '...{f[1].strip()}...'")
+    for n, pattern, _, _, what in PROOFS:
+        for mo in re.finditer(pattern, learner):
+            where = learner[max(0, mo.start() - 40):mo.end() + 20].replace("\n", " ")
+            hits.append(f"exercise {n}'s answer, {what}, in '...{where.strip()}...'")
     for n, what, rx, where in in_context(learner):
         hits.append(f"exercise {n}'s answer, {what}, " +
                     (f"in '...{where.strip()}...'" if where else "has no reference answer to look for"))
@@ -246,12 +286,14 @@ def main(argv):
               + "; ".join(hits[:12]) + (" ..." if len(hits) > 12 else ""))
     else:
         print(f"PASS paper: no exercise answers in the learner's edition ({total} numbers of the "
-              f"{len(ans)} reference solutions looked for, and {len(IN_CONTEXT)} patterns of the small "
-              "ones in their context: none found)")
+              f"{len(ans)} reference solutions looked for, {len(IN_CONTEXT)} patterns of the small "
+              f"ones in their context and {len(PROOFS)} of a written answer's step: none found)")
     if len(argv) > 2:
         inst = prose(argv[2], code=True)
         missing = [f"exercise {n}'s {tok}" for n, toks in sorted(ans.items()) for tok, line in
                    sorted(toks.items()) if "=" in line and tok in line.split("#")[0] and not find(inst, tok)]
+        missing += [f"exercise {n}'s {what}" for n, pattern, _, _, what in PROOFS
+                    if not re.search(pattern, inst)]
         print("FAIL paper: the instructor's edition holds the answers: missing " + ", ".join(missing[:6])
               if missing else
               "PASS paper: the instructor's edition holds every reference answer (the search finds what is there)")

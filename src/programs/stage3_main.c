@@ -132,6 +132,7 @@ int main(int argc, char **argv)
     size_t nq = attn_q_numel(p), nkv = attn_kv_numel(p), rows = attn_rows(p);
 
     print_setup(&opt, &prob, b, M);
+    fflush(stdout);   /* the blocks now, before the long run, even through a pipe */
 
     /* The reference: stage 1, every score matrix materialized. */
     double *ref = xmalloc(2 * nq + 2 * nkv + rows, sizeof(double), "naive outputs");
