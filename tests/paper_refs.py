@@ -25,8 +25,7 @@ second figure" of a chapter need not be the second the reader meets (a
 chapter's first figure may float past the text that names it). So the
 chapters name a figure or a table by what it shows ("the figure of traffic
 against sequence length"), and this test fails on an ordinal one ("first
-figure", "the second table"); ORDINAL_PENDING names the chapters whose owner
-is rewriting them elsewhere, reported, not failed.
+figure", "the second table").
 
 It also fails when an empty link [](#id) names an id that no heading or part
 of the chapters carries, or when the word before it does not fit the
@@ -62,7 +61,6 @@ PENDING = ()
 ORDINAL = re.compile(
     r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\s+(figures?|tables?)\b",
     re.IGNORECASE)
-ORDINAL_PENDING = ("chapters/91-records.md",)
 REF = re.compile(r"\[\]\(#([^)\s]+)\)")
 HEADING_ID = re.compile(r"^(#+) .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
 # the word before a reference and the heading levels it may name (0: a part)
@@ -125,7 +123,7 @@ def main():
             if m:
                 level[next(g for g in m.groups() if g)] = 0
     ids = set(level)
-    misnamed, ordinal, ordinal_pending = [], [], []
+    misnamed, ordinal = [], []
     for path in chapters:
         name = os.path.relpath(path, ROOT)
         text = texts[path]
@@ -137,7 +135,7 @@ def main():
             typed.append(f"{name}:{no}: '{' '.join(m.group(0).split())}'")
         for m in ORDINAL.finditer(body):
             hit = f"{name}:{body.count(chr(10), 0, m.start()) + 1}: '{' '.join(m.group(0).split())}'"
-            (ordinal_pending if name in ORDINAL_PENDING else ordinal).append(hit)
+            ordinal.append(hit)
         for m in REF.finditer(body):
             refs.append((f"{name}:{body.count(chr(10), 0, m.start()) + 1}", m.group(1)))
         for m in KIND.finditer(body):
@@ -159,8 +157,7 @@ def main():
         print(f"FAIL paper: no figure or table named by its place: {len(ordinal)} found, name it by "
               f"what it shows instead: " + "; ".join(ordinal[:8]))
     else:
-        note = (f"; pending: {len(ordinal_pending)} in " + ", ".join(ORDINAL_PENDING)) if ordinal_pending else ""
-        print(f"PASS paper: no figure or table named by its place (first figure, second table){note}")
+        print("PASS paper: no figure or table named by its place (first figure, second table)")
     src_typed, src_pending = typed_in_sources()
     if src_typed:
         ok = False
