@@ -25,7 +25,8 @@ second figure" of a chapter need not be the second the reader meets (a
 chapter's first figure may float past the text that names it). So the
 chapters name a figure or a table by what it shows ("the figure of traffic
 against sequence length"), and this test fails on an ordinal one ("first
-figure", "the second table").
+figure", "the second table"), or by a place a float need not keep ("the next
+figure", "the figure above"; a table stays where the text puts it).
 
 It also fails when an empty link [](#id) names an id that no heading or part
 of the chapters carries, or when the word before it does not fit the
@@ -59,7 +60,8 @@ SOURCES = ("README.md", "Makefile", "docs/", "core/", "kernels/", "src/", "scrip
 CHAPTER_NO = re.compile(r"\bchapters?\s+(\d[\w.]*|[IVX]+\b)", re.IGNORECASE)
 PENDING = ()
 ORDINAL = re.compile(
-    r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\s+(figures?|tables?)\b",
+    r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\s+(figures?|tables?)\b"
+    r"|\b(?:next|previous|following|preceding)\s+figures?\b|\bfigures?\s+(?:above|below)\b",
     re.IGNORECASE)
 REF = re.compile(r"\[\]\(#([^)\s]+)\)")
 HEADING_ID = re.compile(r"^(#+) .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
