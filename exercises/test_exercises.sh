@@ -14,8 +14,9 @@
 # plus tests that a checker refuses a seed that is not a number (exercises
 # 1-3, which draw nothing at random, any --seed) and a folder that does not
 # exist (one line, exit 2), that `make exercise` with a bad
-# EX is a one-line error, and that building a learner's checker echoes no
-# command before the marks (only a compiler's error, when the C is broken).
+# EX is a one-line error, that building a learner's checker echoes no
+# command before the marks (only a compiler's error, when the C is broken),
+# and that a written part's model answer waits until every marked part is right.
 # Run from the repository root; builds the checkers first if they are missing.
 cd "$(dirname "$0")/.." || exit 2
 out=$(mktemp) || exit 2
@@ -100,6 +101,28 @@ done
 for n in 1 2 3 4 5; do
     refused "ex$n-no-such-folder" "check /nonexistent" /nonexistent \
         build/exercises/solutions/ex$n/check /nonexistent
+done
+
+# A written part's model answer works the numbers out: the checker shows it
+# only once the learner has written an answer and every marked part is right
+# (the shipped stubs' numbers with an answer written: not shown; the
+# solution: shown).
+for n in 1 5; do
+    model=exercises/solutions/ex$n/written.md
+    line=$(grep -v '^<!--\|^ *$\|-->$' "$model" | head -n 1)
+    tmpd=$(mktemp -d) || exit 2
+    cp build/exercises/shipped/ex$n/* "$tmpd/"
+    echo "my own answer" >"$tmpd/written.md"
+    build/exercises/shipped/ex$n/check "$tmpd" >"$out" 2>&1
+    hidden=$(grep -cF -- "$line" "$out")
+    build/exercises/solutions/ex$n/check exercises/solutions/ex$n >"$out.stdout" 2>&1
+    if [ "$hidden" -eq 0 ] && grep -q "once every marked part above is right" "$out" \
+            && grep -q "model answer, .*solutions/ex$n/written.md" "$out.stdout"; then
+        echo "PASS ex$n-model-answer-after-numbers (hidden while parts are not right, shown when all are)"
+    else
+        echo "FAIL ex$n-model-answer-after-numbers: model answer lines shown with parts not right: $hidden; or not shown for the solution"
+    fi
+    rm -rf "$tmpd"
 done
 
 # `make exercise` on a folder whose checker is not built yet (a copy of

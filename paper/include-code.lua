@@ -353,8 +353,9 @@ local function exercise(n)
   local blocks = markdown_file(dir .. "/statement.md", 2)
   blocks:extend(md("**How to check it.** Work in `" .. dir .. "/` (see `exercises/README.md`), " ..
     "then run `make exercise EX=" .. n .. "`: the checker marks each part right, wrong " ..
-    "(with a hint, never the answer) or not answered yet, and shows a written answer " ..
-    "beside a model answer once you have written yours."))
+    "(with a hint, never the answer) or not answered yet" ..
+    (file_exists(dir .. "/written.md") and ", and once you have written your answer to the " ..
+      "written part and every marked part is right, it shows it beside a model answer." or ".")))
   if not solutions then return blocks end
   local sol = "exercises/solutions/ex" .. n
   blocks:extend(md("#### For the instructor: exercise " .. n .. " solved {-}"))

@@ -136,6 +136,6 @@ int main(int argc, char **argv)
                     "3 significant figures", "%s", hint);
     }
     answers_done(&t, a);
-    show_written(dir, "written.md", 1);
+    show_written(dir, "written.md", 1, &t);
     return check_end(&t, 1);
 }

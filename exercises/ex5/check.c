@@ -207,6 +207,6 @@ int main(int argc, char **argv)
         }
         answers_done(&t, a);
     }
-    show_written(dir, "written.md", 5);
+    show_written(dir, "written.md", 5, &t);
     return check_end(&t, 5);
 }

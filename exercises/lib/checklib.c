@@ -411,7 +411,7 @@ static bool print_file(const char *path, bool *answered)
     return true;
 }
 
-void show_written(const char *dir, const char *name, int ex)
+void show_written(const char *dir, const char *name, int ex, const tally *t)
 {
     char path[4096], model[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -426,6 +426,12 @@ void show_written(const char *dir, const char *name, int ex)
     if (!answered) {
         printf("  the model answer appears here once you have replaced the line\n"
                "  \"%s\" with your own answer.\n\n", WRITTEN_PLACEHOLDER);
+        return;
+    }
+    /* The model answer works the numbers out: not before the learner has them. */
+    if (t->wrong || t->todo) {
+        printf("  the model answer appears here once every marked part above is right\n"
+               "  (it works the numbers out).\n\n");
         return;
     }
     printf("  model answer, %s:\n", model);

@@ -115,9 +115,11 @@ void mark_todo(tally *t, const char *key, const char *why_fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Show the learner's written answer (dir/name) and, once the learner has
- * written something (the file no longer holds the stub's placeholder line),
- * the model answer EX_ROOT/solutions/exN/name beside it. Never marked. */
-void show_written(const char *dir, const char *name, int ex);
+ * written something (the file no longer holds the stub's placeholder line)
+ * and every part t marked is right, the model answer
+ * EX_ROOT/solutions/exN/name beside it (it works the numbers out). Never
+ * marked. */
+void show_written(const char *dir, const char *name, int ex, const tally *t);
 
 /* The placeholder a stub's written answer carries until it is replaced. */
 #define WRITTEN_PLACEHOLDER "(write your answer here)"
