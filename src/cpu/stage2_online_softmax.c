@@ -69,6 +69,18 @@ void online_softmax_finalize(double m, double l, double *o, int d, double *L)
 }
 //< online-update
 
+/* One block of --trace: its logits, then m, the correction alpha and l after it. */
+static void trace_block(FILE *trace, int b, const double *x, int nb, double m_old, double m, double alpha,
+                        double l)
+{
+    fprintf(trace, "  block %d  x = [", b);
+    for (int j = 0; j < nb; j++) fprintf(trace, "%s%g", j ? ", " : "", x[j]);
+    if (isinf(m) && m < 0)   /* every logit so far -inf: exp(-inf - -inf) is undefined, nothing to rescale */
+        fprintf(trace, "]\n    m: -inf -> -inf   alpha = 1 (no finite logit yet: nothing to rescale)   l = %.6f\n", l);
+    else
+        fprintf(trace, "]\n    m: %g -> %g   alpha = exp(%g - %g) = %.6f   l = %.6f\n", m_old, m, m_old, m, alpha, l);
+}
+
 //> online-row
 void online_softmax_weighted_sum(const double *x, const double *V, int N, int d, int block,
                                  double *out, double *L, io_counter *io, FILE *trace)
@@ -83,12 +95,7 @@ void online_softmax_weighted_sum(const double *x, const double *V, int N, int d,
         double m_old = m, alpha;
         online_softmax_update(&m, &l, out, x + j0, V ? V + (size_t)j0 * d : NULL, nb, d, d,
                               &alpha);
-        if (trace) {
-            fprintf(trace, "  block %d  x = [", b);
-            for (int j = 0; j < nb; j++) fprintf(trace, "%s%g", j ? ", " : "", x[j0 + j]);
-            fprintf(trace, "]\n    m: %g -> %g   alpha = exp(%g - %g) = %.6f   l = %.6f\n",
-                    m_old, m, m_old, m, alpha, l);
-        }
+        if (trace) trace_block(trace, b, x + j0, nb, m_old, m, alpha, l);
     }
     online_softmax_finalize(m, l, out, d, L);
     io_write(io, T_O, (uint64_t)d);

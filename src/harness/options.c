@@ -133,13 +133,14 @@ static long long parse_integer(const char *flag, const char *s, long long lo, lo
     return v;
 }
 
-static double parse_real(const char *flag, const char *s)
+/* s as a finite double; else one line naming flag and what was expected. */
+static double parse_real(const char *flag, const char *s, const char *expected)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (*s == '\0' || *end != '\0' || errno || !isfinite(v))
-        fatal(EXIT_BAD_INPUT, "%s: expected a finite number, got '%s'", flag, s);
+        fatal(EXIT_BAD_INPUT, "%s: expected %s, got '%s'", flag, expected, s);
     return v;
 }
 
@@ -161,7 +162,7 @@ static void parse_value(const opt_spec *sp, const char *val, opt_set accepted, o
     case OPT_GPUS: o->gpus = (int)parse_integer(f, val, 1, 8); break;
     case OPT_BUDGET: o->budget = (double)parse_integer(f, val, 1, 86400); break;
     case OPT_SCALE:
-        o->softmax_scale = parse_real(f, val);
+        o->softmax_scale = parse_real(f, val, "a finite number");
         if (o->softmax_scale <= 0) fatal(EXIT_BAD_INPUT, "%s: must be positive, got '%s'", f, val);
         break;
     case OPT_KV_HEADS: o->kv_heads = (int)parse_integer(f, val, 1, 1 << 16); break;
@@ -222,7 +223,8 @@ static void parse_value(const opt_spec *sp, const char *val, opt_set accepted, o
             if (next) *next++ = '\0';
             if (o->n_logits == MAX_LOGITS) fatal(EXIT_BAD_INPUT, "--logits: more than %d values", MAX_LOGITS);
             if (*item == '\0') fatal(EXIT_BAD_INPUT, "--logits: empty item in '%s'", val);
-            o->logits[o->n_logits++] = !strcmp(item, "-inf") ? -INFINITY : parse_real("--logits", item);
+            o->logits[o->n_logits++] = !strcmp(item, "-inf") ? -INFINITY
+                : parse_real("--logits", item, "a finite number or -inf (a masked logit)");
         }
         if (o->n_logits == 0) fatal(EXIT_BAD_INPUT, "--logits: expected a comma-separated list of numbers");
         break;
