@@ -361,7 +361,7 @@ void mark_number(tally *t, const answers *a, const char *key, double x, bool ok,
      * and gets the checker's hint. */
     if (!ok && text && last_digit(text, &unit, &several) && several &&
         fabs(x - ref) <= 0.5 * unit * (1 + 1e-9)) {
-        mark(t, key, false, "right to the %s given; give %s",
+        mark(t, key, false, "too few %s: the right value rounds to this, but give %s",
              strpbrk(text, "eE") ? "digits" : "decimals", want);
         return;
     }

@@ -103,9 +103,9 @@ void mark(tally *t, const char *key, bool ok, const char *hint_fmt, ...)
  * goes through here, so that rounding is judged the same way everywhere:
  * when the answer is wrong but equals ref rounded to the last digit the
  * learner wrote (fewer digits than the statement asks for), the hint is
- * "right to the decimals given; give <want>" (want: "6 decimals", "3
- * significant figures", ...), never the value; otherwise hint_fmt, which is
- * about a mistake of substance. */
+ * "too few decimals: the right value rounds to this, but give <want>"
+ * (want: "6 decimals", "3 significant figures", ...), never the value;
+ * otherwise hint_fmt, which is about a mistake of substance. */
 void mark_number(tally *t, const answers *a, const char *key, double x, bool ok, double ref,
                  const char *want, const char *hint_fmt, ...)
     __attribute__((format(printf, 8, 9)));
