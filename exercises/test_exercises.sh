@@ -103,6 +103,17 @@ for n in 1 2 3 4 5; do
         build/exercises/solutions/ex$n/check /nonexistent
 done
 
+# check --help: the usage on stdout, exit 0, nothing marked.
+for n in 1 2 3 4 5; do
+    build/exercises/solutions/ex$n/check --help >"$out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && head -n 1 "$out" | grep -q '^usage: .*check \[DIR\]' && ! grep -q "parts right" "$out"; then
+        echo "PASS ex$n-help (usage, exit 0, nothing marked)"
+    else
+        echo "FAIL ex$n-help: status $rc: $(head -c 200 "$out")"
+    fi
+done
+
 # A written part's model answer works the numbers out: the checker shows it
 # only once the learner has written an answer and every marked part is right
 # (the shipped stubs' numbers with an answer written: not shown; the

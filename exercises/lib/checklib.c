@@ -85,6 +85,14 @@ static void options_usage(int ex, const char *arg)
 static const char *begin(int argc, char **argv, int ex, const char *title, int takes_options)
 {
     static char dir[4096];
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: %s [DIR]%s\n  marks exercise %d in DIR (default %s/ex%d): each part right, wrong "
+                   "(with a hint) or not answered yet;\n  exit 0 when every part is right, 1 otherwise, 2 on a "
+                   "bad argument%s\n", argv[0], takes_options ? " [--seed S] [--cases K]" : "", ex, EX_ROOT, ex,
+                   takes_options ? "\n  --seed S replays the random cases of seed S; --cases K runs K of them" : "");
+            exit(0);
+        }
     for (int i = 1; i < argc && !takes_options; i++) {
         if (i == 1 && argv[i][0] != '-') continue;       /* the folder to mark */
         fprintf(stderr, "ex%d check: unexpected argument '%s' (usage: check [DIR], DIR the folder of your answers)\n",
