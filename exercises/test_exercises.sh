@@ -16,7 +16,8 @@
 # exist (one line, exit 2), that `make exercise` with a bad
 # EX is a one-line error, that building a learner's checker echoes no
 # command before the marks (only a compiler's error, when the C is broken),
-# and that a written part's model answer waits until every marked part is right.
+# that a written part's model answer waits until every marked part is right,
+# and that check --help prints the usage.
 # Run from the repository root; builds the checkers first if they are missing.
 cd "$(dirname "$0")/.." || exit 2
 out=$(mktemp) || exit 2

@@ -140,12 +140,15 @@ const char *check_begin_with_options(int argc, char **argv, int ex, const char *
 int check_end(const tally *t, int ex)
 {
     int total = t->right + t->wrong + t->todo;
-    if (t->wrong == 0 && t->todo == 0) {
+    char stray[96] = "";
+    if (t->stray)
+        snprintf(stray, sizeof stray, "; %d line%s with a key no part has", t->stray, t->stray > 1 ? "s" : "");
+    if (t->wrong == 0 && t->todo == 0 && t->stray == 0) {
         printf("exercise %d: all %d parts right\n", ex, total);
         return 0;
     }
-    printf("exercise %d: %d of %d parts right (%d wrong, %d not answered yet)\n", ex,
-           t->right, total, t->wrong, t->todo);
+    printf("exercise %d: %d of %d parts right (%d wrong, %d not answered yet%s)\n", ex,
+           t->right, total, t->wrong, t->todo, stray);
     return 1;
 }
 
@@ -215,7 +218,7 @@ void answers_done(tally *t, answers *a)
     if (!a) return;
     for (int i = 0; i < a->n; i++)
         if (!a->used[i]) {
-            t->wrong++;
+            t->stray++;
             printf("  wrong  %s: %s:%d gives a key no part of this exercise has (a typo? "
                    "the keys are those of the shipped answers.txt)\n", a->key[i], a->path,
                    a->line[i]);
@@ -437,7 +440,7 @@ void show_written(const char *dir, const char *name, int ex, const tally *t)
         return;
     }
     /* The model answer works the numbers out: not before the learner has them. */
-    if (t->wrong || t->todo) {
+    if (t->wrong || t->todo || t->stray) {
         printf("  the model answer appears here once every marked part above is right\n"
                "  (it works the numbers out).\n\n");
         return;

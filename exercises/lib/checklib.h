@@ -29,7 +29,8 @@
 #endif
 
 typedef struct {
-    int right, wrong, todo;
+    int right, wrong, todo;   /* the exercise's parts */
+    int stray;                /* lines of the answers file with a key no part has */
 } tally;
 
 /* Start a checker: prints the title line and returns the folder to mark:
