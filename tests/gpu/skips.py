@@ -12,10 +12,27 @@ def skip_all(groups, why):
     sys.exit(0)
 
 
+def _gpu_listed():
+    """Whether nvidia-smi lists a GPU (False where there is no nvidia-smi)."""
+    import shutil
+    import subprocess
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
 def need_torch(groups):
-    """The torch module, or every group skipped when torch is not installed."""
+    """The torch module, or every group skipped when torch is not installed:
+    said as 'no CUDA GPU here' on a machine without one (installing torch
+    would not run them), as what to install where there is a GPU."""
     try:
         import torch
     except ImportError:
+        if not _gpu_listed():
+            skip_all(groups, "no CUDA GPU here (nor torch, which these tests also need)")
         skip_all(groups, "torch is not installed (the GPU tests need it: pip install torch)")
     return torch
