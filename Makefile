@@ -32,6 +32,8 @@ GPU_TARGETS :=
 all: cpu gpu                              ## build every stage (CUDA ones too where nvcc is)
 
 help:                                     ## list the targets
+	@echo "To learn (no GPU): make stage1 stage2 stage3 stage6 stage8, then run each; make paper (Part I is"
+	@echo "the course); make exercise EX=1 ... EX=5. Every target:"
 	@sed -nE 's/^LINK_([a-z0-9_]+) *:=.*## (.*)/\1:## \2/p; t; s/^([^ :#=]+):.*## (.*)/\1:## \2/p' $(MAKEFILE_LIST) | \
 	    sed 's/[$$](BUILD)/$(BUILD)/; s/[$$](ASAN)/$(BUILD)\/asan/' | awk -F':## ' '{ printf "%-33s %s\n", $$1, $$2 }'
 
