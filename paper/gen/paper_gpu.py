@@ -308,7 +308,9 @@ def write_speed_table(speed, path):
     val = {(r[0], r[2], r[1]): r[5] for r in rows}
     with open(path, "w") as f:
         f.write("| path | " + " | ".join(f"d = {d}, N = {n}" for d, n in cols) + " |\n")
-        f.write("|:--|" + "--:|" * len(cols) + "\n")
+        # the first column wider (relative widths follow the dashes), so that
+        # a path's name stays on one line
+        f.write("|:" + "-" * 24 + "|" + ("-" * 14 + ":|") * len(cols) + "\n")
         for name in names:
             cells = [f"{val[(name, d, n)]:.1f}" if (name, d, n) in val else "-" for d, n in cols]
             f.write(f"| `{name}` | " + " | ".join(cells) + " |\n")
