@@ -456,7 +456,8 @@ def bwd_hopper(t):
               "not measured in this build: no version 3 rows in " + src, src)
         return
     t.row(f"Backward version 3 (Hopper; {v['hb_gpu']}, bf16, d 64 and 128, N {v['hb_Ns']}, causal and not; "
-          f"{CLOCK}; {v['hb_bf16_n']} of {v['hb_nrun']} shapes captured beside cuDNN): "
+          f"{CLOCK}; {v['hb_bf16_n']} of {v['hb_nrun']} shapes captured beside cuDNN, "
+          f"{v['hb_bf16_nf']} beside flash): "
           "at least 1.0 x cuDNN's backward in geometric mean, no shape below 0.95 x, "
           "at least 1.6 x SDPA flash; fp16 within 5 % of bf16's ratio",
           "not in the chapter (the project's own target for its Hopper backward)",
