@@ -215,7 +215,7 @@ def values(out_dir=None):
             "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min",
             "hb_step3_over_step2_64", "hb_step3_over_step2_128", "hb_step3_commit", "hb_step3_Ns",
             "hb_ncu_regs", "hb_ncu_grid_cudnn", "hb_ncu_commit", "hb_ncu_final_commit",
-            "hb_bf16_uncaptured", "hb_nrun", "hb_bf16_nf"]
+            "hb_bf16_uncaptured", "hb_nrun", "hb_bf16_nf", "hb_vs_peers"]
     for tag in ("128", "64c"):
         keys += [f"hb_ncu_{k}_{tag}" for k in ("N", "main", "tp", "tp_cudnn", "inst", "mio", "side", "side_cudnn",
                                                 "side_final", "grid")]
@@ -272,6 +272,12 @@ def values(out_dir=None):
         if r4:
             v[p + "v4_gm"], v[p + "v4_range"] = f"{gmean(r4.values()):.2f}", span(r4.values())
     v["hb_nshapes"] = v["hb_bf16_n"]
+    # the backward chapter's reading of the two bf16 means (above 1: passes)
+    if "n/a" not in (v["hb_bf16_flash_gm"], v["hb_bf16_cudnn_gm"]):
+        f, c = float(v["hb_bf16_flash_gm"]) >= 1, float(v["hb_bf16_cudnn_gm"]) >= 1
+        v["hb_vs_peers"] = {(True, True): "passes both flash and cuDNN", (True, False): "passes flash but not cuDNN",
+                            (False, True): "passes cuDNN but not flash",
+                            (False, False): "passes neither flash nor cuDNN"}[(f, c)]
     rf16 = ratios(t, me, fl, "bf16")
     v["hb_bf16_nf"] = str(len(rf16)) if rf16 else "n/a"
     # the bf16 shapes version 3 ran but a peer's CUDA graph did not capture
