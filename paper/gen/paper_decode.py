@@ -263,7 +263,7 @@ def varlen_piece(path):
     t, r0 = varlen_rows(path)
     shapes = sorted(t, key=lambda c: (c[0] != "fwd", c[1], c[2]))
     lines = ["| pass, $d$, mask | packed, mixed (ms) | ours padded / packed | SDPA flash padded / packed "
-             "| packed / dense, equal lengths |", "|:--|---:|---:|---:|---:|"]
+             "| packed / dense, equal lengths |", "|:" + "-" * 16 + "|" + ("-" * 13 + ":|") * 4]
     for c in shapes:
         m = t[c]
         cell = lambda a, b: f"{m[a] / m[b]:.2f}" if a in m and b in m else "-"  # noqa: E731
