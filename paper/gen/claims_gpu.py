@@ -530,7 +530,8 @@ def dq_accuracy(t):
           f"{v['acc_gpu_gpu']}): cuDNN's dQ against ours",
           "not in the chapter",
           f"cuDNN's dQ is NaN on {v['acc_gpu_cudnn_nan']} (dtype, seqlen, mask) points where ours is finite; "
-          f"every flash kernel's dQ error is at least {v['acc_gpu_flash_min']} x max|dQ| (SDPA flash), ours "
+          f"every fused SDPA kernel's dQ error (flash, cuDNN, memory-efficient; NaN aside) is at least "
+          f"{v['acc_gpu_fused_min']} x max|dQ|, ours "
           f"with K centered at most {v['acc_gpu_ours_max']} ({v['acc_gpu_over_math']} x math's at most)", src)
     if v["acc_gpu_full_within2"] != "n/a":
         t.row("The same inputs with the dQ pass (accurate_dq=\"full\": D = rowsum(P dP), dS in two 16-bit "
