@@ -26,6 +26,11 @@ must draw without a word from gnuplot on stderr: a warning such as
 "Skipping data file with no valid points" (a curve in the legend with
 nothing behind it) scrolls past in `make paper` and is a figure bug.
 
+The forward traffic figures (gpu_fig2, gpu_io_vs_n) name forward paths
+only: no deterministic row and no ours_vN_* whose N has no forward in
+core/versions.def (the profiler runs version 2's forward under such a
+name).
+
 Also, from the scripts themselves (figures/*.gp) and the chapters that
 include them: every legend stands outside the data -- each `set key` says
 where (at screen, below, above, outside, a margin) or turns it off, none is
@@ -165,6 +170,32 @@ def check_speed(workdir):
                 return (f"d = {d}, {impl}: plots {got[:3]}... where bench_fwd.csv's bf16 non-causal "
                         f"rows are {exp[:3]}...")
     return None
+
+
+def forward_names(root=ROOT):
+    """The paths the forward traffic figures name (build/paper/gpu_fig2.dat,
+    gpu_io_sweep.dat) that are no forward: a deterministic row (*_det) or
+    ours_vN_* with N no forward version of core/versions.def. The profiler
+    runs such a row's forward with version 2's kernel, so a figure showing
+    it names a kernel version that did not run. None when neither file is
+    there (no GPU data)."""
+    with open(os.path.join(root, "core", "versions.def")) as f:
+        fwd = {int(n) for n in re.findall(r"^FA_ROW\(fwd_v(\d+)\)", f.read(), re.M)}
+    seen, bad = False, []
+    for name in ("gpu_fig2.dat", "gpu_io_sweep.dat"):
+        path = os.path.join(root, "build", "paper", name)
+        if not os.path.exists(path):
+            continue
+        seen = True
+        for line in open(path):
+            mo = re.match(r'"([^"]+)"', line)
+            if not mo:
+                continue
+            impl = mo.group(1).split(" (")[0]
+            v = re.match(r"ours_v(\d+)_", impl)
+            if impl.endswith("_det") or (v and int(v.group(1)) not in fwd):
+                bad.append(f"{name}: {impl}")
+    return sorted(set(bad)) if seen else None
 
 
 def gnuplot_stderr(name, script, data, workdir):
@@ -383,6 +414,15 @@ def main(argv):
             else:
                 print("PASS paper: forward-speed figure re-derived from bench_fwd.csv "
                       "(each panel's curves are the bf16, non-causal rows)")
+        wrong = forward_names()
+        if wrong is None:
+            print("SKIP paper: forward traffic figures name forward versions: not drawn (no data/gpu/io_fwd.csv)")
+        elif wrong:
+            print(f"FAIL paper: forward traffic figures name forward versions: {len(wrong)} paths are "
+                  f"no forward of core/versions.def: {'; '.join(wrong[:4])}")
+        else:
+            print("PASS paper: forward traffic figures name forward versions (no backward-only "
+                  "version, no deterministic row, in gpu_fig2.dat and gpu_io_sweep.dat)")
         noisy = []
         for name, script, data in entries:
             said = gnuplot_stderr(name, script, data, work)

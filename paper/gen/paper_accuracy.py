@@ -230,7 +230,7 @@ def gpu_values():
     v = {"acc_gpu_status": "absent" if rows is None else "present"}
     for k in ("acc_gpu_cost", "acc_gpu_cost_N", "acc_gpu_commit", "acc_gpu_date", "acc_gpu_gpu",
               "acc_gpu_ours_max", "acc_gpu_keep_min", "acc_gpu_math_max", "acc_gpu_cudnn_nan",
-              "acc_gpu_flash_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
+              "acc_gpu_flash_min", "acc_gpu_fused_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
               "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes", "acc_gpu_auto_n",
               "acc_gpu_missed", "acc_gpu_miss", "acc_gpu_miss_by", "acc_gpu_miss_u", "acc_gpu_miss_math_u",
               "acc_gpu_one_rule_counter", "acc_gpu_rule_commit", "acc_center_best", "acc_center_median",
@@ -259,6 +259,11 @@ def gpu_values():
         v["acc_gpu_math_max"] = fmt(max(mth))
     if fl:
         v["acc_gpu_flash_min"] = fmt(min(fl))
+    # every fused SDPA backend (flash, cuDNN, memory-efficient): the smallest error of any
+    fused = [num(r["err_dQ"]) for r in err if r["impl"] in ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
+             and r["err_dQ"] != "" and math.isfinite(num(r["err_dQ"]))]
+    if fused:
+        v["acc_gpu_fused_min"] = fmt(min(fused))
     math_of = {(r["dtype"], r["seqlen"], r["causal"]): num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math"}
     pairs = [(num(r["err_dQ"]), math_of[(r["dtype"], r["seqlen"], r["causal"])]) for r in err
              if centered(r["impl"]) and r["err_dQ"] != "" and (r["dtype"], r["seqlen"], r["causal"]) in math_of]

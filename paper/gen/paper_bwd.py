@@ -171,7 +171,7 @@ def values():
             "bwd_v2_flash", "bwd_v2_flash_gm", "bwd_v2_cudnn", "bwd_v3_over_v2",
             "bwd_v3_tf", "bwd_v2_tf", "bwd_flash_tf", "bwd_cudnn_tf",
             "bwd_fb_flash", "bwd_fb_flash_gm", "bwd_fb_cudnn", "bwd_fb_cudnn_gm", "bwd_fb_pair",
-            "bwd_det_v2", "bwd_det_v3", "bwd_fp16_v3_flash", "bwd_fp16_v3_cudnn",
+            "bwd_det_v2", "bwd_det_v3", "bwd_fp16_v3_flash", "bwd_fp16_v3_cudnn", "bwd_vs_flash",
             "bwd_v3_flash_512",
             "bwd_io_N", "bwd_io_d", "bwd_io_v3_l2", "bwd_io_v3_model", "bwd_io_v3_ratio",
             "bwd_io_v2_l2", "bwd_io_v2_model", "bwd_io_v2_ratio", "bwd_io_flash_l2",
@@ -212,6 +212,12 @@ def values():
                 v["bwd_v2_flash"], v["bwd_v2_flash_gm"] = span(r2f), f"{gmean(r2f):.2f}"
                 v["bwd_v2_cudnn"] = span(r2c)
                 v["bwd_v3_over_v2"] = span(ratios(t, V3, V2))
+                # how the text reads the two ranges against flash
+                reach = sum(x >= 1 for x in r3f)
+                v["bwd_vs_flash"] = ("neither reaches flash's backward at any of these shapes" if
+                                     max(r3f + r2f) < 1 else
+                                     f"version 4 reaches flash's backward at {reach} of these shapes"
+                                     + (" and version 2 at some" if max(r2f) >= 1 else ""))
             for key, impl in (("bwd_v3_tf", V3), ("bwd_v2_tf", V2), ("bwd_flash_tf", FLASH), ("bwd_cudnn_tf", CUDNN)):
                 xs = [tf for (i, d, c, N), (tf, _) in t.items() if i == impl and N >= N_LO]
                 v[key] = span(xs, 0) if xs else "n/a"

@@ -215,7 +215,7 @@ def values(out_dir=None):
             "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min",
             "hb_step3_over_step2_64", "hb_step3_over_step2_128", "hb_step3_commit", "hb_step3_Ns",
             "hb_ncu_regs", "hb_ncu_grid_cudnn", "hb_ncu_commit", "hb_ncu_final_commit",
-            "hb_bf16_uncaptured", "hb_nrun"]
+            "hb_bf16_uncaptured", "hb_nrun", "hb_bf16_nf", "hb_vs_peers"]
     for tag in ("128", "64c"):
         keys += [f"hb_ncu_{k}_{tag}" for k in ("N", "main", "tp", "tp_cudnn", "inst", "mio", "side", "side_cudnn",
                                                 "side_final", "grid")]
@@ -272,16 +272,29 @@ def values(out_dir=None):
         if r4:
             v[p + "v4_gm"], v[p + "v4_range"] = f"{gmean(r4.values()):.2f}", span(r4.values())
     v["hb_nshapes"] = v["hb_bf16_n"]
+    # the backward chapter's reading of the two bf16 means (above 1: passes)
+    if "n/a" not in (v["hb_bf16_flash_gm"], v["hb_bf16_cudnn_gm"]):
+        f, c = float(v["hb_bf16_flash_gm"]) >= 1, float(v["hb_bf16_cudnn_gm"]) >= 1
+        v["hb_vs_peers"] = {(True, True): "passes both flash and cuDNN", (True, False): "passes flash but not cuDNN",
+                            (False, True): "passes cuDNN but not flash",
+                            (False, False): "passes neither flash nor cuDNN"}[(f, c)]
+    rf16 = ratios(t, me, fl, "bf16")
+    v["hb_bf16_nf"] = str(len(rf16)) if rf16 else "n/a"
     # the bf16 shapes version 3 ran but a peer's CUDA graph did not capture
-    # (left out of the ratios above, which use graph-replayed times)
+    # (left out of that peer's ratios above, which use graph-replayed times):
+    # each peer's own, since the two columns are over different shapes
     ran = {(int(r["d"]), int(r["causal"]), int(r["N"])) for r in rs
            if r.get("impl") == V3 and r.get("pass") == "bwd" and r.get("dtype") == "bf16"
            and r.get("median_ms") and N_LO <= int(r["N"]) <= N_HI}
     v["hb_nrun"] = str(len(ran)) if ran else "n/a"
-    miss = sorted(ran - set(ratios(t, me, cu, "bf16")) | (ran - set(ratios(t, me, fl, "bf16"))))
     if ran:
-        v["hb_bf16_uncaptured"] = ("none" if not miss else
-                                   ", ".join(shape_name(*sh) for sh in miss))
+        said = []
+        for who, got in (("cuDNN", ratios(t, me, cu, "bf16")), ("flash", rf16)):
+            miss = sorted(ran - set(got))
+            if miss:
+                said.append(f"{who}'s at {', '.join(shape_name(*sh) for sh in miss)}")
+        v["hb_bf16_uncaptured"] = ("every peer's graph was captured" if not said else
+                                   "a peer's graph was not captured, " + "; ".join(said))
     # the targets, as the issue states them: bf16, geometric mean over the shapes
     if v["hb_bf16_cudnn_gm"] != "n/a":
         g = float(v["hb_bf16_cudnn_gm"])

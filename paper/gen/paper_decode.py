@@ -263,7 +263,7 @@ def varlen_piece(path):
     t, r0 = varlen_rows(path)
     shapes = sorted(t, key=lambda c: (c[0] != "fwd", c[1], c[2]))
     lines = ["| pass, $d$, mask | packed, mixed (ms) | ours padded / packed | SDPA flash padded / packed "
-             "| packed / dense, equal lengths |", "|:--|---:|---:|---:|---:|"]
+             "| packed / dense, equal lengths |", "|:" + "-" * 16 + "|" + ("-" * 13 + ":|") * 4]
     for c in shapes:
         m = t[c]
         cell = lambda a, b: f"{m[a] / m[b]:.2f}" if a in m and b in m else "-"  # noqa: E731
@@ -274,7 +274,7 @@ def varlen_piece(path):
                      f"| {c[0]}, {c[1]}, {'causal' if c[2] else 'none'} | - | - | - | - |")
     lines += ["", f": Packed sequences (`flash_attn_varlen_func`) against the same batch padded to its longest "
               f"sequence: time over the packed call's (mixed: 16 lengths, log-uniform, {r0['total_tokens']} tokens "
-              f"in all; SDPA's flash kernel, which has no packed form, runs the padded batch, the padding computed), and the packed call's time over "
+              f"in all; SDPA's flash kernel runs the padded batch as dense $(B, H, N, d)$ tensors, the padding computed; its nested-tensor form of a packed batch was not measured), and the packed call's time over "
               f"the dense one's when every sequence has the same length; median of calls as made, at times of "
               f"0.2 ms and more. {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}; "
               f"measured at commit {r0['commit']}, {r0['date'][:10]}, before this chapter's decoding data (`data/gpu/decode.csv`). "

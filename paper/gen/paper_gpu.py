@@ -19,6 +19,7 @@ build; a file whose columns cannot be matched is reported and skipped.
 """
 import csv
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -151,6 +152,28 @@ def kind(name):
     return "ours"
 
 
+def forward_versions():
+    """The forward versions in the library's table (core/versions.def's
+    FA_ROW(fwd_vN) lines)."""
+    try:
+        with open(os.path.join(ROOT, "core", "versions.def")) as f:
+            return {int(n) for n in re.findall(r"^FA_ROW\(fwd_v(\d+)\)", f.read(), re.M)}
+    except OSError:
+        return set()
+
+
+def forward_path(name):
+    """Whether an impl name of io_fwd.csv is a forward path: a peer, our op,
+    or ours_vN_* with N a forward version. A deterministic row (*_det) or a
+    backward-only version (ours_v4_mma8) is a backward path; the profiler
+    ran the forward of another version under its name, and a forward figure
+    that showed it would name a kernel that did not run."""
+    if name.endswith("_det"):
+        return False
+    mo = re.match(r"ours_v(\d+)_", name)
+    return mo is None or int(mo.group(1)) in forward_versions()
+
+
 def fig2_rows():
     rows = read(IO)
     if not rows:
@@ -160,7 +183,7 @@ def fig2_rows():
     out = []
     for r in shape or rows:
         name, dram, ms = col(r, "impl"), dram_of(r), ms_of(r)
-        if name is None or dram is None:
+        if name is None or dram is None or not forward_path(name):
             continue
         if col(r, "dtype"):
             name = f"{name} ({col(r, 'dtype')})"
@@ -181,7 +204,7 @@ def sweep_rows():
     out = []
     for r in sweep:
         name, N, dram = col(r, "impl"), fnum(r, "N"), dram_of(r)
-        if None in (name, N, dram):
+        if None in (name, N, dram) or not forward_path(name):
             continue
         comp = fnum(r, "compulsory")
         out.append((name, int(N), dram / 1e9, (fnum(r, "l2") or float("nan")) / 1e9,
@@ -285,7 +308,9 @@ def write_speed_table(speed, path):
     val = {(r[0], r[2], r[1]): r[5] for r in rows}
     with open(path, "w") as f:
         f.write("| path | " + " | ".join(f"d = {d}, N = {n}" for d, n in cols) + " |\n")
-        f.write("|:--|" + "--:|" * len(cols) + "\n")
+        # the first column wider (relative widths follow the dashes), so that
+        # a path's name stays on one line
+        f.write("|:" + "-" * 24 + "|" + ("-" * 14 + ":|") * len(cols) + "\n")
         for name in names:
             cells = [f"{val[(name, d, n)]:.1f}" if (name, d, n) in val else "-" for d, n in cols]
             f.write(f"| `{name}` | " + " | ".join(cells) + " |\n")

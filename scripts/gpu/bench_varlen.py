@@ -23,8 +23,9 @@ the same run, on tensors made once:
   ours_padded        the dense kernels on the mixed batch padded to its
                      longest sequence (B x max_len; the padding computed too)
   sdpa_flash_padded  torch's SDPA flash backend on the same padded batch
-                     (SDPA has no varlen; without a mask the padding is
-                     computed, as a padded batch would be)
+                     (SDPA's packed form, a nested jagged tensor, is not
+                     measured here; without a mask the padding is computed,
+                     as a padded batch would be)
   sdpa_flash_dense   SDPA flash on B x N, beside ours_dense
 Ours is called through the package's public entries, each in its own
 layout (flash_attn_func on (B, S, H, d), flash_attn_varlen_func on the packed
