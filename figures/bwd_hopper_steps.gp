@@ -36,10 +36,17 @@ do for [c = 0:1] {
         set xlabel (c ? "sequence length N (tokens)" : "")
         if (!first) { unset key }
         first = 0
-        plot 1 with lines lw 1.2 dt 2 lc rgb "#b2182b" title "SDPA cuDNN (1.0)", \
-             for [k = 1:words(curves)] dat using \
-                 ((strcol(1) eq word(curves, k) && $2 == dd + 0 && $3 == c) ? $4 : NaN):5 \
-                 with linespoints pt k ps 0.6 lc k title spaced(word(curves, k))
+        # only the curves with a point in this panel (a peer whose CUDA graph was
+        # not captured has none at some shapes); each keeps its place k in
+        # `curves`, so its colour and shape are the same in every panel
+        here = system(sprintf("awk '!/^#/ && $2 == %s && $3 == %d {gsub(/\"/, \"\", $1); printf \" %%s \", $1}' %s", dd, c, dat))
+        cmd = "plot 1 with lines lw 1.2 dt 2 lc rgb \"#b2182b\" title \"SDPA cuDNN (1.0)\""
+        do for [k = 1:words(curves)] {
+            if (strstrt(here, " " . word(curves, k) . " ")) {
+                cmd = cmd . sprintf(", dat using ((strcol(1) eq \"%s\" && $2 == %s && $3 == %d) ? $4 : NaN):5 with linespoints pt %d ps 0.6 lc %d title \"%s\"", word(curves, k), dd, c, k, k, spaced(word(curves, k)))
+            }
+        }
+        eval cmd
     }
 }
 unset multiplot
