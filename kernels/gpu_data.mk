@@ -50,9 +50,9 @@ GPU_DATA_TYPED           := README.md methods.md
 GPU_DATA_RAW             := io_fwd_ncu_raw.csv io_fwd_map.json io_bwd_ncu_raw.csv io_bwd_map.json bwd_v4_ncu_source.csv
 
 # Every file of scripts/ is used by a make target, a test, the README or docs
-# (runs anywhere). tests/gpu_data.py, the one-commit test, is not a suite of
-# make test: it can pass only after a gpu-data run (python3 tests/gpu_data.py).
-TEST_SUITES += "python3 tests/scripts_referenced.py"
+# (runs anywhere); the canonical files of data/gpu/ name one commit
+# (tests/gpu_data.py: a new measurement replaces them all with one gpu-data run).
+TEST_SUITES += "python3 tests/scripts_referenced.py" "python3 tests/gpu_data.py"
 
 GPU_DATA_TARGETS := $(addprefix gpu-data-,$(GPU_DATA_PARTS))
 .PHONY: gpu-data gpu-data-readme gpu-data-commit $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu \
