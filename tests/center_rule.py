@@ -10,9 +10,12 @@ host code, no GPU needed):
             point measured under 1%; the csv's predicted_ratio and auto
             columns are the rule's as built (scripts/gpu/dq_accuracy.py
             --rule-only rewrites them)
-  rates     each measured version's center_rate is at least the highest
-            FLOP/s (fa_flops over ms_keep_k) that version reached there and
-            within 1% of it; FA_BWD_CENTER_BW does not undercount the
+  rates     each measured version's center_rate is within 1% below and
+            5% above the highest FLOP/s (fa_flops over ms_keep_k) that
+            version reached there (the constants are the best of the
+            gpu-data run at a0f70a5; the run at 3a9a12c, same kernels,
+            measured versions 2 and 4 up to 0.7% faster and version 3 3.5%
+            slower, so a tighter band would tie them to one run's clocks); FA_BWD_CENTER_BW does not undercount the
             measured pre-pass: the median of measured over predicted
             pre-pass time at most 1.1. Not at least 0.9: the median is 0.58,
             but the bandwidth that matches it (2.5 TB/s) makes the rule
@@ -103,7 +106,7 @@ def main():
             ratio.append((float(x["r"]["ms_centered"]) - float(x["r"]["ms_keep_k"])) * 1e-3 / pre)
         for v, b in sorted(best.items()):
             rate = lib.fa_version(fa.BACKWARD, v).contents.center_rate
-            if not b <= rate <= 1.01 * b:
+            if not 0.99 * b <= rate <= 1.05 * b:
                 bad.append(f"v{v}: center_rate {rate / 1e12:.1f} TFLOP/s, measured best {b / 1e12:.1f}")
         med = statistics.median(ratio)
         if not med <= 1.1:
