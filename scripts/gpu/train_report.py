@@ -177,7 +177,7 @@ def write_compare_summary(csv_path, md_path):
              "drift_from_" + FP32: float(r["drift_from_" + FP32])} for r in raw]
     stats, ratios = compare_stats(rows)
     out = ["| model | run | mode | seeds | ms per step | drift from `%s`, mean | largest |" % FP32,
-           "|---|---|---|---:|---:|---:|---:|"]
+           "|------|-----------|--------|---:|------:|------:|------:|"]
     for (model, run, mode), (n, ms, dm, dx) in stats.items():
         out.append(f"| {model} | `{run}` | {mode} | {n} | {ms:.2f} | {dm:.4f} | {dx:.4f} |")
     text = "\n".join(out) + "\n\n"
