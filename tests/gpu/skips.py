@@ -22,7 +22,7 @@ def _gpu_listed():
         r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return False
-    return r.returncode == 0 and "GPU" in r.stdout
+    return r.returncode == 0 and any(line.startswith("GPU ") for line in r.stdout.splitlines())
 
 
 def need_torch(groups):

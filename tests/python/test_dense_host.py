@@ -118,10 +118,14 @@ class FakeLibrary:
             return fa.ERR_UNSUPPORTED
         return fa.OK
 
+    @staticmethod
+    def workspace_bytes(pass_, version, p):
+        """What the fake's versions need: version 2's backward an fp32 dQ accumulator."""
+        return p.B * p.H * p.seqlen_q * p.d * 4 if (pass_, version) == (fa.BACKWARD, 2) else 0
+
     def fa_workspace_bytes(self, pass_, version, dtype, p_ref):
         CALLS["workspace_bytes"] += 1
-        p = p_ref._obj
-        return p.B * p.H * p.seqlen_q * p.d * 4 if (pass_, version) == (fa.BACKWARD, 2) else 0
+        return self.workspace_bytes(pass_, version, p_ref._obj)
 
     def _strides_ok(self, version, x, names, es):
         """The contract: a contiguous-only version gets zero strides; a strided
@@ -165,8 +169,7 @@ class FakeLibrary:
         p, x, dt = p_ref._obj, x_ref._obj, TORCH_DTYPES[dtype]
         SEEN["flags"].append(flags)
         SEEN["workspace"].append((x.workspace or 0, x.workspace_bytes))
-        need = self.fa_workspace_bytes(fa.BACKWARD, version, dtype, p_ref)
-        CALLS["workspace_bytes"] -= 1
+        need = self.workspace_bytes(fa.BACKWARD, version, p)
         if need and (not x.workspace or x.workspace_bytes < need):
             self.message = b"no workspace"
             return fa.ERR_UNSUPPORTED
@@ -350,7 +353,7 @@ def main():
                 if asked[n] != 2]   # once per pass
     if (asked["forward"], asked["backward"]) != (5, 5):
         plan_bad.append(f"{asked['forward']} forward and {asked['backward']} backward launches for 5 calls")
-    want = lib.fa_workspace_bytes(fa.BACKWARD, 2, fa.FP16, ctypes.byref(fa.Params(1, 6, 6, 12, 12, 24, 1.0, -1, 0)))
+    want = lib.workspace_bytes(fa.BACKWARD, 2, fa.Params(1, 6, 6, 12, 12, 24, 1.0, -1, 0))
     if any(not ptr or got < want for ptr, got in SEEN["workspace"][flags0:]):
         plan_bad.append(f"a backward got workspace {SEEN['workspace'][flags0:]}, asked {want} bytes")
     for kw, want_flags in ((dict(deterministic=True), fa.BWD_DETERMINISTIC | fa.BWD_CENTER_AUTO),
