@@ -157,6 +157,7 @@ study-fwd-v3-steps: gpu-data-commit  ## study: forward version 3's steps (data/g
 HOST_PATH_AS ?= after
 study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: where the op's host time goes, and the versions at small shapes (data/gpu/studies/host_path/$$HOST_PATH_AS/)
 	python3 scripts/gpu/host_profile.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
+	python3 scripts/gpu/host_fresh_graph.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
 
 # The PyTorch op: its cost per call at small shapes beside SDPA's; a small
 # transformer, and two with a Llama model's attention shapes (d 64 and 128,

@@ -37,6 +37,7 @@ skipped with a note.
 """
 import argparse
 import ctypes
+import gc
 import json
 import math
 import os
@@ -348,7 +349,10 @@ def bench(args, lib, prov):
                                 torch.cuda.synchronize()
                                 ms, reps = time_ms(fn, args.repeats)
                                 # the same call replayed from a CUDA graph: no host overhead, for every path alike
-                                gms, why = gpu_timing.graph_ms(torch, fn, args.repeats)
+                                # (a backward's forward rebuilt on the capture stream: setup)
+                                reset = (lambda o=obj: setattr(o, "out", None)) \
+                                    if ps == "bwd" and hasattr(obj, "out") else None
+                                gms, why = gpu_timing.graph_ms(torch, fn, args.repeats, setup=reset)
                                 measured.append((label(ps), ps, ms, reps, why, out.float().clone(), gms,
                                                  how_called(name0)))
                             except Exception as e:
@@ -359,6 +363,7 @@ def bench(args, lib, prov):
                                     msg = "failed: " + msg[:160]
                                 measured.append((label(ps), ps, None, None, msg, None, None, how_called(name0)))
                         del obj
+                        gc.collect()   # autograd graphs in reference cycles hold device memory
                         torch.cuda.empty_cache()
                     # accuracy on the same tensors: max |O - O_flash| (fwd) or |dQ - dQ_flash| (bwd)
                     for ps in args.passes:
@@ -375,6 +380,9 @@ def bench(args, lib, prov):
                                  None if ms is None else flops[ps] / (ms * 1e-3) / 1e12, reps, diff, note, gms, how)
                     del q, k, v, do, measured
                     torch.cuda.empty_cache()
+                    # what the allocator keeps reserved between shapes: it must not grow from shape to shape
+                    print(f"reserved after {dt} c={int(causal)} d={d} N={N}: "
+                          f"{torch.cuda.memory_reserved() / 2**30:.1f} GiB", flush=True)
     for f in set(files.values()):
         f.close()
     summary(rows)

@@ -70,26 +70,52 @@ def median_ms(torch, fn, repeats, warmup=3, budget_ms=None):
     return median(times), len(times)
 
 
-def graph_ms(torch, fn, repeats, warmup=3):
+_CAPTURE = {}   # device index -> (stream, pool): one capture stream and memory pool for every graph
+
+
+def capture_resources(torch):
+    """(stream, pool) that every graph_ms capture on the current GPU uses.
+    One pool, not one per graph: torch 2.11 never releases the private pool
+    of a capture that failed (an implementation that cannot be captured, or
+    runs out of memory while being captured), so per-graph pools leaked until
+    the benchmark's later captures ran out of memory; graphs are destroyed
+    before the next is captured, so sharing is safe. One stream for warm-up,
+    setup and capture: an autograd graph recorded on another stream than its
+    backward's makes the engine call record_stream inside the capture, whose
+    blocks are never given back."""
+    dev = torch.cuda.current_device()
+    if dev not in _CAPTURE:
+        _CAPTURE[dev] = (torch.cuda.Stream(), torch.cuda.graph_pool_handle())
+    return _CAPTURE[dev]
+
+
+def graph_ms(torch, fn, repeats, warmup=3, setup=None):
     """(median milliseconds, "") of fn() captured once into a CUDA graph and
     replayed, L2 flushed before each replay as in median_ms: the call's
     device time without the host's launch overhead, for every implementation
-    alike. (None, why) when fn cannot be captured (a host synchronization, an
-    allocation the caching allocator cannot serve inside the capture)."""
+    alike. setup(), if given, runs first on the capture stream (e.g. to
+    rebuild a forward whose backward fn replays). (None, why) when fn cannot
+    be captured (a host synchronization, an allocation the caching allocator
+    cannot serve inside the capture)."""
+    side, pool = capture_resources(torch)
+    graph = None
     try:
-        side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
+            if setup is not None:
+                setup()
             for _ in range(warmup):
                 fn()
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, pool=pool, stream=side):
             fn()
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001  (any capture failure is reported, not raised)
         torch.cuda.synchronize()
+        if graph is not None:
+            graph.reset()
         return None, f"not capturable: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
     times = []
     for _ in range(repeats):
@@ -100,7 +126,7 @@ def graph_ms(torch, fn, repeats, warmup=3):
         e1.record()
         e1.synchronize()
         times.append(e0.elapsed_time(e1))
-    del graph
+    graph.reset()
     return median(times), ""
 
 
