@@ -172,7 +172,8 @@ def h200(t):
 @claim
 def gpu_speed_and_traffic(t):
     """Peers measured in the same run (data/gpu/*.csv), beside what the paper published."""
-    for k in ("gpu_shape", "gpu_mat_tflops", "gpu_mat_name", "gpu_ours_name", "gpu_ours_tflops",
+    for k in ("gpu_shape", "gpu_mat_tflops", "gpu_mat_name", "gpu_mat_how", "gpu_ours_name", "gpu_ours_how",
+              "gpu_ours_tflops",
               "gpu_ours_speedup", "gpu_sdpa_flash_tflops", "gpu_sdpa_flash_speedup",
               "gpu_sdpa_cudnn_tflops", "gpu_sdpa_cudnn_speedup",
               "gpu_fig2_mat_gb", "gpu_fig2_best_gb", "gpu_fig2_best"):
