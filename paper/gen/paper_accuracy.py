@@ -258,7 +258,7 @@ def gpu_values():
               "acc_gpu_flash_min", "acc_gpu_fused_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
               "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes", "acc_gpu_auto_n",
               "acc_gpu_missed", "acc_gpu_miss", "acc_gpu_miss_by", "acc_gpu_miss_u", "acc_gpu_miss_math_u",
-              "acc_gpu_one_rule_counter", "acc_gpu_rule_commit", "acc_center_best", "acc_center_median",
+              "acc_gpu_one_rule_counter", "acc_gpu_one_rule_reading", "acc_gpu_rule_commit", "acc_center_best", "acc_center_median",
               "acc_center_spread", "acc_center_median_bw", "acc_center_fast_cost", "acc_center_fast_at",
               "acc_center_fast_reading", "acc_center_band"):
         v[k] = "n/a"
@@ -356,9 +356,9 @@ def gpu_values():
                     if all(n is None for n in firsts):
                         masks.append(f"{m} nowhere")
                     elif len(set(firsts)) == 1:
-                        masks.append(f"{m} N >= {firsts[0]}")
+                        masks.append(f"{m} $N \\ge$ {firsts[0]}")
                     else:
-                        masks.append(f"{m} " + ", ".join(f"N >= {n} at d = {d}" if n else f"nowhere at d = {d}"
+                        masks.append(f"{m} " + ", ".join(f"$N \\ge$ {n} at $d$ = {d}" if n else f"nowhere at $d$ = {d}"
                                                          for n, d in zip(firsts, ds)))
                 out.append(f"{impl.split('_')[1]}: " + ", ".join(masks))
             v["acc_gpu_auto_shapes"] = "; ".join(out)
@@ -373,6 +373,13 @@ def gpu_values():
             _, (N, c, d), lo, hi = max(split)
             v["acc_gpu_one_rule_counter"] = (f"N = {N} {'causal' if c == '1' else 'without a mask'}, d = {d}, "
                                              f"{lo[1]} costs {lo[0] * 100:.1f}% and {hi[1]} {hi[0] * 100:.1f}%")
+            v["acc_gpu_one_rule_reading"] = ("A rule that decides alike for every version cannot pass it: at "
+                                             + v["acc_gpu_one_rule_counter"] + ".")
+        else:
+            v["acc_gpu_one_rule_reading"] = ("At these timings a rule that decided alike for every version could "
+                                             "pass it too, since no measured shape has one version under 1% and "
+                                             "another at 3% or more; the rule is per version because the cost is, "
+                                             "the same pre-pass against each version's own rate.")
         if all(r.get("predicted_ratio") not in (None, "") for r in t):
             v.update(center_values(t))
             v["acc_center_band"] = band_words()
@@ -616,7 +623,7 @@ def time_tables(t, prows):
                     f"{t[0]['note'].split(';')[1].strip()}; predicted: fa_bwd_center_cost for that "
                     "version; * where the auto mode centers):\n")
         cost.append("| " + " | ".join(head) + " |")
-        cost.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        cost.append("|" + "|".join(["-----"] + ["---:"] * (len(head) - 1)) + "|")
 
         def pct(x):
             return f"{(x - 1) * 100:.1f}"
@@ -629,7 +636,7 @@ def time_tables(t, prows):
                           f"given, and the time with the pass in ms (bf16, the shapes of the centering's cost "
                           f"table; run of commit {tf[0]['commit']}):\n")
             passes.append("| " + " | ".join(head) + " |")
-            passes.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+            passes.append("|" + "|".join(["-----"] + ["---:"] * (len(head) - 1)) + "|")
             passes += shape_rows(tf, vers, ds, lambda r: f"{num(r['full_ratio']):.2f} ({num(r['ms_full']):.2f})")
             passes.append("")
     elif t:
