@@ -238,6 +238,19 @@ def speed_rows():
     return out, None
 
 
+def how_called_words(impl):
+    """How bench_gpu.py calls a forward path, in the chapter's words."""
+    if impl == "ours_op":
+        return "our op through `flash_attn_func` on $(B, N, H, d)$ tensors"
+    if impl.startswith("ours_"):
+        return "the library's C entry on $(B, H, N, d)$ tensors"
+    if impl == "torch_materialized":
+        return "three PyTorch operations on $(B, H, N, d)$ tensors"
+    if impl.startswith("sdpa_"):
+        return "`scaled_dot_product_attention` on $(B, H, N, d)$ tensors"
+    return impl
+
+
 def summary():
     """{'values': {...}} or None when nothing usable exists."""
     fig2, _ = fig2_rows()
@@ -284,6 +297,10 @@ def summary():
                     values[f"gpu_{k.replace('-', '_')}_speedup"] = f"{tf / mat_tf:.2g}"
             values["gpu_mat_tflops"] = f"{mat_tf:.1f}"
             values["gpu_mat_name"] = mat_name
+            # how each named path was called (bench_gpu.py's how_called, in words)
+            for k, name in (("mat", mat_name), ("ours", values.get("gpu_ours_name"))):
+                if name:
+                    values[f"gpu_{k}_how"] = how_called_words(name)
             values["gpu_shape"] = f"N = {N}, d = {d}, {dtype}"
     if not values:
         return None

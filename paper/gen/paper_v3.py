@@ -253,7 +253,7 @@ def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
     the peers): ratios to cuDNN and flash, bf16, over N >= n_lo and below,
     and the shapes where it is under cuDNN."""
     keys = ["v3b_commit", "v3b_n", "v3b_gm_cudnn", "v3b_cudnn", "v3b_flash", "v3b_nbelow", "v3b_below",
-            "v3b_short_cudnn", "v3b_N_lo"]
+            "v3b_short_cudnn", "v3b_short_gm", "v3b_short_reading", "v3b_N_lo"]
     v = {k: "n/a" for k in keys}
     if not os.path.exists(full(rel)):
         return v
@@ -282,6 +282,17 @@ def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
                             f"({rc[(d, c, N)]:.2f}$\\times$)" for d, c, N in below]) if below else "none"
     if short:
         v["v3b_short_cudnn"] = span([rc[sh] for sh in short], lambda x: f"{x:.2f}")
+        gs, gl = gmean([rc[sh] for sh in short]), gmean([rc[sh] for sh in long_])
+        v["v3b_short_gm"] = f"{gs:.2f}"
+        # the reading, from the ratios: weak only when the short shapes' mean sits clearly
+        # (5 %, above run-to-run noise) below the long ones'
+        if gs < 0.95 * gl:
+            v["v3b_short_reading"] = ("below cuDNN at every one of these shorter shapes, and lower than at the "
+                                      "longer ones: short sequences are version 3's weak side"
+                                      if max(rc[sh] for sh in short) < 1 else
+                                      "lower than at the longer ones: short sequences are version 3's weak side")
+        else:
+            v["v3b_short_reading"] = "about what it is at the longer ones: short sequences are no weak side of version 3"
     return v
 
 
