@@ -56,7 +56,7 @@ TEST_SUITES += "python3 tests/scripts_referenced.py" "python3 tests/gpu_data.py"
 
 GPU_DATA_TARGETS := $(addprefix gpu-data-,$(GPU_DATA_PARTS))
 .PHONY: gpu-data gpu-data-readme gpu-data-commit $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu \
-        study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path
+        study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path study-host-fresh study-graph-capture
 
 gpu-data-readme:                         ## data/gpu/README.md: the table of files, targets and columns, from the files (no GPU)
 	python3 scripts/gpu/data_readme.py --out $(GPU_DATA)/README.md
@@ -155,9 +155,19 @@ study-fwd-v3-steps: gpu-data-commit  ## study: forward version 3's steps (data/g
 # version's time at small shapes (scripts/gpu/host_profile.py says how);
 # HOST_PATH_AS names the folder: before or after a change of the host path.
 HOST_PATH_AS ?= after
-study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: where the op's host time goes, and the versions at small shapes (data/gpu/studies/host_path/$$HOST_PATH_AS/)
+study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so study-host-fresh  ## study: where the op's host time goes, and the versions at small shapes (data/gpu/studies/host_path/$$HOST_PATH_AS/)
 	python3 scripts/gpu/host_profile.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
+
+study-host-fresh: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: why a forward + backward built fresh each call costs more than its parts (data/gpu/studies/host_path/$$HOST_PATH_AS/host_fresh_graph.csv)
 	python3 scripts/gpu/host_fresh_graph.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
+
+# bench_bwd.csv's bf16 half again with graph_ms's shared capture pool and
+# stream, into a study: whether every peer's backward is now captured (the
+# canonical file's run lost cuDNN's graph at d 128 causal to the leak).
+study-graph-capture: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: the bf16 backward benchmark with every capture kept (data/gpu/studies/graph_capture/)
+	@mkdir -p $(STUDIES)/graph_capture
+	$(BENCH) --passes bwd,fwdbwd --bwd-csv $(STUDIES)/graph_capture/bench_bwd.csv --dtypes bf16 --slow-max-n 4096 \
+	    > $(STUDIES)/graph_capture/bench_bwd.log 2>&1
 
 # The PyTorch op: its cost per call at small shapes beside SDPA's; a small
 # transformer, and two with a Llama model's attention shapes (d 64 and 128,
@@ -210,6 +220,6 @@ torchop-gpu: $(BUILD)/libfa_gpu.so       ## the op's checks against SDPA: GPU_LO
 	@mkdir -p $(GPU_LOGS)
 	sh tests/run.sh "$(TORCHOP_TESTS)" > $(GPU_LOGS)/torchop_tests.log 2>&1
 else
-gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path:
+gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path study-host-fresh study-graph-capture:
 	@echo "$@: skipped: $(GPU_MISSING)"
 endif
