@@ -71,15 +71,7 @@ def cases(torch, F, fo, N):
         with torch.autograd.set_multithreading_enabled(False):
             sdpa_flash()
 
-    class Identity(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx, gr):
-            return gr
-
+    Identity = hp.identity_function(torch)
     x = qd.clone().requires_grad_()
 
     def py_identity():

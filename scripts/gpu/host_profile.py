@@ -138,10 +138,10 @@ def sdpa_backend(backend):
     return contextlib.nullcontext() if backend is None else sdpa_kernel(backend)
 
 
-def identity_backward(torch, like):
-    """The backward of a Python autograd.Function that returns its gradient
-    as is, on a tensor like `like`: what any operator with a Python backward
-    pays the autograd engine per call, the floor of ours."""
+def identity_function(torch):
+    """A Python autograd.Function whose forward returns a view of its input
+    and whose backward returns its gradient as is: no work, only what the
+    autograd engine charges an operator with a Python backward."""
     class Identity(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -150,6 +150,14 @@ def identity_backward(torch, like):
         @staticmethod
         def backward(ctx, g):
             return g
+    return Identity
+
+
+def identity_backward(torch, like):
+    """The backward of identity_function on a tensor like `like`, on one kept
+    graph: what any operator with a Python backward pays the autograd engine
+    per call, the floor of ours."""
+    Identity = identity_function(torch)
     x = like.detach().clone().requires_grad_()
     y = Identity.apply(x)
     g = torch.ones_like(y)
