@@ -56,7 +56,7 @@ TEST_SUITES += "python3 tests/scripts_referenced.py" "python3 tests/gpu_data.py"
 
 GPU_DATA_TARGETS := $(addprefix gpu-data-,$(GPU_DATA_PARTS))
 .PHONY: gpu-data gpu-data-readme gpu-data-commit $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu \
-        study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path study-host-fresh study-graph-capture
+        study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path study-host-fresh study-graph-capture study-decode-fixed-cost
 
 gpu-data-readme:                         ## data/gpu/README.md: the table of files, targets and columns, from the files (no GPU)
 	python3 scripts/gpu/data_readme.py --out $(GPU_DATA)/README.md
@@ -161,6 +161,14 @@ study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so study-host-fresh  ## stud
 study-host-fresh: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: why a forward + backward built fresh each call costs more than its parts (data/gpu/studies/host_path/$$HOST_PATH_AS/host_fresh_graph.csv)
 	python3 scripts/gpu/host_fresh_graph.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
 
+# What a decoding step costs beyond streaming its cache: ours and cuDNN's
+# graph-replayed times over seqlen_k with a line through them, and Nsight
+# Compute on one step of each (scripts/gpu/decode_fixed_cost.py says how).
+study-decode-fixed-cost: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: a decode step's cost beyond its cache's bytes, ours beside cuDNN's (data/gpu/studies/decode_fixed_cost/)
+	@mkdir -p $(STUDIES)/decode_fixed_cost
+	python3 scripts/gpu/decode_fixed_cost.py --csv $(STUDIES)/decode_fixed_cost/sweep.csv
+	sh scripts/gpu/ncu_decode.sh $(STUDIES)/decode_fixed_cost
+
 # bench_bwd.csv's bf16 half again with graph_ms's shared capture pool and
 # stream, into a study: whether every peer's backward is now captured (the
 # canonical file's run lost cuDNN's graph at d 128 causal to the leak).
@@ -220,6 +228,6 @@ torchop-gpu: $(BUILD)/libfa_gpu.so       ## the op's checks against SDPA: GPU_LO
 	@mkdir -p $(GPU_LOGS)
 	sh tests/run.sh "$(TORCHOP_TESTS)" > $(GPU_LOGS)/torchop_tests.log 2>&1
 else
-gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path study-host-fresh study-graph-capture:
+gpu-data $(GPU_DATA_TARGETS) bitwise-gpu stage5-gpu torchop-gpu study-bwd-v4-ncu study-hopper-ncu study-fwd-v3-steps study-host-path study-host-fresh study-graph-capture study-decode-fixed-cost:
 	@echo "$@: skipped: $(GPU_MISSING)"
 endif
