@@ -296,7 +296,11 @@ def values(out_dir=None):
         v["hb_bf16_uncaptured"] = ("every peer's graph was captured" if not said else
                                    "a peer's graph was not captured, " + "; ".join(said))
         miss = sorted(ran - set(ratios(t, me, cu, "bf16")))
-        v["hb_uncaptured_apart"], v["hb_all_apart"] = captured_apart(miss, ran) if miss else ("", "")
+        if miss:
+            apart = ratios(table(rows(CAPTURE_STUDY), dstep), me, cu, "bf16")
+            v["hb_uncaptured_apart"], v["hb_all_apart"] = captured_apart(miss, ran, apart)
+        else:
+            v["hb_uncaptured_apart"] = v["hb_all_apart"] = ""
     # the targets, as the issue states them: bf16, geometric mean over the shapes
     if v["hb_bf16_cudnn_gm"] != "n/a":
         g = float(v["hb_bf16_cudnn_gm"])
@@ -401,36 +405,24 @@ def main(argv):
 CAPTURE_STUDY = "data/gpu/studies/graph_capture/bench_bwd.csv"
 
 
-def captured_apart(miss, ran):
-    """The sentence giving cuDNN's graph-replayed ratio at the shapes
-    (d, causal, N) `miss` whose cuDNN graph the steps' run lost, and the
-    geometric mean over every shape of `ran`, from the study that captured
-    every graph in one run (empty where it has none of them): the shapes
-    left out of the means are version 3's weakest, and the text must say so
-    rather than average without them. Returns (that sentence, the
-    all-shapes mean as a clause for the claims and the backward chapter)."""
-    path = os.path.join(ROOT, CAPTURE_STUDY)
-    if not os.path.exists(path):
-        return "", ""
-    with open(path) as f:
-        rows = [r for r in csv.DictReader(x for x in f if not x.startswith("#"))]
-    g = {(r["impl"], int(r["d"]), int(r["causal"]), int(r["N"])): float(r["graph_ms"]) for r in rows
-         if r.get("pass") == "bwd" and r.get("dtype") == "bf16" and r.get("graph_ms")}
-
-    def ratio(sh):
-        a, b = ("sdpa_cudnn",) + sh, ("ours_v3_hopper",) + sh
-        return g[a] / g[b] if a in g and b in g else None
-    xs = [x for x in map(ratio, miss) if x is not None]
-    every = [x for x in map(ratio, sorted(ran)) if x is not None]
+def captured_apart(miss, ran, rc):
+    """The sentence giving cuDNN's ratio at the shapes (d, causal, N) `miss`
+    whose cuDNN graph the steps' run lost, and the clause giving the
+    geometric mean over every shape of `ran`, from rc, the capture study's
+    ratios to cuDNN ({(d, causal, N): ratio}, every graph captured in one
+    run); ("", "") where it has none of them. The shapes left out of the
+    means are version 3's weakest: the text says so rather than average
+    without them."""
+    xs = [rc[sh] for sh in miss if sh in rc]
     if not xs:
         return "", ""
     text = (f" Measured apart in one run with every graph captured ({CAPTURE_STUDY}), version 3 runs at "
             f"{span(xs)} times cuDNN at {len(xs)} of those {len(miss)} shapes")
     whole = ""
-    if len(every) == len(ran):
-        text += f", and at {gmean(every):.3f} in geometric mean over all {len(every)} shapes"
-        whole = (f"; over all {len(every)} shapes, measured apart with every graph captured "
-                 f"({CAPTURE_STUDY}), {gmean(every):.3f}")
+    if all(sh in rc for sh in ran):
+        g = gmean([rc[sh] for sh in ran])
+        text += f", and at {g:.3f} in geometric mean over all {len(ran)} shapes"
+        whole = f"; over all {len(ran)} shapes, measured apart with every graph captured ({CAPTURE_STUDY}), {g:.3f}"
     return text + "; the means below leave them out.", whole
 
 if __name__ == "__main__":
