@@ -12,11 +12,10 @@ host code, no GPU needed):
             --rule-only rewrites them)
   rates     each measured version's center_rate is within 1% below and
             5% above the highest FLOP/s (fa_flops over ms_keep_k) that
-            version reached there (the constants are the best of the
-            gpu-data run at a0f70a5; the run at 3a9a12c, same kernels,
-            measured versions 2 and 4 up to 0.7% faster and version 3 3.5%
-            slower, so a tighter band would tie them to one run's clocks); FA_BWD_CENTER_BW does not undercount the
-            measured pre-pass: the median of measured over predicted
+            version reached there: two gpu-data runs of the same kernels
+            differ by up to 3.5% in that best, so a tighter band would tie
+            the constants to one run's clocks; FA_BWD_CENTER_BW does not
+            undercount the measured pre-pass: the median of measured over predicted
             pre-pass time at most 1.1. Not at least 0.9: the median is 0.58,
             but the bandwidth that matches it (2.5 TB/s) makes the rule
             center version 3 where the centered backward measured 4.6-8.2%
