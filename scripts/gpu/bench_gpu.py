@@ -363,7 +363,7 @@ def bench(args, lib, prov):
                                     msg = "failed: " + msg[:160]
                                 measured.append((label(ps), ps, None, None, msg, None, None, how_called(name0)))
                         del obj
-                        gc.collect()   # autograd graphs in reference cycles hold device memory
+                        gc.collect()   # the implementation's objects freed now, before the next one allocates
                         torch.cuda.empty_cache()
                     # accuracy on the same tensors: max |O - O_flash| (fwd) or |dQ - dQ_flash| (bwd)
                     for ps in args.passes:

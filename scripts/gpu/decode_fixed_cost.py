@@ -33,6 +33,7 @@ import provenance as prov  # noqa: E402
 B, H, H_KV, D, PAGE = 1, 32, 8, 128, 64
 LENGTHS = [1024 << i for i in range(8)]   # 1k ... 128k
 SPLITS = (8, 16, 32, 64, 128)
+IMPLS = ["ours_rule"] + [f"ours_splits_{s}" for s in SPLITS] + ["sdpa_cudnn", "sdpa_flash"]   # calls()' keys
 
 
 def calls(torch, L):
@@ -57,6 +58,7 @@ def calls(torch, L):
             with sdpa_kernel(be):
                 return F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True)
         out[name] = sdpa
+    assert list(out) == IMPLS
     return out
 
 
@@ -122,9 +124,8 @@ def main(argv):
     a = ap.parse_args(argv)
     if not a.csv and not a.one:
         ap.error("give --csv FILE or --one IMPL")
-    impls = ["ours_rule"] + [f"ours_splits_{s}" for s in SPLITS] + ["sdpa_cudnn", "sdpa_flash"]
-    if a.one and a.one not in impls:
-        ap.error(f"--one {a.one}: expected one of {', '.join(impls)}")
+    if a.one and a.one not in IMPLS:
+        ap.error(f"--one {a.one}: expected one of {', '.join(IMPLS)}")
     if a.seqlen_k < PAGE or a.seqlen_k % PAGE:
         ap.error(f"--seqlen-k {a.seqlen_k}: must be a positive multiple of {PAGE}")
     torch = gpu_timing.torch_on_gpu("decode_fixed_cost.py")

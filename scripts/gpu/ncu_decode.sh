@@ -9,20 +9,12 @@
 set -u
 D=${1:?usage: sh scripts/gpu/ncu_decode.sh DIR}
 mkdir -p "$D" || exit 2
-NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 MET=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,launch__registers_per_thread,launch__shared_mem_per_block_dynamic,sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__inst_executed.sum
 rc=0
+. scripts/gpu/ncu_prof.sh
 for L in 8192 32768; do
     for impl in ours_rule sdpa_cudnn; do
-        f="$D/ncu_${impl}_$L.csv"
-        if timeout 90 "$NCU" --profile-from-start off --clock-control none --csv --page raw --metrics "$MET" \
-            python3 scripts/gpu/decode_fixed_cost.py --one "$impl" --seqlen-k "$L" > "$f.tmp" 2> "$D/.err"; then
-            mv "$f.tmp" "$f"
-            echo "ncu $impl $L: $(grep -c '^"[0-9]' "$f") kernels"
-        else
-            rc=1; rm -f "$f.tmp"; echo "ncu $impl $L: FAILED, $f left as it was"
-        fi
-        head -c 300 "$D/.err"; rm -f "$D/.err"
+        ncu_prof "$D" "${impl}_$L" "$MET" python3 scripts/gpu/decode_fixed_cost.py --one "$impl" --seqlen-k "$L"
     done
 done
 exit $rc

@@ -12,22 +12,13 @@
 set -u
 D=${1:?usage: sh scripts/gpu/ncu_hopper.sh DIR}
 mkdir -p "$D" || exit 2
-NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+rc=0 NCU_TIMEOUT=60
+. scripts/gpu/ncu_prof.sh
 tp=$("$NCU" --query-metrics --chip gh100 2>/dev/null | grep -o '^sm__pipe_tensor_op_[a-z_]*cycles_active' | sort -u | sed 's/$/.avg.pct_of_peak_sustained_active/' | tr '\n' ',')
 st=$("$NCU" --query-metrics --chip gh100 2>/dev/null | grep -o '^smsp__average_warps_issue_stalled_[a-z_]*_per_issue_active' | sort -u | sed 's/$/.ratio/' | tr '\n' ',')
 MET="${tp}${st}gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,smsp__inst_executed.sum,sm__cycles_active.avg"
-rc=0
-# each file written under a temporary name and moved into place only when
-# ncu succeeded: a failed call leaves the file it would replace as it was
-prof() { tag=$1; shift
-    if timeout 60 "$NCU" --profile-from-start off --clock-control none --csv --page raw --metrics "$MET" \
-        python3 scripts/gpu/hopper_ncu.py "$@" > "$D/.ncu_$tag.tmp" 2> "$D/.err"; then
-        mv "$D/.ncu_$tag.tmp" "$D/ncu_$tag.csv"
-        echo "ncu $tag: $(grep -c '^"[0-9]' "$D/ncu_$tag.csv") kernels"
-    else
-        rc=1; rm -f "$D/.ncu_$tag.tmp"; echo "ncu $tag: FAILED, ncu_$tag.csv left as it was"
-    fi
-    head -c 300 "$D/.err"; rm -f "$D/.err"; }
+# ncu_prof's file per call (ncu_TAG.csv), hopper_ncu.py running the call
+prof() { tag=$1; shift; ncu_prof "$D" "$tag" "$MET" python3 scripts/gpu/hopper_ncu.py "$@"; }
 for sh in "128 8192 0" "64 2048 1"; do
     set -- $sh
     FA_BWD3_STEP=2 prof "bwd_d$1_n$2_c$3_step2" --impl ours --pass bwd --d $1 --n $2 --causal $3
