@@ -123,6 +123,9 @@ int main(int argc, char **argv) {
     f += run<bf16, 128>("gqa4 one row, 7 splits, pages of 256", 2, 8, 2, 1, 256, 900, -1, -1, 7, base + 6);
     f += run<_Float16, 128>("gqa16 one chunk, window 100, pages of 32", 2, 16, 1, 1, 32, 500, 100, 0, 3, base + 7);
     f += run<_Float16, 64>("full, 5 splits", 3, 4, 2, 1, 64, 300, -1, -1, 5, base + 4);
+    /* more splits than the combine's loop takes at once (8), the last group
+     * partial; lengths 0 and 1 leave most splits of their rows empty */
+    f += run<bf16, 128>("gqa4 one row, 19 splits", 3, 8, 2, 1, 64, 2400, -1, -1, 19, base + 8);
     std::vector<bf16> o1, o6; std::vector<float> l1, l6;
     f += run<bf16, 64>("lengths <= 64, one split", 3, 4, 2, 1, 16, 40, -1, -1, 1, base + 5, &o1, &l1);
     f += run<bf16, 64>("lengths <= 64, 6 splits", 3, 4, 2, 1, 16, 40, -1, -1, 6, base + 5, &o6, &l6);
