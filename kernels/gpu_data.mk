@@ -155,10 +155,10 @@ study-fwd-v3-steps: gpu-data-commit  ## study: forward version 3's steps (data/g
 # version's time at small shapes (scripts/gpu/host_profile.py says how);
 # HOST_PATH_AS names the folder: before or after a change of the host path.
 HOST_PATH_AS ?= after
-study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so study-host-fresh  ## study: where the op's host time goes, and the versions at small shapes (data/gpu/studies/host_path/$$HOST_PATH_AS/)
+study-host-path: gpu-data-commit $(BUILD)/libfa_gpu.so study-host-fresh  ## study: where the op's host time goes, and the versions at small shapes (data/gpu/studies/host_path/HOST_PATH_AS/, default after)
 	python3 scripts/gpu/host_profile.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
 
-study-host-fresh: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: why a forward + backward built fresh each call costs more than its parts (data/gpu/studies/host_path/$$HOST_PATH_AS/host_fresh_graph.csv)
+study-host-fresh: gpu-data-commit $(BUILD)/libfa_gpu.so  ## study: why a forward + backward built fresh each call costs more than its parts (data/gpu/studies/host_path/HOST_PATH_AS/host_fresh_graph.csv)
 	python3 scripts/gpu/host_fresh_graph.py --out $(STUDIES)/host_path/$(HOST_PATH_AS)
 
 # What a decoding step costs beyond streaming its cache: ours and cuDNN's

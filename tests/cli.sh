@@ -34,6 +34,8 @@ done
 for s in ./stage1 ./stage2 ./stage3 ./stage6; do
     expect_error "$s flag given twice" "--seed is given twice" $s --seed 1 --seed 2
 done
+# stage 2 has no backward: a dO file is refused, not read and ignored
+expect_error "stage2 takes no --do" "unknown flag '--do'" ./stage2 --do $B/good_16x8.npy
 expect_error "stage6 window given twice" "--window is given twice" ./stage6 --random --n 8 --window 3,0 --window 2,0
 expect_error "stage3 input flag given twice" "--q is given twice" ./stage3 --q $B/good_16x8.npy --q $B/good_16x8.npy
 expect_error "stage2 switch given twice" "--trace is given twice" ./stage2 --trace --trace

@@ -341,8 +341,10 @@ static int tour_line(const char *name, const attn_problem *in, flash_blocks b, r
 {
     const attn_params *p = &in->params;
     int bad = failures(r);
-    printf("  %-32s (%d,%d/%d,%4d,%4d,%3d) (%4d,%4d) %3dx%-3d %9.2e %9.2e %10.2e %5zu %-3s %-5s %s\n",
-           name, p->B, p->H, p->H_kv, p->seqlen_q, p->seqlen_k, p->d, p->window_size_left,
+    char bh[40];   /* "B,H/H_kv", right-aligned so that the columns after it line up */
+    snprintf(bh, sizeof bh, "%d,%d/%d", p->B, p->H, p->H_kv);
+    printf("  %-32s (%7s,%4d,%4d,%3d) (%4d,%4d) %3dx%-3d %9.2e %9.2e %10.2e %5zu %-3s %-5s %s\n",
+           name, bh, p->seqlen_q, p->seqlen_k, p->d, p->window_size_left,
            p->window_size_right, b.fBr, b.fBc, fmax(r->e.O, r->e.L), worst_bwd(r), r->gradcheck,
            r->empty_rows, r->io_ok && r->naive_io_ok ? "yes" : "NO", r->tiles_ok ? "yes" : "NO",
            bad ? "FAIL" : "ok");

@@ -336,7 +336,7 @@ void gh_inputs_of_options(gh_inputs *in, const options *opt)
 void gh_inputs_real(gh_inputs *in, const options *opt, int left, int right, int seqlen_k)
 {
     options o = *opt;
-    o.given &= ~(opt_set)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS | OPT_INPUTS |
+    o.given &= ~(opt_set)(OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS | OPT_INPUTS | OPT_DO |
                            OPT_OUTPUTS);
     o.random = o.causal = false;
     o.q = o.k = o.v = o.dO = NULL;

@@ -43,7 +43,7 @@ static const opt_spec SPECS[] = {
     {"--q", OPT_INPUTS, ARG_STR, "FILE", "Q from a .npy file, (N,d), (H,N,d) or (B,H,N,d)"},
     {"--k", OPT_INPUTS, ARG_STR, "FILE", "K from a .npy file, (B,H_kv,seqlen_k,d): fewer heads or other length than Q allowed"},
     {"--v", OPT_INPUTS, ARG_STR, "FILE", "V from a .npy file, same shape as K"},
-    {"--do", OPT_INPUTS, ARG_STR, "FILE", "dO (upstream gradient), same shape as Q (default: random, --seed)"},
+    {"--do", OPT_DO, ARG_STR, "FILE", "dO (upstream gradient), same shape as Q (default: random, --seed)"},
     {"--out", OPT_FWD_OUTPUTS, ARG_STR, "FILE", "write O as .npy, float64, always (B,H,N,d): an (N,d) input gives (1,1,N,d)"},
     {"--lse", OPT_FWD_OUTPUTS, ARG_STR, "FILE", "write L = logsumexp per row as .npy (B,H,N)"},
     {"--dq", OPT_GRAD_OUTPUTS, ARG_STR, "FILE", "write dQ as .npy"},
@@ -95,6 +95,23 @@ static void dtype_list(opt_set accepted, char *buf, size_t n)
     }
 }
 
+static const flag_help *own_help;
+static size_t own_help_n;
+
+void options_help(const flag_help *table, size_t n)
+{
+    own_help = table;
+    own_help_n = n;
+}
+
+/* The program's own text for flag, or NULL. */
+static const char *own_text(opt_set flag)
+{
+    for (size_t i = 0; i < own_help_n; i++)
+        if (own_help[i].flag == flag) return own_help[i].text;
+    return NULL;
+}
+
 static void print_usage(const char *usage, opt_set accepted)
 {
     printf("%s\n\nOptions:\n", usage);
@@ -103,7 +120,9 @@ static void print_usage(const char *usage, opt_set accepted)
         char left[64], help[160];
         snprintf(left, sizeof left, "%s%s%s", SPECS[i].name, SPECS[i].meta ? " " : "",
                  SPECS[i].meta ? SPECS[i].meta : "");
-        if (SPECS[i].flag == OPT_DTYPE) {
+        if (own_text(SPECS[i].flag)) {
+            snprintf(help, sizeof help, "%s", own_text(SPECS[i].flag));
+        } else if (SPECS[i].flag == OPT_DTYPE) {
             char list[64];
             dtype_list(accepted, list, sizeof list);
             /* fp64 is the parser's default; say so only to a program that
@@ -232,8 +251,10 @@ static void parse_value(const opt_spec *sp, const char *val, opt_set accepted, o
     case OPT_INPUTS:
         if (!strcmp(f, "--q")) o->q = val;
         else if (!strcmp(f, "--k")) o->k = val;
-        else if (!strcmp(f, "--v")) o->v = val;
-        else o->dO = val;
+        else o->v = val;
+        break;
+    case OPT_DO:
+        o->dO = val;
         break;
     case OPT_FWD_OUTPUTS:
     case OPT_GRAD_OUTPUTS:

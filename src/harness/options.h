@@ -15,7 +15,7 @@
 enum opt_flag {
     OPT_N = 1u << 0, OPT_D = 1u << 1, OPT_BATCH = 1u << 2, OPT_HEADS = 1u << 3,
     OPT_SEED = 1u << 4, OPT_CAUSAL = 1u << 5, OPT_SCALE = 1u << 6,
-    OPT_INPUTS = 1u << 7,   /* --q --k --v --do */
+    OPT_INPUTS = 1u << 7,   /* --q --k --v (OPT_DO: --do) */
     OPT_FWD_OUTPUTS = 1u << 8,  /* --out --lse (OPT_OUTPUTS: all five output files) */
     OPT_CSV = 1u << 9, OPT_DTYPE = 1u << 10,
     OPT_BR = 1u << 11, OPT_BC = 1u << 12, OPT_SRAM = 1u << 13,
@@ -45,9 +45,12 @@ enum opt_flag {
 #define OPT_GPUS    (1ull << 32)
 #define OPT_VIRTUAL (1ull << 33)
 #define OPT_BUDGET  (1ull << 34)
+/* --do, apart from --q --k --v so that a program without a backward (stage 2,
+ * stage 4) refuses it instead of reading a dO it never uses. */
+#define OPT_DO      (1ull << 35)
 /* The problem and tile flags of a tiled CPU stage (stage 3, stage 6). */
 #define OPT_TILED_CPU (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS | OPT_SCALE | \
-                       OPT_INPUTS | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM | OPT_RULE)
+                       OPT_INPUTS | OPT_DO | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM | OPT_RULE)
 /* A set of OPT_* bits. */
 typedef uint64_t opt_set;
 
@@ -84,8 +87,14 @@ typedef struct {
     double budget;           /* --budget S: seconds of stage 7's --sweep scale (default 120) */
 } options;
 
-/* One line per accepted flag, printed by --help. */
+/* A program's own --help text for a shared flag whose meaning it narrows
+ * (stage 8's --n is the query rows per sequence, not a sequence length). */
 typedef struct { opt_set flag; const char *text; } flag_help;
+
+/* Set before parse_options: --help prints table[i].text for the flag
+ * table[i].flag instead of the shared text (n entries; the table must
+ * outlive the parse). */
+void options_help(const flag_help *table, size_t n);
 
 /* Parse argv into opt (defaults: N=256, d=64, batch=1, heads=1, seed=1234,
  * no mask).

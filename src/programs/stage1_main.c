@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_DTYPE | OPT_FP64 | OPT_FP32,
+                      OPT_SCALE | OPT_INPUTS | OPT_DO | OPT_OUTPUTS | OPT_DTYPE | OPT_FP64 | OPT_FP32,
                   USAGE, &opt);
     bool fp32 = !strcmp(opt.dtype, "fp32");   /* the parser let only fp64 and fp32 through */
     naive_require_size_flags(&opt);
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
 
     failed += check_gradients(&prob);
 
-    if (!(opt.given & (OPT_INPUTS | OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS)) &&
+    if (!(opt.given & (OPT_INPUTS | OPT_DO | OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS)) &&
         !(opt.given & OPT_SCALE))
         failed += check_model_output(O, nq);
 

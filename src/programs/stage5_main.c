@@ -101,7 +101,7 @@ int main(int argc, char **argv)
     options opt;
     parse_options(argc, argv,
                   OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_SEED | OPT_MASKS |
-                      OPT_SCALE | OPT_INPUTS | OPT_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL |
+                      OPT_SCALE | OPT_INPUTS | OPT_DO | OPT_OUTPUTS | OPT_CSV | OPT_DTYPE | OPT_KERNEL |
                       OPT_REPEATS | OPT_DETERMINISTIC,
                   USAGE, &opt);
     int dtypes[3], nd, versions[16], nv;
@@ -132,7 +132,7 @@ int main(int argc, char **argv)
            "  version's IO model (kernels/stage5_backward.cuh)%s\n", m.repeats,
            m.deterministic ? "; deterministic mode, 30 runs compared bitwise" : "");
     int bad = 0;
-    bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_MASKS);
+    bool given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_DO | OPT_MASKS);
     bad += run_problem(&m, &pr, dtypes, nd, versions, nv, pr.source);
     gh_inputs_free(&pr);
     if (!given) {

@@ -48,10 +48,22 @@ static const char USAGE[] =
     "One case takes stage 8's flags (see ./stage8 --help): --page-size P (16 to 256), --splits S|auto,\n"
     "--lens a,b,..., --sms N (default: this GPU's), and --dtype bf16|fp16 (default bf16), --d 64|128.";
 
+/* the shared flags as this program reads them (--help) */
+static const flag_help HELP[] = {
+    {OPT_N, "query rows per sequence, seqlen_q, 1 to 16 (default 1)"},
+    {OPT_D, "head dimension, 64 or 128 (default 128)"},
+    {OPT_BATCH, "sequences B (default 4)"},
+    {OPT_HEADS, "query heads H (default 32)"},
+    {OPT_KV_HEADS, "key/value heads H_kv, H a multiple of it (default 8)"},
+    {OPT_SEQLEN_K, "keys each block table holds, the cache's capacity (default 4096)"},
+    {OPT_SEED, "seed of the random inputs (default: a fresh one, printed)"},
+};
+
 int main(int argc, char **argv)
 {
     stage8_flags f;
     options opt;
+    options_help(HELP, sizeof HELP / sizeof HELP[0]);
     stage8_command_line(&argc, argv,
                         OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_SEED | OPT_MASKS |
                             OPT_SCALE | OPT_DTYPE | OPT_FP16 | OPT_BF16,

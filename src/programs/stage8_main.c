@@ -23,9 +23,7 @@ static const char USAGE[] =
     "With no options: 4 sequences of 0, 1, a random number and 1000 keys, 8 query heads on 2\n"
     "key/value heads, d = 64, one query row each, pages of 16 keys in shuffled order, the\n"
     "split count of the rule for 132 SMs. Exit 0 only if every check passes.\n"
-    "--n is the query rows per sequence (seqlen_q, 1 to 16; default 1), --seqlen-k the keys a\n"
-    "block table holds (default 1000), --batch the sequences (default 4), --heads and\n"
-    "--kv-heads H and H_kv (default 8 and 2). Stage 8's own flags:\n"
+    "Stage 8's own flags:\n"
     "  --page-size P        keys per page, a power of two in [1, 4096] (default 16)\n"
     "  --splits S|auto      split count, 1 to 128, or the rule's (default auto)\n"
     "  --sms N              SMs the rule plans for (default 132, an H200's)\n"
@@ -231,10 +229,21 @@ static void lens_of_flags(const char *lens_flag, int B, int cap, rng_t *rng, int
     lens[B - 1] = cap;
 }
 
+/* the shared flags as stage 8 reads them (--help) */
+static const flag_help HELP[] = {
+    {OPT_N, "query rows per sequence, seqlen_q, 1 to 16 (default 1)"},
+    {OPT_D, "head dimension (default 64)"},
+    {OPT_BATCH, "sequences B (default 4)"},
+    {OPT_HEADS, "query heads H (default 8)"},
+    {OPT_KV_HEADS, "key/value heads H_kv, H a multiple of it (default 2; H when --heads is given)"},
+    {OPT_SEQLEN_K, "keys each block table holds, the cache's capacity (default 1000)"},
+};
+
 int main(int argc, char **argv)
 {
     stage8_flags f;
     options opt;
+    options_help(HELP, sizeof HELP / sizeof HELP[0]);
     stage8_command_line(&argc, argv,
                         OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_SEED | OPT_MASKS |
                             OPT_SCALE | OPT_SWEEP | OPT_CSV,
