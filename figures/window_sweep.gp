@@ -2,7 +2,8 @@
 # (W - 1, 0)) at N = 4096, d = 64, Br = Bc = 64, against W. Left: tiles the
 # forward visits and the slow-memory bytes of both passes, counted (points)
 # and by the mask.h formulas (lines); right: wall time on this CPU.
-# Horizontal lines: causal and no mask. Input: data/cpu/window_sweep.csv.
+# Horizontal lines: causal (solid) and no mask (dotted), each in its
+# pass's colour. Input: data/cpu/window_sweep.csv.
 if (!exists("csv")) csv = "data/cpu/window_sweep.csv"
 W = 6.5
 Hgt = 3.3
@@ -28,10 +29,10 @@ set logscale y 10
 set format y "10^{%T}"
 set ylabel "slow-memory traffic (bytes, fp64)"
 plot \
-  FF_max with lines lc rgb c_other dt 3 title "no mask (fwd, bwd)", \
-  FB_max with lines lc rgb c_other dt 3 notitle, \
-  CF_max with lines lc rgb c_other dt 1 lw 0.8 title "causal (fwd, bwd)", \
-  CB_max with lines lc rgb c_other dt 1 lw 0.8 notitle, \
+  FF_max with lines lc rgb c_tiled_f dt 3 title "no mask (dotted)", \
+  FB_max with lines lc rgb c_tiled_b dt 3 notitle, \
+  CF_max with lines lc rgb c_tiled_f dt 1 lw 0.8 title "causal (solid)", \
+  CB_max with lines lc rgb c_tiled_b dt 1 lw 0.8 notitle, \
   csv using (win(0) ? $2 : NaN):($18*8) smooth unique with lines lc rgb c_tiled_f dt 2 notitle, \
   csv using (win(0) ? $2 : NaN):($17*8) with points pt 9 ps 0.7 lc rgb c_tiled_f title "window, forward", \
   csv using (win(0) ? $2 : NaN):($20*8) smooth unique with lines lc rgb c_tiled_b dt 2 notitle, \
@@ -40,10 +41,10 @@ plot \
 set ylabel "wall time on this CPU (s)"
 unset key
 plot \
-  FTF_max with lines lc rgb c_other dt 3 notitle, \
-  FTB_max with lines lc rgb c_other dt 3 notitle, \
-  CTF_max with lines lc rgb c_other dt 1 lw 0.8 notitle, \
-  CTB_max with lines lc rgb c_other dt 1 lw 0.8 notitle, \
+  FTF_max with lines lc rgb c_tiled_f dt 3 notitle, \
+  FTB_max with lines lc rgb c_tiled_b dt 3 notitle, \
+  CTF_max with lines lc rgb c_tiled_f dt 1 lw 0.8 notitle, \
+  CTB_max with lines lc rgb c_tiled_b dt 1 lw 0.8 notitle, \
   csv using (win(0) ? $2 : NaN):21 with linespoints pt 9 ps 0.7 lc rgb c_tiled_f notitle, \
   csv using (win(0) ? $2 : NaN):22 with linespoints pt 11 ps 0.7 lc rgb c_tiled_b notitle
 unset multiplot

@@ -519,9 +519,18 @@ local function MissingInclude(div)
   return nil
 end
 
+-- LaTeX's longtable steps the table counter for every table, captioned or
+-- not, so a table without a caption would use up a number and the captioned
+-- ones would skip it: give the step back after each uncaptioned table.
+local function UncaptionedTable(tbl)
+  if not FORMAT:match("latex") or #tbl.caption.long > 0 then return nil end
+  return {tbl, pandoc.RawBlock("latex", "\\addtocounter{table}{-1}")}
+end
+
 return {
   {Meta = Meta},
   {Div = Div},
   {CodeBlock = CodeBlock, Span = Span, Div = MissingInclude},
+  {Table = UncaptionedTable},
   {Pandoc = CrossRefs},
 }

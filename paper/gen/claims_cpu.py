@@ -384,6 +384,8 @@ def block_rules(t):
     spec = [("FlashAttention paper (Alg. 1)", "paper"),
             ("stage 3's fit of it (`derive_blocks`)", "derive_blocks"),
             ("IO-optimal (`derive_blocks_io`)", "derive_blocks_io")]
+    # footprint / M to three decimals: two would print 1.004 (does not fit)
+    # and 0.998 (fits) alike as 1.00.
     # A forward pass whose B_r has reached d moves about half the naive one's
     # traffic whatever N and M: that ratio is exercise 1's speed-up (a
     # memory-bound pass's), so the learner's table leaves those cells to it.
@@ -395,7 +397,7 @@ def block_rules(t):
             for m in Ms:
                 f, io = cell(rule, pas, m)
                 ratio = f"{naive[pas] / int(io['value']):.1f}" if naive.get(pas) and io else "-"
-                row = ([f"{f['Br']} $\\times$ {f['Bc']}", f"{int(f['value']) / m:.2f}", ratio]
+                row = ([f"{f['Br']} $\\times$ {f['Bc']}", f"{int(f['value']) / m:.3f}", ratio]
                        if f else ["-", "-", "-"])
                 cells += row
                 if f and pas == "forward" and int(f["Br"]) == d and ratio != "-":
