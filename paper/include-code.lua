@@ -459,10 +459,16 @@ function Meta(meta)
 end
 
 -- Cross-references: every heading's id and number (as --number-sections
--- numbers them: unnumbered headings skipped, deeper levels reset), then each
--- empty link [](#id) replaced by its number.
+-- numbers them: unnumbered headings skipped, deeper levels reset) and every
+-- figure's (in document order, as LaTeX counts them), then each empty link
+-- [](#id) replaced by its number.
+local function is_figure(b)
+  return b.t == "Para" and #b.content == 1 and b.content[1].t == "Image" and
+         b.content[1].title:match("^fig:") ~= nil
+end
+
 local function heading_numbers(blocks)
-  local numbers, counts = {}, {0, 0, 0, 0, 0, 0}
+  local numbers, counts, figures = {}, {0, 0, 0, 0, 0, 0}, 0
   local lettered = false   -- after the appendix marker: A, B, ... (as LaTeX's \appendix)
   local function visit(bs)
     for _, b in ipairs(bs) do
@@ -480,6 +486,10 @@ local function heading_numbers(blocks)
           end
           if b.identifier ~= "" then numbers[b.identifier] = table.concat(parts_of, ".") end
         end
+      elseif is_figure(b) then
+        figures = figures + 1
+        local id = b.content[1].identifier
+        if id ~= "" then numbers[id] = tostring(figures) end
       elseif b.t == "Div" and b.classes:includes("appendix-start") then
         lettered = true
         counts[1] = 0
@@ -500,7 +510,7 @@ local function CrossRefs(doc)
     local id = link.target:match("^#(.+)$")
     if not id then return nil end
     if not numbers[id] then
-      fail("cross-reference [](#" .. id .. "): no numbered heading has the id '" .. id .. "'")
+      fail("cross-reference [](#" .. id .. "): no numbered heading or figure has the id '" .. id .. "'")
     end
     if FORMAT:match("latex") then
       return pandoc.RawInline("latex", "\\ref{" .. id .. "}")

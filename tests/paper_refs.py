@@ -66,8 +66,10 @@ ORDINAL = re.compile(
 REF = re.compile(r"\[\]\(#([^)\s]+)\)")
 HEADING_ID = re.compile(r"^(#+) .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
 # the word before a reference and the heading levels it may name (0: a part)
-KIND = re.compile(r"\b(chapters?|sections?|parts?)\s+\[\]\(#([^)\s]+)\)", re.IGNORECASE)
-LEVELS = {"chapter": {1}, "section": {2, 3, 4, 5, 6}, "part": {0}}
+# a figure's id, on its image line: ![caption](file){#fig:name ...}
+FIGURE_ID = re.compile(r"^!\[.*\]\([^)\s]*\)\{[^}]*#(fig:[\w.-]+)")
+KIND = re.compile(r"\b(chapters?|sections?|parts?|figures?)\s+\[\]\(#([^)\s]+)\)", re.IGNORECASE)
+LEVELS = {"chapter": {1}, "section": {2, 3, 4, 5, 6}, "part": {0}, "figure": {-1}}   # -1: a figure
 PART_ID = re.compile(r"^:::+\s*\{[^}]*\.part\b[^}]*#([\w:.-]+)|^:::+\s*\{[^}]*#([\w:.-]+)[^}]*\.part\b")
 
 
@@ -124,6 +126,9 @@ def main():
             m = PART_ID.match(line)
             if m:
                 level[next(g for g in m.groups() if g)] = 0
+            m = FIGURE_ID.match(line)
+            if m:
+                level[m.group(1)] = -1
     ids = set(level)
     misnamed, ordinal = [], []
     for path in chapters:
@@ -143,7 +148,7 @@ def main():
         for m in KIND.finditer(body):
             word, i = m.group(1).lower().rstrip("s"), m.group(2)
             if i in level and level[i] not in LEVELS[word]:
-                what = "a part" if level[i] == 0 else "a chapter" if level[i] == 1 else "a section"
+                what = {-1: "a figure", 0: "a part", 1: "a chapter"}.get(level[i], "a section")
                 misnamed.append(f"{name}:{body.count(chr(10), 0, m.start()) + 1}: '{word} [](#{i})' "
                                 f"names {what}")
     ok = True
@@ -176,14 +181,14 @@ def main():
         print("FAIL paper: cross-references resolve: the chapters make no [](#id) reference at all")
     elif dangling:
         ok = False
-        print("FAIL paper: cross-references resolve: no heading carries " + "; ".join(dangling[:8]))
+        print("FAIL paper: cross-references resolve: no heading or figure carries " + "; ".join(dangling[:8]))
     elif misnamed:
         ok = False
         print("FAIL paper: cross-references resolve: the word before a reference does not fit its "
               "heading: " + "; ".join(misnamed[:8]))
     else:
         print(f"PASS paper: cross-references resolve ({len(refs)} references to "
-              f"{len({i for _, i in refs})} of {len(ids)} heading ids)")
+              f"{len({i for _, i in refs})} of {len(ids)} heading and figure ids)")
     if len(sys.argv) > 1:
         txt = open(sys.argv[1], encoding="utf-8", errors="replace").read()
         n = txt.count("??")
