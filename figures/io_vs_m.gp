@@ -24,12 +24,16 @@ set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 4 font ",9" 
 tiled(p) = (strcol(1) eq "tiled" && strcol(2) eq p && strcol(4) eq "2048")
 # rows "tiled-io" (when the sweep has them): the blocks that minimize the count
 thin(p) = (strcol(1) eq "tiled-io" && strcol(2) eq p && strcol(4) eq "2048")
+# the IO-optimal curves in colours of their own: beside the paper's rule's
+# in the same colour, hollow against filled points did not tell them apart
+# at print size
+c_io_f = "#762a83"; c_io_b = "#8c510a"
 # the two thin-tile curves, only when the sweep has such rows (an empty
 # series would make gnuplot warn); expanded as a macro at the end of the plot
 n_thin = int(system("grep -c '^tiled-io,' " . csv . " || true"))
 thin_curves = (n_thin == 0) ? "" : \
-  ", csv using (thin('forward') ? $6 : NaN):($9*8) smooth unique with linespoints pt 8 ps 0.6 dt 4 lc rgb c_tiled_f title 'tiled fwd, IO-optimal (derive\\_blocks\\_io)'" . \
-  ", csv using (thin('backward') ? $6 : NaN):($9*8) smooth unique with linespoints pt 10 ps 0.6 dt 4 lc rgb c_tiled_b title 'tiled bwd, IO-optimal (derive\\_blocks\\_io)'"
+  ", csv using (thin('forward') ? $6 : NaN):($9*8) smooth unique with linespoints pt 8 ps 0.6 dt 4 lc rgb c_io_f title 'tiled fwd, IO-optimal (derive\\_blocks\\_io)'" . \
+  ", csv using (thin('backward') ? $6 : NaN):($9*8) smooth unique with linespoints pt 10 ps 0.6 dt 4 lc rgb c_io_b title 'tiled bwd, IO-optimal (derive\\_blocks\\_io)'"
 # the naive traffic at N = 2048 and the backward's first point
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "forward" && strcol(4) eq "2048") ? $9*8 : NaN) name "NF" nooutput
 stats csv using ((strcol(1) eq "naive" && strcol(2) eq "backward" && strcol(4) eq "2048") ? $9*8 : NaN) name "NB" nooutput
