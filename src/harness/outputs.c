@@ -227,6 +227,15 @@ int outputs_finish(int status)
         }
         e->tmp[0] = '\0';
     }
+    /* one line saying which files the run wrote (a file written in place,
+     * such as /dev/stdout, is not named: the line would land in its stream) */
+    int named = 0;
+    for (int i = 0; i < g_n_staged; i++) {
+        const staged_output *e = &g_staged[i];
+        if (e->direct || !e->written) continue;
+        printf("%s%s %s", named++ ? ", " : "wrote ", e->flag, e->path);
+    }
+    if (named) printf("\n");
     return 0;
 }
 
