@@ -25,11 +25,13 @@ set xlabel "sequence length N (tokens)"
 set ylabel "max |error| (fp64)"
 set yrange [3e-20:1e-4]
 set xrange [0:*]
+# a little room at both ends, so that no point sits on the frame
+set offsets graph 0.03, graph 0.03, 0, 0
 set bmargin 8
 set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 3 font ",8" box opaque
 plot \
   csv using (chk("forward_O_max_abs") ? $3 : NaN):(pos($8)) with points pt 7 ps 0.5 lc rgb c_tiled_f title "forward O (abs)", \
-  csv using (chk("forward_L_max_abs") ? $3 : NaN):(pos($8)) with points pt 6 ps 0.5 lc rgb "#1b7837" title "forward L (abs)", \
+  csv using (chk("forward_L_max_abs") ? $3 : NaN):(pos($8)) with points pt 6 ps 0.5 lc rgb "#762a83" title "forward L (abs)", \
   csv using (chk("backward_max_abs") ? $3 : NaN):(pos($8)) with points pt 5 ps 0.5 lc rgb c_tiled_b title "backward dQ, dK, dV (abs)", \
   csv using (chk("gradcheck_rel") ? $3 : NaN):(pos($8)) with points pt 9 ps 0.6 lc rgb c_naive_f title "gradient check (rel.)", \
   csv using (chk("online_vs_two_pass_max_abs") ? $3 : NaN):(pos($8)) with points pt 13 ps 0.8 lc rgb c_other title "online softmax, largest of 1000 rows (abs)", \
