@@ -11,6 +11,7 @@ import csv
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -193,11 +194,7 @@ def slope(xs, ys):
     """Least-squares slope of log y against log x (nan with fewer than 2 distinct x)."""
     if len(set(xs)) < 2:
         return float("nan")
-    lx = [math.log(x) for x in xs]
-    ly = [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    sxx = sum((a - mx) ** 2 for a in lx)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sxx
+    return statistics.linear_regression([math.log(x) for x in xs], [math.log(y) for y in ys]).slope
 
 
 def sci(x, digits=1):

@@ -23,6 +23,7 @@ times from 8k keys up, as rows with seqlen_k empty. Provenance columns.
 """
 import argparse
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,16 +63,6 @@ def calls(torch, L):
     return out
 
 
-def line(points):
-    """Least-squares (intercept, slope) of (x, y) points."""
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    b = sum((x - mx) * (y - my) for x, y in points) / sxx
-    return my - b * mx, b
-
-
 def sweep(torch, path, repeats):
     rec = prov.record(sys.argv)
     rows, graph = [], {}
@@ -94,7 +85,7 @@ def sweep(torch, path, repeats):
     for impl, pts in graph.items():
         pts = [p for p in pts if p[0] >= 8]
         if len(pts) >= 2:
-            a, b = line(pts)
+            b, a = statistics.linear_regression(*zip(*pts))   # least squares: slope, intercept
             rows.append(dict(rec, impl=impl, seqlen_k="", median_us="", graph_us="", intercept_us=f"{a:.1f}",
                              us_per_1k_keys=f"{b:.3f}", note="least squares over graph_us from 8k keys"))
             print(f"{impl:16s} line: {a:.1f} us + {b:.3f} us per 1k keys", flush=True)
