@@ -483,7 +483,7 @@ def bwd_hopper(t):
           f"{v['hb_bf16_cudnn_gm']} x cuDNN: {v['hb_target']}; per shape {v['hb_bf16_cudnn_range']}, "
           f"{v['hb_target_shape']}; {v['hb_bf16_flash_gm']} x flash: {v['hb_target_flash']}; "
           f"fp16's ratio to cuDNN {v['hb_fp16_vs_bf16']} bf16's: {v['hb_fp16_target']}; "
-          f"forward + backward {v['hb_fb_cudnn_gm']} x cuDNN{v['hb_all_apart'].replace('; over', '. Backward over', 1)}",
+          f"forward + backward {v['hb_fb_cudnn_gm']} x cuDNN{v['hb_all_apart_claim']}",
           f"{v['hb_source']} (commit {v['hb_commit']}, {v['hb_date']})")
 
 
