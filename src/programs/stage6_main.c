@@ -31,8 +31,8 @@ int main(int argc, char **argv)
     }
     if (opt.csv) fatal(EXIT_BAD_INPUT, "--csv is written by --sweep");
     opt_set problem_flags = OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_MASKS |
-                             OPT_SCALE | OPT_INPUTS | OPT_DO | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
-                             OPT_RULE | OPT_CHECK;
+                            OPT_SCALE | OPT_INPUTS | OPT_DO | OPT_OUTPUTS | OPT_BR | OPT_BC | OPT_SRAM |
+                            OPT_RULE | OPT_CHECK;
     if (opt.given & problem_flags) return outputs_finish(masks_run_one(&opt));
     return outputs_finish(masks_run_tour(&opt));
 }

@@ -168,8 +168,9 @@ int main(int argc, char **argv)
               fa_version_limit(FA_FORWARD) - 1);
     attn_params probe = attn_params_make(1, 1, 64, 64, 0.125);
     if (fa_check_problem(FA_FORWARD, kernel, dtype, &probe)) fatal(EXIT_BAD_INPUT, "%s", fa_error_string());
-    bool problem_given = opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM | OPT_INPUTS | OPT_DO);
-    if (scale && (opt.given & (OPT_INPUTS | OPT_DO)))
+    const bool files = opt.given & (OPT_INPUTS | OPT_DO);   /* --q --k --v --do: the problem read from files */
+    bool problem_given = files || (opt.given & (OPT_N | OPT_D | OPT_BATCH | OPT_HEADS | OPT_RANDOM));
+    if (scale && files)
         fatal(EXIT_BAD_INPUT, "--sweep scale makes its own inputs on the GPUs; --q --k --v --do are for the checks");
     if (opt.gpus > 1 && kernel == 0 && !opt.virt)
         fatal(EXIT_BAD_INPUT, "--kernel 0: version 0 keeps one cuBLAS handle for one GPU; use --kernel 1 "
@@ -178,7 +179,7 @@ int main(int argc, char **argv)
      * any GPU is looked for: a bad file is a bad input whether or not there
      * is a GPU to run it on. */
     attn_problem given = {0};
-    if (opt.given & (OPT_INPUTS | OPT_DO)) {
+    if (files) {
         load_problem(&opt, &given);
         ring_shape_check(&given.params);
         if ((double)given.params.seqlen_q * given.params.seqlen_q > 64e6)
@@ -232,7 +233,7 @@ int main(int argc, char **argv)
            "  L / max(1, max|L|), dQ dK dV / max|ref|; bounds: 2 x the single-GPU kernel's error + u (O),\n"
            "  + 4 x 2^-24 (L), + G u (gradients), u = the dtype's unit roundoff; G = 1 bitwise\n");
     int gs[2] = {1, G}, ng = G > 1 ? 2 : 1;
-    if (opt.given & (OPT_INPUTS | OPT_DO)) {
+    if (files) {
         check_all(ctx, opt.virt, gs, ng, &given, "input", dtype, kernel, opt.causal);
         free_problem(&given);
     } else if (problem_given) {
