@@ -47,11 +47,16 @@ through ctypes on torch's current stream with the tensors' device pointers
 and a workspace for the partials (dispatch.workspace, kept per stream).
 Per signature (shapes, dtype, pages, mask, scale, split count, device) the
 problem's structure, the split count and the library's check are made once
-(dispatch.plan_cache), so that a step does no more on the host than fill in
-the pointers and launch; one query row needs no layout copy (q and O
+(dispatch.plan_cache); one query row needs no layout copy (q and O
 (B, 1, H, d) hold the kernel's (B, H, 1, d) as they are), and without k, v
-the caller's cache_seqlens reaches the kernel as it is. Inference only: no
-autograd (decoding needs none).
+the caller's cache_seqlens reaches the kernel as it is. A serving loop's
+step -- one query row, contiguous tensors, nothing appended or rotated, no
+check_tables -- whose signature (the types, shapes, strides, dtypes and
+devices of q, the caches, cache_seqlens and block_table; the scale, mask
+and split count) the kernels took before goes straight to the launch: two
+outputs allocated, the pointers written, one ctypes call. Every check of
+the full path reads only that signature, so it holds again. Inference
+only: no autograd (decoding needs none).
 
 Errors: a ValueError of one line starting "flash_attn_with_kvcache:" naming
 what is wrong (shape, dtype, page size, a block-table entry outside the pool,
@@ -227,7 +232,16 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
     qh = q if one_row else q.transpose(1, 2).contiguous()      # (B, H, seqlen_q, d) in memory
     o = _new_output((B, Sq, H, d) if one_row else (B, H, Sq, d), q.dtype, q.device)
     lse = _new_output((B, H, Sq), torch.float32, q.device)
-    index = q.get_device()
+    _launch(pl, q.get_device(), qh, kc, vc, table, cache_seqlens, o, lse)
+    out = o if one_row else o.transpose(1, 2).contiguous()    # (B, seqlen_q, H, d)
+    return (out, lse) if return_softmax_lse else out
+
+
+def _launch(pl, index, qh, kc, vc, table, cache_seqlens, o, lse):
+    """fa_decode of plan pl on GPU `index`, torch's current stream: the
+    tensors' pointers (qh, o (B, H, seqlen_q, d); kc, vc the pages; table,
+    cache_seqlens int32; lse (B, H, seqlen_q)) written into the plan's
+    structure, the workspace of the plan's size; FaError when it fails."""
     stream = dispatch.raw_stream(index)
     x = pl.ptrs
     x.q, x.k_cache, x.v_cache, x.block_table, x.cache_seqlens = (qh.data_ptr(), kc.data_ptr(), vc.data_ptr(),
@@ -239,8 +253,6 @@ def kvcache_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, softmax
         x.workspace, x.workspace_bytes = None, 0
     lib = fa.library()
     fa.check(lib, dispatch.on_device(index, lib.fa_decode, pl.dtype_code, pl.p_ref, pl.num_splits, pl.x_ref, stream))
-    out = o if one_row else o.transpose(1, 2).contiguous()    # (B, seqlen_q, H, d)
-    return (out, lse) if return_softmax_lse else out
 
 
 def check_block_table(block_table, B, page_size, num_pages, cu_seqlens_k=None, lens=None):
@@ -351,6 +363,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     """FlashAttention's flash_attn_with_kvcache: append k, v (rotated) to the
     cache in place, then attention of q (rotated) over each sequence's keys;
     see the module's text for shapes and rules."""
+    step_key = None
+    if k is None and rotary_cos is None and rotary_sin is None and cache_batch_idx is None and \
+            cache_leftpad is None and alibi_slopes is None and not check_tables and _is_zero(softcap):
+        step_key = _step_key(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
+                             num_splits)
+        if step_key is not None:
+            st = dispatch.plan_cache("decode_step").get(step_key)
+            if st is not None:
+                return _run_step(st, q, k_cache, v_cache, cache_seqlens, block_table, return_softmax_lse)
     from .flash_attn_interface import check_extras   # (that module imports this one)
     check_extras(NAME, 0.0, softcap, alibi_slopes)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
@@ -425,10 +446,80 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if takes:
             out, lse = kvcache_decode(q, k_cache, v_cache, total, block_table, scale, causal, (left, right),
                                       num_splits, True)
+            if step_key is not None:
+                _remember_step(step_key, q, k_cache, v_cache, total, block_table, scale, left, right, num_splits)
         else:
             out, lse = _attend_packed(q, k_cache, v_cache, _starts(cache_leftpad, total), total, block_table,
                                       cache_batch_idx, scale, left, right)
     return (out, lse) if return_softmax_lse else out
+
+
+class _Step:
+    """A decoding step's signature that the kernels took as it stands
+    (one query row, every tensor contiguous, nothing appended or rotated):
+    the plan, the device, the outputs' shapes, and for a dense cache the
+    (B, pages_per_seq) of its block table."""
+    __slots__ = ("pl", "index", "dtype", "device", "out_shape", "lse_shape", "dense")
+
+
+def _is_zero(x):
+    return isinstance(x, (int, float)) and x == 0
+
+
+def _step_key(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size, num_splits):
+    """The signature of a step: every property of its tensors and arguments
+    that flash_attn_with_kvcache's checks and choices read (types, shapes,
+    strides, dtypes, devices, the mask, the scale, the split count), none
+    they do not (the values); None for arguments of a kind no signature
+    holds (a list for window_size, a tensor for the scale). The types are in
+    it, so an object that only looks like a tensor never matches a step the
+    checks took. Written out, not looped: it runs on every step."""
+    if type(window_size) is not tuple or type(causal) is not bool or type(num_splits) is not int or \
+            not (softmax_scale is None or type(softmax_scale) is float):
+        return None
+    t = block_table
+    try:
+        return (type(q), q.shape, q.stride(), q.dtype, q.device,
+                type(k_cache), k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
+                type(v_cache), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device,
+                type(cache_seqlens), cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype,
+                cache_seqlens.device,
+                None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.device),
+                softmax_scale, causal, window_size, num_splits)
+    except (AttributeError, TypeError):
+        return None
+
+
+def _remember_step(step_key, q, k_cache, v_cache, lens, block_table, scale, left, right, num_splits):
+    """Keep the step's plan under its signature when kvcache_decode took its
+    tensors as they are (no copy, no table made but a dense cache's), so
+    that the next call with this signature goes straight to the launch."""
+    B, Sq, H, d = q.shape
+    tensors = (q, k_cache, v_cache, lens) + (() if block_table is None else (block_table,))
+    if Sq != 1 or not all(t.is_contiguous() for t in tensors):
+        return
+    st = _Step()
+    if block_table is None:
+        cap = k_cache.shape[1]
+        page = next(p for p in PAGE_SIZES if cap % p == 0)
+        pps, num_pages, st.dense = cap // page, B * (cap // page), (B, cap // page)
+    else:
+        page, pps, num_pages, st.dense = k_cache.shape[1], block_table.shape[1], k_cache.shape[0], None
+    st.pl = _plan(q, k_cache.shape[2], page, pps, num_pages, scale, left, right, num_splits)
+    st.index, st.dtype, st.device = q.get_device(), q.dtype, q.device
+    st.out_shape, st.lse_shape = (B, 1, H, d), (B, H, 1)
+    dispatch.plan_cache("decode_step")[step_key] = st
+
+
+def _run_step(st, q, k_cache, v_cache, cache_seqlens, block_table, return_softmax_lse):
+    """A step whose signature was taken before: the outputs, the pointers,
+    the launch, and nothing else on the host (every check of the first call
+    holds again: the signature is what they read)."""
+    table = block_table if st.dense is None else _dense_table(st.dense[0], st.dense[1], st.device)
+    o = _new_output(st.out_shape, st.dtype, st.device)
+    lse = _new_output(st.lse_shape, torch.float32, st.device)
+    _launch(st.pl, st.index, q, k_cache, v_cache, table, cache_seqlens, o, lse)
+    return (o, lse) if return_softmax_lse else o
 
 
 def _starts(cache_leftpad, total):

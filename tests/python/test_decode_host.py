@@ -20,6 +20,11 @@ attention over the same keys, through the public entry:
   decode-host-plan     the split rule, the check and the workspace size are
                        asked once per signature, not per call; a workspace
                        of the rule's size reaches the kernel
+  decode-host-steps    steps repeated with one signature and fresh values
+                       (the cache, lengths and block table written in
+                       place) equal float64; all but the first go straight
+                       to the launch; other strides or dtypes take the full
+                       path (and its refusals)
   decode-host-errors   check_tables refuses a length past the table and a
                        page outside the pool in one line; num_splits past
                        128 refused before any launch
@@ -184,6 +189,75 @@ def case(g, B, Sq, H, Hk, d, S, paged, causal=False, k_new=0, empty=False):
     return name, "; ".join(why)
 
 
+def steps(g):
+    """decode-host-steps: steps repeated with one signature and fresh values
+    (q, the cache's contents, the lengths, the block table's order written in
+    place, as a serving loop does) each equal the float64 reference, and all
+    but the first go straight to the launch (kvcache_decode not called);
+    a call whose signature differs in one property the checks read (q a
+    transposed view, lengths in int64, a CPU tensor, lse asked for) takes
+    the full path: the view runs, the others are refused in one line."""
+    bad = []
+    full = {"n": 0}
+    inner = decode_op.kvcache_decode
+
+    def counted(*a, **kw):
+        full["n"] += 1
+        return inner(*a, **kw)
+    decode_op.kvcache_decode = counted
+    try:
+        B, H, Hk, d, S, page = 2, 6, 3, 64, 48, 16   # a signature no other test has
+        for paged in (True, False):
+            kc = gpu(torch.empty(B * S // page, page, Hk, d).half() if paged else torch.empty(B, S, Hk, d).half())
+            vc = gpu(torch.empty_like(torch.Tensor(kc)))
+            table = gpu(torch.arange(B * S // page, dtype=torch.int32).view(B, S // page))
+            lens = gpu(torch.zeros(B, dtype=torch.int32))
+            q = gpu(torch.empty(B, 1, H, d).half())
+            before = full["n"]
+            for step in range(4):
+                torch.Tensor(q).copy_(torch.randn(B, 1, H, d, generator=g))
+                torch.Tensor(kc).copy_(torch.randn(kc.shape, generator=g))
+                torch.Tensor(vc).copy_(torch.randn(vc.shape, generator=g))
+                torch.Tensor(lens).copy_(torch.randint(0, S + 1, (B,), generator=g))
+                if paged:
+                    torch.Tensor(table).copy_(torch.randperm(B * S // page, generator=g).view(B, S // page))
+                out, lse = decode_op.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens,
+                                                             block_table=table if paged else None,
+                                                             return_softmax_lse=True)
+                pages = torch.Tensor(kc) if paged else torch.Tensor(kc).reshape(-1, page, Hk, d)
+                vpages = torch.Tensor(vc) if paged else torch.Tensor(vc).reshape(-1, page, Hk, d)
+                ref_o, ref_L = reference(torch.Tensor(q).double(), pages.double(), vpages.double(),
+                                         torch.Tensor(lens), torch.Tensor(table), False)
+                err = (torch.Tensor(out).double() - ref_o).abs().max().item()
+                lerr = (torch.Tensor(lse).double() - ref_L).nan_to_num(0.0, 1.0, 1.0).abs().max().item()
+                if not err <= 2e-3 or not lerr <= 1e-4:
+                    bad.append(f"{'paged' if paged else 'dense'} step {step}: out off by {err:.2e}, L by {lerr:.2e}")
+            if full["n"] - before != 1:
+                bad.append(f"{'paged' if paged else 'dense'}: the full path ran {full['n'] - before} times in 4 "
+                           "steps of one signature (expected once)")
+        qt = gpu(torch.randn(B, H, 1, d, generator=g).half()).transpose(1, 2)   # same shape, other strides
+        torch.Tensor(lens).copy_(torch.tensor([S, 5]))
+        before = full["n"]
+        out = decode_op.flash_attn_with_kvcache(qt, kc, vc, cache_seqlens=lens)
+        ref_o, _ = reference(torch.Tensor(qt).double(), torch.Tensor(kc).reshape(-1, page, Hk, d).double(),
+                             torch.Tensor(vc).reshape(-1, page, Hk, d).double(), torch.Tensor(lens),
+                             torch.Tensor(table), False)
+        if full["n"] != before + 1 or not (torch.Tensor(out).double() - ref_o).abs().max().item() <= 2e-3:
+            bad.append("q as a transposed view: not run through the full path, or wrong")
+        for what, args, want in (("lengths in int64", (q, kc, vc, gpu(torch.Tensor(lens).long())), "cache_seqlens"),
+                                 ("a CPU q", (torch.Tensor(q), kc, vc, lens), "q must be")):
+            try:
+                decode_op.flash_attn_with_kvcache(*args[:3], cache_seqlens=args[3])
+                bad.append(f"{what} accepted after steps of the same shapes")
+            except ValueError as e:
+                if want not in str(e) or "\n" in str(e):
+                    bad.append(f"{what}: said {e}")
+    finally:
+        decode_op.kvcache_decode = inner
+    report("decode-host-steps", bad, "4 steps of one signature with fresh values (paged and dense) equal float64, "
+           "3 of them straight to the launch; other strides, int64 lengths, a CPU q take the full path")
+
+
 def report(name, bad, what):
     print(f"PASS {name}: {what}" if not bad else f"FAIL {name}: {'; '.join(bad)} [FA_SEED={SEED}]")
 
@@ -217,6 +291,8 @@ def main():
         plan_bad.append(f"{asked['decode']} launches for 5 calls")
     report("decode-host-plan", plan_bad, "the split rule, the check and the workspace size asked once for 5 calls "
            f"of one signature, {FakeLibrary.SPLITS} splits with a workspace that holds their partials")
+
+    steps(g)
 
     err_bad = []
     for lens, want in (([10, 65], "do not fit a cache of 64"), ([-1, 3], "do not fit a cache of 64")):
