@@ -321,6 +321,7 @@ COMPARE_RUNS = [("ours", "eager"), ("ours", "compiled"), ("sdpa_flash", "eager")
 COMPARE_COLS = ["model", "run", "mode", "seed", "steps", "final_loss", "drift_from_" + FP32,
                 "ms_per_step", "compile_s", "how_called"]
 TIMED_FROM = 10   # step time: steps TIMED_FROM.. (the first ones include compilation)
+CHUNK = 10        # steps a run takes in one turn (interleaved_steps)
 
 
 def compare_training(args):
@@ -329,7 +330,9 @@ def compare_training(args):
     same start. Per run: the final loss (mean of the last LAST steps, or of
     all when fewer), its drift |final - final(fp32_math)| on that seed, the
     time per step from step TIMED_FROM on and the seconds of the first
-    TIMED_FROM steps (which hold the compilation). One model object per run
+    TIMED_FROM steps (which hold the compilation). The runs take turns,
+    CHUNK steps at a time (interleaved_steps), and a run's time per step is
+    the median over its turns. One model object per run
     is compiled once and reloaded for each seed, so a seed does not
     recompile. Seeds stop being added when --budget seconds have passed for
     that model (the table says how many ran)."""
@@ -411,20 +414,21 @@ def compare_model(torch, cfg, rows, failed):
         g = torch.Generator().manual_seed(seed + 1)
         starts = torch.randint(0, len(text) - cfg.context - 1, (cfg.steps, cfg.batch), generator=g)
         batches = data[starts[:, :, None] + torch.arange(cfg.context + 1)].to(DEVICE)
-        final, mine = {}, []
+        runs = {}
         for run, mode in COMPARE_RUNS:
-            model, fn = models[(run, mode)], compiled[(run, mode)]
-            model.load_state_dict(init)
+            models[(run, mode)].load_state_dict(init)
             be = backend_of[run]
-            ctx = sdpa_kernel([be]) if be is not None else contextlib.nullcontext()
-            try:
-                with ctx:
-                    ls, ms, first = train_steps(torch, F, model, fn, batches, attn_of[run], cfg)
-            except Exception as e:  # noqa: BLE001 (one run that fails is one line; the others still run)
+            ctx = (lambda be=be: sdpa_kernel([be])) if be is not None else contextlib.nullcontext
+            runs[(run, mode)] = (models[(run, mode)], compiled[(run, mode)], attn_of[run], ctx)
+        final, mine = {}, []
+        for (run, mode), got in interleaved_steps(torch, F, cfg, runs, batches).items():
+            if isinstance(got, Exception):   # one run that fails is one line; the others still ran
+                e = got
                 print(f"{cfg.model} seed {seed} {run:11s} {mode:8s} FAILED: {type(e).__name__}: "
                       f"{str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}", flush=True)
                 failed.append((cfg.model, run, mode, seed))
                 continue
+            ls, ms, first = got
             k = min(LAST, len(ls))
             final[(run, mode)] = sum(ls[-k:]) / k
             mine.append({"model": cfg.model, "run": run, "mode": mode, "seed": seed, "steps": cfg.steps,
@@ -438,23 +442,49 @@ def compare_model(torch, cfg, rows, failed):
         rows += mine
 
 
-def train_steps(torch, F, model, fn, batches, attn, cfg):
-    """cfg.steps steps of `fn` (the model, compiled or not) with a fresh
-    AdamW; returns the losses, ms per step from step TIMED_FROM on, and the
-    seconds of the steps before it."""
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    losses = torch.empty(cfg.steps, device=DEVICE)
-    torch.cuda.synchronize()
-    t0 = t1 = time.perf_counter()
-    for step in range(cfg.steps):
-        if step == min(TIMED_FROM, cfg.steps - 1):
-            torch.cuda.synchronize()
-            t1 = time.perf_counter()
-        losses[step] = train_step(torch, F, fn, model, opt, batches, step, cfg, attn)
-    torch.cuda.synchronize()
-    t2 = time.perf_counter()
-    timed = cfg.steps - min(TIMED_FROM, cfg.steps - 1)
-    return losses.tolist(), 1e3 * (t2 - t1) / timed, t1 - t0
+def interleaved_steps(torch, F, cfg, runs, batches):
+    """Every run of `runs` (key -> (model, fn, attn, context): fn the model or
+    its compiled form, context() entered around each stretch of its steps)
+    trained cfg.steps steps from the model's current weights with a fresh
+    AdamW, the runs taking turns: first each run's steps before TIMED_FROM
+    (they hold the compilation; their seconds are kept), then stretches of
+    CHUNK steps, one per run a round, each round's order rotated by one.
+    A drift of the machine's speed during the comparison (clocks, the
+    host's load; eager steps of these models are bound by the host) then
+    falls on every run alike, not on whichever ran last. Returns key ->
+    (losses, median ms per step over the stretches, seconds before
+    TIMED_FROM), or the exception that stopped that run (the others go on)."""
+    state = {}
+    for key, (model, _fn, _attn, _ctx) in runs.items():
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+        state[key] = {"opt": opt, "losses": torch.empty(cfg.steps, device=DEVICE), "ms": [], "first": 0.0}
+    first = min(TIMED_FROM, cfg.steps - 1)
+    spans = [(0, first)] + [(a, min(a + CHUNK, cfg.steps)) for a in range(first, cfg.steps, CHUNK)]
+    keys = list(runs)
+    for i, (a, b) in enumerate(spans):
+        r = i % len(keys)
+        for key in keys[r:] + keys[:r]:
+            st = state[key]
+            if isinstance(st, Exception):
+                continue
+            model, fn, attn, ctx = runs[key]
+            try:
+                with ctx():
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    for step in range(a, b):
+                        st["losses"][step] = train_step(torch, F, fn, model, st["opt"], batches, step, cfg, attn)
+                    torch.cuda.synchronize()
+                    dt = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001 (reported by the caller, one line)
+                state[key] = e
+                continue
+            if i == 0:
+                st["first"] = dt
+            else:
+                st["ms"].append(1e3 * dt / (b - a))
+    return {key: st if isinstance(st, Exception) else (st["losses"].tolist(), gpu_timing.median(st["ms"]), st["first"])
+            for key, st in state.items()}
 
 
 def main(argv):
