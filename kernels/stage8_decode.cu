@@ -397,14 +397,26 @@ __global__ void __launch_bounds__(D) decode_combine_kernel(size_t rows, int num_
     double sum = 0.0;
     for (int s = 0; s < num_splits; s++) sum += w[s];
     const double inv = 1.0 / sum;
+    /* the partials read 8 at a time, the 8 loads issued before the first
+     * is used so that their memory latencies overlap (a load behind the skip
+     * of an empty partial waits for the previous sum: one latency per
+     * split). Every split writes its partial (O_s = 0 where empty), so the
+     * loads read written memory; the sum and its order are the merge rule's. */
     double o = 0.0;
     bool first = true;
-#pragma unroll 8
-    for (int s = 0; s < num_splits; s++) {
-        if (w[s] == 0.0) continue;
-        double x = w[s] * inv * (double)O_part[((size_t)s * rows + row) * D + k];
-        o = first ? x : o + x;
-        first = false;
+    for (int s0 = 0; s0 < num_splits; s0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = s0 + j < num_splits ? O_part[((size_t)(s0 + j) * rows + row) * D + k] : 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int s = s0 + j;
+            if (s >= num_splits || w[s] == 0.0) continue;
+            double x = w[s] * inv * (double)v[j];
+            o = first ? x : o + x;
+            first = false;
+        }
     }
     O[row * D + k] = from_f<T>((float)o);
     if (k == 0) L[row] = (float)(Lmax + log(sum));
