@@ -30,6 +30,13 @@ place. Each replayed step's out equals the same step called eagerly on a
 copy of the cache, bitwise, and the cache after the loop equals the eager
 copy's, bitwise (no host synchronization inside the step: capture fails
 otherwise); paged and unpaged caches, float16 and bfloat16.
+decode_op-steps: a serving loop's step (one query row, nothing appended)
+repeated with one signature, q and cache_seqlens written in place: each
+step through flash_attn_with_kvcache (all but the first straight to the
+launch) bitwise equal to kvcache_decode on the same tensors; then that
+step captured in a CUDA graph (through the same short path: kvcache_decode
+is not called) and replayed on new q and lengths, bitwise equal again;
+paged and unpaged caches, float16 and bfloat16.
 decode_op-loop: examples/decode_loop.py (imported by path, its run(args)):
 packed prompts 5, 130, 300 prefilled, then 8 steps of B 3, H 8, H_kv 2, d 64
 and 128, unpaged and paged (pages of 64), float16 and bfloat16. Its replayed
@@ -178,6 +185,7 @@ def main():
               f"(B, seqlen_cache, H_kv, d) equals the same cache as pages of 256, bitwise")
         for paged in (False, True):
             graph_loop(dtype, paged, g)
+            repeated_steps(dtype, paged, g)
     example_loops()
     return 0
 
@@ -235,6 +243,63 @@ def graph_loop(dtype, paged, g, B=3, H=16, H_kv=4, d=128, cap=1024, steps=6):
     except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
         print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
         traceback.print_exc()
+
+
+def repeated_steps(dtype, paged, g, B=2, H=16, H_kv=4, d=128, cap=1024, steps=3):
+    """decode_op-steps for one dtype and layout (see the module's text)."""
+    tag = f"decode_op-steps {'paged' if paged else 'dense'} {str(dtype)[6:]}"
+    full_path = decode_op.kvcache_decode
+    calls = []
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return full_path(*a, **kw)
+    try:
+        page = 64
+        if paged:
+            n = B * cap // page
+            table = torch.randperm(n, generator=g, device=DEV).to(torch.int32).view(B, cap // page).contiguous()
+            kc = torch.randn(n, page, H_kv, d, generator=g, device=DEV).to(dtype)
+        else:
+            table = None
+            kc = torch.randn(B, cap, H_kv, d, generator=g, device=DEV).to(dtype)
+        vc = torch.randn(kc.shape, generator=g, device=DEV).to(dtype)
+        q = torch.empty(B, 1, H, d, dtype=dtype, device=DEV)
+        lens = torch.empty(B, dtype=torch.int32, device=DEV)
+
+        def draw():   # the caller's next step, written in place
+            q.copy_(torch.randn(B, 1, H, d, generator=g, device=DEV))
+            lens.copy_(torch.randint(0, cap + 1, (B,), generator=g, device=DEV))
+
+        def step():
+            return decode_op.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table)
+        decode_op.kvcache_decode = counted
+        eager = []
+        for _ in range(steps):
+            draw()
+            out = step()
+            eager.append(torch.equal(out, full_path(q, kc, vc, lens, table)))
+        eager_full = len(calls)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out_g = step()
+        captured_full = len(calls) - eager_full
+        replayed = []
+        for _ in range(steps):
+            draw()
+            graph.replay()
+            replayed.append(torch.equal(out_g, full_path(q, kc, vc, lens, table)))
+        torch.cuda.synchronize()
+        ok = all(eager) and all(replayed) and eager_full <= 1 and captured_full == 0
+        print(f"{'PASS' if ok else 'FAIL'} {tag}: {sum(eager)}/{steps} eager steps and {sum(replayed)}/{steps} "
+              f"graph replays bitwise equal to kvcache_decode; the full path ran {eager_full} time(s) in "
+              f"{steps} eager steps (at most 1) and {captured_full} in the capture (0)"
+              + ("" if ok else f" [seed {SEED}]"))
+    except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
+        print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
+        traceback.print_exc()
+    finally:
+        decode_op.kvcache_decode = full_path
 
 
 def load_example():
