@@ -17,7 +17,8 @@ causal; backward 2.5 times the forward; fwd+bwd 3.5 times. Passes:
   fwd     one forward call
   bwd     one backward call, given the forward's saved outputs (ours:
           fa_backward with O and L of the same version's forward, or v2's;
-          torch: out.backward(dO, retain_graph=True))
+          torch and our package: torch.autograd.grad(out, (q, k, v), dO,
+          retain_graph=True), as a model's earlier layers receive them)
   fwdbwd  forward then backward
 Each timing: CUDA events around one call, 3 warm-ups, the L2 overwritten
 before every timed call (outside the events), the median of --repeats calls
@@ -118,6 +119,14 @@ class Ours:
         return self.bwd()
 
 
+def grads(out, inputs, do, retain_graph=False):
+    """(dQ, dK, dV) of out by torch.autograd.grad, as the layers before
+    attention receive them in a model: not accumulated into .grad, whose
+    copy to the leaf's layout (where the gradient's strides differ) is a
+    cost of this harness, not of any implementation."""
+    return torch.autograd.grad(out, (inputs.q, inputs.k, inputs.v), do, retain_graph=retain_graph)
+
+
 class Torch:
     """SDPA with one backend, or the materialized expression, with autograd."""
 
@@ -144,14 +153,10 @@ class Torch:
     def bwd(self):
         if self.out is None:
             self.out = self._forward()
-        self.q.grad = self.k.grad = self.v.grad = None
-        self.out.backward(self.do, retain_graph=True)
-        return self.q.grad
+        return grads(self.out, self, self.do, retain_graph=True)[0]
 
     def fwdbwd(self):
-        self.q.grad = self.k.grad = self.v.grad = None
-        self._forward().backward(self.do)
-        return self.q.grad
+        return grads(self._forward(), self, self.do)[0]
 
 
 def public_op():
@@ -169,7 +174,8 @@ class OpPublic:
     """Our package's public entry, flash_attn_func, in its own preferred
     layout (B, N, H, d), made once from the (B, H, N, d) inputs before any
     timing; the version is the op's own choice, its layout copies (if any)
-    are part of the call; the backward through autograd, as a user calls it."""
+    are part of the call; the backward through torch.autograd.grad, as a
+    model's earlier layers receive it."""
 
     def __init__(self, func, q, k, v, do, causal):
         self.func, self.causal = func, causal
@@ -187,24 +193,21 @@ class OpPublic:
     def bwd(self):
         if self.out is None:
             self.out = self._forward()
-        self.q.grad = self.k.grad = self.v.grad = None
-        self.out.backward(self.do, retain_graph=True)
-        return self.q.grad.transpose(1, 2)
+        return grads(self.out, self, self.do, retain_graph=True)[0].transpose(1, 2)
 
     def fwdbwd(self):
-        self.q.grad = self.k.grad = self.v.grad = None
-        self._forward().backward(self.do)
-        return self.q.grad.transpose(1, 2)
+        return grads(self._forward(), self, self.do)[0].transpose(1, 2)
 
 
 # how each implementation is called (the how_called column)
 HOW = {
     "ours": "the library's C entry fa_forward/fa_backward at this version through ctypes (python/flashattn_stages/fa.py); "
             "q, k, v, O, dO (B,H,N,d) contiguous, O, L, dQ, dK, dV and workspace allocated once",
-    "ours_op": "flash_attn_func(q, k, v (B,N,H,d) contiguous, causal=) of our package; backward by autograd",
+    "ours_op": "flash_attn_func(q, k, v (B,N,H,d) contiguous, causal=) of our package; "
+               "backward by torch.autograd.grad(out, (q, k, v), dO)",
     "sdpa": "torch.nn.functional.scaled_dot_product_attention(q, k, v (B,H,N,d) contiguous, is_causal=) "
-            "in sdpa_kernel({}); backward by autograd",
-    "torch_materialized": "softmax(q @ k^T * scale, masked) @ v in torch, (B,H,N,d); backward by autograd",
+            "in sdpa_kernel({}); backward by torch.autograd.grad(out, (q, k, v), dO)",
+    "torch_materialized": "softmax(q @ k^T * scale, masked) @ v in torch, (B,H,N,d); backward by torch.autograd.grad",
 }
 
 
