@@ -113,7 +113,7 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
 
 def _run_varlen(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                 softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs,
-                block_table, return_lse):
+                block_table, return_lse, check_cu_seqlens=False):
     check_extras(fn, dropout_p, softcap, alibi_slopes)
     left, right = window(fn, causal, window_size)
     try:
@@ -127,7 +127,7 @@ def _run_varlen(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
             k = varlen_op.gather_pages(k, block_table, cu_seqlens_k)
             v = varlen_op.gather_pages(v, block_table, cu_seqlens_k)
         out, lse = varlen_op.varlen_any(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                        softmax_scale, left, right, deterministic)
+                                        softmax_scale, left, right, deterministic, check_cu_seqlens)
     except ValueError as e:
         raise ValueError(str(e).replace("flash_attn_varlen_func: ", f"{fn}: ", 1)
                          .replace("flash_attn_with_kvcache: ", f"{fn}: ", 1)) from None
@@ -137,7 +137,7 @@ def _run_varlen(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                            alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None, *,
-                           return_lse=False):
+                           return_lse=False, check_cu_seqlens=False):
     """FlashAttention's flash_attn_varlen_func: q (total_q, H, d), k, v
     (total_k, H_kv, d) CUDA tensors of one dtype, sequence b's rows at
     cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 (int32 CUDA tensors of B + 1
@@ -147,32 +147,36 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     block_table (B, pages_per_seq) int32, k and v are a paged cache
     (num_pages, page_size, H_kv, d), sequence b's keys in its pages in
     order. With return_attn_probs also softmax_lse (H, total_q) fp32.
+    check_cu_seqlens=True also reads cu_seqlens on the host (one
+    synchronization a call) and refuses bad contents; by default they are
+    the caller's guarantee, as in FlashAttention.
     Errors: ValueError of one line (varlen_op.py says what is checked)."""
     return _run_varlen("flash_attn_varlen_func", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                        max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                       deterministic, return_attn_probs, block_table, return_lse)
+                       deterministic, return_attn_probs, block_table, return_lse, check_cu_seqlens)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,
                                      causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                                     deterministic=False, return_attn_probs=False, *, return_lse=False):
+                                     deterministic=False, return_attn_probs=False, *, return_lse=False,
+                                     check_cu_seqlens=False):
     """qkv (total, 3, H, d) of packed sequences, cu_seqlens for queries and keys alike."""
     fn = "flash_attn_varlen_qkvpacked_func"
     if getattr(qkv, "dim", lambda: 0)() != 4 or qkv.shape[1] != 3:
         _refuse(fn, f"qkv has shape {tuple(getattr(qkv, 'shape', ()))}: expected (total, 3, heads, d)")
     return _run_varlen(fn, qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
                        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                       return_attn_probs, None, return_lse)
+                       return_attn_probs, None, return_lse, check_cu_seqlens)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                                     softcap=0.0, alibi_slopes=None, deterministic=False,
-                                    return_attn_probs=False, *, return_lse=False):
+                                    return_attn_probs=False, *, return_lse=False, check_cu_seqlens=False):
     """q (total_q, H, d), kv (total_k, 2, H_kv, d) of packed sequences."""
     fn = "flash_attn_varlen_kvpacked_func"
     if getattr(kv, "dim", lambda: 0)() != 4 or kv.shape[1] != 2:
         _refuse(fn, f"kv has shape {tuple(getattr(kv, 'shape', ()))}: expected (total_k, 2, heads, d)")
     return _run_varlen(fn, q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-                       return_attn_probs, None, return_lse)
+                       return_attn_probs, None, return_lse, check_cu_seqlens)

@@ -29,13 +29,17 @@ on Hopper, then 4), chosen once per signature; the plans are kept per thread
 (dispatch.plan_cache), as the dense entry's are.
 
 Errors: ValueError of one line. flash_attn_varlen_func checks shapes,
-dtypes and devices of every argument, and in eager mode also the contents
-of cu_seqlens (fa_varlen_check, the C check of core/varlen.h: first entry
-0, non-decreasing, last entry the total, no sequence longer than
-max_seqlen), which costs one copy of the two arrays to the host per call;
-under torch.compile or CUDA graph capture only what the shapes say is
-checked (the kernels then stay inside the tensors whatever the arrays hold,
-core/varlen.h, but compute nothing meaningful from bad ones).
+dtypes and devices of every argument before any launch. The contents of
+cu_seqlens are the caller's guarantee, as in FlashAttention: reading them
+would copy the arrays to the host and synchronize every call (a training
+step's CPU could no longer run ahead of its GPU). check_cu_seqlens=True (a
+keyword of ours, after FlashAttention's arguments) reads them in eager
+mode -- that one synchronization a call -- and refuses bad ones in one line
+(fa_varlen_check, the C check of core/varlen.h: first entry 0,
+non-decreasing, last entry the total, no sequence longer than max_seqlen);
+under torch.compile or CUDA graph capture there are no values to read.
+Unchecked, the kernels stay inside the tensors whatever the arrays hold
+(core/varlen.h) but compute nothing meaningful from bad ones.
 """
 import ctypes
 import math
@@ -227,9 +231,10 @@ def _fake(*ts):
         return False
 
 
-def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-    """One line naming the first argument the kernels cannot take; in eager
-    mode the contents of cu_seqlens too (fa_varlen_check, one host copy)."""
+def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_values=False):
+    """One line naming the first argument the kernels cannot take; with
+    check_values, in eager mode, the contents of cu_seqlens too
+    (fa_varlen_check, one host copy: a synchronization)."""
     flash_op.check_qkv(q, k, v, "total, heads, d", _fail)
     if q.shape[2] != k.shape[2] or q.shape[2] < 1:
         _fail(f"q {tuple(q.shape)} and k {tuple(k.shape)}: the head dimension must agree")
@@ -253,7 +258,7 @@ def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
             _fail(f"{name}={m!r}: expected an int >= 0")
     if max(q.shape[0], k.shape[0]) >= 2**31 - 2 * cu_seqlens_q.shape[0]:
         _fail("a total does not fit the kernels' 32-bit sizes")
-    if (torch.compiler.is_compiling() or _fake(cu_seqlens_q, cu_seqlens_k)
+    if (not check_values or torch.compiler.is_compiling() or _fake(cu_seqlens_q, cu_seqlens_k)
             or torch.cuda.is_current_stream_capturing()):
         return   # no values to read: traced, or captured into a graph
     both = torch.cat([cu_seqlens_q, cu_seqlens_k]).cpu()
@@ -266,9 +271,9 @@ def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
-                     left=-1, right=-1, version=None, deterministic=False):
-    """O, L of packed q, k, v, checked, after autocast (flash_attn_varlen_func's body)."""
-    check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+                     left=-1, right=-1, version=None, deterministic=False, check_values=False):
+    """O, L of packed q, k, v, checked (check_arguments), after autocast."""
+    check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_values)
     q, k, v, scale = flash_op.autocast_and_scale(q, k, v, softmax_scale, _fail)
     fv, bv = flash_op._versions_of(version)
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
@@ -300,14 +305,16 @@ def _per_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, left, righ
 
 
 def varlen_any(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
-               left=-1, right=-1, deterministic=False):
+               left=-1, right=-1, deterministic=False, check_values=False):
     """varlen_attention for every head dimension and dtype the dense op
     takes: the varlen kernels at d itself, else at d padded with zero
     columns up to a multiple of 64 they take (exact: a zero column adds
     nothing to Q K^T and gives a zero output column, cut off again;
     softmax_scale stays 1/sqrt(d)), else the dense op per sequence
-    (_per_sequence). Returns O (total_q, H, d), L (H, total_q) fp32."""
-    check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    (_per_sequence). Returns O (total_q, H, d), L (H, total_q) fp32.
+    check_values: read cu_seqlens on the host and refuse bad ones (once,
+    here; check_arguments says how)."""
+    check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_values)
     d = q.shape[2]
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     for d_run in [d] + [m for m in (64, 128) if m > d]:

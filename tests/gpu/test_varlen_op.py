@@ -17,9 +17,11 @@ outputs poisoned (NaN) before every call.
       core/varlen.h; build/test_varlen holds it on random arrays).
   varlen-errors
       bad calls raise a ValueError of one line starting
-      "flash_attn_varlen_func:": cu_seqlens decreasing, of the wrong length,
-      a last entry other than the total, int64, on the CPU, a sequence
-      longer than max_seqlen, 2-D q, dropout_p.
+      "flash_attn_varlen_func:": cu_seqlens of the wrong length, int64, on
+      the CPU, 2-D q, dropout_p; with check_cu_seqlens=True also cu_seqlens
+      decreasing, a last entry other than the total, a sequence longer than
+      max_seqlen. fa_varlen_check (the host read of cu_seqlens) runs once
+      with check_cu_seqlens=True and never without it.
   varlen-fwd CASE DTYPE
       every case of CASES (sequences of length 0 and 1 among longer ones;
       full, causal, causal with seqlen_q != seqlen_k per sequence, window,
@@ -177,17 +179,18 @@ def error_tests():
         return torch.tensor(xs, dtype=dtype, device=device)
     ok = cu(0, 5, 20)
     calls = [
-        ("decreasing", lambda: flash_attn_varlen_func(q, k, v, cu(0, 12, 5, 20), cu(0, 12, 5, 20), 15, 15),
-         "must not decrease"),
+        ("decreasing", lambda: flash_attn_varlen_func(q, k, v, cu(0, 12, 5, 20), cu(0, 12, 5, 20), 15, 15,
+                                                      check_cu_seqlens=True), "must not decrease"),
         ("wrong length", lambda: flash_attn_varlen_func(q, k, v, cu(0, 5, 20), cu(0, 5, 10, 20), 15, 15),
          "B + 1 each"),
-        ("last entry", lambda: flash_attn_varlen_func(q, k, v, cu(0, 5, 19), cu(0, 5, 19), 15, 15),
-         "last entry"),
+        ("last entry", lambda: flash_attn_varlen_func(q, k, v, cu(0, 5, 19), cu(0, 5, 19), 15, 15,
+                                                      check_cu_seqlens=True), "last entry"),
         ("int64", lambda: flash_attn_varlen_func(q, k, v, cu(0, 5, 20, dtype=torch.int64), ok, 15, 15),
          "torch.int32"),
         ("on the CPU", lambda: flash_attn_varlen_func(q, k, v, cu(0, 5, 20, device="cpu"), ok, 15, 15),
          "device"),
-        ("too long", lambda: flash_attn_varlen_func(q, k, v, ok, ok, 10, 15), "max_seqlen_q"),
+        ("too long", lambda: flash_attn_varlen_func(q, k, v, ok, ok, 10, 15, check_cu_seqlens=True),
+         "max_seqlen_q"),
         ("2-D q", lambda: flash_attn_varlen_func(q[:, 0], k, v, ok, ok, 15, 15), "3 dimensions"),
         ("one entry", lambda: flash_attn_varlen_func(q, k, v, cu(20), cu(20), 15, 15), "B >= 1"),
         ("dropout", lambda: flash_attn_varlen_func(q, k, v, ok, ok, 15, 15, dropout_p=0.1), "dropout"),
@@ -195,7 +198,28 @@ def error_tests():
                                                  v[:, :2], ok, ok, 15, 15), "multiple"),
     ]
     bad = [m for m in (expect_error(n, f, w) for n, f, w in calls) if m]
-    print(f"FAIL {name}: {'; '.join(bad)}" if bad else f"PASS {name} ({len(calls)} bad calls, one line each)")
+    # without check_cu_seqlens the arrays are never read on the host: no
+    # fa_varlen_check, no synchronization (a bad array is the caller's)
+    lib = fa.library()
+    check = lib.fa_varlen_check
+    reads = []
+
+    def counted(*a):
+        reads.append(1)
+        return check(*a)
+    lib.fa_varlen_check = counted
+    try:
+        flash_attn_varlen_func(q, k, v, ok, ok, 15, 15)
+        unread = len(reads)
+        flash_attn_varlen_func(q, k, v, ok, ok, 15, 15, check_cu_seqlens=True)
+        read = len(reads) - unread
+    finally:
+        lib.fa_varlen_check = check
+    if unread or read != 1:
+        bad.append(f"cu_seqlens read {unread} times by default (0 expected), {read} with check_cu_seqlens=True "
+                   "(1 expected)")
+    print(f"FAIL {name}: {'; '.join(bad)}" if bad else f"PASS {name} ({len(calls)} bad calls, one line each; "
+          "cu_seqlens read once with check_cu_seqlens=True, never by default)")
 
 
 class Batch:
