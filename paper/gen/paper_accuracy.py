@@ -25,8 +25,10 @@ Two files:
                             backends, and the centering's cost in time beside
                             the rule's prediction per version (what
                             tests/center_rule.py holds the rule and its rates to)
-  data/gpu/studies/dq_pass/dq_pass.csv      the same script in a later run, with the dQ pass
-                            too (ours_*_full, ms_full): its accuracy and cost
+  data/gpu/studies/dq_pass/dq_pass.csv      the same script in an earlier run, with the dQ pass
+                            too (ours_*_full, ms_full): the pass's accuracy and cost
+                            only where data/gpu/dq_accuracy.csv lacks them; its
+                            repeat of the centering's timings (the records)
 
 The GPU table is written only when its file exists; otherwise the section
 says the measurement is pending (acc_gpu_status "absent"). Standard library
@@ -153,6 +155,18 @@ def draw_values():
 
 def gpu_rows():
     return read(GPU)
+
+
+def pass_rows():
+    """The rows the dQ pass's accuracy and cost are read from: data/gpu/dq_accuracy.csv
+    when it holds them (ours_*_full errors and ms_full times: the file the
+    section and the provenance appendix cite), else the pass's own study run
+    (PASS); None when neither has them."""
+    for rows in (read(GPU), read(PASS)):
+        if rows and any(r["impl"].endswith("_full") for r in rows) and \
+                any(r.get("ms_full") not in (None, "") for r in rows):
+            return rows
+    return None
 
 
 def centered(impl):
@@ -392,15 +406,17 @@ def pass_values():
     SDPA math's of the same run, the backward's time with the pass over its
     time with K as given, the pass's own rate; and what that run's repeat
     of the centering's timings says of the rule's margins."""
-    rows = read(PASS)
+    rows = pass_rows()
+    study = read(PASS)
     v = {"acc_pass_status": "absent" if rows is None else "present"}
     for k in ("acc_gpu_full_max", "acc_gpu_full_over_math", "acc_gpu_full_within2", "acc_gpu_full_cost",
               "acc_gpu_full_pass_tflops", "acc_gpu_full_v3_worst", "acc_pass_commit", "acc_pass_date",
-              "acc_pass_rerun", "acc_pass_rate_fail", "acc_pass_verdict"):
+              "acc_pass_rerun", "acc_pass_rate_fail", "acc_pass_verdict", "acc_pass_src"):
         v[k] = "n/a"
     if rows is None:
         return v
     v["acc_pass_commit"], v["acc_pass_date"] = rows[0]["commit"], rows[0]["date"]
+    v["acc_pass_src"] = GPU if rows is not study else PASS
     err = [r for r in rows if r["kind"] == "error"]
     math_of = {(r["dtype"], r["seqlen"], r["causal"]): num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math"}
     full = [(num(r["err_dQ"]), math_of[(r["dtype"], r["seqlen"], r["causal"])]) for r in err
@@ -426,9 +442,12 @@ def pass_values():
             v["acc_gpu_full_v3_worst"] = (f"{num(w['full_ratio']):.2f} times at N = {w['seqlen']}, d = {w['d']}"
                                           f"{' causal' if w['causal'] == '1' else ''} ({num(w['ms_keep_k']):.2f} ms "
                                           f"as given, {num(w['ms_full']):.2f} ms with the pass)")
-        # the same run's centering timings against what tests/center_rule.py holds the rule to: the best
-        # rate per version (center_rate must be at least it), centered points at 3% or more, points under
-        # 1% left uncentered
+        # the pass's own study run (PASS: another run than the centering table's) timed the centering
+        # too: its timings against what tests/center_rule.py holds the rule to: the best rate per
+        # version (center_rate must be at least it), centered points at 3% or more, points under 1%
+        # left uncentered
+        tf = [r for r in (study or []) if r["kind"] == "time" and r.get("ms_full") not in (None, "")]
+    if tf:
         best = {}
         for r in tf:
             k = r["impl"].split("_")[1]
@@ -538,7 +557,7 @@ def write_table(out):
             if os.path.exists(p):
                 os.remove(p)
         return
-    prows = read(PASS) or []
+    prows = pass_rows() or []
     os.makedirs(out, exist_ok=True)
     write_lines(path, error_tables(rows, prows, "bf16"))
     write_lines(fp16_path, error_tables(rows, prows, "fp16"))
@@ -578,9 +597,8 @@ def error_tables(rows, prows, dtype):
     if last:
         head.append(last.split("_")[1] + " uncentered")
         if full_of:
-            head.append(last.split("_")[1] + " full")
+            head.append(last.split("_")[1] + " + dQ pass")
     head += [name for _, name in PEERS]
-    lines.append(f"Error of $\\mathrm{{d}}Q$, {dtype}:\n")
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
     for N in SEQLENS:
@@ -594,7 +612,7 @@ def error_tables(rows, prows, dtype):
                 if r is None or r["err_dQ"] == "":
                     return "--"
                 return fmt_cell(num(r["err_dQ"]))
-            row = [f"{N} {'causal' if causal == '1' else 'full'}"] + [e(o) for o in ours]
+            row = [f"{N} {'causal' if causal == '1' else 'no mask'}"] + [e(o) for o in ours]
             if last:
                 row.append(e(last + "_keep_k"))
                 if full_of:
@@ -602,7 +620,13 @@ def error_tables(rows, prows, dtype):
                     row.append("--" if f is None or f["err_dQ"] == "" else fmt_cell(num(f["err_dQ"])))
             row += [e(impl) for impl, _ in PEERS]
             lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
+    src = {r["commit"] for r in sub} | {r["commit"] for r in full_of.values()}
+    vs = ", ".join(o.split("_")[1] for o in ours)
+    lines += ["", f": Largest error of $\\mathrm{{d}}Q$ in {dtype} over max$|\\mathrm{{d}}Q|$ (rows of kind "
+              f"error), by sequence length and mask: our versions {vs} with $K$ centered, "
+              + (f"{last.split('_')[1]} also with $K$ as given (uncentered) and with the dQ pass, " if last else "")
+              + "and SDPA's backends on the same inputs ($d$ = 64, one head, against an fp64 reference). "
+              f"Data: `{GPU}`" + (f" (commit {', '.join(sorted(src))})" if src else "") + ".", ""]
     return lines
 
 

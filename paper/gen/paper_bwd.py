@@ -30,6 +30,7 @@ import os
 import re
 import sys
 
+import paper_bwd3  # CAPTURE_STUDY: the run with every graph captured
 import paper_gpu  # print_values: the one key<TAB>value printer of the chapter generators
 from paper_gpu import span  # noqa: E402
 
@@ -46,11 +47,11 @@ BRANCH = ("BRA", "BSSY", "BSYNC")
 N_LO = 2048          # the issue's "N >= 2048"
 # backward rows (pass bwd). Version 4 (kernels/stage5_bwd_v4.cu) was named
 # ours_v3_mma8 before backward version 3 (Hopper) took the number 3; files of
-# either age are read (V3 below is version 4, the keys bwd_v3_* keep their
-# names). Unknown impl names are ignored.
+# either age are read, and its values are bwd_*v4* (core/versions.def's
+# numbers). Unknown impl names are ignored.
 V2 = "ours_v2_mma"
 V4_NAMES = ("ours_v4_mma8", "ours_v3_mma8")
-V3 = V4_NAMES[0]
+V4 = V4_NAMES[0]
 HOPPER_BWD = "ours_v3_hopper"                # backward version 3 (pass bwd), in newer files
 V3_FB = "ours_v3_hopper"                     # forward v3 + the op's best backward (pass fwdbwd)
 FLASH, CUDNN = "sdpa_flash", "sdpa_cudnn"
@@ -167,66 +168,81 @@ def opcode_values():
 def values():
     keys = ["bwd_status", "bwd_commit", "bwd_date", "bwd_nshapes", "bwd_N_lo", "bwd_tokens", "bwd_hidden",
             "bwd_fp16_Ns",
-            "bwd_v3_flash", "bwd_v3_flash_gm", "bwd_v3_cudnn", "bwd_v3_cudnn_gm",
-            "bwd_v2_flash", "bwd_v2_flash_gm", "bwd_v2_cudnn", "bwd_v3_over_v2",
-            "bwd_v3_tf", "bwd_v2_tf", "bwd_flash_tf", "bwd_cudnn_tf",
+            "bwd_v4_flash", "bwd_v4_flash_gm", "bwd_v4_cudnn", "bwd_v4_cudnn_gm",
+            "bwd_v2_flash", "bwd_v2_flash_gm", "bwd_v2_cudnn", "bwd_v4_over_v2",
+            "bwd_v4_tf", "bwd_v2_tf", "bwd_flash_tf", "bwd_cudnn_tf",
             "bwd_fb_flash", "bwd_fb_flash_gm", "bwd_fb_cudnn", "bwd_fb_cudnn_gm", "bwd_fb_pair",
-            "bwd_det_v2", "bwd_det_v3", "bwd_fp16_v3_flash", "bwd_fp16_v3_cudnn", "bwd_vs_flash",
-            "bwd_v3_flash_512",
-            "bwd_io_N", "bwd_io_d", "bwd_io_v3_l2", "bwd_io_v3_model", "bwd_io_v3_ratio",
+            "bwd_det_v2", "bwd_det_v4", "bwd_fp16_v4_flash", "bwd_fp16_v4_cudnn", "bwd_vs_flash",
+            "bwd_v4_flash_512", "bwd_cover", "bwd_all_apart",
+            "bwd_io_N", "bwd_io_d", "bwd_io_v4_l2", "bwd_io_v4_model", "bwd_io_v4_ratio",
             "bwd_io_v2_l2", "bwd_io_v2_model", "bwd_io_v2_ratio", "bwd_io_flash_l2",
-            "bwd_io_cudnn_l2", "bwd_io_v3_dram", "bwd_io_compulsory", "bwd_io_flash_dram",
-            "bwd_io_v3_l2sm", "bwd_io_v3_sm_ratio", "bwd_io_v2_l2sm", "bwd_io_v2_sm_ratio",
+            "bwd_io_cudnn_l2", "bwd_io_v4_dram", "bwd_io_compulsory", "bwd_io_flash_dram",
+            "bwd_io_v4_l2sm", "bwd_io_v4_sm_ratio", "bwd_io_v2_l2sm", "bwd_io_v2_sm_ratio",
             "bwd_io_flash_l2sm", "bwd_io_cudnn_l2sm"]
     v = {k: "n/a" for k in keys}
     v["bwd_status"] = "absent"
+    v["bwd_all_apart"] = ""
     v.update(opcode_values())
     rs = rows(BENCH)
     if rs:
-        global V3
+        global V4
         names = {r["impl"] for r in rs if r["pass"] == "bwd"}
-        V3 = next((n for n in V4_NAMES if n in names), V4_NAMES[0])
+        V4 = next((n for n in V4_NAMES if n in names), V4_NAMES[0])
         # the fwdbwd row "ours_v3_hopper" pairs forward version 3 with the
         # backward of the same number: version 3 when the file has its bwd
         # rows, else (files before the renumbering) what is now version 4
         hopper = any(r["impl"] == HOPPER_BWD and r["pass"] == "bwd" and r["tflops"] for r in rs)
         v["bwd_fb_pair"] = ("forward and backward version 3" if hopper else
                             "forward version 3 with backward version 4")
-        t = both_peers(table(rs, "bwd", "bf16"))
-        r3f, r3c = ratios(t, V3, FLASH), ratios(t, V3, CUDNN)
+        every = table(rs, "bwd", "bf16")
+        t = both_peers(every)
+        r4f, r4c = ratios(t, V4, FLASH), ratios(t, V4, CUDNN)
         r2f, r2c = ratios(t, V2, FLASH), ratios(t, V2, CUDNN)
-        if r3f:   # version 2's keys stay "n/a" in a file without its rows
+        if r4f:   # version 2's keys stay "n/a" in a file without its rows
             v["bwd_status"] = "present"
             first = next(r for r in rs if r["pass"] == "bwd")
             v["bwd_commit"], v["bwd_date"] = first["commit"], first["date"][:10]
-            v["bwd_nshapes"] = str(len(r3f))
+            v["bwd_nshapes"] = str(len(r4f))
+            # which shapes the ratios cover, and where a peer's graph was lost the
+            # same means over every shape from the run with every graph captured
+            ran = {k[1:] for k in every if k[0] == V4 and k[3] >= N_LO}
+            got = {k[1:] for k in t if k[0] == V4 and k[3] >= N_LO}
+            v["bwd_cover"] = paper_gpu.cover_words(got, ran)
+            if not got >= ran:
+                st = both_peers(table(rows(paper_bwd3.CAPTURE_STUDY) or [], "bwd", "bf16"))
+                sf, sc = ratios(st, V4, FLASH), ratios(st, V4, CUDNN)
+                if len(sf) == len(ran) and len(sc) == len(ran):
+                    v["bwd_all_apart"] = (f"; over all {len(ran)}, in a run of the same benchmark with every "
+                                          f"graph captured ({paper_bwd3.CAPTURE_STUDY}), version 4 is at "
+                                          f"{gmean(sf):.2f} of flash and {gmean(sc):.2f} of cuDNN in geometric mean")
             bt = [r for r in rs if r["pass"] == "bwd" and r["dtype"] == "bf16"]
             tokens = sorted({int(r["B"]) * int(r["N"]) for r in bt})
             hidden = sorted({int(r["H"]) * int(r["d"]) for r in bt})
             v["bwd_tokens"] = "/".join(str(x) for x in tokens)
             v["bwd_hidden"] = "/".join(str(x) for x in hidden)
             v["bwd_N_lo"] = f"{N_LO}"
-            v["bwd_v3_flash"], v["bwd_v3_flash_gm"] = span(r3f), f"{gmean(r3f):.2f}"
-            v["bwd_v3_cudnn"], v["bwd_v3_cudnn_gm"] = span(r3c), f"{gmean(r3c):.2f}"
+            v["bwd_v4_flash"], v["bwd_v4_flash_gm"] = span(r4f), f"{gmean(r4f):.2f}"
+            v["bwd_v4_cudnn"], v["bwd_v4_cudnn_gm"] = span(r4c), f"{gmean(r4c):.2f}"
             if r2f:
                 v["bwd_v2_flash"], v["bwd_v2_flash_gm"] = span(r2f), f"{gmean(r2f):.2f}"
                 v["bwd_v2_cudnn"] = span(r2c)
-                v["bwd_v3_over_v2"] = span(ratios(t, V3, V2))
+                v["bwd_v4_over_v2"] = span(ratios(t, V4, V2))
                 # how the text reads the two ranges against flash
-                reach = sum(x >= 1 for x in r3f)
+                reach = sum(x >= 1 for x in r4f)
                 v["bwd_vs_flash"] = ("neither reaches flash's backward at any of these shapes" if
-                                     max(r3f + r2f) < 1 else
+                                     max(r4f + r2f) < 1 else
                                      f"version 4 reaches flash's backward at {reach} of these shapes"
                                      + (" and version 2 at some" if max(r2f) >= 1 else ""))
-            for key, impl in (("bwd_v3_tf", V3), ("bwd_v2_tf", V2), ("bwd_flash_tf", FLASH), ("bwd_cudnn_tf", CUDNN)):
+            for key, impl in (("bwd_v4_tf", V4), ("bwd_v2_tf", V2), ("bwd_flash_tf", FLASH), ("bwd_cudnn_tf", CUDNN)):
                 xs = [tf for (i, d, c, N), (tf, _) in t.items() if i == impl and N >= N_LO]
                 v[key] = span(xs, 0) if xs else "n/a"
-            small = ratios(t, V3, FLASH, 512, 512)
-            v["bwd_v3_flash_512"] = span(small) if small else "n/a"
-            # the deterministic mode: its time over the default's, same version and shape
-            for key, impl in (("bwd_det_v2", V2), ("bwd_det_v3", V3)):
-                xs = [t[(impl, d, c, N)][0] / t[(impl + "_det", d, c, N)][0]
-                      for (i, d, c, N) in t if i == impl and N >= N_LO and (impl + "_det", d, c, N) in t]
+            small = ratios(t, V4, FLASH, 512, 512)
+            v["bwd_v4_flash_512"] = span(small) if small else "n/a"
+            # the deterministic mode: its time over the default's, same version and
+            # shape, at every shape where both of ours were captured (the peers' play no part)
+            for key, impl in (("bwd_det_v2", V2), ("bwd_det_v4", V4)):
+                xs = [every[(impl, d, c, N)][0] / every[(impl + "_det", d, c, N)][0]
+                      for (i, d, c, N) in every if i == impl and N >= N_LO and (impl + "_det", d, c, N) in every]
                 v[key] = span(xs, 1) if xs else "n/a"
         fb = both_peers(table(rs, "fwdbwd", "bf16"))
         f3f, f3c = ratios(fb, V3_FB, FLASH), ratios(fb, V3_FB, CUDNN)
@@ -234,32 +250,32 @@ def values():
             v["bwd_fb_flash"], v["bwd_fb_flash_gm"] = span(f3f), f"{gmean(f3f):.2f}"
             v["bwd_fb_cudnn"], v["bwd_fb_cudnn_gm"] = span(f3c), f"{gmean(f3c):.2f}"
         h = both_peers(table(rs, "bwd", "fp16"))
-        hf, hc = ratios(h, V3, FLASH), ratios(h, V3, CUDNN)
+        hf, hc = ratios(h, V4, FLASH), ratios(h, V4, CUDNN)
         if hf:
-            ns = sorted({N for (i, d, c, N) in h if i == V3})
+            ns = sorted({N for (i, d, c, N) in h if i == V4})
             v["bwd_fp16_Ns"] = " and ".join(str(n) for n in ns)
-            v["bwd_fp16_v3_flash"], v["bwd_fp16_v3_cudnn"] = span(hf), span(hc)
+            v["bwd_fp16_v4_flash"], v["bwd_fp16_v4_cudnn"] = span(hf), span(hc)
     io = rows(IO)
     if io:
         d128 = {r["impl"]: r for r in io if r["d"] == "128"}
         # backward rows were once named by the forward (ours_v3_hopper); accept both
-        r3 = next((d128[n] for n in V4_NAMES if n in d128), None) or d128.get(V3_FB)
+        r4 = next((d128[n] for n in V4_NAMES if n in d128), None) or d128.get(V3_FB)
         r2, rf, rc = d128.get(V2), d128.get(FLASH), d128.get(CUDNN)
-        if r3 and r2 and rf:
+        if r4 and r2 and rf:
             gb = lambda r, k: float(r[k]) / 1e9  # noqa: E731
-            v["bwd_io_N"], v["bwd_io_d"] = r3["N"], r3["d"]
-            v["bwd_io_v3_model"], v["bwd_io_v2_model"] = f"{gb(r3, 'model_bytes'):.1f}", f"{gb(r2, 'model_bytes'):.1f}"
+            v["bwd_io_N"], v["bwd_io_d"] = r4["N"], r4["d"]
+            v["bwd_io_v4_model"], v["bwd_io_v2_model"] = f"{gb(r4, 'model_bytes'):.1f}", f"{gb(r2, 'model_bytes'):.1f}"
             # l2: all L2 traffic; l2sm: the GPU forward chapter's metric, the bytes the SMs
             # request from L2 by loads and stores
             # (lts__t_sectors_srcunit_tex_op_read + _op_write)
             for tag, col, ratio in (("l2", "l2_bytes", "ratio"), ("l2sm", "l2_from_sm_bytes", "sm_ratio")):
-                for who, r in (("v3", r3), ("v2", r2), ("flash", rf), ("cudnn", rc)):
+                for who, r in (("v4", r4), ("v2", r2), ("flash", rf), ("cudnn", rc)):
                     v[f"bwd_io_{who}_{tag}"] = f"{gb(r, col):.1f}" if r else "n/a"
-                for who, r in (("v3", r3), ("v2", r2)):
+                for who, r in (("v4", r4), ("v2", r2)):
                     v[f"bwd_io_{who}_{ratio}"] = f"{float(r[col]) / float(r['model_bytes']):.2f}"
-            v["bwd_io_v3_dram"] = f"{gb(r3, 'dram_bytes'):.2f}"
+            v["bwd_io_v4_dram"] = f"{gb(r4, 'dram_bytes'):.2f}"
             v["bwd_io_flash_dram"] = f"{gb(rf, 'dram_bytes'):.2f}"
-            v["bwd_io_compulsory"] = f"{gb(r3, 'compulsory_bytes'):.2f}"
+            v["bwd_io_compulsory"] = f"{gb(r4, 'compulsory_bytes'):.2f}"
     return v
 
 

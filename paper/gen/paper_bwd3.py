@@ -212,21 +212,25 @@ def values(out_dir=None):
             "hb_target", "hb_target_flash", "hb_target_shape", "hb_fp16_target",
             "hb_early_commit", "hb_early_Ns", "hb_step1_over_v4", "hb_step2_over_step1_64",
             "hb_step2_over_step1_128", "hb_steps_where", "hb_fig_steps_note", "hb_det_nc", "hb_det_c", "hb_det_example", "hb_fp16_vs_bf16",
-            "hb_fb_cudnn_gm", "hb_fb_flash_gm", "hb_fb_cudnn_min",
             "hb_step3_over_step2_64", "hb_step3_over_step2_128", "hb_step3_commit", "hb_step3_Ns",
             "hb_ncu_regs", "hb_ncu_grid_cudnn", "hb_ncu_commit", "hb_ncu_final_commit",
-            "hb_bf16_uncaptured", "hb_uncaptured_apart", "hb_all_apart", "hb_all_apart_claim", "hb_nrun", "hb_bf16_nf", "hb_vs_peers"]
+            "hb_bf16_uncaptured", "hb_uncaptured_apart", "hb_all_apart", "hb_all_apart_claim", "hb_nrun",
+            "hb_vs_peers", "hb_cover", "hb_all_commit", "hb_all_date", "hb_all_target", "hb_all_target_shape",
+            "hb_all_target_flash", "hb_same_n", "hb_same_bf16_gm", "hb_same_fp16_gm",
+            "hb_all_cols", "hb_below_all"]
     for tag in ("128", "64c"):
         keys += [f"hb_ncu_{k}_{tag}" for k in ("N", "main", "tp", "tp_cudnn", "inst", "mio", "side", "side_cudnn",
                                                 "side_final", "grid")]
-    for dt in ("bf16", "fp16"):
+    for dt in ("bf16", "fp16", "all"):
         keys += [f"hb_{dt}_{k}" for k in ("cudnn_gm", "cudnn_min", "cudnn_min_at", "cudnn_range", "flash_gm",
                                            "flash_range", "v4_gm", "v4_range", "below95", "below95_d", "above16",
-                                           "cudnn_gm_nc", "cudnn_gm_c", "flash_gm_nc", "flash_gm_c", "n")]
+                                           "cudnn_gm_nc", "cudnn_gm_c", "flash_gm_nc", "flash_gm_c", "n",
+                                           "fb_cudnn_gm", "fb_cudnn_min", "fb_flash_gm")]
     v = {k: "n/a" for k in keys}
     v["hb_status"] = "absent"
     # clauses that a sentence carries only when there is something to add
     v["hb_uncaptured_apart"] = v["hb_all_apart"] = v["hb_all_apart_claim"] = ""
+    v["hb_all_cols"] = v["hb_below_all"] = ""
     v["hb_goal_cudnn"], v["hb_goal_shape"] = f"{TARGET_CUDNN:.1f}", f"{TARGET_SHAPE_MIN:.2f}"
     v["hb_goal_flash"], v["hb_goal_fp16"] = f"{TARGET_FLASH:.1f}", f"{100 * TARGET_FP16:.0f} %"
     dstep = default_step()
@@ -251,78 +255,53 @@ def values(out_dir=None):
     ns = sorted({int(r["N"]) for r in bt if N_LO <= int(r["N"]) <= N_HI})
     v["hb_Ns"] = ", ".join(str(n) for n in ns[:-1]) + (" and " if len(ns) > 1 else "") + str(ns[-1]) if ns else "n/a"
     me, cu, fl, v4 = ("v3", dstep), ("cudnn", None), ("flash", None), ("v4", None)
+    fb = table(rs, dstep, "fwdbwd")
+    every = {}
     for dt in ("bf16", "fp16"):
-        rc, rf, r4 = ratios(t, me, cu, dt), ratios(t, me, fl, dt), ratios(t, me, v4, dt)
-        if not rc:
-            continue
-        p = f"hb_{dt}_"
-        v[p + "n"] = str(len(rc))
-        v[p + "cudnn_gm"], v[p + "cudnn_range"] = f"{gmean(rc.values()):.3f}", span(rc.values())
-        lo = min(rc, key=rc.get)
-        v[p + "cudnn_min"], v[p + "cudnn_min_at"] = f"{rc[lo]:.3f}", shape_name(*lo)
-        v[p + "below95"] = str(sum(x < TARGET_SHAPE_MIN for x in rc.values()))
-        dims = sorted({d for (d, c, N), x in rc.items() if x < TARGET_SHAPE_MIN})
-        v[p + "below95_d"] = " and ".join(str(d) for d in dims) if dims else "none"
-        for c, tag in ((0, "nc"), (1, "c")):
-            xs = [x for (d, cc, N), x in rc.items() if cc == c]
-            ys = [x for (d, cc, N), x in rf.items() if cc == c]
-            v[p + f"cudnn_gm_{tag}"] = f"{gmean(xs):.3f}" if xs else "n/a"
-            v[p + f"flash_gm_{tag}"] = f"{gmean(ys):.3f}" if ys else "n/a"
-        if rf:
-            v[p + "flash_gm"], v[p + "flash_range"] = f"{gmean(rf.values()):.3f}", span(rf.values())
-            v[p + "above16"] = str(sum(x >= TARGET_FLASH for x in rf.values()))
-        if r4:
-            v[p + "v4_gm"], v[p + "v4_range"] = f"{gmean(r4.values()):.2f}", span(r4.values())
+        # every ratio of one dtype over the same shapes: those where version 3
+        # and both peers were timed (their graphs captured)
+        every[dt] = set(ratios(t, me, cu, dt)) & set(ratios(t, me, fl, dt))
+        if every[dt]:
+            peer_stats(v, f"hb_{dt}_", t, fb, dt, dstep, every[dt])
+            r4 = ratios(t, me, v4, dt)
+            if r4:
+                v[f"hb_{dt}_v4_gm"], v[f"hb_{dt}_v4_range"] = f"{gmean(r4.values()):.2f}", span(r4.values())
     v["hb_nshapes"] = v["hb_bf16_n"]
+    # the bf16 shapes version 3 ran; the means above cover those of them where
+    # every graph was captured, and say which (cover)
+    ran = {(int(r["d"]), int(r["causal"]), int(r["N"])) for r in rs
+           if r.get("impl") == V3 and r.get("pass") == "bwd" and r.get("dtype") == "bf16"
+           and r.get("median_ms") and N_LO <= int(r["N"]) <= N_HI}
+    v["hb_nrun"] = str(len(ran)) if ran else "n/a"
+    if ran:
+        v["hb_cover"] = paper_gpu.cover_words(every["bf16"], ran)
+        all_values(v, ran, every["bf16"], dstep)
     # the backward chapter's reading of the two bf16 means (above 1: passes)
     if "n/a" not in (v["hb_bf16_flash_gm"], v["hb_bf16_cudnn_gm"]):
         f, c = float(v["hb_bf16_flash_gm"]) >= 1, float(v["hb_bf16_cudnn_gm"]) >= 1
         v["hb_vs_peers"] = {(True, True): "passes both flash and cuDNN", (True, False): "passes flash but not cuDNN",
                             (False, True): "passes cuDNN but not flash",
                             (False, False): "passes neither flash nor cuDNN"}[(f, c)]
-    rf16 = ratios(t, me, fl, "bf16")
-    v["hb_bf16_nf"] = str(len(rf16)) if rf16 else "n/a"
-    # the bf16 shapes version 3 ran but a peer's CUDA graph did not capture
-    # (left out of that peer's ratios above, which use graph-replayed times):
-    # each peer's own, since the two columns are over different shapes
-    ran = {(int(r["d"]), int(r["causal"]), int(r["N"])) for r in rs
-           if r.get("impl") == V3 and r.get("pass") == "bwd" and r.get("dtype") == "bf16"
-           and r.get("median_ms") and N_LO <= int(r["N"]) <= N_HI}
-    v["hb_nrun"] = str(len(ran)) if ran else "n/a"
+    # the project's targets (records and claims table only), over the shapes of each mean
+    v["hb_target"], v["hb_target_shape"], v["hb_target_flash"] = targets(v, "hb_bf16_")
+    # fp16 against bf16, to cuDNN: over the shapes where both dtypes have every graph
+    same = every["bf16"] & every["fp16"]
+    if same:
+        gm = {dt: gmean([ratios(t, me, cu, dt)[sh] for sh in same]) for dt in ("bf16", "fp16")}
+        rel = gm["fp16"] / gm["bf16"] - 1
+        v["hb_same_n"] = str(len(same))
+        v["hb_same_bf16_gm"], v["hb_same_fp16_gm"] = f"{gm['bf16']:.3f}", f"{gm['fp16']:.3f}"
+        v["hb_fp16_vs_bf16"] = f"{100 * abs(rel):.1f} % {'below' if rel < 0 else 'above'}"
+        v["hb_fp16_target"] = "holds" if abs(rel) <= TARGET_FP16 else "missed"
+    # the shapes where a peer's graph was not captured (the records say which)
     if ran:
         said, got_cudnn = [], ratios(t, me, cu, "bf16")
-        for who, got in (("cuDNN", got_cudnn), ("flash", rf16)):
+        for who, got in (("cuDNN", got_cudnn), ("flash", ratios(t, me, fl, "bf16"))):
             miss = sorted(ran - set(got))
             if miss:
                 said.append(f"{who}'s at {', '.join(shape_name(*sh) for sh in miss)}")
         v["hb_bf16_uncaptured"] = ("every peer's graph was captured" if not said else
                                    "a peer's graph was not captured, " + "; ".join(said))
-        miss = sorted(ran - set(got_cudnn))
-        if miss:
-            apart = ratios(table(rows(CAPTURE_STUDY), dstep), me, cu, "bf16")
-            v["hb_uncaptured_apart"], whole = captured_apart(miss, ran, apart)
-        else:
-            whole = ""
-        # the all-shapes mean as a clause of the chapter's sentence and as one of the claims table's
-        v["hb_all_apart"] = f"; {whole}" if whole else ""
-        v["hb_all_apart_claim"] = f". Backward {whole}" if whole else ""
-    # the targets, as the issue states them: bf16, geometric mean over the shapes
-    if v["hb_bf16_cudnn_gm"] != "n/a":
-        g = float(v["hb_bf16_cudnn_gm"])
-        v["hb_target"] = (f"holds ({g:.3f})" if g >= TARGET_CUDNN else
-                          f"missed by {100 * (1 - g / TARGET_CUDNN):.1f} % ({g:.3f})")
-        m = float(v["hb_bf16_cudnn_min"])
-        v["hb_target_shape"] = (f"holds (lowest {m:.3f})" if m >= TARGET_SHAPE_MIN else
-                                f"missed: {v['hb_bf16_below95']} of {v['hb_bf16_n']} shapes below "
-                                f"{TARGET_SHAPE_MIN}, lowest {m:.3f} ({v['hb_bf16_cudnn_min_at']})")
-    if v["hb_bf16_flash_gm"] != "n/a":
-        g = float(v["hb_bf16_flash_gm"])
-        v["hb_target_flash"] = (f"holds ({g:.3f})" if g >= TARGET_FLASH else
-                                f"missed by {100 * (1 - g / TARGET_FLASH):.1f} % ({g:.3f})")
-    if "n/a" not in (v["hb_bf16_cudnn_gm"], v["hb_fp16_cudnn_gm"]):
-        rel = float(v["hb_fp16_cudnn_gm"]) / float(v["hb_bf16_cudnn_gm"]) - 1
-        v["hb_fp16_vs_bf16"] = f"{100 * abs(rel):.1f} % {'below' if rel < 0 else 'above'}"
-        v["hb_fp16_target"] = "holds" if abs(rel) <= TARGET_FP16 else "missed"
     # the deterministic mode: its time over the default mode's (TFLOP/s ratio), same shape
     for c, key in ((0, "hb_det_nc"), (1, "hb_det_c")):
         xs = ratios(t, me, ("det", None), "bf16", causal=c)
@@ -331,13 +310,6 @@ def values(out_dir=None):
     if (128, 1, 8192) in ex:
         v["hb_det_example"] = (f"{shape_name(128, 1, 8192)}: {t[('det', None, 'bf16', 128, 1, 8192)]:.0f} TFLOP/s against "
                                f"{t[('v3', dstep, 'bf16', 128, 1, 8192)]:.0f}")
-    # forward + backward: forward version 3 with backward version 3 (the row's name when both are 3)
-    fb = table(rs, dstep, "fwdbwd")
-    fc, ff = ratios(fb, me, cu, "bf16"), ratios(fb, me, fl, "bf16")
-    if fc:
-        v["hb_fb_cudnn_gm"], v["hb_fb_cudnn_min"] = f"{gmean(fc.values()):.3f}", f"{min(fc.values()):.3f}"
-    if ff:
-        v["hb_fb_flash_gm"] = f"{gmean(ff.values()):.3f}"
     # the steps: those of the main file, and from the earlier run those it lacks
     extra_rs = rows(EARLIER)
     # the earlier call's unsuffixed row is the step that was the default at
@@ -387,6 +359,8 @@ def values(out_dir=None):
     if s3:
         v["hb_step3_Ns"] = " and ".join(str(n) for n in sorted({k[2] for k in s3}))
     if out_dir:
+        with open(os.path.join(out_dir, "bwd_hopper_peers.md"), "w") as f:
+            f.write("\n".join(peers_table(v)) + "\n")
         pts = figure_rows(t, dstep, extra_fig, extra_steps)
         if pts:
             paper_gpu.write_dat(dat, "curve d causal N over_cudnn tflops", src, pts)
@@ -410,26 +384,137 @@ def main(argv):
 CAPTURE_STUDY = "data/gpu/studies/graph_capture/bench_bwd.csv"
 
 
-def captured_apart(miss, ran, rc):
-    """The sentence giving cuDNN's ratio at the shapes (d, causal, N) `miss`
-    whose cuDNN graph the steps' run lost, and the clause giving the
-    geometric mean over every shape of `ran` ("over all n shapes, measured
-    apart ..., g", or "" unless rc has them all), from rc, the capture study's
-    ratios to cuDNN ({(d, causal, N): ratio}, every graph captured in one
-    run); ("", "") where it has none of them. The shapes left out of the
-    means are version 3's weakest: the text says so rather than average
+def peer_stats(v, p, t, fb, dt, dstep, shapes):
+    """v[p + key]: version 3 (default step) against cuDNN and flash in dtype dt
+    over `shapes` only ((d, causal, N) tuples): geometric means (all, no mask,
+    causal), per-shape ranges, the lowest, how many below TARGET_SHAPE_MIN of
+    cuDNN and at which d, how many at or above TARGET_FLASH of flash; and the
+    forward + backward pair's (table fb) over the same shapes. One function
+    for the canonical file and for the capture study, so both read alike."""
+    me = ("v3", dstep)
+    rc = {sh: x for sh, x in ratios(t, me, ("cudnn", None), dt).items() if sh in shapes}
+    rf = {sh: x for sh, x in ratios(t, me, ("flash", None), dt).items() if sh in shapes}
+    if not rc:
+        return
+    v[p + "n"] = str(len(rc))
+    v[p + "cudnn_gm"], v[p + "cudnn_range"] = f"{gmean(rc.values()):.3f}", span(rc.values())
+    lo = min(rc, key=rc.get)
+    v[p + "cudnn_min"], v[p + "cudnn_min_at"] = f"{rc[lo]:.3f}", shape_name(*lo)
+    v[p + "below95"] = str(sum(x < TARGET_SHAPE_MIN for x in rc.values()))
+    dims = sorted({d for (d, c, N), x in rc.items() if x < TARGET_SHAPE_MIN})
+    v[p + "below95_d"] = " and ".join(str(d) for d in dims) if dims else "none"
+    for c, tag in ((0, "nc"), (1, "c")):
+        xs = [x for (d, cc, N), x in rc.items() if cc == c]
+        ys = [x for (d, cc, N), x in rf.items() if cc == c]
+        v[p + f"cudnn_gm_{tag}"] = f"{gmean(xs):.3f}" if xs else "n/a"
+        v[p + f"flash_gm_{tag}"] = f"{gmean(ys):.3f}" if ys else "n/a"
+    if rf:
+        v[p + "flash_gm"], v[p + "flash_range"] = f"{gmean(rf.values()):.3f}", span(rf.values())
+        v[p + "above16"] = str(sum(x >= TARGET_FLASH for x in rf.values()))
+    # forward + backward: forward version 3 with backward version 3 (the row's name when both are 3)
+    fc = [x for sh, x in ratios(fb, me, ("cudnn", None), dt).items() if sh in shapes]
+    ff = [x for sh, x in ratios(fb, me, ("flash", None), dt).items() if sh in shapes]
+    if fc:
+        v[p + "fb_cudnn_gm"], v[p + "fb_cudnn_min"] = f"{gmean(fc):.3f}", f"{min(fc):.3f}"
+    if ff:
+        v[p + "fb_flash_gm"] = f"{gmean(ff):.3f}"
+
+
+def targets(v, p):
+    """The project's targets for version 3 (bf16) as measured over the shapes
+    of the means v[p + ...]: (mean against cuDNN, shape by shape, mean against
+    flash), each "holds (...)" or "missed ..." ("n/a" without data)."""
+    out = ["n/a"] * 3
+    if v[p + "cudnn_gm"] != "n/a":
+        g, m = float(v[p + "cudnn_gm"]), float(v[p + "cudnn_min"])
+        out[0] = (f"holds ({g:.3f})" if g >= TARGET_CUDNN else
+                  f"missed by {100 * (1 - g / TARGET_CUDNN):.1f} % ({g:.3f})")
+        out[1] = (f"holds (lowest {m:.3f})" if m >= TARGET_SHAPE_MIN else
+                  f"missed: {v[p + 'below95']} of {v[p + 'n']} shapes below "
+                  f"{TARGET_SHAPE_MIN}, lowest {m:.3f} ({v[p + 'cudnn_min_at']})")
+    if v[p + "flash_gm"] != "n/a":
+        g = float(v[p + "flash_gm"])
+        out[2] = (f"holds ({g:.3f})" if g >= TARGET_FLASH else
+                  f"missed by {100 * (1 - g / TARGET_FLASH):.1f} % ({g:.3f})")
+    return tuple(out)
+
+
+CAPTURE_STUDY = "data/gpu/studies/graph_capture/bench_bwd.csv"
+
+
+def all_values(v, ran, got, dstep):
+    """Where the means of the main file cover fewer than the shapes `ran`
+    (a peer's graph was lost: `got` is what they cover), the same means over
+    every shape of `ran` from the capture study, a run of the same benchmark
+    with every graph captured (keys hb_all_*, its commit and date), and the
+    clauses the text adds beside its means; every clause "" when the main
+    file covers every shape (the study is then not read). The shapes left
+    out are version 3's weakest: the text gives both rather than average
     without them."""
+    if set(got) >= set(ran):
+        return
+    rs = rows(CAPTURE_STUDY)
+    t, fb = table(rs, dstep), table(rs, dstep, "fwdbwd")
+    rc = ratios(t, ("v3", dstep), ("cudnn", None), "bf16")
+    miss = sorted(set(ran) - set(got))
     xs = [rc[sh] for sh in miss if sh in rc]
-    if not xs:
-        return "", ""
-    text = (f" Measured apart in one run with every graph captured ({CAPTURE_STUDY}), version 3 runs at "
-            f"{span(xs)} times cuDNN at {len(xs)} of those {len(miss)} shapes")
-    whole = ""
-    if all(sh in rc for sh in ran):
-        g = gmean([rc[sh] for sh in ran])
-        text += f", and at {g:.3f} in geometric mean over all {len(ran)} shapes"
-        whole = f"over all {len(ran)} shapes, measured apart with every graph captured ({CAPTURE_STUDY}), {g:.3f}"
-    return text + "; the means below leave them out.", whole
+    if xs:
+        v["hb_uncaptured_apart"] = (f"measured in one run with every graph captured ({CAPTURE_STUDY}), "
+                                    f"version 3 runs at {span(xs)} times cuDNN at "
+                                    + (f"all {len(xs)} of those shapes" if len(xs) == len(miss) else
+                                       f"{len(xs)} of those {len(miss)} shapes"))
+    full_set = set(ratios(t, ("v3", dstep), ("flash", None), "bf16")) & set(rc)
+    if not set(ran) <= full_set:
+        return
+    peer_stats(v, "hb_all_", t, fb, "bf16", dstep, set(ran))
+    v["hb_all_target"], v["hb_all_target_shape"], v["hb_all_target_flash"] = targets(v, "hb_all_")
+    first = next(r for r in rs if r.get("impl") == V3 and r.get("pass") == "bwd")
+    v["hb_all_commit"], v["hb_all_date"] = first.get("commit") or "n/a", (first.get("date") or "n/a")[:10]
+    n, src = v["hb_all_n"], CAPTURE_STUDY
+    # a clause of the backward chapter's sentence "... flash's and ... cuDNN's, over <cover>"
+    v["hb_all_apart"] = (f"; over all {n} shapes, in a run with every graph captured ({src}), "
+                         f"{v['hb_all_cudnn_gm']} and {v['hb_all_flash_gm']}")
+    v["hb_all_cols"] = (f"; its columns \"all {n}\" give the same means over every shape, from a run of "
+                        f"the same benchmark with every graph captured ({src})")
+    v["hb_below_all"] = f" ({v['hb_all_below95']} of the {n} in that run)"
+    v["hb_all_apart_claim"] = (f". Over all {n} shapes, in a run with every graph captured ({src}, commit "
+                               f"{v['hb_all_commit']}, {v['hb_all_date']}): {v['hb_all_cudnn_gm']} x cuDNN: "
+                               f"{v['hb_all_target']}; per shape {v['hb_all_cudnn_range']}, "
+                               f"{v['hb_all_target_shape']}; {v['hb_all_flash_gm']} x flash: "
+                               f"{v['hb_all_target_flash']}; forward + backward {v['hb_all_fb_cudnn_gm']} x cuDNN")
+
+
+def peers_table(v):
+    """The Markdown table of version 3 against the peers, bf16: one column
+    per peer over the shapes of the main file's means, and beside each, while
+    those leave shapes out, the same over every shape from the capture study;
+    its caption names both sources."""
+    if v["hb_bf16_cudnn_gm"] == "n/a":
+        return []
+    both = v["hb_all_n"] != "n/a"
+    n = v["hb_bf16_n"]
+    head = (["", f"cuDNN, {n} shapes", f"all {v['hb_all_n']}", f"SDPA flash, {n} shapes", f"all {v['hb_all_n']}"]
+            if both else ["", "against cuDNN", "against SDPA flash"])
+    p = ["hb_bf16_"] + (["hb_all_"] if both else [])
+
+    def cells(fmt):
+        return [fmt(q, "cudnn") for q in p] + [fmt(q, "flash") for q in p]
+    body = [["all shapes"] + cells(lambda q, w: f"{v[q + w + '_gm']} ({v[q + w + '_range']})"),
+            ["no mask"] + cells(lambda q, w: v[q + w + "_gm_nc"]),
+            ["causal"] + cells(lambda q, w: v[q + w + "_gm_c"]),
+            [f"below {TARGET_SHAPE_MIN} of cuDNN"] + [f"{v[q + 'below95']} of {v[q + 'n']}" for q in p] + [""] * len(p),
+            ["forward + backward"] + cells(lambda q, w: v[q + f"fb_{w}_gm"])]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    cap = (f": Backward version 3 against SDPA's cuDNN and flash backends, bf16, $N$ = {v['hb_Ns']}, causal and "
+           "not: geometric means of the per-shape ratios of TFLOP/s, each call replayed from a CUDA graph "
+           "(per-shape range in parentheses); forward + backward pairs forward and backward version 3. "
+           f"Data: `{v['hb_source']}` (commit {v['hb_commit']}, {v['hb_date']}), over {v['hb_cover']}")
+    if both:
+        cap += (f"; columns \"all {v['hb_all_n']}\": `{CAPTURE_STUDY}` (commit {v['hb_all_commit']}, "
+                f"{v['hb_all_date']}), the same benchmark run with every graph captured")
+    return lines + ["", cap + "."]
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

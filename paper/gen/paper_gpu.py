@@ -64,6 +64,22 @@ def span(xs, digits=2):
     return a if a == b else f"{a}-{b}"
 
 
+def cover_words(got, ran):
+    """Which of the shapes `ran` ((d, causal, N) tuples) a mean over `got`
+    covers, in words: "all 16 shapes", or "the 9 of the 16 shapes at which
+    every graph was captured: all 8 at d 64, 1 of the 8 at d 128" (per head
+    dimension, so that a mean that leaves one d out says so)."""
+    got, ran = set(got) & set(ran), set(ran)
+    if got == ran:
+        return f"all {len(ran)} shapes"
+    parts = []
+    for d in sorted({sh[0] for sh in ran}):
+        k, n = sum(sh[0] == d for sh in got), sum(sh[0] == d for sh in ran)
+        parts.append(f"all {n} at $d$ = {d}" if k == n else f"{k} of the {n} at $d$ = {d}")
+    return (f"the {len(got)} of the {len(ran)} shapes at which every graph was captured: "
+            + ", ".join(parts))
+
+
 def ncu_kernels(rel):
     """The kernels of one Nsight Compute raw-page CSV (ncu --csv --page raw,
     the program's own output lines before the header skipped): a list of
