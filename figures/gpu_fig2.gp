@@ -5,31 +5,37 @@
 # which paper/gen/paper_gpu.py writes from data/gpu/io_fwd.csv.
 if (!exists("dat")) dat = "build/paper/gpu_fig2.dat"
 W = 6.5
-Hgt = 3.8
+Hgt = 6.2
 load "figures/style.gp"
 set datafile separator whitespace
-set multiplot layout 1, 2
+set multiplot layout 2, 1
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
-# the path names upright, one per group: slanted, neighbours overlapped
-set xtics rotate by 90 right font ",8" nomirror
+# the path names slanted, one per group (each panel the full width, so that
+# neighbours stand apart; in two panels side by side they overlapped), at
+# the text's size; the dtype, the same on every row ("name (fp16)" in the
+# data), is in the caption, so each label is the name alone
+set xtics rotate by 30 right font ",9" nomirror
+name(s) = (strstrt(s, " (") > 0 ? s[1:strstrt(s, " (") - 1] : s)
 set termoption noenhanced
 set logscale y 10
 set ylabel "bytes moved (GB, log scale)"
 set yrange [0.1:*]
-# one legend above both panels, outside the bars; each byte count a fill of
+# one legend above the panels, outside the bars; each byte count a fill of
 # its own (solid dark, cross-hatched, solid light, empty) so that the four
-# bars of a path part in grey too; the time panel's one series needs none
-set tmargin 3.5
+# bars of a path part in grey too; the time panel's one series needs none.
+# The IO model is stage 1's or 3's count, which exists for our versions only
+set tmargin 3.0
 set key at screen 0.5, screen 0.995 center top horizontal maxcols 4 font ",9" samplen 2 box opaque
-plot dat using 2:xtic(1) fs solid 0.9 border -1 lc rgb c_tiled_f title "DRAM read + write", \
+plot dat using 2:xtic(name(strcol(1))) fs solid 0.9 border -1 lc rgb c_tiled_f title "DRAM read + write", \
      dat using 6 fs pattern 2 border -1 lc rgb "#1b7837" title "L2, requested by the SMs", \
      dat using 3 fs solid 0.45 border -1 lc rgb c_tiled_b title "L2, all traffic", \
-     dat using 4 fs empty border -1 lc rgb "#000000" title "IO model"
+     dat using 4 fs empty border -1 lc rgb "#000000" title "IO model (ours only)"
+set tmargin 1.0
 set ylabel "forward time (ms, log scale)"
 set yrange [0.1:*]
 unset key
-plot dat using 5:xtic(1) lc rgb c_naive_f title "forward time"
+plot dat using 5:xtic(name(strcol(1))) lc rgb c_naive_f title "forward time"
 unset multiplot

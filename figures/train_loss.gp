@@ -37,7 +37,16 @@ plot csv using (strcol(1) eq "sdpa_flash" ? $2 : NaN):3 with lines lt 3 lw 1.2 t
      csv using (strcol(1) eq "ours" ? $2 : NaN):3 with lines lt 4 lw 1.0 dt 2 notitle, \
      csv using (strcol(1) eq "ours" ? $2 : NaN):3 every mark_every::3 with points lt 4 pt 7 ps 0.7 notitle, \
      NaN with linespoints lt 4 lw 1.0 dt 2 pt 7 ps 0.7 title "our op (flash_op.py)"
-set ylabel "loss minus SDPA flash's (nats per byte)"
+# Bottom: the per-step differences swing by about +-0.015 from one batch to
+# the next, ten times the drifts the text compares, so each run's
+# difference is shown as its trailing mean over the `win` steps up to each
+# step (awk below: one output row per step from the win-th on, per run, in
+# the file's order; column 1 run, 2 step, 3 the mean of loss_minus_sdpa_flash).
+win = 50
+mean_rows = sprintf("< awk -F, -v W=%d 'NR > 1 && !/^#/ { if ($1 != r) { r = $1; n = 0; s = 0 } " . \
+    "i = n %% W; if (n >= W) s -= a[i]; a[i] = $4; s += $4; n++; " . \
+    "if (n >= W) printf \"%%s,%%s,%%.9g\\n\", $1, $2, s / W }' %s", win, csv)
+set ylabel sprintf("loss minus SDPA flash's,\nmean of %d steps (nats per byte)", win)
 # The other runs (our op's reruns and PyTorch's) in the distinct colours of
 # figures/style.gp (line types 1, 2, 3, 5, 7, 8: 4 is ours, 6 is black), each
 # with the dash pattern and the open point shape (or cross) of its place in the list;
@@ -49,12 +58,12 @@ ix(k) = (k - 1) % 6 + 1
 lt_of(k) = word(others_lt, ix(k)) + 0
 dt_of(k) = word(others_dt, ix(k)) + 0
 pt_of(k) = word(others_pt, ix(k)) + 0
-plot for [k=1:words(others)] csv using (strcol(1) eq word(others, k) ? $2 : NaN):4 \
+plot for [k=1:words(others)] mean_rows using (strcol(1) eq word(others, k) ? $2 : NaN):3 \
          with lines lt lt_of(k) dt dt_of(k) lw 0.7 notitle, \
-     csv using (strcol(1) eq "ours" ? $2 : NaN):4 with lines lt 4 lw 1.2 dt 2 notitle, \
-     for [k=1:words(others)] csv using (strcol(1) eq word(others, k) ? $2 : NaN):4 every mark_every::(7 * k) \
+     mean_rows using (strcol(1) eq "ours" ? $2 : NaN):3 with lines lt 4 lw 1.2 dt 2 notitle, \
+     for [k=1:words(others)] mean_rows using (strcol(1) eq word(others, k) ? $2 : NaN):3 every mark_every::(7 * k) \
          with points lt lt_of(k) pt pt_of(k) ps 0.7 notitle, \
-     csv using (strcol(1) eq "ours" ? $2 : NaN):4 every mark_every::3 with points lt 4 pt 7 ps 0.7 notitle, \
+     mean_rows using (strcol(1) eq "ours" ? $2 : NaN):3 every mark_every::3 with points lt 4 pt 7 ps 0.7 notitle, \
      for [k=1:words(others)] NaN with linespoints lt lt_of(k) dt dt_of(k) \
          lw 0.7 pt pt_of(k) ps 0.7 title word(others, k), \
      NaN with linespoints lt 4 lw 1.2 dt 2 pt 7 ps 0.7 title "ours", \

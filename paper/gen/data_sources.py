@@ -4,7 +4,8 @@
     python3 paper/gen/data_sources.py --out build/paper
 
 Writes OUT/provenance.md: one row per CSV file under data/ that the programs
-and scripts wrote, with the commit, date and command that wrote it, read from
+and scripts wrote, and per CSV file of a study (data/gpu/studies/*/) that the
+chapters, the generators or the figure scripts read or name, with the commit, date and command that wrote it, read from
 the file itself and nowhere else. A CPU file carries them in its '#' lines
 (`# commit: ...`, `# date: ...`, `# command: ...`, as src/harness/outputs.c writes
 them); a GPU table carries them in the columns `commit`, `date` and `command`
@@ -20,6 +21,7 @@ import argparse
 import csv
 import glob
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,6 +53,14 @@ def rows_of(path):
     facts = header_facts(lines)
     if "commit" in facts:
         return [(facts["commit"], facts.get("date", ""), facts.get("command", ""))]
+    # a study's file may say it in a sentence of its '#' lines instead:
+    # "# source: ... at commit bf2e6a9 ..." (the first such commit stands)
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        m = re.search(r"\bcommit ([0-9a-f]{7,40})\b", line)
+        if m:
+            return [(m.group(1), "", "")]
     body = [line for line in lines if not line.startswith("#")]
     reader = csv.DictReader(body)
     if not reader.fieldnames or "commit" not in reader.fieldnames:
@@ -75,6 +85,30 @@ def rows_of(path):
     return out
 
 
+SOURCES = ("chapters/*.md", "paper/gen/*.py", "figures/*.gp")
+
+
+def cited_studies(root=ROOT):
+    """The CSV files of data/gpu/studies/*/ that the book reads or names:
+    the chapters, the generators and the figure scripts, each path written
+    out ("studies/dq_pass/dq_pass.csv"), joined in Python ("studies",
+    "dq_pass", "dq_pass.csv") or a study's folder named whole
+    ("studies/hopper_ncu/"), which cites every CSV file in it."""
+    text = ""
+    for pat in SOURCES:
+        for f in sorted(glob.glob(os.path.join(root, pat))):
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                text += fh.read() + "\n"
+    text = re.sub(r"""["']\s*,\s*["']""", "/", text)   # os.path.join("a", "b") -> a/b
+    out = []
+    for path in sorted(glob.glob(os.path.join(root, "data", "gpu", "studies", "*", "*.csv"))):
+        rel = os.path.relpath(path, os.path.join(root, "data", "gpu"))   # studies/DIR/FILE.csv
+        folder = os.path.dirname(rel) + "/"
+        if rel in text or re.search(re.escape(folder) + r"(?![\w.{*])", text):
+            out.append(path)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="directory for provenance.md")
@@ -84,20 +118,26 @@ def main():
         print(f"data_sources.py: error: no directory {data}", file=sys.stderr)
         return 2
     files = sorted(glob.glob(os.path.join(data, "*", "*.csv")))
+    studies = cited_studies()
     lines = ["| file | commit | date | command |",
              "|:--------------------|:-------|:------------|:--------------------------------------|"]
-    for path in files:
+    for path in files + studies:
         rel = os.path.relpath(path, ROOT)
+        name = cell(rel) + (" (study)" if path in studies else "")
         for i, (commit, date, command) in enumerate(rows_of(path)):
-            lines.append(f"| {cell(rel) if i == 0 else ''} | {commit} | {date} | {cell(command)} |")
+            lines.append(f"| {name if i == 0 else ''} | {commit} | {date} | {cell(command)} |")
     lines += ["", f": Where each data file of the book comes from: {len(files)} CSV files under "
-              "`data/`, each row read from the file's own provenance lines or columns "
-              "(`paper/gen/data_sources.py`). A GPU table that holds rows of several runs has one "
-              "line per commit; long commands are cut (the file holds them whole)."]
+              f"`data/`, then the {len(studies)} CSV files of studies (`data/gpu/studies/`, marked "
+              "\"(study)\": measurements made once, for one question, which the text, a figure or a "
+              "generator reads or names), each row read from the file's own provenance lines or "
+              "columns (`paper/gen/data_sources.py`); a raw Nsight Compute page records none, and "
+              "its study's folder says how it was taken. A GPU table that holds rows of several "
+              "runs has one line per commit; long commands are cut (the file holds them whole)."]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "provenance.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"provenance.py: {len(files)} data files -> {os.path.join(args.out, 'provenance.md')}")
+    print(f"provenance.py: {len(files)} data files and {len(studies)} study files -> "
+          f"{os.path.join(args.out, 'provenance.md')}")
     return 0
 
 

@@ -165,6 +165,10 @@ def kind(name):
         return "sdpa-flash"
     if "material" in n or "naive" in n or "matmul" in n or "standard" in n:
         return "materialized"
+    if n == "ours_op":
+        # our public entry flash_attn_func on (B, N, H, d): version 3's kernel
+        # again, in another layout, so never pooled with the C entry's rows
+        return "ours-op"
     return "ours"
 
 
@@ -267,6 +271,63 @@ def how_called_words(impl):
     return impl
 
 
+TRAIN_COMPARE = os.environ.get("PAPER_TRAIN_COMPARE", "data/gpu/train_compare.csv")
+
+
+def train_compare_values():
+    """The multi-seed training comparison (scripts/gpu/train_compare.py
+    --compare: each model, mode and seed a run per path, drift = distance of
+    its final loss from the fp32 reference of its own seed), summed up for
+    chapters/24-pytorch-op.md: {} when the file is absent. Per (model, mode): our op's mean
+    and largest drift beside SDPA flash's, and the first rule (every run of
+    ours within twice the largest drift of PyTorch's bf16 runs of the same
+    model and mode) judged against all of PyTorch's runs and against flash's
+    alone."""
+    rows = read(TRAIN_COMPARE)
+    if not rows:
+        return {}
+    drift = {}
+    for r in rows:
+        try:
+            drift.setdefault((r["model"], r["mode"], r["run"]), []).append(float(r["drift_from_fp32_math"]))
+        except (KeyError, ValueError):
+            continue
+    pairs = sorted({(m, mo) for m, mo, run in drift if run == "ours"})
+    pairs = [p for p in pairs if p + ("sdpa_flash",) in drift]
+    if not pairs:
+        return {}
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    v = {"tc_models": str(len({m for m, _ in pairs})),
+         "tc_seeds": str(len({r["seed"] for r in rows})),
+         "tc_steps": ", ".join(sorted({r["steps"] for r in rows})),
+         "tc_pairs": str(len(pairs))}
+    worse = [p for p in pairs if mean(drift[p + ("ours",)]) > mean(drift[p + ("sdpa_flash",)])]
+    v["tc_ours_worse_n"] = str(len(worse))
+    # the pair where ours drifts most beyond flash, in mean
+    m, mo = max(pairs, key=lambda p: mean(drift[p + ("ours",)]) / max(mean(drift[p + ("sdpa_flash",)]), 1e-12))
+    v["tc_worst_pair"] = f"{m}, {mo}"
+    v["tc_worst_ours_mean"] = f"{mean(drift[(m, mo, 'ours')]):.4f}"
+    v["tc_worst_ours_max"] = f"{max(drift[(m, mo, 'ours')]):.4f}"
+    v["tc_worst_flash_mean"] = f"{mean(drift[(m, mo, 'sdpa_flash')]):.4f}"
+    v["tc_worst_flash_max"] = f"{max(drift[(m, mo, 'sdpa_flash')]):.4f}"
+    # the rule, with PyTorch's runs (every sdpa_* path) and with flash's alone
+    r_all, r_flash, setter = [], [], []
+    for p in pairs:
+        ours = max(drift[p + ("ours",)])
+        peers = [(x, run) for (m2, mo2, run), xs in drift.items() if (m2, mo2) == p and run.startswith("sdpa_")
+                 for x in xs]
+        r_all.append((ours / max(peers)[0], p))
+        setter.append(max(peers)[1])
+        r_flash.append((ours / max(drift[p + ("sdpa_flash",)]), p))
+    v["tc_noise_cudnn_n"] = str(setter.count("sdpa_cudnn"))
+    v["tc_rule_all_pass"] = str(sum(1 for x, _ in r_all if x <= 2))
+    v["tc_rule_all_max"] = f"{max(r_all)[0]:.2f}"
+    v["tc_rule_flash_pass"] = str(sum(1 for x, _ in r_flash if x <= 2))
+    v["tc_rule_flash_max"] = f"{max(r_flash)[0]:.2f}"
+    v["tc_rule_flash_max_pair"] = ", ".join(max(r_flash)[1])
+    return v
+
+
 def summary():
     """{'values': {...}} or None when nothing usable exists."""
     fig2, _ = fig2_rows()
@@ -279,7 +340,7 @@ def summary():
         for name, dram, l2, model, ms, l2_sm in fig2:
             by.setdefault(kind(name), []).append((name, dram, l2, model, ms))
         mat = min(by.get("materialized", []), key=lambda x: x[4], default=None)
-        best = min([x for k in ("ours", "sdpa-flash", "sdpa-cudnn") for x in by.get(k, [])],
+        best = min([x for k in ("ours", "ours-op", "sdpa-flash", "sdpa-cudnn") for x in by.get(k, [])],
                    key=lambda x: x[1], default=None)
         for name, dram, l2, model, ms, l2_sm in fig2:
             key = name.split(" (")[0]
@@ -311,6 +372,13 @@ def summary():
                     values[f"gpu_{k.replace('-', '_')}_tflops"] = f"{tf:.3g}"
                     values[f"gpu_{k.replace('-', '_')}_name"] = name
                     values[f"gpu_{k.replace('-', '_')}_speedup"] = f"{tf / mat_tf:.2g}"
+            # our public entry, one measurement of its own: the kernel of the
+            # C entry's version 3 on FlashAttention's layout (B, N, H, d)
+            if "ours-op" in by:
+                tf, name = max(by["ours-op"])
+                values["gpu_op_tflops"] = f"{tf:.3g}"
+                values["gpu_op_speedup"] = f"{tf / mat_tf:.2g}"
+                values["gpu_op_how"] = how_called_words(name)
             values["gpu_mat_tflops"] = f"{mat_tf:.1f}"
             values["gpu_mat_name"] = mat_name
             # how each named path was called (bench_gpu.py's how_called, in words)
@@ -318,15 +386,44 @@ def summary():
                 if name:
                     values[f"gpu_{k}_how"] = how_called_words(name)
             values["gpu_shape"] = f"N = {N}, d = {d}, {dtype}"
+        # the same kernel through two entries: ours_op over ours_v3_hopper, shape
+        # by shape (bf16, both with a graph time), so the text can say how far
+        # the entry and the layout alone move one kernel's number
+        t = {(name, N, d, causal): tf for name, N, d, causal, dtype, tf in speed if dtype == "bf16"}
+        r = [t[k] / t[("ours_v3_hopper",) + k[1:]] for k in t
+             if k[0] == "ours_op" and ("ours_v3_hopper",) + k[1:] in t]
+        if r:
+            values["gpu_op_over_v3"] = span(r)
+            values["gpu_op_over_v3_n"] = str(len(r))
+    values.update(train_compare_values())
     if not values:
         return None
     return {"values": values}
 
 
+def dash_notes(dt):
+    """Why a cell of the speed table is '-': the bench file's own notes on
+    the rows it did not time (bench_gpu.py: "skipped: slow path, N >
+    --slow-max-n X"), as {note: sorted impl names}, for the dtype dt."""
+    out = {}
+    for r in read(BENCH) or []:
+        note = (r.get("note") or "").strip()
+        if (col(r, "dtype") or "-") == dt and note.startswith("skipped"):
+            out.setdefault(note, set()).add(col(r, "impl"))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def table_order(name):
+    """Rows of the speed table: our versions through the C entry, then our
+    public entry, then PyTorch's paths."""
+    return (0 if name.startswith("ours_v") else 1 if name == "ours_op" else 2, name)
+
+
 def write_speed_table(speed, path):
     """A Markdown table of forward TFLOP/s: one row per path, one column per
     (d, N) at the smallest and largest N of each d, in the dtype with the most
-    rows (bf16 in the project's runs)."""
+    rows (bf16 in the project's runs). The caption says how each row was
+    called and why a cell is '-'."""
     dtypes = {}
     for r in speed:
         dtypes[r[4]] = dtypes.get(r[4], 0) + 1
@@ -337,8 +434,14 @@ def write_speed_table(speed, path):
     for d in sorted({r[2] for r in rows}):
         ns = sorted({r[1] for r in rows if r[2] == d})
         cols += [(d, ns[0])] + ([(d, ns[-1])] if ns[-1] != ns[0] else [])
-    names = sorted({r[0] for r in rows})
+    names = sorted({r[0] for r in rows}, key=table_order)
     val = {(r[0], r[2], r[1]): r[5] for r in rows}
+    dashes = [(note, impls) for note, impls in dash_notes(dt).items()
+              if any((i, d, n) not in val for i in impls for d, n in cols)]
+    why = "; ".join(f"{', '.join(f'`{i}`' for i in impls)}: {note.replace('--', '`--')}"
+                    for note, impls in dashes)
+    # the option name in code type: "--slow-max-n 4096" -> "`--slow-max-n` 4096"
+    why = re.sub(r"`--([a-z-]+)", r"`--\1`", why)
     with open(path, "w") as f:
         f.write("| path | " + " | ".join(f"d = {d}, N = {n}" for d, n in cols) + " |\n")
         # the first column wider (relative widths follow the dashes), so that
@@ -348,9 +451,29 @@ def write_speed_table(speed, path):
             cells = [f"{val[(name, d, n)]:.1f}" if (name, d, n) in val else "-" for d, n in cols]
             f.write(f"| `{name}` | " + " | ".join(cells) + " |\n")
         f.write(f"\n: Forward throughput on the H200 in TFLOP/s ({dt}, not causal, "
-                f"$B \\cdot N = 16384$ tokens, $H = 2048/d$), each call replayed from a CUDA graph: "
-                f"ours through the library's C entry, PyTorch's through `scaled_dot_product_attention`. "
-                f"Data: `{BENCH}` (column `graph_ms`).\n")
+                f"$B \\cdot N = 16384$ tokens, $H = 2048/d$), each call replayed from a CUDA graph. "
+                f"How each row was called: `ours_vN_...`, our version $N$ through the library's C entry on "
+                f"$(B, H, N, d)$ tensors, SDPA's layout; `ours_op`, the kernel of `ours_v3_hopper` through "
+                f"our public entry `flash_attn_func` on $(B, N, H, d)$ tensors, FlashAttention's layout, "
+                f"so that it differs from `ours_v3_hopper` only in the entry and the layout; `sdpa_...`, "
+                f"PyTorch's public entry `scaled_dot_product_attention` on $(B, H, N, d)$ tensors; "
+                f"`torch_materialized`, three PyTorch operations on the same. "
+                + (f"A '-' is a run the benchmark did not make ({why}): the slow paths are "
+                   f"timed only at the shorter sequences. " if why else "")
+                + f"Data: `{BENCH}` (column `graph_ms`).\n")
+
+
+RATIO_PATHS = ("ours_v2_mma", "ours_v3_hopper", "ours_op", "sdpa_flash")
+
+
+def ratio_rows(speed):
+    """The fast paths over sdpa_cudnn at the same (N, d), bf16, no mask:
+    (name, N, d, ratio) for gpu_speed_ratio.dat; a shape without both rows
+    is left out."""
+    t = {(name, N, d): tf for name, N, d, causal, dtype, tf in speed
+         if dtype == "bf16" and causal in ("0", "no", "false", "False")}
+    return [(name, N, d, tf / t[("sdpa_cudnn", N, d)]) for (name, N, d), tf in sorted(t.items())
+            if name in RATIO_PATHS and ("sdpa_cudnn", N, d) in t]
 
 
 def print_values(values):
@@ -380,7 +503,7 @@ def main(argv):
     fig2, why2 = fig2_rows()
     speed, whys = speed_rows()
     sweep = sweep_rows()
-    for name in ("gpu_fig2.dat", "gpu_speed.dat", "gpu_io_sweep.dat"):
+    for name in ("gpu_fig2.dat", "gpu_speed.dat", "gpu_speed_ratio.dat", "gpu_io_sweep.dat"):
         p = os.path.join(out, name)
         if os.path.exists(p):
             os.remove(p)
@@ -397,6 +520,9 @@ def main(argv):
     if speed:
         write_speed_table(speed, md)
         write_dat(os.path.join(out, "gpu_speed.dat"), "name N d causal dtype tflops", BENCH, speed)
+        ratio = ratio_rows(speed)
+        if ratio:
+            write_dat(os.path.join(out, "gpu_speed_ratio.dat"), "name N d over_sdpa_cudnn", BENCH, ratio)
     else:
         print(f"paper_gpu.py: skipped the speed data: {whys}")
 
