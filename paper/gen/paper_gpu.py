@@ -57,6 +57,25 @@ def read(rel):
     return list(csv.DictReader(lines))
 
 
+def measured_code_has(rel, path, needle):
+    """Whether the code that measured data file `rel` (the commit of its
+    provenance column) held `needle` in `path`: True or False from git, None
+    where that cannot be told (no commit column, no git, a commit this
+    clone lacks). For text that must say how a stored file was measured
+    when the code has changed since (the file is re-measured later)."""
+    import subprocess
+    rows = read(rel) or []
+    commit = next((r.get("commit") for r in rows if r.get("commit")), None)
+    if not commit or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return None
+    try:
+        got = subprocess.run(["git", "-C", ROOT, "show", f"{commit}:{path}"], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return needle in got.stdout if got.returncode == 0 else None
+
+
 def span(xs, digits=2):
     """'lo-hi' of the values at the digits given, one number where both read alike."""
     lo, hi = min(xs), max(xs)
