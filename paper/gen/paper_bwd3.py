@@ -165,6 +165,14 @@ def source():
     return (HOPPER, hop) if has_v3(hop) else (None, [])
 
 
+def spread(rs):
+    """How far one timing of a kernel moves in the file of rows rs: the
+    largest |graph-replayed / eager - 1| of version 3's and the peers' bf16
+    backward rows at N >= paper_v3.SPREAD_N (paper_v3.clock_spread)."""
+    import paper_v3
+    return paper_v3.clock_spread(rs, "bwd", (V3, FLASH, CUDNN))
+
+
 def gmean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -225,7 +233,8 @@ def values(out_dir=None):
         keys += [f"hb_{dt}_{k}" for k in ("cudnn_gm", "cudnn_min", "cudnn_min_at", "cudnn_range", "flash_gm",
                                            "flash_range", "v4_gm", "v4_range", "below95", "below95_d", "above16",
                                            "cudnn_gm_nc", "cudnn_gm_c", "flash_gm_nc", "flash_gm_c", "n",
-                                           "fb_cudnn_gm", "fb_cudnn_min", "fb_flash_gm")]
+                                           "fb_cudnn_gm", "fb_cudnn_min", "fb_flash_gm", "spread", "below_clear",
+                                           "below_clear_d")]
     v = {k: "n/a" for k in keys}
     v["hb_status"] = "absent"
     # clauses that a sentence carries only when there is something to add
@@ -262,7 +271,7 @@ def values(out_dir=None):
         # and both peers were timed (their graphs captured)
         every[dt] = set(ratios(t, me, cu, dt)) & set(ratios(t, me, fl, dt))
         if every[dt]:
-            peer_stats(v, f"hb_{dt}_", t, fb, dt, dstep, every[dt])
+            peer_stats(v, f"hb_{dt}_", t, fb, dt, dstep, every[dt], spread(rs))
             r4 = ratios(t, me, v4, dt)
             if r4:
                 v[f"hb_{dt}_v4_gm"], v[f"hb_{dt}_v4_range"] = f"{gmean(r4.values()):.2f}", span(r4.values())
@@ -276,12 +285,6 @@ def values(out_dir=None):
     if ran:
         v["hb_cover"] = paper_gpu.cover_words(every["bf16"], ran)
         all_values(v, ran, every["bf16"], dstep)
-    # the backward chapter's reading of the two bf16 means (above 1: passes)
-    if "n/a" not in (v["hb_bf16_flash_gm"], v["hb_bf16_cudnn_gm"]):
-        f, c = float(v["hb_bf16_flash_gm"]) >= 1, float(v["hb_bf16_cudnn_gm"]) >= 1
-        v["hb_vs_peers"] = {(True, True): "passes both flash and cuDNN", (True, False): "passes flash but not cuDNN",
-                            (False, True): "passes cuDNN but not flash",
-                            (False, False): "passes neither flash nor cuDNN"}[(f, c)]
     # the project's targets (records and claims table only), over the shapes of each mean
     v["hb_target"], v["hb_target_shape"], v["hb_target_flash"] = targets(v, "hb_bf16_")
     # fp16 against bf16, to cuDNN: over the shapes where both dtypes have every graph
@@ -358,6 +361,7 @@ def values(out_dir=None):
             v[f"hb_step3_over_step2_{d}"] = span(xs)
     if s3:
         v["hb_step3_Ns"] = " and ".join(str(n) for n in sorted({k[2] for k in s3}))
+    lead_values(v)
     if out_dir:
         with open(os.path.join(out_dir, "bwd_hopper_peers.md"), "w") as f:
             f.write("\n".join(peers_table(v)) + "\n")
@@ -384,7 +388,7 @@ def main(argv):
 CAPTURE_STUDY = "data/gpu/studies/graph_capture/bench_bwd.csv"
 
 
-def peer_stats(v, p, t, fb, dt, dstep, shapes):
+def peer_stats(v, p, t, fb, dt, dstep, shapes, spread=None):
     """v[p + key]: version 3 (default step) against cuDNN and flash in dtype dt
     over `shapes` only ((d, causal, N) tuples): geometric means (all, no mask,
     causal), per-shape ranges, the lowest, how many below TARGET_SHAPE_MIN of
@@ -403,6 +407,12 @@ def peer_stats(v, p, t, fb, dt, dstep, shapes):
     v[p + "below95"] = str(sum(x < TARGET_SHAPE_MIN for x in rc.values()))
     dims = sorted({d for (d, c, N), x in rc.items() if x < TARGET_SHAPE_MIN})
     v[p + "below95_d"] = " and ".join(str(d) for d in dims) if dims else "none"
+    if spread is not None:
+        # below cuDNN by more than one timing of a kernel moves in the same file
+        v[p + "spread"] = f"{100 * spread:.1f} %"
+        v[p + "below_clear"] = str(sum(x < 1 - spread for x in rc.values()))
+        dims = sorted({d for (d, c, N), x in rc.items() if x < 1 - spread})
+        v[p + "below_clear_d"] = " and ".join(str(d) for d in dims) if dims else "none"
     for c, tag in ((0, "nc"), (1, "c")):
         xs = [x for (d, cc, N), x in rc.items() if cc == c]
         ys = [x for (d, cc, N), x in rf.items() if cc == c]
@@ -466,7 +476,7 @@ def all_values(v, ran, got, dstep):
     full_set = set(ratios(t, ("v3", dstep), ("flash", None), "bf16")) & set(rc)
     if not set(ran) <= full_set:
         return
-    peer_stats(v, "hb_all_", t, fb, "bf16", dstep, set(ran))
+    peer_stats(v, "hb_all_", t, fb, "bf16", dstep, set(ran), spread(rs))
     v["hb_all_target"], v["hb_all_target_shape"], v["hb_all_target_flash"] = targets(v, "hb_all_")
     first = next(r for r in rs if r.get("impl") == V3 and r.get("pass") == "bwd")
     v["hb_all_commit"], v["hb_all_date"] = first.get("commit") or "n/a", (first.get("date") or "n/a")[:10]
@@ -484,18 +494,69 @@ def all_values(v, ran, got, dstep):
                                f"{v['hb_all_target_flash']}; forward + backward {v['hb_all_fb_cudnn_gm']} x cuDNN")
 
 
+LEAD = ("cudnn_gm", "flash_gm", "cudnn_range", "flash_range", "below95", "below95_d", "n", "fb_cudnn_gm",
+        "spread", "below_clear", "below_clear_d")
+
+
+def lead_values(v):
+    """What the text leads with: the means over every shape the benchmark
+    ran (keys hb_lead_*), from the capture study while the main file's means
+    leave shapes out (hb_all_*), else the main file's (hb_bf16_*); and the
+    clauses that set the main file's subset second (hb_sub_*, "" when there
+    is none), so that the d = 64-heavy subset is never the headline."""
+    both = v["hb_all_n"] != "n/a"
+    p = "hb_all_" if both else "hb_bf16_"
+    for k in LEAD:
+        v["hb_lead_" + k] = v.get(p + k, "n/a")
+    for k in ("hb_sub_cover", "hb_sub_apart", "hb_sub_cols", "hb_sub_below", "hb_sub_claim"):
+        v[k] = ""
+    v["hb_lead_cover"] = v["hb_cover"]
+    if both:
+        v["hb_lead_cover"] = (f"all {v['hb_all_n']} shapes, in a run of the same benchmark with every graph "
+                              f"captured ({CAPTURE_STUDY})")
+        head, _, tail = v["hb_cover"].partition(": ")
+        sub = f"{head} in {v['hb_source']}" + (f" ({tail})" if tail else "")
+        v["hb_sub_cover"] = sub
+        v["hb_sub_apart"] = f"; over {sub}, {v['hb_bf16_cudnn_gm']} and {v['hb_bf16_flash_gm']}"
+        v["hb_sub_cols"] = f"; its columns \"{v['hb_bf16_n']} shapes\" give the same means over {sub}"
+        v["hb_sub_below"] = f" ({v['hb_bf16_below95']} of the {v['hb_bf16_n']} in {v['hb_source']})"
+        v["hb_sub_claim"] = (f". Over {sub.replace('$', '')}: {v['hb_bf16_cudnn_gm']} x cuDNN "
+                             f"(per shape {v['hb_bf16_cudnn_range']}), {v['hb_bf16_flash_gm']} x flash")
+    # the sentence that sets the clocks' spread beside the count below cuDNN
+    v["hb_spread_sentence"] = ""
+    if v["hb_lead_spread"] != "n/a":
+        import paper_v3
+        n, k = v["hb_lead_n"], v["hb_lead_below_clear"]
+        where = (f"Two timings of one kernel in that run, graph-replayed and called eagerly, differ by up to "
+                 f"{v['hb_lead_spread']} at $N \\ge$ {paper_v3.SPREAD_N:,}")
+        v["hb_spread_sentence"] = (f"{where}, and none of the {n} is below cuDNN by more than that." if k == "0" else
+                                   f"{where}; by more than that, version 3 is below cuDNN at {k} of the {n} "
+                                   f"shapes, all at $d$ = {v['hb_lead_below_clear_d']}.")
+    # the backward chapter's reading of the two means it leads with (above 1: passes)
+    if "n/a" not in (v["hb_lead_flash_gm"], v["hb_lead_cudnn_gm"]):
+        f, c = float(v["hb_lead_flash_gm"]) >= 1, float(v["hb_lead_cudnn_gm"]) >= 1
+        v["hb_vs_peers"] = {(True, True): "passes both flash and cuDNN", (True, False): "passes flash but not cuDNN",
+                            (False, True): "passes cuDNN but not flash",
+                            (False, False): "passes neither flash nor cuDNN"}[(f, c)]
+
+
 def peers_table(v):
     """The Markdown table of version 3 against the peers, bf16: one column
-    per peer over the shapes of the main file's means, and beside each, while
-    those leave shapes out, the same over every shape from the capture study;
-    its caption names both sources."""
+    per peer over every shape (the capture study's while the main file's
+    means leave shapes out), and beside each, in that case, the same over
+    the main file's subset; its caption names both sources, and while the
+    stored files were measured by the harness that copied SDPA flash's
+    gradients into .grad (paper_bwd.copies_values), says so."""
+    import paper_bwd
+    import paper_v3
     if v["hb_bf16_cudnn_gm"] == "n/a":
         return []
     both = v["hb_all_n"] != "n/a"
     n = v["hb_bf16_n"]
-    head = (["", f"cuDNN, {n} shapes", f"all {v['hb_all_n']}", f"SDPA flash, {n} shapes", f"all {v['hb_all_n']}"]
+    head = (["", f"cuDNN, all {v['hb_all_n']}", f"cuDNN, {n} shapes", f"SDPA flash, all {v['hb_all_n']}",
+             f"SDPA flash, {n} shapes"]
             if both else ["", "against cuDNN", "against SDPA flash"])
-    p = ["hb_bf16_"] + (["hb_all_"] if both else [])
+    p = (["hb_all_"] if both else []) + ["hb_bf16_"]
 
     def cells(fmt):
         return [fmt(q, "cudnn") for q in p] + [fmt(q, "flash") for q in p]
@@ -503,16 +564,26 @@ def peers_table(v):
             ["no mask"] + cells(lambda q, w: v[q + w + "_gm_nc"]),
             ["causal"] + cells(lambda q, w: v[q + w + "_gm_c"]),
             [f"below {TARGET_SHAPE_MIN} of cuDNN"] + [f"{v[q + 'below95']} of {v[q + 'n']}" for q in p] + [""] * len(p),
+            ["below cuDNN beyond the spread"] +
+            [f"{v[q + 'below_clear']} of {v[q + 'n']} ({v[q + 'spread']})" for q in p] + [""] * len(p),
             ["forward + backward"] + cells(lambda q, w: v[q + f"fb_{w}_gm"])]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in body]
+    main = f"`{v['hb_source']}` (commit {v['hb_commit']}, {v['hb_date']})"
     cap = (f": Backward version 3 against SDPA's cuDNN and flash backends, bf16, $N$ = {v['hb_Ns']}, causal and "
            "not: geometric means of the per-shape ratios of TFLOP/s, each call replayed from a CUDA graph "
-           "(per-shape range in parentheses); forward + backward pairs forward and backward version 3. "
-           f"Data: `{v['hb_source']}` (commit {v['hb_commit']}, {v['hb_date']}), over {v['hb_cover']}")
+           "(per-shape range in parentheses); forward + backward pairs forward and backward version 3; the "
+           "spread (in parentheses) is the largest difference between the graph-replayed and the eager time of one "
+           f"kernel at $N \\ge$ {paper_v3.SPREAD_N:,} in the same file. Data: ")
     if both:
-        cap += (f"; columns \"all {v['hb_all_n']}\": `{CAPTURE_STUDY}` (commit {v['hb_all_commit']}, "
-                f"{v['hb_all_date']}), the same benchmark run with every graph captured")
+        cap += (f"columns \"all {v['hb_all_n']}\": `{CAPTURE_STUDY}` (commit {v['hb_all_commit']}, "
+                f"{v['hb_all_date']}), the benchmark run with every graph captured; columns \"{n} shapes\": "
+                f"{main}, over {v['hb_cover']}")
+    else:
+        cap += f"{main}, over {v['hb_cover']}"
+    copies = paper_bwd.copies_values()["bwd_flash_copies_claim"]
+    if copies:
+        cap += "; " + copies.lstrip("; ").replace(".grad", "`.grad`").replace(" N = ", " $N$ = ")
     return lines + ["", cap + "."]
 
 
