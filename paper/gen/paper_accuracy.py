@@ -269,6 +269,7 @@ def gpu_values():
     v = {"acc_gpu_status": "absent" if rows is None else "present"}
     for k in ("acc_gpu_cost", "acc_gpu_cost_N", "acc_gpu_commit", "acc_gpu_date", "acc_gpu_gpu",
               "acc_gpu_ours_max", "acc_gpu_keep_min", "acc_gpu_math_max", "acc_gpu_cudnn_nan",
+              "acc_gpu_keep_min_at", "acc_gpu_keep_min_bf16", "acc_gpu_keep_table_v", "acc_gpu_fused_min_bf16", "acc_gpu_cudnn_nan_by",
               "acc_gpu_flash_min", "acc_gpu_fused_min", "acc_gpu_default", "acc_gpu_over_math", "acc_gpu_within2",
               "acc_gpu_auto_max", "acc_gpu_off_min", "acc_gpu_auto_shapes", "acc_gpu_auto_n",
               "acc_gpu_missed", "acc_gpu_miss", "acc_gpu_miss_by", "acc_gpu_miss_u", "acc_gpu_miss_math_u",
@@ -295,6 +296,18 @@ def gpu_values():
         v["acc_gpu_ours_max"] = fmt(max(ours))
     if keep:
         v["acc_gpu_keep_min"] = fmt(min(keep))
+        # which row it is, and the bf16 table's own uncentered column (the version it shows)
+        kr = [r for r in err if r["impl"].endswith("_keep_k") and r["err_dQ"] != ""]
+        lo = min(kr, key=lambda r: num(r["err_dQ"]))
+        v["acc_gpu_keep_min_at"] = (f"version {lo['impl'].split('_')[1][1:]}, {lo['dtype']}, $N$ = {lo['seqlen']}"
+                                    f"{' causal' if lo['causal'] == '1' else ' no mask'}")
+        order = []   # the table's uncentered column is the last centered version's (error_tables)
+        for r in err:
+            if centered(r["impl"]) and r["impl"] not in order:
+                order.append(r["impl"])
+        shown = [num(r["err_dQ"]) for r in kr if r["dtype"] == "bf16" and order and r["impl"] == order[-1] + "_keep_k"]
+        v["acc_gpu_keep_table_v"] = order[-1].split("_")[1] if order else "n/a"
+        v["acc_gpu_keep_min_bf16"] = fmt(min(shown)) if shown else "n/a"
     if mth:
         v["acc_gpu_math_max"] = fmt(max(mth))
     if fl:
@@ -304,6 +317,9 @@ def gpu_values():
              and r["err_dQ"] != "" and math.isfinite(num(r["err_dQ"]))]
     if fused:
         v["acc_gpu_fused_min"] = fmt(min(fused))
+        fb = [num(r["err_dQ"]) for r in err if r["impl"] in ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
+              and r["dtype"] == "bf16" and r["err_dQ"] != "" and math.isfinite(num(r["err_dQ"]))]
+        v["acc_gpu_fused_min_bf16"] = fmt(min(fb)) if fb else "n/a"
     math_of = {(r["dtype"], r["seqlen"], r["causal"]): num(r["err_dQ"]) for r in err if r["impl"] == "sdpa_math"}
     pairs = [(num(r["err_dQ"]), math_of[(r["dtype"], r["seqlen"], r["causal"])]) for r in err
              if centered(r["impl"]) and r["err_dQ"] != "" and (r["dtype"], r["seqlen"], r["causal"]) in math_of]
@@ -337,6 +353,8 @@ def gpu_values():
                    if r["impl"].startswith("ours_") and r["nonfinite"] == "0"}
     both = [r for r in cudnn_nan if (r["dtype"], r["seqlen"], r["causal"]) in finite_ours]
     v["acc_gpu_cudnn_nan"] = f"{len(both)} of {sum(r['impl'] == 'sdpa_cudnn' for r in err)}"
+    dts = sorted({r["dtype"] for r in err if r["impl"] == "sdpa_cudnn"})
+    v["acc_gpu_cudnn_nan_by"] = " and ".join(f"{sum(r['dtype'] == dt for r in both)} in {dt}" for dt in dts)
     t = [r for r in rows if r["kind"] == "time"]
     if t:
         ratios = [num(r["time_ratio"]) for r in t]
