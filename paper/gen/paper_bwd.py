@@ -154,6 +154,7 @@ def copies_values():
     old harness's two gradient copies: each "" once its file was measured by
     the harness that makes none (HARNESS), so they vanish on re-measurement."""
     v = {"bwd_io_flash_copies": "", "bwd_flash_copies": "", "bwd_flash_copies_claim": "", "bwd_flash_copies_short": "",
+         "bwd_io_flash_copies_short": "",
          "bwd_flash_copy_share": "n/a"}
     cp = flash_copies()
     share = [c[2] / c[3] for c in cp.values() if c[3]]
@@ -163,11 +164,14 @@ def copies_values():
     at = f" at $N$ = {io_n}" if io_n else ""
     if old_harness(IO) and cp:
         b = cp.get(128) or next(iter(cp.values()))
+        v["bwd_io_flash_copies_short"] = f" ({b[0] / 1e9:.2f} GB of flash's are those two copies)"
         v["bwd_io_flash_copies"] = (
             f" (of flash's, {b[0] / 1e9:.2f} GB are two {COPY_KERNEL} launches that copy its gradients "
             "into the inputs' contiguous .grad: the benchmark that measured these bytes called backward() "
             "on its inputs, where it now takes the gradients by torch.autograd.grad, which makes no such copy)")
     timed = [rel for rel in (BENCH, paper_bwd3.CAPTURE_STUDY) if old_harness(rel)]
+    if not timed:   # no sentence on the times to refer to: the bytes' clause says it all
+        v["bwd_io_flash_copies_short"] = v["bwd_io_flash_copies"]
     if timed:
         what = (f"{v['bwd_flash_copy_share']} of its kernel time{at} by Nsight Compute"
                 if share else "their share was not measured")
