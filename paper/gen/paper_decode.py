@@ -357,18 +357,41 @@ def varlen_piece(path):
               f"the same length, both as made (eager) and replayed from a CUDA graph (graph; '-' where the "
               f"backward's graph was not captured). {r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, "
               f"torch {r0['torch']}; measured at commit {r0['commit']}, {r0['date']}"
-              + (f", {order}" if order else "") + ". Data: `data/gpu/varlen.csv`."]
+              + (f", {order}" if order else "") + "."
+              + (" The measured entry read `cu_seqlens` back to the host on every eager call (the current one "
+                 "does so only with `check_cu_seqlens=True`); the eager columns include that read."
+                 if varlen_measured_reading_back() else "")
+              + " Data: `data/gpu/varlen.csv`."]
     lines += varlen_ncu_lines()
     return "\n".join(lines) + "\n"
+
+
+def varlen_measured_reading_back():
+    """Whether data/gpu/varlen.csv was measured by an entry that read
+    cu_seqlens back to the host on every eager call: the code at the file's
+    commit had no check_cu_seqlens keyword (the read was unconditional).
+    False where it had one (re-measured) or where that cannot be told (then
+    the text describes the current entry only)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import paper_gpu
+    return paper_gpu.measured_code_has("data/gpu/varlen.csv", "python/flashattn_stages/varlen_op.py",
+                                       "check_cu_seqlens") is False
 
 
 def varlen_values():
     keys = ["vl_pad_ours", "vl_pad_sdpa", "vl_equal", "vl_equal_graph_fwd", "vl_equal_graph_bwd",
             "vl_equal_graph_bwd_n", "vl_equal_bwd_n"]
     v = {k: "n/a" for k in keys}
+    v["vl_eager_read"] = ""
     path = os.path.join(ROOT, "data", "gpu", "varlen.csv")
     if not os.path.exists(path):
         return v
+    if varlen_measured_reading_back():
+        v["vl_eager_read"] = (
+            "The entry that was measured read the two offset arrays back to the host on every eager call, "
+            "a copy that waits for the GPU and that a replayed graph leaves out: that read is what the eager "
+            "gap holds, and every eager time of the packed call here carries it (the padding comparison "
+            "above included, whose packing gain it makes smaller).")
     t, g, _ = varlen_rows(path)
     sp = lambda xs, f="{:.1f}": f"{f.format(min(xs))}-{f.format(max(xs))}"  # noqa: E731
     ms = [m for m in t.values() if "ours_varlen_mixed" in m]
