@@ -418,7 +418,8 @@ def varlen_piece(path):
               f"torch {r0['torch']}; measured at commit {r0['commit']}, {r0['date']}"
               + (f", {order}" if order else "") + "."
               + (" The measured entry read `cu_seqlens` back to the host on every eager call (the current one "
-                 "does so only with `check_cu_seqlens=True`); the eager columns include that read."
+                 "does so only with `check_cu_seqlens=True`); the eager forward rows include that read, the "
+                 "backward's (autograd on a forward made before timing) do not."
                  if varlen_measured_reading_back() else "")
               + " Data: `data/gpu/varlen.csv`."]
     lines += varlen_ncu_lines()
@@ -448,9 +449,10 @@ def varlen_values():
     if varlen_measured_reading_back():
         v["vl_eager_read"] = (
             "The entry that was measured read the two offset arrays back to the host on every eager call, "
-            "a copy that waits for the GPU and that a replayed graph leaves out: that read is what the eager "
-            "gap holds, and every eager time of the packed call here carries it (the padding comparison "
-            "above included, whose packing gain it makes smaller).")
+            "a copy that waits for the GPU and that a replayed graph leaves out: that read is what the "
+            "forward's eager gap holds, and every eager forward time of the packed call here carries it, "
+            "its padding comparison above included, whose packing gain it makes smaller (the backward, "
+            "timed through autograd on a forward made beforehand, makes no such call).")
     t, g, _ = varlen_rows(path)
     sp = lambda xs, f="{:.1f}": f"{f.format(min(xs))}-{f.format(max(xs))}"  # noqa: E731
     ms = [m for m in t.values() if "ours_varlen_mixed" in m]
