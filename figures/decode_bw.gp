@@ -2,7 +2,9 @@
 # over time) as a fraction of the device-to-device copy bandwidth measured in
 # the same run, by keys per sequence; one line per batch size. Solid: the
 # decode kernel with the rule's split count; dashed: SDPA's fastest backend on
-# the same rows. Left H_kv = 8 (groups of 4), right H_kv = 32. Input:
+# the same rows. Each side's bandwidth at the faster of its two clocks
+# (graph-replayed or eager: paper_decode.decode_table says why). Left H_kv = 8
+# (groups of 4), right H_kv = 32. Input:
 # build/paper/decode_bw.csv (paper/gen/paper_decode.py, from data/gpu/decode.csv).
 if (!exists("dat")) dat = "build/paper/decode_bw.csv"
 W = 6.5

@@ -66,7 +66,7 @@ do for [c = 0:1] {
                  (((strcol(10) eq "bwd" || strcol(10) eq "backward") && strcol(11) eq "bf16" && causal(strcol(12)) == c && \
                    $16 == dd + 0 && strcol(9) eq word(these, k)) ? $15 : NaN):(column(22) > 0 ? $18 * $17 / $22 : NaN) \
                  smooth unique with linespoints pt impl_lt(word(these, k)) ps 0.9 \
-                 lt impl_lt(word(these, k)) title word(these, k)
+                 lc rgb impl_lc(word(these, k)) title word(these, k)
         }
     }
 }

@@ -29,6 +29,6 @@ do for [dd in dims] {
     set title sprintf("d = %s, bf16, no mask", dd)
     plot 1 with lines lw 1 lc rgb "#000000" dt 2 notitle, \
          for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k) && $3 == dd+0) ? $2 : NaN):4 \
-         smooth unique with linespoints pt impl_lt(word(impls, k)) ps 0.9 lt impl_lt(word(impls, k)) title word(impls, k)
+         smooth unique with linespoints pt impl_lt(word(impls, k)) ps 0.9 lc rgb impl_lc(word(impls, k)) title word(impls, k)
 }
 unset multiplot

@@ -50,11 +50,20 @@ set linetype 13 lc rgb "#aa4499"
 set linetype 14 lc rgb "#661100"
 set linetype 15 lc rgb "#44aa99"
 set linetype 16 lc rgb "#999933"
-# one line type (colour) and point shape per GPU path, the same in every
-# figure that draws paths (forward and backward speed, the IO sweep): its
-# place in this list; a path not in it takes 15 or 16 (shape 15: pentagon)
+# one point shape and colour per GPU path, the same in every figure that
+# draws paths (forward and backward speed, the IO sweep): its place in this
+# list gives the shape (pt impl_lt(name); a path not in it takes 15,
+# pentagon) and the colour (impl_lc below)
 impl_names = "ours_op ours_v0_materialized ours_v1_tiled ours_v1_tiled_det ours_v2_mma ours_v2_mma_det " . \
              "ours_v3_hopper ours_v3_hopper_det ours_v4_mma8 ours_v4_mma8_det " . \
              "sdpa_cudnn sdpa_efficient sdpa_flash torch_materialized"
 impl_ix(s) = (sum [i = 1:words(impl_names)] (word(impl_names, i) eq s ? i : 0)) + 0
 impl_lt(s) = impl_ix(s) > 0 ? impl_ix(s) : 15
+# a path's colour (lc rgb impl_lc(name)), by the same place: the pairs a
+# reader sets side by side far apart in hue -- ours_op (black) against the
+# kernel it runs, ours_v3_hopper (sky blue); version 0 (dark brown) against
+# cuDNN (orange); each version against its deterministic mode; a path not
+# in the list olive
+impl_colors = "#000000 #661100 #009e73 #cc79a7 #8c6d00 #7f7f7f #56b4e9 #332288 " . \
+              "#882255 #44aa99 #e69f00 #117733 #aa4499 #d55e00"
+impl_lc(s) = impl_ix(s) > 0 ? word(impl_colors, impl_ix(s)) : "#999933"

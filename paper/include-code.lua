@@ -68,7 +68,10 @@ It also does three small things the chapters need:
                                   the number HTML gives it otherwise. An empty
                                   link to an id no heading has fails the
                                   build; chapters never type a number
-                                  (tests/paper_refs.py).
+                                  (tests/paper_refs.py). A figure's id is
+                                  its image's {#fig:name}; a table's, a
+                                  caption ending "{#tbl:name}" (taken off
+                                  the caption, a \label in LaTeX).
 
 Errors (missing file, missing region, region marked twice, unclosed region,
 unknown value) stop the build with a message naming the file and the region.
@@ -468,7 +471,7 @@ local function is_figure(b)
 end
 
 local function heading_numbers(blocks)
-  local numbers, counts, figures = {}, {0, 0, 0, 0, 0, 0}, 0
+  local numbers, counts, figures, tables = {}, {0, 0, 0, 0, 0, 0}, 0, 0
   local lettered = false   -- after the appendix marker: A, B, ... (as LaTeX's \appendix)
   local function visit(bs)
     for _, b in ipairs(bs) do
@@ -490,6 +493,9 @@ local function heading_numbers(blocks)
         figures = figures + 1
         local id = b.content[1].identifier
         if id ~= "" then numbers[id] = tostring(figures) end
+      elseif b.t == "Table" and #b.caption.long > 0 then
+        tables = tables + 1   -- as LaTeX counts them: captioned ones only (UncaptionedTable)
+        if b.identifier ~= "" then numbers[b.identifier] = tostring(tables) end
       elseif b.t == "Div" and b.classes:includes("appendix-start") then
         lettered = true
         counts[1] = 0
@@ -532,7 +538,28 @@ end
 -- LaTeX's longtable steps the table counter for every table, captioned or
 -- not, so a table without a caption would use up a number and the captioned
 -- ones would skip it: give the step back after each uncaptioned table.
+--
+-- A table's id: its caption ends "{#tbl:name}" (the Markdown reader takes no
+-- attributes on a table), taken off the caption and made the table's
+-- identifier, which [](#tbl:name) names; in LaTeX a \label in the caption.
+local function table_id(tbl)
+  local last = tbl.caption.long[#tbl.caption.long]
+  if not last or not last.content or #last.content == 0 then return nil end
+  local inl = last.content
+  local id = inl[#inl].t == "Str" and inl[#inl].text:match("^{#(tbl:[%w:._-]+)}$")
+  if not id then return nil end
+  inl:remove(#inl)
+  while #inl > 0 and (inl[#inl].t == "Space" or inl[#inl].t == "SoftBreak") do inl:remove(#inl) end
+  if FORMAT:match("latex") then inl:insert(pandoc.RawInline("latex", "\\label{" .. id .. "}")) end
+  return id
+end
+
 local function UncaptionedTable(tbl)
+  local id = table_id(tbl)
+  if id then
+    tbl.identifier = id
+    return tbl
+  end
   if not FORMAT:match("latex") or #tbl.caption.long > 0 then return nil end
   return {tbl, pandoc.RawBlock("latex", "\\addtocounter{table}{-1}")}
 end

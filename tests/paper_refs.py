@@ -20,11 +20,15 @@ also fails on "chapter 4b" or "chapter 3" in any tracked file under SOURCES,
 other documents' chapters (EXTERNAL) left alone. PENDING names files whose
 owner is rewriting them elsewhere; they are reported, not failed.
 
-Figures and tables carry no id to refer to, and LaTeX floats them: "the
+A figure carries its id on its image ({#fig:name}), a table at the end of
+its caption ({#tbl:name}; a generated table's in the Markdown the chapter
+includes, read where built), and "figure [](#fig:name)" or "table
+[](#tbl:name)" gives the number. LaTeX floats figures: "the
 second figure" of a chapter need not be the second the reader meets (a
-chapter's first figure may float past the text that names it). So the
-chapters name a figure or a table by what it shows ("the figure of traffic
-against sequence length"), and this test fails on an ordinal one ("first
+chapter's first figure may float past the text that names it, or past a
+table). So the chapters name a figure or a table by its id or by what it
+shows ("the figure of traffic against sequence length"), and this test
+fails on an ordinal one ("first
 figure", "the second table"), or by a place a float need not keep ("the next
 figure", "the figure above"; a table stays where the text puts it).
 
@@ -68,8 +72,13 @@ HEADING_ID = re.compile(r"^(#+) .*\{[^}]*#([\w:.-]+)[^}]*\}\s*$")
 # the word before a reference and the heading levels it may name (0: a part)
 # a figure's id, on its image line: ![caption](file){#fig:name ...}
 FIGURE_ID = re.compile(r"^!\[.*\]\([^)\s]*\)\{[^}]*#(fig:[\w.-]+)")
-KIND = re.compile(r"\b(chapters?|sections?|parts?|figures?)\s+\[\]\(#([^)\s]+)\)", re.IGNORECASE)
-LEVELS = {"chapter": {1}, "section": {2, 3, 4, 5, 6}, "part": {0}, "figure": {-1}}   # -1: a figure
+# a table's id, at the end of its caption (": ... {#tbl:name}"), in a chapter
+# or in the generated Markdown a chapter includes (build/paper/X.md)
+TABLE_ID = re.compile(r"^: .*\{#(tbl:[\w:.-]+)\}\s*$")
+INCLUDE_MD = re.compile(r'\{\.include-md file="([^"]+)"')
+KIND = re.compile(r"\b(chapters?|sections?|parts?|figures?|tables?)\s+\[\]\(#([^)\s]+)\)", re.IGNORECASE)
+LEVELS = {"chapter": {1}, "section": {2, 3, 4, 5, 6}, "part": {0}, "figure": {-1},
+          "table": {-2}}   # -1: a figure, -2: a table
 PART_ID = re.compile(r"^:::+\s*\{[^}]*\.part\b[^}]*#([\w:.-]+)|^:::+\s*\{[^}]*#([\w:.-]+)[^}]*\.part\b")
 
 
@@ -129,6 +138,16 @@ def main():
             m = FIGURE_ID.match(line)
             if m:
                 level[m.group(1)] = -1
+            m = TABLE_ID.match(line)
+            if m:
+                level[m.group(1)] = -2
+        for rel in INCLUDE_MD.findall(text):   # generated tables, where built
+            full = os.path.join(ROOT, rel)
+            if os.path.exists(full):
+                for line in open(full, encoding="utf-8").read().split("\n"):
+                    m = TABLE_ID.match(line)
+                    if m:
+                        level[m.group(1)] = -2
     ids = set(level)
     misnamed, ordinal = [], []
     for path in chapters:
@@ -148,7 +167,7 @@ def main():
         for m in KIND.finditer(body):
             word, i = m.group(1).lower().rstrip("s"), m.group(2)
             if i in level and level[i] not in LEVELS[word]:
-                what = {-1: "a figure", 0: "a part", 1: "a chapter"}.get(level[i], "a section")
+                what = {-2: "a table", -1: "a figure", 0: "a part", 1: "a chapter"}.get(level[i], "a section")
                 misnamed.append(f"{name}:{body.count(chr(10), 0, m.start()) + 1}: '{word} [](#{i})' "
                                 f"names {what}")
     ok = True

@@ -479,7 +479,7 @@ def write_speed_table(speed, path):
                 f"`torch_materialized`, three PyTorch operations on the same. "
                 + (f"A '-' is a run the benchmark did not make ({why}): the slow paths are "
                    f"timed only at the shorter sequences. " if why else "")
-                + f"Data: `{BENCH}` (column `graph_ms`).\n")
+                + f"Data: `{BENCH}` (column `graph_ms`). {{#tbl:gpu-speed}}\n")
 
 
 RATIO_PATHS = ("ours_v2_mma", "ours_v3_hopper", "ours_op", "sdpa_flash")
