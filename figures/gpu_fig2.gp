@@ -7,10 +7,6 @@ if (!exists("dat")) dat = "build/paper/gpu_fig2.dat"
 W = 6.5
 Hgt = 6.2
 load "figures/style.gp"
-# text at print size: pdfcairo draws a font at half its size by default
-# (fontscale 0.5), which left the path names about 5 pt on the page; at
-# 0.75 they come out near the caption's small text (about 8 pt)
-if (term eq "pdf") set termoption fontscale 0.75
 set datafile separator whitespace
 set multiplot layout 2, 1
 set style data histograms

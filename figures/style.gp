@@ -6,8 +6,12 @@
 if (!exists("term")) term = "pdf"
 if (!exists("W")) W = 5.0
 if (!exists("Hgt")) Hgt = 3.2
+# pdfcairo lays text out at 96 dpi: a font of nominal size N prints at
+# N * 96/72 * fontscale points (measured: ",10" gives a 13.33 pt text
+# matrix at fontscale 1, 6.67 at gnuplot's default 0.5). fontscale 0.75
+# makes the nominal size the printed size, before LaTeX scales the figure.
 if (term eq "pdf") {
-    set terminal pdfcairo enhanced color font "Helvetica,9" linewidth 1.5 size W, Hgt
+    set terminal pdfcairo enhanced color font "Helvetica,9" fontscale 0.75 linewidth 1.5 size W, Hgt
 } else {
     if (term eq "table") {
         set terminal unknown
