@@ -36,8 +36,11 @@ include them: every legend stands outside the data -- each `set key` says
 where (at screen, below, above, outside, a margin) or turns it off, none is
 left at gnuplot's place inside the plot (`set key top left`, `at graph`) --
 and no text is smaller than 7 pt at print size: each font a script sets
-(",N", else the terminal's 9 pt) times the scale at which its chapter
-includes the figure ({width=P%} of the text width, over the script's W).
+(",N", else the terminal's 9 pt) times pdfcairo's factor from nominal size
+to points (96/72 times the terminal's fontscale: 0.67 at gnuplot's default
+0.5) times the scale at which its chapter includes the figure ({width=P%}
+of the text width, over the script's W); and, where the figure is drawn,
+every text size in its PDF times that scale (sub- and superscripts too).
 
 And every legend's entries can be told apart printed in grey: in each
 panel of each figure drawn (its SVG, build/figures/NAME.svg), no two
@@ -242,8 +245,74 @@ def text_width_in(root=ROOT):
     return 8.5 - 2 * margin
 
 
-def small_text(root=ROOT):
-    """['NAME: N pt at print size'] for each figure whose smallest text is under MIN_PT."""
+# pdfcairo lays text out at 96 dpi on a 72 pt page: a font's nominal size N
+# prints at N * 96/72 * fontscale points (the text matrix cairo writes for
+# font ",10" is 13.33 at fontscale 1, 6.67 at its default 0.5), before
+# LaTeX scales the figure to the width its chapter gives it.
+PDFCAIRO_PT_PER_NOMINAL = 96 / 72
+PDFCAIRO_DEFAULT_FONTSCALE = 0.5
+
+
+def fontscale(text, default=PDFCAIRO_DEFAULT_FONTSCALE):
+    """The pdfcairo fontscale a script sets (`fontscale F` on its terminal
+    line or a `set termoption fontscale F`; the last one wins), else default."""
+    found = re.findall(r"(?m)^[^#\n]*\bfontscale\s+([0-9.]+)", text)
+    return float(found[-1]) if found else default
+
+
+def pdf_text_sizes(path):
+    """The size in points of every run of text drawn in a (cairo) PDF, as
+    its content streams give them: the Tf size times the scale of the text
+    matrix (Tm) and of the transformations (cm) in effect, sub- and
+    superscripts and rotated labels included. Empty when the file holds none."""
+    import zlib
+    data = open(path, "rb").read()
+    sizes = []
+    op = re.compile(rb"\s*".join([rb"(-?[0-9.]+)"] * 6) + rb"\s+(cm|Tm)\b|"
+                    rb"/[^\s/]+\s+(-?[0-9.]+)\s+Tf\b|\b(q|Q)\b|\b(Tj|TJ)\b")
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
+        try:
+            body = zlib.decompress(m.group(1))
+        except zlib.error:
+            continue
+        ctm, stack, tm, tf = 1.0, [], 1.0, 1.0
+        for t in op.finditer(body):
+            if t.group(7):
+                a, b, c, d = (float(t.group(i)) for i in (1, 2, 3, 4))
+                det = abs(a * d - b * c) ** 0.5
+                if t.group(7) == b"cm":
+                    ctm *= det
+                else:
+                    tm = det
+            elif t.group(8):
+                tf = abs(float(t.group(8)))
+            elif t.group(9) == b"q":
+                stack.append(ctm)
+            elif t.group(9) == b"Q":
+                ctm = stack.pop() if stack else 1.0
+            elif t.group(10):
+                sizes.append(round(ctm * tm * tf, 3))
+    return sizes
+
+
+def pdf_width_in(path):
+    """A PDF's page width in inches (its first MediaBox)."""
+    m = re.search(rb"/MediaBox\s*\[\s*(-?[0-9.]+)\s+(-?[0-9.]+)\s+(-?[0-9.]+)",
+                  open(path, "rb").read())
+    return (float(m.group(3)) - float(m.group(1))) / 72 if m else None
+
+
+def small_text(root=ROOT, fig_dir=None):
+    """['NAME: N pt at print size'] for each figure whose smallest text is under MIN_PT.
+
+    Print size: a font's nominal size (",N", else the terminal's) times the
+    terminal's effective factor (96/72 times its fontscale) times the scale
+    at which the chapter includes the figure ({width=P%} of the text width,
+    over the script's W). Where the figure is drawn (build/figures/NAME.pdf)
+    the sizes in the PDF itself, times the inclusion scale over its page
+    width, count too: they hold what the scripts do not say (enhanced
+    text's sub- and superscripts at 0.8 of their size)."""
+    fig_dir = fig_dir or os.path.join(root, "build/figures")
     widths = {}
     for ch in sorted(os.listdir(os.path.join(root, "chapters"))):
         if ch.endswith(".md"):
@@ -254,6 +323,7 @@ def small_text(root=ROOT):
     style = open(os.path.join(root, "figures/style.gp")).read()
     base = float(re.search(r'pdfcairo[^\n]*font "[^",]*,([0-9.]+)"', style).group(1))
     w_default = float(re.search(r'if \(!exists\("W"\)\) W = ([0-9.]+)', style).group(1))
+    style_scale = fontscale(style)
     tw = text_width_in(root)
     bad = []
     for name, frac in sorted(widths.items()):
@@ -265,10 +335,22 @@ def small_text(root=ROOT):
         w = float(m.group(1)) if m else w_default
         # without a width LaTeX draws it at its own size, shrunk to the text width
         scale = (frac * tw / w) if frac else min(1.0, tw / w)
+        factor = PDFCAIRO_PT_PER_NOMINAL * fontscale(text, style_scale)
         sizes = [base] + [float(x) for x in re.findall(r'font\s+"[^",]*,([0-9.]+)"', text)]
-        if min(sizes) * scale < MIN_PT:
-            bad.append(f"{name}: {min(sizes):g} pt drawn {w:g} in wide at "
-                       f"{(frac or 1) * 100:.0f}% of {tw:.2f} in = {min(sizes) * scale:.1f} pt")
+        printed = min(sizes) * factor * scale
+        why = (f"{min(sizes):g} pt nominal x {factor:.3g} (pdfcairo) drawn {w:g} in wide at "
+               f"{(frac or 1) * 100:.0f}% of {tw:.2f} in = {printed:.1f} pt")
+        pdf = os.path.join(fig_dir, name + ".pdf")
+        drawn = pdf_text_sizes(pdf) if os.path.exists(pdf) else []
+        pw = pdf_width_in(pdf) if drawn else None
+        if drawn and pw:
+            pscale = (frac * tw / pw) if frac else min(1.0, tw / pw)
+            if min(drawn) * pscale < printed:
+                printed = min(drawn) * pscale
+                why = (f"{min(drawn):.2f} pt text in {os.path.relpath(pdf, root)} ({pw:g} in wide) at "
+                       f"{(frac or 1) * 100:.0f}% of {tw:.2f} in = {printed:.1f} pt")
+        if printed < MIN_PT:
+            bad.append(f"{name}: {why}")
     return bad
 
 
