@@ -34,7 +34,7 @@ plot \
 unset logscale y
 set format y "%g"
 set yrange [0:*]
-set ylabel "wall time on this CPU (s, median of the runs)"
+set ylabel "wall time on this CPU\n(s, median of the runs)"
 unset key
 plot \
   NFT_max with linespoints pi 20 pt 7 ps 0.6 lc rgb c_naive_f lw 1 title "naive fwd", \

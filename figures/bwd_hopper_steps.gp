@@ -10,7 +10,7 @@
 # curve names have '_' for spaces.
 if (!exists("dat")) dat = "build/paper/bwd_hopper_steps.dat"
 W = 6.5
-Hgt = 5.2
+Hgt = 5.8
 load "figures/style.gp"
 set datafile separator whitespace
 set datafile missing NaN
@@ -27,12 +27,13 @@ set offsets 0, 0, graph 0.06, 0
 set ytics 0.2
 set ylabel "backward TFLOP/s / cuDNN's"
 set bmargin 0
-set key at screen 0.5, screen 0.01 center bottom maxrows 2 width 1 font ",9" spacing 1.1 box opaque
-set multiplot layout 2, 2 margins screen 0.09, 0.98, 0.17, 0.95 spacing screen 0.08, 0.09
+set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",8" spacing 1.1 box opaque
+set multiplot layout 2, 2 margins screen 0.10, 0.98, 0.19, 0.93 spacing screen 0.06, 0.11
 first = 1
 do for [c = 0:1] {
     do for [dd in "64 128"] {
-        set title sprintf("d = %s, bf16, %s, B N = 16384, H d = 2048", dd, c ? "causal" : "no mask")
+        set title sprintf("d = %s, %s", dd, c ? "causal" : "no mask")
+        set ylabel (dd eq "64" ? "backward TFLOP/s / cuDNN's" : "")
         set xlabel (c ? "sequence length N (tokens)" : "")
         if (!first) { unset key }
         first = 0

@@ -8,7 +8,7 @@
 # build/paper/decode_bw.csv (paper/gen/paper_decode.py, from data/gpu/decode.csv).
 if (!exists("dat")) dat = "build/paper/decode_bw.csv"
 W = 6.5
-Hgt = 3.6
+Hgt = 4.2
 load "figures/style.gp"
 set multiplot layout 1, 2
 set logscale x 2
@@ -18,8 +18,8 @@ set ylabel "fraction of copy bandwidth"
 set yrange [0:*]   # autoscaled above: no point clipped
 # one legend for both panels, below them, outside the data, at the text's
 # size, naming both kinds of line: the left panel draws it, the right none
-set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom vertical maxrows 2 font ",9" spacing 1.1 samplen 3 box opaque
+set bmargin 10
+set key at screen 0.5, screen 0.01 center bottom vertical maxrows 4 font ",9" spacing 1.1 samplen 3 box opaque
 sel(h, b) = ($1 == h && $2 == b)
 # each batch size a colour and a shape (circle, square, triangle, diamond),
 # filled for ours and open for SDPA, so that the eight lines part in grey too
@@ -27,7 +27,7 @@ pt_ours = "7 5 9 13"
 pt_sdpa = "6 4 8 12"
 do for [h in "8 32"] {
     hh = int(h)
-    set title sprintf("H = 32, H_{kv} = %d (solid: ours, dashed: SDPA best)", hh) font ",9"
+    set title sprintf("H = 32, H_{kv} = %d", hh) font ",9"
     plot for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):4 with linespoints \
              pt (word(pt_ours, i) + 0) ps 0.6 lt i dt 1 title sprintf("ours B = %s", word("1 4 16 64", i)), \
          for [i = 1:4] dat using (sel(hh, word("1 4 16 64", i) + 0) ? $3 : NaN):5 with linespoints \

@@ -9,7 +9,7 @@
 # dash-dot-dot) so that they part in grey too.
 # Input: data/cpu/exactness.csv (or csv=...), written by build/test_cpu --csv.
 if (!exists("csv")) csv = "data/cpu/exactness.csv"
-Hgt = 3.9
+Hgt = 4.4
 load "figures/style.gp"
 chk(c) = (strcol(2) eq c)
 # the bounds, from the file (each check's rows carry the same one)
@@ -27,8 +27,8 @@ set yrange [3e-20:1e-4]
 set xrange [0:*]
 # a little room at both ends, so that no point sits on the frame
 set offsets graph 0.03, graph 0.03, 0, 0
-set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 3 font ",8" box opaque
+set bmargin 9
+set key at screen 0.5, screen 0.01 center bottom vertical maxrows 4 width -7 font ",8" box opaque
 plot \
   csv using (chk("forward_O_max_abs") ? $3 : NaN):(pos($8)) with points pt 7 ps 0.5 lc rgb c_tiled_f title "forward O (abs)", \
   csv using (chk("forward_L_max_abs") ? $3 : NaN):(pos($8)) with points pt 6 ps 0.5 lc rgb "#762a83" title "forward L (abs)", \

@@ -19,7 +19,7 @@
 # panel with no rows says so instead of failing.
 if (!exists("csv")) csv = "data/gpu/bench_bwd.csv"
 W = 6.5
-Hgt = 5.6
+Hgt = 6.2
 load "figures/style.gp"
 set termoption noenhanced
 # Python's csv module reads the file (the command column holds commas inside
@@ -40,20 +40,23 @@ impls(c, dd) = system(sprintf("python3 -c \"%s\" '%s' %d %s", py, csv, c, dd))
 causal(s) = (s eq "1" || s eq "True" || s eq "true") ? 1 : 0
 set logscale x 2
 set logscale y 10
-set xrange [256:32768]
+set xrange [362:23170]
+set xtics 512, 4, 8192
+set mxtics 2
 set yrange [1:1000]
 # one legend for all four panels, below them at the text's size, so that no
 # panel's lines run under it (the first panel, which has every path, draws it)
 # (four rows: in three, the fifth column ran past the box and the page)
-set key at screen 0.5, screen 0.01 center bottom maxrows 4 width 1 font ",9" spacing 1.1 box opaque
+set key at screen 0.5, screen 0.01 center bottom maxrows 5 width 1 font ",8" spacing 1.1 box opaque
 set ylabel "backward throughput (TFLOP/s)"
 if (words(dims) == 0) { dims = "64" }
-set multiplot layout 2, words(dims) margins screen 0.09, 0.98, 0.22, 0.96 spacing screen 0.09, 0.08
+set multiplot layout 2, words(dims) margins screen 0.10, 0.98, 0.25, 0.94 spacing screen 0.06, 0.10
 first = 1
 do for [c = 0:1] {
     do for [dd in dims] {
         set title sprintf("d = %s, bf16, %s", dd, c ? "causal" : "no mask")
         set xlabel (c ? "sequence length N (tokens)" : "")
+        set ylabel (dd eq word(dims, 1) ? "backward throughput (TFLOP/s)" : "")
         these = impls(c, dd)
         if (!first) { unset key }
         first = 0

@@ -26,7 +26,7 @@ first = 1
 do for [dd in dims] {
     if (!first) { unset key }
     first = 0
-    set title sprintf("d = %s, bf16, no mask, B N = 16384 tokens", dd)
+    set title sprintf("d = %s, bf16, no mask", dd)
     plot for [k=1:words(impls)] dat using ((strcol(1) eq word(impls, k) && $3 == dd+0 && $4 == 0 && strcol(5) eq "bf16") ? $2 : NaN):6 \
          smooth unique with linespoints pt impl_lt(word(impls, k)) ps 0.9 lc rgb impl_lc(word(impls, k)) title word(impls, k)
 }

@@ -8,7 +8,7 @@
 # circles and squares on the lines every 20 samples, as in io_vs_n).
 # Input: data/cpu/io_sweep.csv (or csv=...).
 if (!exists("csv")) csv = "data/cpu/io_sweep.csv"
-Hgt = 4.0
+Hgt = 4.8
 load "figures/style.gp"
 set logscale xy 2
 set logscale y 10
@@ -19,8 +19,8 @@ set xrange [700:190000]
 set yrange [4e6:1e10]
 set xtics ("1K" 1024, "2K" 2048, "4K" 4096, "8K" 8192, "16K" 16384, "32K" 32768, "64K" 65536, "128K" 131072)
 # the legend below the plot, off the curves
-set bmargin 8
-set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 4 font ",9" box opaque
+set bmargin 11
+set key at screen 0.5, screen 0.01 center bottom vertical font ",8" box opaque
 tiled(p) = (strcol(1) eq "tiled" && strcol(2) eq p && strcol(4) eq "2048")
 # rows "tiled-io" (when the sweep has them): the blocks that minimize the count
 thin(p) = (strcol(1) eq "tiled-io" && strcol(2) eq p && strcol(4) eq "2048")

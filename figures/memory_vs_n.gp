@@ -5,6 +5,7 @@
 # (Q, K, V, dO, O, dQ, dK, dV, L) plus each algorithm's extra (4 N^2 for the
 # naive, L and D for the tiled). Input: data/cpu/memory_vs_n.csv.
 if (!exists("csv")) csv = "data/cpu/memory_vs_n.csv"
+Hgt = 3.6
 load "figures/style.gp"
 set logscale xy 2
 set format x "2^{%L}"
@@ -14,7 +15,7 @@ set xlabel "sequence length N (tokens)"
 set ylabel "peak resident memory (MiB)"
 # the legend below the plot, under the axis label: at the top left it
 # covered the naive curve's last points
-set bmargin 6
+set bmargin 8
 set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 2 font ",9" box opaque
 alg(a) = (strcol(1) eq a && $6 > 0)
 MiB = 1048576.0

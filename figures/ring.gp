@@ -8,7 +8,7 @@
 # data/gpu/ring.csv (./stage7 --sweep scale; or csv=...).
 if (!exists("csv")) csv = "data/gpu/ring.csv"
 W = 6.5
-Hgt = 3.6
+Hgt = 4.0
 load "figures/style.gp"
 # columns: 10 causal, 13 pass, 16 N, 24 single TFLOP/s, 25 ring TFLOP/s,
 #          26 efficiency, 23 hidden share, 9 G
@@ -34,8 +34,8 @@ set ylabel sprintf("throughput (TFLOP/s;\n%d GPUs: their total)", G)
 set yrange [0:*]
 # legends below the panels, at the text's size: inside they covered the
 # points at the largest N (and efficiency 0)
-set key below maxrows 2 font ",9" spacing 1.1 box
-set bmargin 7.5
+set key below maxcols 1 font ",8" spacing 1.1 box
+set bmargin 9.5
 set xlabel offset 0, 0.4
 plot \
   csv using (row("fwd", 0) ? $16 : NaN):24 with linespoints pt 7 ps 0.5 lc rgb c_tiled_f dt 1 title "1 GPU fwd", \

@@ -8,20 +8,20 @@
 # then provenance); paper/gen/paper_figures.sh skips the figure when it is absent.
 if (!exists("csv")) csv = "data/gpu/train_loss.csv"
 W = 6.5
-Hgt = 4.6
+Hgt = 5.2
 load "figures/style.gp"
 set termoption noenhanced
 others = system("awk -F, 'NR > 1 && !/^#/ && $1 != \"ours\" && $1 != \"sdpa_flash\" {print $1}' " . csv . " | sort -u | tr '\\n' ' '")
 set multiplot layout 2, 1
 # the same margins in both panels (the legends stand in the right one),
 # so that their step axes line up
-set rmargin at screen 0.77
-set lmargin at screen 0.10
+set rmargin at screen 0.72
+set lmargin at screen 0.12
 set xlabel "training step"
 set ylabel "training loss (nats per byte)"
 # both legends outside the plots, in the right margin the two panels share;
 # samples long enough to show each dash pattern
-set key at screen 0.995, graph 1.0 right top vertical Left reverse font ",9" spacing 1.1 samplen 3 box opaque
+set key at screen 0.735, graph 1.0 left top vertical Left reverse font ",8" spacing 1.1 samplen 3 box opaque
 # Every series tells itself apart in grey print as well as in colour: a
 # colour, a dash pattern and a point shape of its own. The 500 steps of a
 # run are too many to mark each; a run's marks stand every 50 steps, each
@@ -46,7 +46,7 @@ win = 50
 mean_rows = sprintf("< awk -F, -v W=%d 'NR > 1 && !/^#/ { if ($1 != r) { r = $1; n = 0; s = 0 } " . \
     "i = n %% W; if (n >= W) s -= a[i]; a[i] = $4; s += $4; n++; " . \
     "if (n >= W) printf \"%%s,%%s,%%.9g\\n\", $1, $2, s / W }' %s", win, csv)
-set ylabel sprintf("loss minus SDPA flash's,\nmean of %d steps (nats per byte)", win)
+set ylabel sprintf("loss minus SDPA flash's,\nmean of %d steps\n(nats per byte)", win)
 # The other runs (our op's reruns and PyTorch's) in the distinct colours of
 # figures/style.gp (line types 1, 2, 3, 5, 7, 8: 4 is ours, 6 is black), each
 # with the dash pattern and the open point shape (or cross) of its place in the list;

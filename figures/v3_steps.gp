@@ -14,7 +14,7 @@ if (!exists("csv")) csv = "data/gpu/studies/fwd_v3_steps/v3_steps.csv"
 if (!exists("pred")) pred = "data/gpu/studies/fwd_v3_steps/v3_predictions.csv"
 if (!exists("NN")) NN = 8192
 W = 6.5
-Hgt = 3.8
+Hgt = 4.0
 load "figures/style.gp"
 set termoption noenhanced
 set style fill solid 0.85 border rgb "#333333"
@@ -27,8 +27,8 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
 # one legend for both panels, below them at the text's size (drawn by the
 # first panel, which has every entry); inside, it covered the bars
-set key at screen 0.5, screen 0.01 center bottom maxrows 2 width 1 font ",9" spacing 1.1 box opaque
-set bmargin 7
+set key at screen 0.5, screen 0.01 center bottom maxrows 3 width 1 font ",8" spacing 1.1 box opaque
+set bmargin 8.5
 
 set multiplot layout 1, 2
 first = 1
@@ -40,7 +40,7 @@ do for [dd in "64 128"] {
     cudnn1 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_cudnn\" && $9 == %d && $8 == %d && $5 == 1 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
     flash0 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_flash\" && $9 == %d && $8 == %d && $5 == 0 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
     flash1 = real(system(sprintf("awk -F, '!/^#/ && $2 == \"sdpa_flash\" && $9 == %d && $8 == %d && $5 == 1 {v = $11} END {print v + 0}' %s", d0, NN, csv)))
-    set title sprintf("d = %d, N = %d, bf16, B N = 16384 tokens", d0, NN)
+    set title sprintf("d = %d, N = %d, bf16", d0, NN)
     plot csv using ((strcol(2) eq "ours_v3" && $9 == d0 && $8 == NN && $5 == 0) ? $3 - 0.19 : NaN):11 \
              with boxes lc rgb "#2166ac" title "v3, non-causal", \
          csv using ((strcol(2) eq "ours_v3" && $9 == d0 && $8 == NN && $5 == 1) ? $3 + 0.19 : NaN):11 \
