@@ -63,7 +63,7 @@ static void print_setup(const options *opt, const attn_problem *prob, flash_bloc
             printf("  why these tiles (--rule paper): the paper's rule, Bc = floor(M / 4d) and Br = min(Bc, d),\n"
                    "  gives Br = %d, Bc = %d, whose tiles with the score block and the statistics need\n"
                    "  %zu elements forward and %zu backward against M = %ld; where that is more than M,\n"
-                   "  the larger block shrinks by one until the tile fits (derive_blocks)\n",
+                   "  the larger block shrinks by one until the tile fits\n",
                    pBr, pBc, pf, pb, M);
     }
     if (!(opt->given & OPT_BR) && !strcmp(opt->rule, "io"))
