@@ -297,47 +297,52 @@ def train_compare_values():
     """The multi-seed training comparison (scripts/gpu/train_compare.py
     --compare: each model, mode and seed a run per path, drift = distance of
     its final loss from the fp32 reference of its own seed), summed up for
-    chapters/24-pytorch-op.md: {} when the file is absent. Per (model, mode): our op's mean
-    and largest drift beside SDPA flash's, and the first rule (every run of
-    ours within twice the largest drift of PyTorch's bf16 runs of the same
-    model and mode) judged against all of PyTorch's runs and against flash's
-    alone."""
+    chapters/24-pytorch-op.md from train_report.compare_stats (the per-run
+    mean and largest drift over the seeds, as its own table gives them): {}
+    when the file is absent. Per (model, mode): our op's mean and largest
+    drift beside SDPA flash's, and the first rule (every run of ours within
+    twice the largest drift of PyTorch's bf16 runs of the same model and
+    mode) judged against all of PyTorch's runs and against flash's alone."""
     rows = read(TRAIN_COMPARE)
     if not rows:
         return {}
-    drift = {}
+    sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu"))
+    import train_report
+    runs = []
     for r in rows:
         try:
-            drift.setdefault((r["model"], r["mode"], r["run"]), []).append(float(r["drift_from_fp32_math"]))
+            runs.append({"model": r["model"], "run": r["run"], "mode": r["mode"], "seed": r["seed"],
+                         "ms_per_step": float(r["ms_per_step"]),
+                         "drift_from_" + train_report.FP32: float(r["drift_from_" + train_report.FP32])})
         except (KeyError, ValueError):
             continue
-    pairs = sorted({(m, mo) for m, mo, run in drift if run == "ours"})
-    pairs = [p for p in pairs if p + ("sdpa_flash",) in drift]
+    stats, _ = train_report.compare_stats(runs)
+    mean = {k: st[2] for k, st in stats.items()}   # (model, run, mode) -> mean drift
+    top = {k: st[3] for k, st in stats.items()}    # -> largest drift
+    pairs = sorted({(m, mo) for m, run, mo in stats if run == "ours" and (m, "sdpa_flash", mo) in stats})
     if not pairs:
         return {}
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     v = {"tc_models": str(len({m for m, _ in pairs})),
-         "tc_seeds": str(len({r["seed"] for r in rows})),
+         "tc_seeds": str(len({r["seed"] for r in runs})),
          "tc_steps": ", ".join(sorted({r["steps"] for r in rows})),
          "tc_pairs": str(len(pairs))}
-    worse = [p for p in pairs if mean(drift[p + ("ours",)]) > mean(drift[p + ("sdpa_flash",)])]
-    v["tc_ours_worse_n"] = str(len(worse))
+    v["tc_ours_worse_n"] = str(sum(mean[(m, "ours", mo)] > mean[(m, "sdpa_flash", mo)] for m, mo in pairs))
     # the pair where ours drifts most beyond flash, in mean
-    m, mo = max(pairs, key=lambda p: mean(drift[p + ("ours",)]) / max(mean(drift[p + ("sdpa_flash",)]), 1e-12))
+    m, mo = max(pairs, key=lambda p: mean[(p[0], "ours", p[1])] / max(mean[(p[0], "sdpa_flash", p[1])], 1e-12))
     v["tc_worst_pair"] = f"{m}, {mo}"
-    v["tc_worst_ours_mean"] = f"{mean(drift[(m, mo, 'ours')]):.4f}"
-    v["tc_worst_ours_max"] = f"{max(drift[(m, mo, 'ours')]):.4f}"
-    v["tc_worst_flash_mean"] = f"{mean(drift[(m, mo, 'sdpa_flash')]):.4f}"
-    v["tc_worst_flash_max"] = f"{max(drift[(m, mo, 'sdpa_flash')]):.4f}"
+    v["tc_worst_ours_mean"] = f"{mean[(m, 'ours', mo)]:.4f}"
+    v["tc_worst_ours_max"] = f"{top[(m, 'ours', mo)]:.4f}"
+    v["tc_worst_flash_mean"] = f"{mean[(m, 'sdpa_flash', mo)]:.4f}"
+    v["tc_worst_flash_max"] = f"{top[(m, 'sdpa_flash', mo)]:.4f}"
     # the rule, with PyTorch's runs (every sdpa_* path) and with flash's alone
     r_all, r_flash, setter = [], [], []
-    for p in pairs:
-        ours = max(drift[p + ("ours",)])
-        peers = [(x, run) for (m2, mo2, run), xs in drift.items() if (m2, mo2) == p and run.startswith("sdpa_")
-                 for x in xs]
-        r_all.append((ours / max(peers)[0], p))
-        setter.append(max(peers)[1])
-        r_flash.append((ours / max(drift[p + ("sdpa_flash",)]), p))
+    for m, mo in pairs:
+        ours = top[(m, "ours", mo)]
+        peak, run = max((x, run) for (m2, run, mo2), x in top.items()
+                        if (m2, mo2) == (m, mo) and run.startswith("sdpa_"))
+        r_all.append((ours / peak, (m, mo)))
+        setter.append(run)
+        r_flash.append((ours / top[(m, "sdpa_flash", mo)], (m, mo)))
     v["tc_noise_cudnn_n"] = str(setter.count("sdpa_cudnn"))
     v["tc_rule_all_pass"] = str(sum(1 for x, _ in r_all if x <= 2))
     v["tc_rule_all_max"] = f"{max(r_all)[0]:.2f}"
