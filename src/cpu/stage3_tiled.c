@@ -50,14 +50,19 @@ size_t flash_backward_sram_elements(int Br, int Bc, int d)
 }
 
 //> derive-blocks
+void paper_blocks(long M, int d, int *Br, int *Bc)
+{
+    long bc = M / (4L * d);
+    *Bc = (int)(bc < 1 ? 1 : (bc > (1 << 20) ? (1 << 20) : bc));
+    *Br = imin(*Bc, d);
+}
+
 int derive_blocks(long M, int d, bool backward, int *Br, int *Bc)
 {
     size_t (*footprint)(int, int, int) =
         backward ? flash_backward_sram_elements : flash_forward_sram_elements;
     if (M < 1 || footprint(1, 1, d) > (size_t)M) return -1;
-    long bc = M / (4L * d);
-    *Bc = (int)(bc < 1 ? 1 : (bc > (1 << 20) ? (1 << 20) : bc));
-    *Br = imin(*Bc, d);
+    paper_blocks(M, d, Br, Bc);
     while (footprint(*Br, *Bc, d) > (size_t)M) {
         if (*Bc >= *Br) (*Bc)--;
         else (*Br)--;

@@ -50,6 +50,11 @@
 size_t flash_forward_sram_elements(int Br, int Bc, int d);
 size_t flash_backward_sram_elements(int Br, int Bc, int d);
 
+/* The FlashAttention paper's blocks for SRAM size M as written (Algorithm 1,
+ * with floor for ceil): Bc = floor(M / 4d) (at least 1), Br = min(Bc, d);
+ * they may not fit in M (derive_blocks shrinks them until they do). */
+void paper_blocks(long M, int d, int *Br, int *Bc);
+
 /* Block sizes from the SRAM size M, following the FlashAttention paper
  * (Algorithm 1: Bc = ceil(M / 4d), Br = min(ceil(M / 4d), d)) but with floor
  * instead of ceil, then shrinking the larger of Br and Bc until the footprint

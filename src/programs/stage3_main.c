@@ -56,14 +56,14 @@ static void print_setup(const options *opt, const attn_problem *prob, flash_bloc
                    r.fBr, r.fBc, r.bBr, r.bBc, p->seqlen_q, p->seqlen_k);
     }
     if (!(opt->given & OPT_BR) && strcmp(opt->rule, "io")) {   /* the paper's blocks, when they overrun M */
-        long bc = M / (4L * d);
-        int pBc = (int)(bc < 1 ? 1 : (bc > (1 << 20) ? (1 << 20) : bc)), pBr = pBc < d ? pBc : d;
+        int pBr, pBc;
+        paper_blocks(M, d, &pBr, &pBc);
         size_t pf = flash_forward_sram_elements(pBr, pBc, d), pb = flash_backward_sram_elements(pBr, pBc, d);
         if (pf > (size_t)M || pb > (size_t)M)
-            printf("  why these tiles (--rule paper): the paper's rule, Bc = floor(M / 4d) and Br = min(Bc, d),\n"
-                   "  gives Br = %d, Bc = %d, whose tiles with the score block and the statistics need\n"
-                   "  %zu elements forward and %zu backward against M = %ld; where that is more than M,\n"
-                   "  the larger block shrinks by one until the tile fits\n",
+            printf("  why these tiles (--rule paper): the paper's rule (with floor for its ceil),\n"
+                   "  Bc = floor(M / 4d) and Br = min(Bc, d), gives Br = %d, Bc = %d; with the score block\n"
+                   "  and the statistics these tiles need %zu elements forward and %zu backward against\n"
+                   "  M = %ld; where that is more than M, the larger block shrinks by one until the tile fits\n",
                    pBr, pBc, pf, pb, M);
     }
     if (!(opt->given & OPT_BR) && !strcmp(opt->rule, "io"))
