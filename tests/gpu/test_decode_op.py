@@ -44,6 +44,7 @@ steps and cache bitwise equal to its eager ones; its last step against
 reference_kvcache in float64 within the twice-PyTorch rule above; the error
 it reports equal to this one (within 1e-9).
 """
+import contextlib
 import importlib.util
 import math
 import os
@@ -103,6 +104,23 @@ def rel(x, ref):
     return diff.max().item() / max(scale, 1e-300)
 
 
+def verdict(ok, tag, text):
+    """One line of the protocol: PASS or FAIL, the test's name and what it
+    found, the seed on a FAIL."""
+    print(f"{'PASS' if ok else 'FAIL'} {tag}: {text}" + ("" if ok else f" [seed {SEED}]"))
+
+
+@contextlib.contextmanager
+def one_line(tag):
+    """A test's body: an exception in it is one FAIL line naming it (with
+    the seed), then its traceback; never a traceback alone."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001
+        print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
+        traceback.print_exc()
+
+
 def check_case(name, dtype, args, causal, window, g):
     q, kc, vc, lens, table = args
     out, lse = decode_op.kvcache_decode(q, kc, vc, lens, table, causal=causal, window_size=window,
@@ -118,9 +136,9 @@ def check_case(name, dtype, args, causal, window, g):
     empty_ok = bool((lse[~fin] == -math.inf).all()) and bool((out.transpose(1, 2)[~fin] == 0).all())
     nan = int(torch.isnan(out).sum()) + int(torch.isnan(lse).sum())
     ok = e_ours <= allowed and e_L <= 1e-5 and empty_ok and nan == 0
-    print(f"{'PASS' if ok else 'FAIL'} decode_op-cases {name} {str(dtype)[6:]}: out err {e_ours:.3g} <= "
-          f"{allowed:.3g} (2 x torch {e_torch:.3g}, floor eps/2), lse err {e_L:.3g} <= 1e-5, "
-          f"empty rows exact {empty_ok}, {nan} NaN" + ("" if ok else f" [seed {SEED}]"))
+    verdict(ok, f"decode_op-cases {name} {str(dtype)[6:]}",
+            f"out err {e_ours:.3g} <= {allowed:.3g} (2 x torch {e_torch:.3g}, floor eps/2), lse err {e_L:.3g} "
+            f"<= 1e-5, empty rows exact {empty_ok}, {nan} NaN")
 
 
 def main():
@@ -153,11 +171,8 @@ def main():
            else "FAIL decode_op-errors: " + "; ".join(errs)))
     for dtype in (torch.float16, torch.bfloat16):
         for name, B, H, H_kv, Sq, d, page, cap, causal, window in CASES:
-            try:
+            with one_line(f"decode_op-cases {name} {str(dtype)[6:]}"):
                 check_case(name, dtype, make(B, H, H_kv, Sq, d, page, cap, dtype, g), causal, window, g)
-            except Exception as e:  # noqa: BLE001  (one FAIL line per case, never a traceback alone)
-                print(f"FAIL decode_op-cases {name} {dtype}: {type(e).__name__}: {e} [seed {SEED}]")
-                traceback.print_exc()
         # splits: 1 vs the rule and 7; bitwise on short sequences
         q, kc, vc, lens, table = make(5, 16, 4, 2, 128, 32, 64, dtype, g, short=True)
         o1 = decode_op.kvcache_decode(q, kc, vc, lens, table, causal=True, num_splits=1)
@@ -168,9 +183,8 @@ def main():
         ref, _ = decode_op.reference_kvcache(q, kc, vc, lens2, table2)
         e1, e0 = rel(a, ref), rel(b, ref)
         ok = torch.equal(o1, o7) and e0 <= max(EPS[dtype], 2 * e1)
-        print(f"{'PASS' if ok else 'FAIL'} decode_op-splits {str(dtype)[6:]}: 7 splits bitwise = 1 on keys in "
-              f"split 0: {torch.equal(o1, o7)}; rule's splits err {e0:.3g}, one split {e1:.3g}"
-              + ("" if ok else f" [seed {SEED}]"))
+        verdict(ok, f"decode_op-splits {str(dtype)[6:]}", f"7 splits bitwise = 1 on keys in split 0: "
+                f"{torch.equal(o1, o7)}; rule's splits err {e0:.3g}, one split {e1:.3g}")
         # unpaged layout = the same cache paged
         B, S = 3, 512
         kd = torch.randn(B, S, 2, 64, generator=g, device=DEV).to(dtype)
@@ -193,7 +207,7 @@ def main():
 def graph_loop(dtype, paged, g, B=3, H=16, H_kv=4, d=128, cap=1024, steps=6):
     """decode_op-graph for one dtype and layout (see the module's text)."""
     tag = f"decode_op-graph {'paged' if paged else 'dense'} {str(dtype)[6:]}"
-    try:
+    with one_line(tag):
         page = 64
         if paged:
             pps = cap // page
@@ -237,12 +251,8 @@ def graph_loop(dtype, paged, g, B=3, H=16, H_kv=4, d=128, cap=1024, steps=6):
         torch.cuda.synchronize()
         cache_same = torch.equal(kg, ke) and torch.equal(vg, ve)
         ok = all(same) and cache_same
-        print(f"{'PASS' if ok else 'FAIL'} {tag}: {steps} replayed steps bitwise equal to eager: "
-              f"{sum(same)}/{steps}; cache after the loop bitwise equal: {cache_same}"
-              + ("" if ok else f" [seed {SEED}]"))
-    except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
-        print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
-        traceback.print_exc()
+        verdict(ok, tag, f"{steps} replayed steps bitwise equal to eager: {sum(same)}/{steps}; cache after the "
+                f"loop bitwise equal: {cache_same}")
 
 
 def repeated_steps(dtype, paged, g, B=2, H=16, H_kv=4, d=128, cap=1024, steps=3):
@@ -255,49 +265,46 @@ def repeated_steps(dtype, paged, g, B=2, H=16, H_kv=4, d=128, cap=1024, steps=3)
         calls.append(1)
         return full_path(*a, **kw)
     try:
-        page = 64
-        if paged:
-            n = B * cap // page
-            table = torch.randperm(n, generator=g, device=DEV).to(torch.int32).view(B, cap // page).contiguous()
-            kc = torch.randn(n, page, H_kv, d, generator=g, device=DEV).to(dtype)
-        else:
-            table = None
-            kc = torch.randn(B, cap, H_kv, d, generator=g, device=DEV).to(dtype)
-        vc = torch.randn(kc.shape, generator=g, device=DEV).to(dtype)
-        q = torch.empty(B, 1, H, d, dtype=dtype, device=DEV)
-        lens = torch.empty(B, dtype=torch.int32, device=DEV)
+        with one_line(tag):
+            page = 64
+            if paged:
+                n = B * cap // page
+                table = torch.randperm(n, generator=g, device=DEV).to(torch.int32).view(B, cap // page).contiguous()
+                kc = torch.randn(n, page, H_kv, d, generator=g, device=DEV).to(dtype)
+            else:
+                table = None
+                kc = torch.randn(B, cap, H_kv, d, generator=g, device=DEV).to(dtype)
+            vc = torch.randn(kc.shape, generator=g, device=DEV).to(dtype)
+            q = torch.empty(B, 1, H, d, dtype=dtype, device=DEV)
+            lens = torch.empty(B, dtype=torch.int32, device=DEV)
 
-        def draw():   # the caller's next step, written in place
-            q.copy_(torch.randn(B, 1, H, d, generator=g, device=DEV))
-            lens.copy_(torch.randint(0, cap + 1, (B,), generator=g, device=DEV))
+            def draw():   # the caller's next step, written in place
+                q.copy_(torch.randn(B, 1, H, d, generator=g, device=DEV))
+                lens.copy_(torch.randint(0, cap + 1, (B,), generator=g, device=DEV))
 
-        def step():
-            return decode_op.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table)
-        decode_op.kvcache_decode = counted
-        eager = []
-        for _ in range(steps):
-            draw()
-            out = step()
-            eager.append(torch.equal(out, full_path(q, kc, vc, lens, table)))
-        eager_full = len(calls)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out_g = step()
-        captured_full = len(calls) - eager_full
-        replayed = []
-        for _ in range(steps):
-            draw()
-            graph.replay()
-            replayed.append(torch.equal(out_g, full_path(q, kc, vc, lens, table)))
-        torch.cuda.synchronize()
-        ok = all(eager) and all(replayed) and eager_full <= 1 and captured_full == 0
-        print(f"{'PASS' if ok else 'FAIL'} {tag}: {sum(eager)}/{steps} eager steps and {sum(replayed)}/{steps} "
-              f"graph replays bitwise equal to kvcache_decode; the full path ran {eager_full} time(s) in "
-              f"{steps} eager steps (at most 1) and {captured_full} in the capture (0)"
-              + ("" if ok else f" [seed {SEED}]"))
-    except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
-        print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
-        traceback.print_exc()
+            def step():
+                return decode_op.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table)
+            decode_op.kvcache_decode = counted
+            eager = []
+            for _ in range(steps):
+                draw()
+                out = step()
+                eager.append(torch.equal(out, full_path(q, kc, vc, lens, table)))
+            eager_full = len(calls)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out_g = step()
+            captured_full = len(calls) - eager_full
+            replayed = []
+            for _ in range(steps):
+                draw()
+                graph.replay()
+                replayed.append(torch.equal(out_g, full_path(q, kc, vc, lens, table)))
+            torch.cuda.synchronize()
+            ok = all(eager) and all(replayed) and eager_full <= 1 and captured_full == 0
+            verdict(ok, tag, f"{sum(eager)}/{steps} eager steps and {sum(replayed)}/{steps} graph replays bitwise "
+                    f"equal to kvcache_decode; the full path ran {eager_full} time(s) in {steps} eager steps (at most "
+                    f"1) and {captured_full} in the capture (0)")
     finally:
         decode_op.kvcache_decode = full_path
 
@@ -327,7 +334,7 @@ def example_loops():
 def example_loop(ex, dtype, d, page):
     """One run of the example, judged by this file's reference and rule."""
     tag = f"decode_op-loop {'paged' if page else 'dense'} d{d} {dtype}"
-    try:
+    with one_line(tag):
         args = ex.parse_args(["--dtype", dtype, "--batch", "3", "--heads", "8", "--kv-heads", "2",
                               "--head-dim", str(d), "--prompt-lens", "5,130,300", "--steps", "8",
                               "--page", str(page), "--seed", str(SEED)])
@@ -342,14 +349,10 @@ def example_loop(ex, dtype, d, page):
         allowed = max(2 * e_torch, EPS[last["q"].dtype] / 2)
         same_err = abs(r["err"] - e_ours) <= 1e-9
         ok = r["bitwise"] and e_ours <= allowed and same_err
-        print(f"{'PASS' if ok else 'FAIL'} {tag}: {r['steps_equal']}/8 replayed steps and cache "
-              f"({r['cache_equal']}) bitwise equal to eager; last step err {e_ours:.3g} <= {allowed:.3g} "
-              f"(2 x torch {e_torch:.3g}, floor eps/2); the example's own err {r['err']:.3g} agrees: {same_err}; "
-              f"{r['graph_ms']:.3f} ms a replay, {r['eager_ms']:.3f} eager (not checked)"
-              + ("" if ok else f" [seed {SEED}]"))
-    except Exception as e:  # noqa: BLE001  (one FAIL line, never a traceback alone)
-        print(f"FAIL {tag}: {type(e).__name__}: {e} [seed {SEED}]")
-        traceback.print_exc()
+        verdict(ok, tag, f"{r['steps_equal']}/8 replayed steps and cache ({r['cache_equal']}) bitwise equal to "
+                f"eager; last step err {e_ours:.3g} <= {allowed:.3g} (2 x torch {e_torch:.3g}, floor eps/2); the "
+                f"example's own err {r['err']:.3g} agrees: {same_err}; {r['graph_ms']:.3f} ms a replay, "
+                f"{r['eager_ms']:.3f} eager (not checked)")
 
 
 if __name__ == "__main__":
