@@ -98,10 +98,11 @@ def ratios(t, a, b, n_lo=N_LO, n_hi=None):
     return out
 
 
-# The benchmark that takes PyTorch's backward by torch.autograd.grad (e62ba80
-# on): before it, the harness called .backward() on leaf inputs, and autograd
-# copied two of SDPA flash's (B, N, H, d)-strided gradients into the leaves'
-# contiguous .grad (two at::elementwise_kernel launches in io_bwd.csv's rows).
+# The line of the benchmark that takes PyTorch's backward by
+# torch.autograd.grad. A file measured by a harness without it called
+# .backward() on leaf inputs, and autograd copied two of SDPA flash's
+# (B, N, H, d)-strided gradients into the leaves' contiguous .grad (two
+# at::elementwise_kernel launches in io_bwd.csv's rows).
 HARNESS = ("scripts/gpu/bench_gpu.py", "torch.autograd.grad(out, (inputs.q")
 NCU_RAW = os.environ.get("PAPER_BWD_NCU_RAW", "data/gpu/io_bwd_ncu_raw.csv")
 NCU_MAP = os.environ.get("PAPER_BWD_NCU_MAP", "data/gpu/io_bwd_map.json")
@@ -119,31 +120,23 @@ def old_harness(rel):
 def flash_copies():
     """{d: (copy bytes, all DRAM bytes, copy time, all kernel time)} of SDPA
     flash's backward in the Nsight Compute run of io_bwd.csv: the kernels
-    named COPY_KERNEL in flash's group of the raw page (ncu_io.py's grouping:
-    a marker kernel whose grid size is the tag of io_bwd_map.json opens each
-    group). {} without the files."""
+    named COPY_KERNEL in flash's group of the raw page, grouped as
+    scripts/gpu/ncu_io.py groups them. {} without the files."""
     import json
+    sys.path.insert(0, full(os.path.join("scripts", "gpu")))
+    import ncu_io
     try:
         tags = {int(k): m for k, m in json.load(open(full(NCU_MAP))).items()}
-        lines = [ln for ln in open(full(NCU_RAW)) if ln.startswith('"')]
+        groups = ncu_io.kernel_groups(full(NCU_RAW))
     except (OSError, ValueError):
         return {}
-    rs = [r for r in csv.DictReader(lines) if r.get("ID", "").strip().isdigit()]
-    num = lambda x: float(str(x).replace(",", "") or 0)  # noqa: E731
-    groups, cur = {}, None
-    for r in rs:
-        if "fa_marker_kernel" in r["Kernel Name"]:
-            cur = int(num(r["launch__grid_size"]))
-            groups[cur] = []
-        elif cur is not None:
-            groups[cur].append(r)
+    by = lambda r: ncu_io.num(r["dram__bytes_read.sum"]) + ncu_io.num(r["dram__bytes_write.sum"])  # noqa: E731
+    tm = lambda r: ncu_io.num(r["gpu__time_duration.sum"])  # noqa: E731
     out = {}
     for tag, m in tags.items():
         ks = groups.get(tag, [])
         if m.get("impl") != FLASH or m.get("pass_") != "bwd" or not ks:
             continue
-        by = lambda r: num(r["dram__bytes_read.sum"]) + num(r["dram__bytes_write.sum"])  # noqa: E731
-        tm = lambda r: num(r["gpu__time_duration.sum"])  # noqa: E731
         cp = [r for r in ks if COPY_KERNEL in r["Kernel Name"]]
         out[int(m["d"])] = (sum(map(by, cp)), sum(map(by, ks)), sum(map(tm, cp)), sum(map(tm, ks)))
     return out

@@ -26,29 +26,37 @@ def num(s):
     return float(str(s).replace(",", "")) if str(s).strip() not in ("", "n/a") else float("nan")
 
 
-def main():
-    ncu_csv, map_json, out, command = sys.argv[1:5]
-    tagmap = {int(k): v for k, v in json.load(open(map_json)).items()}
-    lines = [l for l in open(ncu_csv) if l.startswith('"')]   # ncu's own '==PROF==' lines are not CSV
-    rows = list(csv.reader(lines))
-    head = rows[0]
-    col = {h: i for i, h in enumerate(head)}
-    if "Kernel Name" not in col:   # older/newer ncu spell it differently
-        col["Kernel Name"] = next(i for i, h in enumerate(head)
-                                  if "Name" in h and "Process" not in h and "Host" not in h)
+def kernel_groups(ncu_csv):
+    """{tag: [kernel rows]} of an ncu raw page: each row a dict by the
+    page's column names; a marker kernel (fa_marker_kernel, grid size = its
+    tag) opens a group, the kernels after it up to the next marker fill it
+    (the units row and ncu's own '==PROF==' lines skipped). The kernel's
+    name is under "Kernel Name" whatever the ncu version calls that column."""
+    lines = [ln for ln in open(ncu_csv) if ln.startswith('"')]   # ncu's own '==PROF==' lines are not CSV
+    rows = list(csv.DictReader(lines))
+    head = list(rows[0]) if rows else []
+    name = "Kernel Name" if "Kernel Name" in head else \
+        next(h for h in head if "Name" in h and "Process" not in h and "Host" not in h)   # older/newer ncu
     groups, cur = {}, None
-    for r in rows[1:]:
-        if not r[col["ID"]].strip().isdigit():
+    for r in rows:
+        if not r["ID"].strip().isdigit():
             continue   # the units row
-        name = r[col["Kernel Name"]]
-        if "fa_marker_kernel" in name:
-            grid = r[col["launch__grid_size"]] if "launch__grid_size" in col else r[col["Grid Size"]]
+        r["Kernel Name"] = r[name]
+        if "fa_marker_kernel" in r["Kernel Name"]:
+            grid = r["launch__grid_size"] if "launch__grid_size" in r else r["Grid Size"]
             cur = int(num(grid)) if str(grid).replace(",", "").strip().isdigit() else \
                 int(str(grid).strip("()").split(",")[0])
             groups[cur] = []
             continue
         if cur is not None:
             groups[cur].append(r)
+    return groups
+
+
+def main():
+    ncu_csv, map_json, out, command = sys.argv[1:5]
+    tagmap = {int(k): v for k, v in json.load(open(map_json)).items()}
+    groups = kernel_groups(ncu_csv)
     pv = provenance.record(command=command)
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
@@ -61,14 +69,14 @@ def main():
         for tag in sorted(tagmap):
             m = tagmap[tag]
             ks = groups.get(tag, [])
-            rd = sum(num(r[col["dram__bytes_read.sum"]]) for r in ks)
-            wr = sum(num(r[col["dram__bytes_write.sum"]]) for r in ks)
-            l2 = sum(num(r[col["lts__t_bytes.sum"]]) for r in ks)
-            t = sum(num(r[col["gpu__time_duration.sum"]]) for r in ks) / 1e6   # ns -> ms
+            rd = sum(num(r["dram__bytes_read.sum"]) for r in ks)
+            wr = sum(num(r["dram__bytes_write.sum"]) for r in ks)
+            l2 = sum(num(r["lts__t_bytes.sum"]) for r in ks)
+            t = sum(num(r["gpu__time_duration.sum"]) for r in ks) / 1e6   # ns -> ms
             sm = float("nan")
-            if "lts__t_sectors_srcunit_tex_op_read.sum" in col:
-                sm = 32 * sum(num(r[col["lts__t_sectors_srcunit_tex_op_read.sum"]]) +
-                              num(r[col["lts__t_sectors_srcunit_tex_op_write.sum"]]) for r in ks)
+            if ks and "lts__t_sectors_srcunit_tex_op_read.sum" in ks[0]:
+                sm = 32 * sum(num(r["lts__t_sectors_srcunit_tex_op_read.sum"]) +
+                              num(r["lts__t_sectors_srcunit_tex_op_write.sum"]) for r in ks)
             model = m["model_bytes"]
             w.writerow([pv[c] for c in provenance.COLUMNS] + [m["impl"], m["dtype"], m["B"], m["H"],
                         m["N"], m["d"], m["label"], len(ks), f"{rd:.0f}", f"{wr:.0f}", f"{rd + wr:.0f}",
@@ -79,7 +87,7 @@ def main():
                         "" if not model else f"{l2 / model:.4f}",
                         "" if not model or sm != sm else f"{sm / model:.4f}",
                         f"{(rd + wr) / m['compulsory_bytes']:.4f}",
-                        " | ".join(sorted({r[col['Kernel Name']][:60] for r in ks}))])
+                        " | ".join(sorted({r["Kernel Name"][:60] for r in ks}))])
             print(f"{m['impl']:22s} {m['dtype']} B={m['B']:3d} H={m['H']:3d} N={m['N']:5d} d={m['d']:3d} "
                   f"DRAM {(rd + wr) / 1e9:8.3f} GB  L2 {l2 / 1e9:8.3f} GB  SM-L2 {sm / 1e9:8.3f} GB  "
                   f"model {'' if model is None else f'{model / 1e9:8.3f} GB'}  "
