@@ -42,6 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FINAL = os.environ.get("PAPER_BWD_CSV", "data/gpu/bench_bwd.csv")
 HOPPER = os.environ.get("PAPER_BWD3_CSV", "data/gpu/studies/bwd_v3_steps/bench.csv")
 EARLIER = os.environ.get("PAPER_BWD3_STEPS_CSV", "data/gpu/studies/bwd_v3_steps/bench_steps_1_2.csv")
+# the same benchmark run with every graph captured, read where FINAL lost some
+CAPTURE_STUDY = "data/gpu/studies/graph_capture/bench_bwd.csv"
 STEP3 = os.environ.get("PAPER_BWD3_STEP3_CSV", "data/gpu/studies/bwd_v3_steps/step3_vs_step2.csv")   # steps 2 and 3 side by side
 NCU_DIR = os.environ.get("PAPER_NCU_DIR", "data/gpu/studies/hopper_ncu")          # scripts/gpu/ncu_hopper.sh's files
 # the passes around the main kernel after they were rewritten (a study)
@@ -385,9 +387,6 @@ def main(argv):
     return paper_gpu.print_values(v)
 
 
-CAPTURE_STUDY = "data/gpu/studies/graph_capture/bench_bwd.csv"
-
-
 def peer_stats(v, p, t, fb, dt, dstep, shapes, spread=None):
     """v[p + key]: version 3 (default step) against cuDNN and flash in dtype dt
     over `shapes` only ((d, causal, N) tuples): geometric means (all, no mask,
@@ -447,9 +446,6 @@ def targets(v, p):
         out[2] = (f"holds ({g:.3f})" if g >= TARGET_FLASH else
                   f"missed by {100 * (1 - g / TARGET_FLASH):.1f} % ({g:.3f})")
     return tuple(out)
-
-
-CAPTURE_STUDY = "data/gpu/studies/graph_capture/bench_bwd.csv"
 
 
 def all_values(v, ran, got, dstep):
