@@ -30,6 +30,14 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import paper_gpu  # noqa: E402  (span; the Nsight Compute reader; which code measured a file)
+from paper_gpu import span  # noqa: E402
+
+
+def kib(n):
+    """A key count in thousands of 1024: 8192 -> '8k'."""
+    return f"{n // 1024}k"
 
 
 def read_csv(path):
@@ -119,21 +127,19 @@ def gpu_pieces(path, out_dir):
                  f"{r0['gpu']}, driver {r0['driver']}, CUDA {r0['cuda']}, torch {r0['torch']}, commit "
                  f"{r0['commit']}, {r0['date']}. Data: `data/gpu/decode.csv`. {{#tbl:decode-bw}}")
     # what the table shows, in three groups of its rows (each side at its faster clock)
-    sp = lambda xs: f"{min(xs):.2f}" if f"{min(xs):.2f}" == f"{max(xs):.2f}" else f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
     t1 = [k for k in ours if k[2] >= 8192]
     t2 = [k for k in ours if k[2] >= 8192 and k[0] == hs[0] and k[1] == 1]
     t3 = [k for k in ours if k[1] == 1 and k in sdpa]
-    kib = lambda n: f"{n // 1024}k"  # noqa: E731
     parts = []
     if t1:
         parts.append(f"with seqlen_k from {kib(min(k[2] for k in t1))} ({len(t1)} shapes, "
                      f"$H_{{kv}}$ = {' and '.join(map(str, hs))}) our kernel reaches "
-                     f"{sp([fr(ours[k]) for k in t1])} of the copy's bandwidth")
+                     f"{span([fr(ours[k]) for k in t1])} of the copy's bandwidth")
     if t2:
-        parts.append(f"at $B$ = 1, $H_{{kv}}$ = {hs[0]} ({len(t2)} shapes) {sp([fr(ours[k]) for k in t2])}")
+        parts.append(f"at $B$ = 1, $H_{{kv}}$ = {hs[0]} ({len(t2)} shapes) {span([fr(ours[k]) for k in t2])}")
     if t3:
         parts.append(f"at $B$ = 1 our kernel takes "
-                     f"{sp([ms_(ours[k]) / ms_(sdpa[k]) for k in t3])} times "
+                     f"{span([ms_(ours[k]) / ms_(sdpa[k]) for k in t3])} times "
                      f"the fastest SDPA backend's time ({len(t3)} shapes)")
     if parts:
         lines.append("")
@@ -144,7 +150,7 @@ def gpu_pieces(path, out_dir):
         lead_g = [k for k in both if k in bg and float(ours[k]["graph_ms"]) <= float(bg[k]["graph_ms"])]
         where = lambda ks: "; ".join(f"$H_{{kv}}$ {k[0]}, $B$ {k[1]}, {kib(k[2])}" for k in sorted(ks))  # noqa: E731
         close = min(both, key=lambda k: ms_(ours[k]) / ms_(sdpa[k]))
-        text = (f"Ours is as fast as SDPA's fastest backend or faster at "
+        text = ("Ours is as fast as SDPA's fastest backend or faster at "
                 + (f"{len(lead)} of the {len(both)} shapes ({where(lead)})" if lead else
                    f"none of the {len(both)} shapes; the closest is {ms_(ours[close]) / ms_(sdpa[close]):.2f} "
                    f"times its time ($H_{{kv}}$ {close[0]}, $B$ {close[1]}, {kib(close[2])})"))
@@ -297,28 +303,25 @@ def values():
     if cp:
         v["dec_copy_graph"] = f"{float(cp[0]['cache_bytes']) / (float(cp[0]['graph_ms']) * 1e-3) / 1e12:.2f} TB/s"
     v["dec_missing"] = missing_shapes(rows)
-    sp = lambda xs, f="{:.2f}": (f.format(min(xs)) if f.format(min(xs)) == f.format(max(xs))  # noqa: E731
-                                  else f"{f.format(min(xs))}-{f.format(max(xs))}")
-    kib = lambda n: f"{n // 1024}k"  # noqa: E731
     v["dec_Ns"] = f"{kib(ks[0][2])} to {kib(ks[-1][2])}"
-    v["dec_graph"] = sp([float(o[k]["graph_ms"]) / float(c[k]["graph_ms"]) for k in ks])
-    v["dec_best"] = sp([d["ms"](o[k]) / d["ms"](c[k]) for k in ks])
+    v["dec_graph"] = span([float(o[k]["graph_ms"]) / float(c[k]["graph_ms"]) for k in ks])
+    v["dec_best"] = span([d["ms"](o[k]) / d["ms"](c[k]) for k in ks])
     n, of, up = slower_replayed(rows, "sdpa_cudnn")
     v["dec_cudnn_slower"] = (f"at {n} of its {of} shapes, by up to {100 * up:.0f}%" if n else
                              f"at none of its {of} shapes")
     n, of, up = slower_replayed(rows, "ours_decode")
     v["dec_ours_slower"] = (f"at {n} of its {of} shapes, by up to {100 * up:.0f}%" if n else
                             f"at none of its {of} shapes")
-    v["dec_eager"] = sp([float(o[k]["median_ms"]) / float(c[k]["median_ms"]) for k in ks])
-    v["dec_self"] = sp([float(o[k]["median_ms"]) / float(o[k]["graph_ms"]) for k in ks], "{:.1f}")
-    v["dec_cudnn_self"] = sp([float(c[k]["median_ms"]) / float(c[k]["graph_ms"]) for k in ks], "{:.1f}")
-    v["dec_frac_ours"] = sp([fr(o[k]) for k in ks])
-    v["dec_frac_cudnn"] = sp([fr(c[k]) for k in ks])
+    v["dec_eager"] = span([float(o[k]["median_ms"]) / float(c[k]["median_ms"]) for k in ks])
+    v["dec_self"] = span([float(o[k]["median_ms"]) / float(o[k]["graph_ms"]) for k in ks], 1)
+    v["dec_cudnn_self"] = span([float(c[k]["median_ms"]) / float(c[k]["graph_ms"]) for k in ks], 1)
+    v["dec_frac_ours"] = span([fr(o[k]) for k in ks])
+    v["dec_frac_cudnn"] = span([fr(c[k]) for k in ks])
     big = [k for k in o if k in c and k[1] * k[0] >= 128 and k[2] >= 32768]
     if big:
         v["dec_big_shape"] = "$B H_{kv} \\ge$ 128 with seqlen_k from 32k"
-        v["dec_big_ours"] = sp([fr(o[k]) for k in big])
-        v["dec_big_cudnn"] = sp([fr(c[k]) for k in big])
+        v["dec_big_ours"] = span([fr(o[k]) for k in big])
+        v["dec_big_cudnn"] = span([fr(c[k]) for k in big])
     return v
 
 
@@ -328,7 +331,6 @@ def varlen_ncu_lines():
     a sentence, or nothing without the files."""
     import glob
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import paper_gpu
     T, I, M = "gpu__time_duration.sum", "smsp__inst_executed.sum", "dram__bytes.sum"
     CA, CM = "sm__cycles_active.avg", "sm__cycles_active.max"
 
@@ -343,7 +345,6 @@ def varlen_ncu_lines():
             pairs.append((a[T] / b[T], b[I] / a[I], b[M] / a[M], b[CM] / b[CA], a[CM] / a[CA]))
     if not pairs:
         return []
-    span = paper_gpu.span
     return ["", f"Nsight Compute on one forward each ({len(pairs)} shapes of the equal batch, "
             "`data/gpu/studies/varlen/ncu/`): the packed kernel took "
             f"{span([p[0] for p in pairs])} of the dense one's speed, issuing {span([p[1] for p in pairs])} times "
@@ -433,7 +434,6 @@ def varlen_measured_reading_back():
     False where it had one (re-measured) or where that cannot be told (then
     the text describes the current entry only)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import paper_gpu
     return paper_gpu.measured_code_has("data/gpu/varlen.csv", "python/flashattn_stages/varlen_op.py",
                                        "check_cu_seqlens") is False
 
@@ -454,22 +454,21 @@ def varlen_values():
             "its padding comparison above included, whose packing gain it makes smaller (the backward, "
             "timed through autograd on a forward made beforehand, makes no such call).")
     t, g, _ = varlen_rows(path)
-    sp = lambda xs, f="{:.1f}": f"{f.format(min(xs))}-{f.format(max(xs))}"  # noqa: E731
     ms = [m for m in t.values() if "ours_varlen_mixed" in m]
     po = [m["ours_padded"] / m["ours_varlen_mixed"] for m in ms if "ours_padded" in m]
     ps = [m["sdpa_flash_padded"] / m["ours_varlen_mixed"] for m in ms if "sdpa_flash_padded" in m]
     eq = [m["ours_varlen_equal"] / m["ours_dense"] for m in t.values() if "ours_varlen_equal" in m and "ours_dense" in m]
     if po:
-        v["vl_pad_ours"] = sp(po)
+        v["vl_pad_ours"] = span(po, 1)
     if ps:
-        v["vl_pad_sdpa"] = sp(ps)
+        v["vl_pad_sdpa"] = span(ps, 1)
     if eq:
-        v["vl_equal"] = sp(eq, "{:.2f}")
+        v["vl_equal"] = span(eq)
     for ps_ in ("fwd", "bwd"):
         eg = [m["ours_varlen_equal"] / m["ours_dense"] for c, m in g.items()
               if c[0] == ps_ and "ours_varlen_equal" in m and "ours_dense" in m]
         if eg:
-            v[f"vl_equal_graph_{ps_}"] = sp(eg, "{:.2f}")
+            v[f"vl_equal_graph_{ps_}"] = span(eg)
         if ps_ == "bwd":
             v["vl_equal_graph_bwd_n"] = str(len(eg))
             v["vl_equal_bwd_n"] = str(sum(1 for c, m in t.items() if c[0] == "bwd" and "ours_varlen_equal" in m
