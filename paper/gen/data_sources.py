@@ -128,14 +128,13 @@ def sources_text(root=ROOT):
     return re.sub(r"""["']\s*,\s*["']""", "/", text)   # os.path.join("a", "b") -> a/b
 
 
-def cited_studies(root=ROOT):
+def cited_studies(text, root=ROOT):
     """The CSV files of data/gpu/studies/ (at any depth: a study may keep a
     tool's pages in a folder of its own, studies/varlen/ncu/) that the book
     reads or names: the chapters, the generators and the figure scripts,
     each path written out ("studies/dq_pass/dq_pass.csv"), joined in Python
     or its folder named whole ("studies/hopper_ncu/"), which cites every
-    CSV file in it."""
-    text = sources_text(root)
+    CSV file in it. text: sources_text()."""
     out = []
     for path in sorted(glob.glob(os.path.join(root, "data", "gpu", "studies", "**", "*.csv"), recursive=True)):
         rel = os.path.relpath(path, os.path.join(root, "data", "gpu"))   # studies/DIR/.../FILE.csv
@@ -145,11 +144,10 @@ def cited_studies(root=ROOT):
     return out
 
 
-def cited_study_texts(root=ROOT):
+def cited_study_texts(text, root=ROOT):
     """The text files of data/gpu/studies/ (TEXT_KINDS, any depth) that the
     book reads or names by their path: Nsight Compute's pages and the logs
-    that numbers of the text are counted from."""
-    text = sources_text(root)
+    that numbers of the text are counted from. text: sources_text()."""
     out = []
     for path in sorted(glob.glob(os.path.join(root, "data", "gpu", "studies", "**", "*"), recursive=True)):
         rel = os.path.relpath(path, os.path.join(root, "data", "gpu"))
@@ -167,8 +165,8 @@ def main():
         print(f"data_sources.py: error: no directory {data}", file=sys.stderr)
         return 2
     files = sorted(glob.glob(os.path.join(data, "*", "*.csv")))
-    studies = cited_studies()
-    texts = cited_study_texts()
+    text = sources_text()
+    studies, texts = cited_studies(text), cited_study_texts(text)
     lines = ["| file | commit | date | command |",
              "|:--------------------|:-------|:------------|:--------------------------------------|"]
     for path in files + studies + texts:
@@ -190,7 +188,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "provenance.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"provenance.py: {len(files)} data files, {len(studies)} study files and {len(texts)} study text files -> "
+    print(f"data_sources.py: {len(files)} data files, {len(studies)} study files and {len(texts)} study text files -> "
           f"{os.path.join(args.out, 'provenance.md')}")
     return 0
 
