@@ -494,7 +494,7 @@ local function heading_numbers(blocks)
         local id = b.content[1].identifier
         if id ~= "" then numbers[id] = tostring(figures) end
       elseif b.t == "Table" and #b.caption.long > 0 then
-        tables = tables + 1   -- as LaTeX counts them: captioned ones only (UncaptionedTable)
+        tables = tables + 1   -- as LaTeX counts them: captioned ones only (Tables gives the step of an uncaptioned one back)
         if b.identifier ~= "" then numbers[b.identifier] = tostring(tables) end
       elseif b.t == "Div" and b.classes:includes("appendix-start") then
         lettered = true
@@ -516,7 +516,7 @@ local function CrossRefs(doc)
     local id = link.target:match("^#(.+)$")
     if not id then return nil end
     if not numbers[id] then
-      fail("cross-reference [](#" .. id .. "): no numbered heading or figure has the id '" .. id .. "'")
+      fail("cross-reference [](#" .. id .. "): no numbered heading, figure or table has the id '" .. id .. "'")
     end
     if FORMAT:match("latex") then
       return pandoc.RawInline("latex", "\\ref{" .. id .. "}")
@@ -554,7 +554,7 @@ local function table_id(tbl)
   return id
 end
 
-local function UncaptionedTable(tbl)
+local function Tables(tbl)
   local id = table_id(tbl)
   if id then
     tbl.identifier = id
@@ -568,6 +568,6 @@ return {
   {Meta = Meta},
   {Div = Div},
   {CodeBlock = CodeBlock, Span = Span, Div = MissingInclude},
-  {Table = UncaptionedTable},
+  {Table = Tables},
   {Pandoc = CrossRefs},
 }
