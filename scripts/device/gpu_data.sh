@@ -19,6 +19,13 @@
 # few files returns it whole), with $OUT/gpu_data.log, every command's output.
 # Unpack it at the repository root and move build/gpu_data_run/* into
 # data/gpu/. Exit status: 0 when every part passed.
+#
+# How long the parts take on an H200 (one whole make gpu-data, 16 cores):
+# build 27 s, env 7, tests 436, bench-fwd 28, bench-bwd 181, ncu 36, apps 101,
+# op 261; 1077 s in all. So two calls of under ten minutes hold it:
+# PARTS="env tests bench-fwd ncu" (about 535 s with the build), then
+# FA_PREBUILT=1 PARTS="bench-bwd apps op" (about 545 s); the machine stays
+# warm between them only if the second call follows at once.
 set -u
 OUT=${OUT:-/tmp/gpu_data_out}
 LIMIT_S=${LIMIT_S:-560}
