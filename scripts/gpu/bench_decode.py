@@ -33,8 +33,9 @@ each (every sequence at the full length, so SDPA needs no padding), pages of
                     (its bytes moved are then H / H_kv times the cache's);
                     math only up to 2 GB of cache
 For every row: median_ms (CUDA events, median of --repeats calls, the L2
-overwritten before each call -- a 512 MiB write, which also keeps the GPU busy
-while Python enqueues the call, so little launch overhead is timed),
+overwritten before each call -- gpu_timing.flush_l2 zeroes twice the L2, about
+100 MB, a few tens of microseconds of GPU work while Python enqueues the call:
+host time beyond that is timed, so a call whose host path is longer shows it),
 graph_ms (the same call captured once into a CUDA graph and replayed, which
 takes the host's overhead out for every implementation alike; empty where
 the call cannot be captured, note says why), how_called (the call as timed),
