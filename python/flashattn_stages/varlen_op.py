@@ -271,9 +271,9 @@ def check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
-                     left=-1, right=-1, version=None, deterministic=False, check_values=False):
-    """O, L of packed q, k, v, checked (check_arguments), after autocast."""
-    check_arguments(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_values)
+                     left=-1, right=-1, version=None, deterministic=False):
+    """O, L of packed q, k, v, after autocast; the arguments as varlen_any
+    checked them (check_arguments, its one caller's first step)."""
     q, k, v, scale = flash_op.autocast_and_scale(q, k, v, softmax_scale, _fail)
     fv, bv = flash_op._versions_of(version)
     need = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
