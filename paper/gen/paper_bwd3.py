@@ -224,10 +224,9 @@ def values(out_dir=None):
             "hb_step2_over_step1_128", "hb_steps_where", "hb_fig_steps_note", "hb_det_nc", "hb_det_c", "hb_det_example", "hb_fp16_vs_bf16",
             "hb_step3_over_step2_64", "hb_step3_over_step2_128", "hb_step3_commit", "hb_step3_Ns",
             "hb_ncu_regs", "hb_ncu_grid_cudnn", "hb_ncu_commit", "hb_ncu_final_commit",
-            "hb_bf16_uncaptured", "hb_uncaptured_apart", "hb_all_apart", "hb_all_apart_claim", "hb_nrun",
+            "hb_bf16_uncaptured", "hb_uncaptured_apart",
             "hb_vs_peers", "hb_cover", "hb_all_commit", "hb_all_date", "hb_all_target", "hb_all_target_shape",
-            "hb_all_target_flash", "hb_same_n", "hb_same_bf16_gm", "hb_same_fp16_gm",
-            "hb_all_cols", "hb_below_all"]
+            "hb_all_target_flash", "hb_same_n", "hb_same_bf16_gm", "hb_same_fp16_gm"]
     for tag in ("128", "64c"):
         keys += [f"hb_ncu_{k}_{tag}" for k in ("N", "main", "tp", "tp_cudnn", "inst", "mio", "side", "side_cudnn",
                                                 "side_final", "grid")]
@@ -240,8 +239,7 @@ def values(out_dir=None):
     v = {k: "n/a" for k in keys}
     v["hb_status"] = "absent"
     # clauses that a sentence carries only when there is something to add
-    v["hb_uncaptured_apart"] = v["hb_all_apart"] = v["hb_all_apart_claim"] = ""
-    v["hb_all_cols"] = v["hb_below_all"] = ""
+    v["hb_uncaptured_apart"] = ""
     v["hb_goal_cudnn"], v["hb_goal_shape"] = f"{TARGET_CUDNN:.1f}", f"{TARGET_SHAPE_MIN:.2f}"
     v["hb_goal_flash"], v["hb_goal_fp16"] = f"{TARGET_FLASH:.1f}", f"{100 * TARGET_FP16:.0f} %"
     dstep = default_step()
@@ -283,7 +281,6 @@ def values(out_dir=None):
     ran = {(int(r["d"]), int(r["causal"]), int(r["N"])) for r in rs
            if r.get("impl") == V3 and r.get("pass") == "bwd" and r.get("dtype") == "bf16"
            and r.get("median_ms") and N_LO <= int(r["N"]) <= N_HI}
-    v["hb_nrun"] = str(len(ran)) if ran else "n/a"
     if ran:
         v["hb_cover"] = paper_gpu.cover_words(every["bf16"], ran)
         all_values(v, ran, every["bf16"], dstep)
@@ -476,18 +473,6 @@ def all_values(v, ran, got, dstep):
     v["hb_all_target"], v["hb_all_target_shape"], v["hb_all_target_flash"] = targets(v, "hb_all_")
     first = next(r for r in rs if r.get("impl") == V3 and r.get("pass") == "bwd")
     v["hb_all_commit"], v["hb_all_date"] = first.get("commit") or "n/a", (first.get("date") or "n/a")[:10]
-    n, src = v["hb_all_n"], CAPTURE_STUDY
-    # a clause of the backward chapter's sentence "... flash's and ... cuDNN's, over <cover>"
-    v["hb_all_apart"] = (f"; over all {n} shapes, in a run with every graph captured ({src}), "
-                         f"{v['hb_all_cudnn_gm']} and {v['hb_all_flash_gm']}")
-    v["hb_all_cols"] = (f"; its columns \"all {n}\" give the same means over every shape, from a run of "
-                        f"the same benchmark with every graph captured ({src})")
-    v["hb_below_all"] = f" ({v['hb_all_below95']} of the {n} in that run)"
-    v["hb_all_apart_claim"] = (f". Over all {n} shapes, in a run with every graph captured ({src}, commit "
-                               f"{v['hb_all_commit']}, {v['hb_all_date']}): {v['hb_all_cudnn_gm']} x cuDNN: "
-                               f"{v['hb_all_target']}; per shape {v['hb_all_cudnn_range']}, "
-                               f"{v['hb_all_target_shape']}; {v['hb_all_flash_gm']} x flash: "
-                               f"{v['hb_all_target_flash']}; forward + backward {v['hb_all_fb_cudnn_gm']} x cuDNN")
 
 
 LEAD = ("cudnn_gm", "flash_gm", "cudnn_range", "flash_range", "below95", "below95_d", "n", "fb_cudnn_gm",

@@ -276,7 +276,7 @@ def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
     and the shapes where it is under cuDNN."""
     keys = ["v3b_commit", "v3b_n", "v3b_gm_cudnn", "v3b_cudnn", "v3b_flash", "v3b_nbelow", "v3b_below",
             "v3b_short_cudnn", "v3b_short_gm", "v3b_short_reading", "v3b_N_lo", "v3b_spread",
-            "v3b_nbelow_clear", "v3b_below_sentence", "v3b_short_clear", "v3b_spread_N"]
+            "v3b_nbelow_clear", "v3b_below_sentence", "v3b_spread_N"]
     v = {k: "n/a" for k in keys}
     if not os.path.exists(full(rel)):
         return v
@@ -326,7 +326,6 @@ def bench_values(rel="data/gpu/bench_fwd.csv", n_lo=2048):
                                        f"{len(clear)}: {words([name(*sh) for sh in clear])}, the rest within "
                                        "the clocks' spread.")
     short_clear = [sh for sh in short if spread is not None and rc[sh] < 1 - spread]
-    v["v3b_short_clear"] = f"{len(short_clear)} of {len(short)}" if spread is not None else "n/a"
     if short:
         v["v3b_short_cudnn"] = span([rc[sh] for sh in short], lambda x: f"{x:.2f}")
         gs, gl = gmean([rc[sh] for sh in short]), gmean([rc[sh] for sh in long_])
