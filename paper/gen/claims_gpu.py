@@ -486,7 +486,8 @@ def bwd_hopper(t):
         t.row("Backward version 3 (Hopper) against cuDNN and SDPA flash", "not in the chapter",
               "not measured in this build: no version 3 rows in " + src, src)
         return
-    data = (f"{paper_bwd3_capture()} (commit {v['hb_all_commit']}, {v['hb_all_date']}); " if v["hb_sub_claim"] else "")
+    import paper_bwd3   # its capture study's name (beside this file; imported where used, as paper_bwd below)
+    data = (f"{paper_bwd3.CAPTURE_STUDY} (commit {v['hb_all_commit']}, {v['hb_all_date']}); " if v["hb_sub_claim"] else "")
     t.row(f"Backward version 3 (Hopper; {v['hb_gpu']}, bf16, d 64 and 128, N {v['hb_Ns']}, causal and not; "
           f"{CLOCK}) against cuDNN's and SDPA flash's backward",
           "not in the chapter",
@@ -498,11 +499,6 @@ def bwd_hopper(t):
           f"; fp16's ratio to cuDNN {v['hb_fp16_vs_bf16']} bf16's over the {v['hb_same_n']} shapes both were "
           f"captured at{paper_bwd_copies()}",
           f"{data}{v['hb_source']} (commit {v['hb_commit']}, {v['hb_date']})")
-
-
-def paper_bwd3_capture():
-    import paper_bwd3
-    return paper_bwd3.CAPTURE_STUDY
 
 
 def paper_bwd_copies():

@@ -306,12 +306,9 @@ def values():
     v["dec_Ns"] = f"{kib(ks[0][2])} to {kib(ks[-1][2])}"
     v["dec_graph"] = span([float(o[k]["graph_ms"]) / float(c[k]["graph_ms"]) for k in ks])
     v["dec_best"] = span([d["ms"](o[k]) / d["ms"](c[k]) for k in ks])
-    n, of, up = slower_replayed(rows, "sdpa_cudnn")
-    v["dec_cudnn_slower"] = (f"at {n} of its {of} shapes, by up to {100 * up:.0f}%" if n else
-                             f"at none of its {of} shapes")
-    n, of, up = slower_replayed(rows, "ours_decode")
-    v["dec_ours_slower"] = (f"at {n} of its {of} shapes, by up to {100 * up:.0f}%" if n else
-                            f"at none of its {of} shapes")
+    for key, impl in (("dec_cudnn_slower", "sdpa_cudnn"), ("dec_ours_slower", "ours_decode")):
+        n, of, up = slower_replayed(rows, impl)
+        v[key] = f"at {n} of its {of} shapes, by up to {100 * up:.0f}%" if n else f"at none of its {of} shapes"
     v["dec_eager"] = span([float(o[k]["median_ms"]) / float(c[k]["median_ms"]) for k in ks])
     v["dec_self"] = span([float(o[k]["median_ms"]) / float(o[k]["graph_ms"]) for k in ks], 1)
     v["dec_cudnn_self"] = span([float(c[k]["median_ms"]) / float(c[k]["graph_ms"]) for k in ks], 1)

@@ -17,6 +17,7 @@ table, whose rows it writes itself. Column names are matched
 loosely (listed in ALIASES) so that a renamed column does not break the
 build; a file whose columns cannot be matched is reported and skipped.
 """
+import functools
 import csv
 import os
 import re
@@ -57,12 +58,14 @@ def read(rel):
     return list(csv.DictReader(lines))
 
 
+@functools.lru_cache(maxsize=None)
 def measured_code_has(rel, path, needle):
     """Whether the code that measured data file `rel` (the commit of its
     provenance column) held `needle` in `path`: True or False from git, None
     where that cannot be told (no commit column, no git, a commit this
     clone lacks). For text that must say how a stored file was measured
-    when the code has changed since (the file is re-measured later)."""
+    when the code has changed since (the file is re-measured later). Asked
+    once per (rel, path, needle) a run: several generators ask the same."""
     import subprocess
     rows = read(rel) or []
     commit = next((r.get("commit") for r in rows if r.get("commit")), None)
