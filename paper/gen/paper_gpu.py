@@ -17,8 +17,8 @@ table, whose rows it writes itself. Column names are matched
 loosely (listed in ALIASES) so that a renamed column does not break the
 build; a file whose columns cannot be matched is reported and skipped.
 """
-import functools
 import csv
+import functools
 import os
 import re
 import sys
